@@ -1,0 +1,151 @@
+// Command gatehouse is the Gatehouse control plane: one binary serving the administrative API
+// (/api/v1), the identity provider (/api/auth, /.well-known) and the API explorer (/docs).
+//
+//	gatehouse [serve]          migrate the database, then serve until SIGINT/SIGTERM
+//	gatehouse migrate up|down  apply or roll back every migration, then exit
+//
+// Configuration comes from GATEHOUSE_* environment variables (see README.md). An invalid value
+// exits with status 2 and one line naming the variable.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/server"
+	"github.com/gatehouse-dev/gatehouse/store"
+)
+
+// shutdownTimeout bounds how long in-flight requests may run after a stop signal.
+const shutdownTimeout = 20 * time.Second
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stderr, nil))
+}
+
+// run executes one command and returns the process exit status. ready, when not nil, receives
+// the listening address once the server accepts connections.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer, ready chan<- net.Addr) int {
+	cfg, err := server.ConfigFromEnv(getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "gatehouse:", err)
+		return 2
+	}
+	log := newLogger(cfg, stderr)
+
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd = args[0]
+	}
+	switch {
+	case cmd == "serve" && len(args) <= 1:
+		err = serve(ctx, cfg, getenv, log, ready)
+	case cmd == "migrate" && len(args) == 2 && (args[1] == "up" || args[1] == "down"):
+		err = migrate(ctx, cfg, args[1], log)
+	default:
+		fmt.Fprintln(stderr, "usage: gatehouse [serve] | gatehouse migrate up|down")
+		return 2
+	}
+	var cerr *server.ConfigError
+	switch {
+	case errors.As(err, &cerr):
+		fmt.Fprintln(stderr, "gatehouse:", cerr)
+		return 2
+	case err != nil:
+		log.Error("gatehouse stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(cfg server.Config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func serve(ctx context.Context, cfg server.Config, getenv func(string) string, log *slog.Logger, ready chan<- net.Addr) error {
+	if _, err := server.LoadSecretKey(cfg, getenv, log); err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		return err
+	}
+	srv, err := server.New(cfg, st, log)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return &server.ConfigError{Var: "GATEHOUSE_LISTEN_ADDR", Reason: err.Error()}
+	}
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	log.Info("gatehouse listening", "addr", ln.Addr().String(), "base_url", cfg.BaseURL, "database", string(st.Dialect()))
+	if ready != nil {
+		ready <- ln.Addr()
+	}
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: draining in-flight requests", "timeout", shutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func migrate(ctx context.Context, cfg server.Config, direction string, log *slog.Logger) error {
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if direction == "down" {
+		err = st.MigrateDown(ctx)
+	} else {
+		err = st.Migrate(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	v, dirty, err := st.Version(ctx)
+	if err != nil {
+		return err
+	}
+	log.Info("migrated", "direction", direction, "version", v, "dirty", dirty)
+	return nil
+}

@@ -1,0 +1,211 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Config is the server's configuration, read from GATEHOUSE_* environment variables.
+type Config struct {
+	// ListenAddr is the address the HTTP server listens on (GATEHOUSE_LISTEN_ADDR).
+	ListenAddr string
+	// BaseURL is the public origin, without a trailing slash (GATEHOUSE_BASE_URL). It prefixes
+	// problem type URIs, is the OpenAPI servers entry and the OAuth issuer, and is always a
+	// trusted origin.
+	BaseURL string
+	// DatabaseURL is a postgres:// URL or an SQLite path or sqlite: URL (GATEHOUSE_DATABASE_URL).
+	DatabaseURL string
+	// DataDir holds the SQLite database and the development secret key (GATEHOUSE_DATA_DIR).
+	DataDir string
+	// TrustedOrigins are the product origins allowed for CORS and cookie-authenticated writes,
+	// besides BaseURL (GATEHOUSE_TRUSTED_ORIGINS, comma-separated), normalised.
+	TrustedOrigins []string
+	// TrustedProxies are the peers whose X-Forwarded-For is believed (GATEHOUSE_TRUSTED_PROXIES,
+	// comma-separated IPs or CIDRs).
+	TrustedProxies []netip.Prefix
+	// LogFormat is text or json (GATEHOUSE_LOG_FORMAT); LogLevel debug, info, warn or error
+	// (GATEHOUSE_LOG_LEVEL).
+	LogFormat string
+	LogLevel  slog.Level
+	// BodyLimit is the largest request body accepted, in bytes.
+	BodyLimit int64
+}
+
+// Secure reports whether the base URL is https, which turns on HSTS, __Secure- cookies and the
+// requirement of an explicit secret key.
+func (c Config) Secure() bool { return strings.HasPrefix(c.BaseURL, "https://") }
+
+// ConfigError names the variable that is invalid; main prints it as one line and exits non-zero.
+type ConfigError struct {
+	Var    string
+	Reason string
+}
+
+func (e *ConfigError) Error() string { return "invalid " + e.Var + ": " + e.Reason }
+
+// ConfigFromEnv reads the configuration through getenv, applying defaults that serve a
+// developer: :8080, http://localhost:8080, SQLite at ./data/gatehouse.db. It returns a
+// *ConfigError for the first invalid variable.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	get := func(name, def string) string {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			return v
+		}
+		return def
+	}
+	cfg := Config{
+		ListenAddr: get("GATEHOUSE_LISTEN_ADDR", ":8080"),
+		DataDir:    get("GATEHOUSE_DATA_DIR", "./data"),
+		BodyLimit:  1 << 20,
+	}
+	if _, _, err := net.SplitHostPort(cfg.ListenAddr); err != nil {
+		return cfg, &ConfigError{"GATEHOUSE_LISTEN_ADDR", "want host:port, for example :8080"}
+	}
+	base, err := NormalizeOrigin(get("GATEHOUSE_BASE_URL", "http://localhost:8080"))
+	if err != nil {
+		return cfg, &ConfigError{"GATEHOUSE_BASE_URL", err.Error()}
+	}
+	cfg.BaseURL = base
+	cfg.DatabaseURL = get("GATEHOUSE_DATABASE_URL", "sqlite:"+filepath.Join(cfg.DataDir, "gatehouse.db"))
+
+	for _, o := range splitList(getenv("GATEHOUSE_TRUSTED_ORIGINS")) {
+		n, err := NormalizeOrigin(o)
+		if err != nil {
+			return cfg, &ConfigError{"GATEHOUSE_TRUSTED_ORIGINS", fmt.Sprintf("%q: %v", o, err)}
+		}
+		if n != cfg.BaseURL {
+			cfg.TrustedOrigins = append(cfg.TrustedOrigins, n)
+		}
+	}
+	for _, p := range splitList(getenv("GATEHOUSE_TRUSTED_PROXIES")) {
+		prefix, err := parsePrefix(p)
+		if err != nil {
+			return cfg, &ConfigError{"GATEHOUSE_TRUSTED_PROXIES", fmt.Sprintf("%q is not an IP address or CIDR", p)}
+		}
+		cfg.TrustedProxies = append(cfg.TrustedProxies, prefix)
+	}
+	switch cfg.LogFormat = get("GATEHOUSE_LOG_FORMAT", "text"); cfg.LogFormat {
+	case "text", "json":
+	default:
+		return cfg, &ConfigError{"GATEHOUSE_LOG_FORMAT", "want text or json"}
+	}
+	if err := cfg.LogLevel.UnmarshalText([]byte(get("GATEHOUSE_LOG_LEVEL", "info"))); err != nil {
+		return cfg, &ConfigError{"GATEHOUSE_LOG_LEVEL", "want debug, info, warn or error"}
+	}
+	return cfg, nil
+}
+
+// NormalizeOrigin returns the origin scheme://host[:port] of an absolute http(s) URL, lower-cased
+// and without a default port. Anything else — "null", a path, a query, credentials — is an error,
+// so two origins are the same exactly when their normalised strings are equal.
+func NormalizeOrigin(raw string) (string, error) {
+	u, err := url.Parse(strings.TrimSuffix(raw, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
+		return "", errors.New("want an absolute http(s) origin such as https://app.example.com")
+	}
+	if u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
+		return "", errors.New("want an origin without path, query or credentials")
+	}
+	host := strings.ToLower(u.Hostname())
+	port := u.Port()
+	if (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
+		port = ""
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port != "" {
+		host += ":" + port
+	}
+	return u.Scheme + "://" + host, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		return p.Masked(), err
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
+}
+
+// SecretKeyFile is the development key's file name inside DataDir.
+const SecretKeyFile = "secret.key"
+
+// LoadSecretKey returns the 32-byte master key from GATEHOUSE_SECRET_KEY (base64 or hex). When
+// it is unset and the base URL is https it fails; otherwise it reads, or generates once with mode
+// 0600, DataDir/secret.key and logs a warning, so a developer's data stays readable across
+// restarts. The key is never logged.
+func LoadSecretKey(cfg Config, getenv func(string) string, log *slog.Logger) ([]byte, error) {
+	if v := strings.TrimSpace(getenv("GATEHOUSE_SECRET_KEY")); v != "" {
+		key, err := decodeKey(v)
+		if err != nil {
+			return nil, &ConfigError{"GATEHOUSE_SECRET_KEY", err.Error()}
+		}
+		return key, nil
+	}
+	if cfg.Secure() {
+		return nil, &ConfigError{"GATEHOUSE_SECRET_KEY", "required when GATEHOUSE_BASE_URL is https (32 random bytes, base64: `openssl rand -base64 32`)"}
+	}
+	path := filepath.Join(cfg.DataDir, SecretKeyFile)
+	if b, err := os.ReadFile(path); err == nil {
+		key, err := decodeKey(strings.TrimSpace(string(b)))
+		if err != nil {
+			return nil, &ConfigError{"GATEHOUSE_SECRET_KEY", fmt.Sprintf("unset, and %s is unreadable: %v", path, err)}
+		}
+		log.Warn("using the development secret key; set GATEHOUSE_SECRET_KEY in production", "file", path)
+		return key, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, []byte(base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	log.Warn("GATEHOUSE_SECRET_KEY is not set: generated a development secret key; "+
+		"anyone who can read this file can decrypt the secrets and forge sessions — set GATEHOUSE_SECRET_KEY in production",
+		"file", path)
+	return key, nil
+}
+
+// decodeKey accepts 32 bytes as standard or URL base64 (padded or not) or as 64 hex digits.
+func decodeKey(s string) ([]byte, error) {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil && len(b) == 32 {
+			return b, nil
+		}
+	}
+	if b, err := hex.DecodeString(s); err == nil && len(b) == 32 {
+		return b, nil
+	}
+	return nil, errors.New("want 32 random bytes, base64- or hex-encoded")
+}

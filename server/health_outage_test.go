@@ -1,0 +1,139 @@
+package server
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/store"
+	"github.com/gatehouse-dev/gatehouse/store/storetest"
+)
+
+// TestHealthDatabaseOutage cuts the connection to a real PostgreSQL with a TCP proxy: health
+// answers 503 within a second while it is down, and 200 again once it is back, in the same
+// process. It needs GATEHOUSE_TEST_POSTGRES_URL (an embedded SQLite file cannot go away).
+func TestHealthDatabaseOutage(t *testing.T) {
+	var pg *storetest.Backend
+	for _, b := range storetest.Backends(t) {
+		if b.Name == string(store.Postgres) {
+			pg = &b
+		}
+	}
+	if pg == nil {
+		t.Skip("needs " + storetest.PostgresURLEnv + " (run by .ci/run)")
+	}
+	u, err := url.Parse(pg.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := newTCPProxy(t, u.Host)
+	u.Host = proxy.addr
+	st, err := store.Open(context.Background(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	app := newTestApp(t, st, testConfig())
+	health := func() (int, time.Duration) {
+		start := time.Now()
+		res := app.do(request{method: http.MethodGet, path: "/api/v1/health"})
+		return res.Code, time.Since(start)
+	}
+
+	if code, _ := health(); code != http.StatusOK {
+		t.Fatalf("before the outage: %d", code)
+	}
+	proxy.cut()
+	for i := 0; i < 3; i++ {
+		code, took := health()
+		if code != http.StatusServiceUnavailable || took > time.Second {
+			t.Fatalf("during the outage: %d after %v, want 503 within 1s", code, took)
+		}
+	}
+	res := app.do(request{method: http.MethodGet, path: "/api/v1/health"})
+	res.wantProblem(t, http.StatusServiceUnavailable, "unavailable", "Service unavailable")
+
+	proxy.restore(t)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		code, _ := health()
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the outage: still %d", code)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// tcpProxy forwards a loopback port to a target; cut drops every connection and stops
+// listening, restore listens on the same port again.
+type tcpProxy struct {
+	addr, target string
+	mu           sync.Mutex
+	ln           net.Listener
+	conns        []net.Conn
+}
+
+func newTCPProxy(t *testing.T, target string) *tcpProxy {
+	p := &tcpProxy{target: target}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.addr = ln.Addr().String()
+	p.serve(ln)
+	t.Cleanup(p.cut)
+	return p
+}
+
+func (p *tcpProxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { io.Copy(up, c); up.Close() }()
+			go func() { io.Copy(c, up); c.Close() }()
+		}
+	}()
+}
+
+func (p *tcpProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *tcpProxy) restore(t *testing.T) {
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		t.Fatalf("re-listen %s: %v", p.addr, err)
+	}
+	p.serve(ln)
+}

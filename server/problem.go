@@ -1,0 +1,174 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gatehouse-dev/gatehouse/store"
+)
+
+// Problem kinds: the last segment of a problem's type URI, {base_url}/problems/<kind>.
+const (
+	kindValidation   = "validation"
+	kindUnauthorized = "http-401"
+	kindForbidden    = "http-403"
+	kindNotFound     = "http-404"
+	kindConflict     = "conflict"
+	kindClientError  = "http-4xx"
+	kindUnavailable  = "unavailable"
+	kindInternal     = "internal"
+)
+
+// Titles fixed by the interface. Clients match on type and status, never on title.
+const (
+	titleValidation        = "Validation failed"
+	titleUnauthenticated   = "Authentication required"
+	titlePermissionDenied  = "Permission denied"
+	titleUserRequired      = "A user session is required"
+	titleEnvironmentScoped = "Service account is scoped to another environment"
+	titleNotFound          = "Not found"
+	titleConflict          = "Conflict"
+	titleUnavailable       = "Service unavailable"
+	titleInternal          = "Internal server error"
+)
+
+// FieldError is one validation issue: where (path segments starting with body, query, path or
+// header) and what is wrong. Messages never echo the submitted value.
+type FieldError struct {
+	Path    []string `json:"path"`
+	Message string   `json:"message"`
+}
+
+// Error is the one error type handlers and middleware return for an expected failure. The
+// error handler turns it into an application/problem+json body; nothing else writes problems.
+// Title must be safe to show: it never carries a secret or an internal error text.
+type Error struct {
+	Status int
+	Kind   string
+	Title  string
+	Errors []FieldError
+	// Code and Message are the better-auth error members that /api/auth clients read.
+	Code    string
+	Message string
+	// Header is added to the response (for example Retry-After or Allow).
+	Header http.Header
+}
+
+// Error implements error.
+func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Kind, e.Title) }
+
+// Problem constructors for the failures every area shares.
+var (
+	ErrUnauthenticated = &Error{Status: http.StatusUnauthorized, Kind: kindUnauthorized, Title: titleUnauthenticated}
+	ErrPermission      = &Error{Status: http.StatusForbidden, Kind: kindForbidden, Title: titlePermissionDenied}
+	ErrUserRequired    = &Error{Status: http.StatusForbidden, Kind: kindForbidden, Title: titleUserRequired}
+	ErrEnvScoped       = &Error{Status: http.StatusForbidden, Kind: kindForbidden, Title: titleEnvironmentScoped}
+	ErrNotFound        = &Error{Status: http.StatusNotFound, Kind: kindNotFound, Title: titleNotFound}
+	ErrUnavailable     = &Error{Status: http.StatusServiceUnavailable, Kind: kindUnavailable, Title: titleUnavailable}
+)
+
+// Conflict is a 409 /problems/conflict with a title saying what already exists.
+func Conflict(title string) *Error {
+	return &Error{Status: http.StatusConflict, Kind: kindConflict, Title: title}
+}
+
+// Validation is a 400 /problems/validation listing the issues.
+func Validation(errs ...FieldError) *Error {
+	return &Error{Status: http.StatusBadRequest, Kind: kindValidation, Title: titleValidation, Errors: errs}
+}
+
+// ClientError is a 4xx /problems/http-4xx for any other client error.
+func ClientError(status int, title string) *Error {
+	return &Error{Status: status, Kind: kindClientError, Title: title}
+}
+
+// problemBody is the wire form of a problem.
+type problemBody struct {
+	Type      string       `json:"type"`
+	Title     string       `json:"title"`
+	Status    int          `json:"status"`
+	Errors    []FieldError `json:"errors,omitempty"`
+	RequestID string       `json:"requestId,omitempty"`
+	Code      string       `json:"code,omitempty"`
+	Message   string       `json:"message,omitempty"`
+}
+
+// errorHandler is echo's HTTPErrorHandler: the single place that maps errors to problem+json.
+// Expected failures arrive as *Error, routing and framework failures as *echo.HTTPError, store
+// lookups as store sentinels; anything else is a 500 whose text is logged, never sent.
+func (s *Server) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	p := s.toProblem(err, c)
+	for k, vs := range p.Header {
+		for _, v := range vs {
+			c.Response().Header().Add(k, v)
+		}
+	}
+	body := problemBody{
+		Type:      s.cfg.BaseURL + "/problems/" + p.Kind,
+		Title:     p.Title,
+		Status:    p.Status,
+		Errors:    p.Errors,
+		RequestID: RequestID(c.Request().Context()),
+		Code:      p.Code,
+		Message:   p.Message,
+	}
+	c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
+	c.Response().Header().Set("Cache-Control", "no-store")
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(p.Status)
+		return
+	}
+	c.Response().WriteHeader(p.Status)
+	if werr := jsonEncode(c.Response(), body); werr != nil {
+		s.log.DebugContext(c.Request().Context(), "write problem", "err", werr)
+	}
+}
+
+func (s *Server) toProblem(err error, c echo.Context) *Error {
+	var pe *Error
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &pe):
+		return pe
+	case errors.As(err, &he):
+		return s.fromHTTPError(he, c)
+	case errors.Is(err, store.ErrNotFound):
+		return ErrNotFound
+	case errors.Is(err, store.ErrConflict):
+		return Conflict(titleConflict)
+	case errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil:
+		// The client went away; nobody reads the answer.
+		return &Error{Status: 499, Kind: kindClientError, Title: "Client closed request"}
+	}
+	s.log.ErrorContext(c.Request().Context(), "internal error",
+		"err", err, "method", c.Request().Method, "route", c.Path(), "request_id", RequestID(c.Request().Context()))
+	return &Error{Status: http.StatusInternalServerError, Kind: kindInternal, Title: titleInternal}
+}
+
+// fromHTTPError maps echo's own errors (routing, body limit, parameter binding).
+func (s *Server) fromHTTPError(he *echo.HTTPError, c echo.Context) *Error {
+	switch he.Code {
+	case http.StatusNotFound:
+		return ErrNotFound
+	case http.StatusUnauthorized:
+		return ErrUnauthenticated
+	case http.StatusForbidden:
+		return ErrPermission
+	case http.StatusBadRequest:
+		// Binding errors are rare because the spec validator runs first; their text may quote
+		// the input, so it is not sent.
+		return Validation(FieldError{Path: []string{}, Message: "request could not be decoded"})
+	}
+	if he.Code >= 500 {
+		s.log.ErrorContext(c.Request().Context(), "internal error", "err", he, "route", c.Path(), "request_id", RequestID(c.Request().Context()))
+		return &Error{Status: http.StatusInternalServerError, Kind: kindInternal, Title: titleInternal}
+	}
+	return ClientError(he.Code, http.StatusText(he.Code))
+}

@@ -1,0 +1,150 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/gatehouse-dev/gatehouse/openapi"
+	"github.com/gatehouse-dev/gatehouse/store/storetest"
+)
+
+// specMethods are the operation keys of an OpenAPI path item.
+var specMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+
+func TestOpenAPIDocument(t *testing.T) {
+	app := newTestApp(t, storetest.Backends(t)[0].Open(t), testConfig())
+	for _, path := range []string{"/api/v1/openapi.json", "/docs/openapi.json"} {
+		t.Run(path, func(t *testing.T) {
+			res := app.do(request{method: http.MethodGet, path: path})
+			var doc struct {
+				OpenAPI string                               `json:"openapi"`
+				Servers []struct{ URL string }               `json:"servers"`
+				Paths   map[string]map[string]map[string]any `json:"paths"`
+			}
+			res.decode(t, http.StatusOK, &doc)
+			if !strings.HasPrefix(doc.OpenAPI, "3.1.") {
+				t.Errorf("openapi = %q, want 3.1.x", doc.OpenAPI)
+			}
+			if len(doc.Servers) != 1 || doc.Servers[0].URL != testBaseURL {
+				t.Errorf("servers = %+v, want the base URL only", doc.Servers)
+			}
+			ids := map[string]string{}
+			for p, item := range doc.Paths {
+				if !strings.HasPrefix(p, "/api/v1/") && !strings.HasPrefix(p, "/api/auth/") &&
+					!strings.HasPrefix(p, "/.well-known/") && !strings.HasPrefix(p, "/docs/") {
+					t.Errorf("path %s lacks a full prefix", p)
+				}
+				for _, m := range specMethods {
+					op, ok := item[m]
+					if !ok {
+						continue
+					}
+					id, _ := op["operationId"].(string)
+					if id == "" {
+						t.Errorf("%s %s has no operationId", m, p)
+					} else if prev, dup := ids[id]; dup {
+						t.Errorf("operationId %s used by %s and %s %s", id, prev, m, p)
+					}
+					ids[id] = m + " " + p
+					if _, ok := op["x-permission"]; !ok {
+						t.Errorf("%s %s has no x-permission", m, p)
+					}
+				}
+			}
+			etag := res.Header().Get("ETag")
+			if etag == "" || !strings.Contains(res.Header().Get("Cache-Control"), "no-cache") {
+				t.Fatalf("ETag %q, Cache-Control %q", etag, res.Header().Get("Cache-Control"))
+			}
+			again := app.do(request{method: http.MethodGet, path: path, headers: map[string]string{"If-None-Match": etag}})
+			if again.Code != http.StatusNotModified || again.Body.Len() != 0 {
+				t.Errorf("conditional GET = %d with %d bytes, want 304 empty", again.Code, again.Body.Len())
+			}
+		})
+	}
+}
+
+// TestSnapshotDiffersOnlyInServers checks the committed openapi/openapi.json against the live
+// document: equal but for servers[0].url. `make generate` rewrites the snapshot.
+func TestSnapshotDiffersOnlyInServers(t *testing.T) {
+	committed, err := os.ReadFile("../openapi/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := openapi.JSON(openapi.ProductionOrigin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(committed, want) {
+		t.Fatal("openapi/openapi.json is stale: run `make generate`")
+	}
+	live := newTestApp(t, storetest.Backends(t)[0].Open(t), testConfig()).
+		do(request{method: http.MethodGet, path: "/api/v1/openapi.json"}).Body.Bytes()
+	var a, b map[string]any
+	if err := json.Unmarshal(committed, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(live, &b); err != nil {
+		t.Fatal(err)
+	}
+	if a["servers"].([]any)[0].(map[string]any)["url"] != openapi.ProductionOrigin {
+		t.Errorf("snapshot servers = %v", a["servers"])
+	}
+	delete(a, "servers")
+	delete(b, "servers")
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if !bytes.Equal(ja, jb) {
+		t.Error("live document and snapshot differ beyond servers")
+	}
+}
+
+// TestRoutesMatchSpec checks both directions: every spec operation is routed, and every route
+// is a spec operation.
+func TestRoutesMatchSpec(t *testing.T) {
+	app := newTestApp(t, storetest.Backends(t)[0].Open(t), testConfig())
+	spec := map[string]bool{}
+	for path, item := range app.srv.doc.Paths.Map() {
+		for method := range item.Operations() {
+			spec[method+" "+echoPath(path)] = true
+		}
+	}
+	routed := map[string]bool{}
+	for _, r := range app.srv.Routes() {
+		routed[r] = true
+	}
+	var missing, extra []string
+	for r := range spec {
+		if !routed[r] {
+			missing = append(missing, r)
+		}
+	}
+	for r := range routed {
+		if !spec[r] {
+			extra = append(extra, r)
+		}
+	}
+	sort.Strings(missing)
+	sort.Strings(extra)
+	if len(missing) > 0 {
+		t.Errorf("spec operations with no route:\n  %s", strings.Join(missing, "\n  "))
+	}
+	if len(extra) > 0 {
+		t.Errorf("routes not in the spec:\n  %s", strings.Join(extra, "\n  "))
+	}
+}
+
+// echoPath turns /a/{id} into /a/:id.
+func echoPath(p string) string {
+	parts := strings.Split(p, "/")
+	for i, s := range parts {
+		if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
+			parts[i] = ":" + s[1:len(s)-1]
+		}
+	}
+	return strings.Join(parts, "/")
+}

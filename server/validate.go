@@ -1,0 +1,320 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/labstack/echo/v4"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+)
+
+// validator checks requests against the OpenAPI document before any handler runs.
+type validator struct {
+	router routers.Router
+	opts   *openapi3filter.Options
+}
+
+func newValidator(doc *openapi3.T) (*validator, error) {
+	// The router must match any host: the document's servers entry names only one origin.
+	rdoc := *doc
+	rdoc.Servers = nil
+	router, err := gorillamux.NewRouter(&rdoc)
+	if err != nil {
+		return nil, fmt.Errorf("server: openapi router: %w", err)
+	}
+	return &validator{router: router, opts: &openapi3filter.Options{
+		MultiError:         true,
+		AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
+	}}, nil
+}
+
+// findRoute returns the spec operation of r, or nil when the spec has no such path and method.
+func (v *validator) findRoute(r *http.Request) (*routers.Route, map[string]string, error) {
+	route, params, err := v.router.FindRoute(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	// gorillamux hands back path parameters still percent-encoded.
+	for k, p := range params {
+		if d, err := url.PathUnescape(p); err == nil {
+			params[k] = d
+		}
+	}
+	return route, params, nil
+}
+
+// validate runs after routing. A request echo routed must be a spec operation: one that the spec
+// does not describe fails closed with a 500 rather than running unvalidated. Unknown paths and
+// methods fall through to echo's own 404 and 405.
+func (s *Server) validate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !s.routed[c.Request().Method+" "+c.Path()] {
+			return next(c) // echo answers 404, 405 or OPTIONS itself
+		}
+		req := c.Request()
+		route, params, err := s.validator.findRoute(req)
+		if err != nil {
+			return fmt.Errorf("server: echo route %s %s is not in the spec: %w", req.Method, c.Path(), err)
+		}
+		c.Set(operationKey, route.Operation)
+		input := &openapi3filter.RequestValidationInput{
+			Request: req, PathParams: params, Route: route, Options: s.validator.opts,
+		}
+		if err := openapi3filter.ValidateRequest(req.Context(), input); err != nil {
+			if errs := fieldErrors(err); len(errs) > 0 {
+				return Validation(errs...)
+			}
+			return fmt.Errorf("server: validate request: %w", err)
+		}
+		return next(c)
+	}
+}
+
+// operationKey is the echo context key of the matched *openapi3.Operation.
+const operationKey = "gatehouse.operation"
+
+// fieldErrors flattens kin-openapi's validation errors into problem field errors with path
+// arrays and clean messages that never quote the submitted value.
+func fieldErrors(err error) []FieldError {
+	var out []FieldError
+	var walk func(err error, base []string)
+	walk = func(err error, base []string) {
+		switch e := err.(type) {
+		case openapi3.MultiError:
+			for _, x := range e {
+				walk(x, base)
+			}
+		case *openapi3filter.RequestError:
+			path := base
+			switch {
+			case e.Parameter != nil:
+				path = []string{e.Parameter.In, e.Parameter.Name}
+			case e.RequestBody != nil:
+				path = []string{"body"}
+			}
+			switch {
+			case e.Err == nil:
+				out = append(out, FieldError{Path: path, Message: requestReason(e.Reason)})
+			case errors.Is(e.Err, openapi3filter.ErrInvalidRequired):
+				out = append(out, FieldError{Path: path, Message: "is required"})
+			case errors.Is(e.Err, openapi3filter.ErrInvalidEmptyValue):
+				out = append(out, FieldError{Path: path, Message: "must not be empty"})
+			default:
+				var pe *openapi3filter.ParseError
+				if errors.As(e.Err, &pe) && !isSchemaError(e.Err) {
+					out = append(out, FieldError{Path: path, Message: parseMessage(e.RequestBody != nil)})
+					return
+				}
+				walk(e.Err, path)
+			}
+		case *openapi3.SchemaError:
+			out = append(out, schemaErrors(e, base)...)
+		case *openapi3filter.SecurityRequirementsError:
+			// Credentials are checked by the authentication middleware, not here.
+		default:
+			out = append(out, FieldError{Path: base, Message: "is invalid"})
+		}
+	}
+	walk(err, nil)
+	return out
+}
+
+func isSchemaError(err error) bool {
+	var se *openapi3.SchemaError
+	return errors.As(err, &se)
+}
+
+func parseMessage(body bool) string {
+	if body {
+		return "is not valid JSON"
+	}
+	return "has the wrong type or format"
+}
+
+// requestReason keeps the part of a kin-openapi reason before any quoted value.
+func requestReason(reason string) string {
+	switch {
+	case strings.HasPrefix(reason, "header Content-Type has unexpected value"):
+		return "has an unsupported Content-Type"
+	case strings.Contains(reason, "must not be empty"), strings.Contains(reason, "value is required"):
+		return "is required"
+	}
+	if i := strings.IndexAny(reason, `:"`); i > 0 {
+		reason = reason[:i]
+	}
+	return strings.TrimSpace(reason)
+}
+
+// schemaErrors renders a schema error tree. A 3.1 document is checked by the JSON Schema
+// 2020-12 validator, whose errors kin-openapi converts into SchemaErrors nested through Origin,
+// each leaf keeping the original error as its cause; schemas it cannot compile fall back to
+// kin-openapi's own validator, which fills Schema and SchemaField instead.
+func schemaErrors(e *openapi3.SchemaError, base []string) []FieldError {
+	var nested openapi3.MultiError
+	if e.Origin != nil && errors.As(e.Origin, &nested) {
+		var out []FieldError
+		for _, sub := range nested {
+			var se *openapi3.SchemaError
+			if errors.As(sub, &se) {
+				out = append(out, schemaErrors(se, base)...)
+			}
+		}
+		return out
+	}
+	path := append(append([]string{}, base...), e.JSONPointer()...)
+	var verr *jsonschema.ValidationError
+	if e.Origin == nil && errors.As(e, &verr) {
+		for len(verr.Causes) == 1 && isWrapperKind(verr.ErrorKind) {
+			verr = verr.Causes[0]
+		}
+		switch k := verr.ErrorKind.(type) {
+		case *kind.Required:
+			return withProperties(path, k.Missing, "is required")
+		case *kind.AdditionalProperties:
+			return withProperties(path, k.Properties, "is not allowed")
+		}
+		return []FieldError{{Path: path, Message: kindMessage(verr.ErrorKind)}}
+	}
+	return []FieldError{{Path: path, Message: legacyMessage(e)}}
+}
+
+func isWrapperKind(k jsonschema.ErrorKind) bool {
+	switch k.(type) {
+	case *kind.Schema, *kind.Group, *kind.Reference, *kind.AllOf:
+		return true
+	}
+	return false
+}
+
+func withProperties(path, props []string, msg string) []FieldError {
+	out := make([]FieldError, len(props))
+	for i, p := range props {
+		out[i] = FieldError{Path: append(append([]string{}, path...), p), Message: msg}
+	}
+	return out
+}
+
+func kindMessage(k jsonschema.ErrorKind) string {
+	switch k := k.(type) {
+	case *kind.Type:
+		return "must be " + article(strings.Join(k.Want, " or "))
+	case *kind.Enum:
+		return fmt.Sprintf("must be one of %s", joinValues(k.Want))
+	case *kind.Const:
+		return fmt.Sprintf("must be %s", joinValues([]any{k.Want}))
+	case *kind.Format:
+		return "must be a valid " + k.Want
+	case *kind.MinItems:
+		return fmt.Sprintf("must have at least %d item%s", k.Want, plural(k.Want))
+	case *kind.MaxItems:
+		return fmt.Sprintf("must have at most %d item%s", k.Want, plural(k.Want))
+	case *kind.MinLength:
+		return fmt.Sprintf("must be at least %d character%s long", k.Want, plural(k.Want))
+	case *kind.MaxLength:
+		return fmt.Sprintf("must be at most %d character%s long", k.Want, plural(k.Want))
+	case *kind.MinProperties:
+		return fmt.Sprintf("must have at least %d propert%s", k.Want, pluralY(k.Want))
+	case *kind.MaxProperties:
+		return fmt.Sprintf("must have at most %d propert%s", k.Want, pluralY(k.Want))
+	case *kind.Pattern:
+		return "must match the pattern " + k.Want
+	case *kind.Minimum:
+		return "must be at least " + k.Want.RatString()
+	case *kind.Maximum:
+		return "must be at most " + k.Want.RatString()
+	case *kind.ExclusiveMinimum:
+		return "must be greater than " + k.Want.RatString()
+	case *kind.ExclusiveMaximum:
+		return "must be less than " + k.Want.RatString()
+	case *kind.MultipleOf:
+		return "must be a multiple of " + k.Want.RatString()
+	case *kind.UniqueItems:
+		return "must not contain duplicates"
+	case *kind.OneOf, *kind.AnyOf:
+		return "does not match any allowed shape"
+	case *kind.FalseSchema:
+		return "is not allowed"
+	}
+	return "is invalid"
+}
+
+// legacyMessage renders an error of kin-openapi's own (OpenAPI 3.0 style) validator.
+func legacyMessage(e *openapi3.SchemaError) string {
+	s := e.Schema
+	if s == nil {
+		return "is invalid"
+	}
+	switch e.SchemaField {
+	case "required":
+		return "is required"
+	case "additionalProperties":
+		return "is not allowed"
+	case "type":
+		return "must be " + article(strings.Join(s.Type.Slice(), " or "))
+	case "enum":
+		return fmt.Sprintf("must be one of %s", joinValues(s.Enum))
+	case "const":
+		return fmt.Sprintf("must be %s", joinValues([]any{s.Const}))
+	case "format":
+		return "must be a valid " + s.Format
+	case "minItems":
+		return fmt.Sprintf("must have at least %d item%s", s.MinItems, plural(int(s.MinItems)))
+	case "maxItems":
+		return fmt.Sprintf("must have at most %d item%s", *s.MaxItems, plural(int(*s.MaxItems)))
+	case "minLength":
+		return fmt.Sprintf("must be at least %d character%s long", s.MinLength, plural(int(s.MinLength)))
+	case "maxLength":
+		return fmt.Sprintf("must be at most %d character%s long", *s.MaxLength, plural(int(*s.MaxLength)))
+	case "pattern":
+		return "must match the pattern " + s.Pattern
+	case "minimum":
+		return fmt.Sprintf("must be at least %v", *s.Min)
+	case "maximum":
+		return fmt.Sprintf("must be at most %v", *s.Max)
+	case "uniqueItems":
+		return "must not contain duplicates"
+	case "oneOf", "anyOf":
+		return "does not match any allowed shape"
+	}
+	return "is invalid"
+}
+
+func article(t string) string {
+	if t == "" {
+		return "valid"
+	}
+	if strings.IndexByte("aeiou", t[0]) >= 0 {
+		return "an " + t
+	}
+	return "a " + t
+}
+
+func joinValues(vs []any) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = fmt.Sprintf("%v", v)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func pluralY(n int) string {
+	if n == 1 {
+		return "y"
+	}
+	return "ies"
+}

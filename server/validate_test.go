@@ -1,0 +1,144 @@
+package server
+
+import (
+	"context"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+)
+
+// validationSpec exercises both of kin-openapi's validators: the referenced Widget schema goes
+// through its OpenAPI validator, the inline Gadget (with const) through JSON Schema 2020-12.
+const validationSpec = `
+openapi: 3.1.0
+info: {title: t, version: "1"}
+paths:
+  /widgets/{id}:
+    post:
+      operationId: postWidget
+      parameters:
+        - {name: id, in: path, required: true, schema: {type: string, pattern: "^w_[a-z]+$"}}
+        - {name: days, in: query, schema: {type: integer, minimum: 7, maximum: 90}}
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: {$ref: "#/components/schemas/Widget"}
+      responses: {"200": {description: ok}}
+  /gadgets:
+    post:
+      operationId: postGadget
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              additionalProperties: false
+              required: [kind, scopes]
+              properties:
+                kind: {const: gadget}
+                scopes: {type: array, minItems: 1, items: {type: string, pattern: "^[a-z]+:[a-z]+$"}}
+                name: {type: string, maxLength: 5}
+      responses: {"200": {description: ok}}
+components:
+  schemas:
+    Widget:
+      type: object
+      additionalProperties: false
+      required: [name, scopes]
+      properties:
+        name: {type: string, minLength: 1}
+        scopes: {type: array, minItems: 1, items: {type: string}}
+        state: {type: string, enum: [active, archived]}
+`
+
+func TestFieldErrors(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromData([]byte(validationSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := newValidator(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, target, body string
+		want               []FieldError
+	}{
+		{"empty scopes and unknown field", "/widgets/w_abc", `{"name":"n","scopes":[],"extra":1}`, []FieldError{
+			{Path: []string{"body", "scopes"}, Message: "must have at least 1 item"},
+			{Path: []string{"body", "extra"}, Message: "is not allowed"},
+		}},
+		{"missing required", "/widgets/w_abc", `{"scopes":["a"]}`, []FieldError{
+			{Path: []string{"body", "name"}, Message: "is required"},
+		}},
+		{"enum and type", "/widgets/w_abc", `{"name":5,"scopes":["a"],"state":"gone"}`, []FieldError{
+			{Path: []string{"body", "name"}, Message: "must be a string"},
+			{Path: []string{"body", "state"}, Message: "must be one of active, archived"},
+		}},
+		{"path and query parameters", "/widgets/W-1?days=3", `{"name":"n","scopes":["a"]}`, []FieldError{
+			{Path: []string{"path", "id"}, Message: "must match the pattern ^w_[a-z]+$"},
+			{Path: []string{"query", "days"}, Message: "must be at least 7"},
+		}},
+		{"not json", "/widgets/w_abc", `{"name":`, []FieldError{
+			{Path: []string{"body"}, Message: "is not valid JSON"},
+		}},
+		{"2020-12 nested item pattern and const", "/gadgets", `{"kind":"x","scopes":["ok:ok","BAD"],"name":"toolong"}`, []FieldError{
+			{Path: []string{"body", "kind"}, Message: "must be gadget"},
+			{Path: []string{"body", "name"}, Message: "must be at most 5 characters long"},
+			{Path: []string{"body", "scopes", "1"}, Message: "must match the pattern ^[a-z]+:[a-z]+$"},
+		}},
+		{"2020-12 required", "/gadgets", `{}`, []FieldError{
+			{Path: []string{"body", "kind"}, Message: "is required"},
+			{Path: []string{"body", "scopes"}, Message: "is required"},
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest("POST", tc.target, strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/json")
+			route, params, err := v.findRoute(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = openapi3filter.ValidateRequest(context.Background(), &openapi3filter.RequestValidationInput{
+				Request: req, PathParams: params, Route: route, Options: v.opts,
+			})
+			got := fieldErrors(err)
+			if !sameErrors(got, tc.want) {
+				t.Fatalf("errors = %+v\nwant %+v\n(kin: %v)", got, tc.want, err)
+			}
+			for _, fe := range got {
+				if strings.Contains(fe.Message, "BAD") || strings.Contains(fe.Message, "toolong") || strings.Contains(fe.Message, "gone") {
+					t.Errorf("message echoes the submitted value: %q", fe.Message)
+				}
+			}
+		})
+	}
+}
+
+// sameErrors compares as sets: the validators do not promise an order.
+func sameErrors(got, want []FieldError) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	used := make([]bool, len(got))
+	for _, w := range want {
+		found := false
+		for i, g := range got {
+			if !used[i] && reflect.DeepEqual(g, w) {
+				used[i], found = true, true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}

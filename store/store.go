@@ -1,0 +1,427 @@
+// Package store is Gatehouse's persistence layer: sqlx over PostgreSQL
+// (lib/pq) or an embedded SQLite file (modernc.org/sqlite), with the schema in
+// package migrations.
+//
+// Queries are written once with ? placeholders and rebound for PostgreSQL
+// (sqlx Rebind). Because Rebind rewrites every ?, PostgreSQL's jsonb ?
+// operators cannot be used; use jsonb_exists and friends instead. The few
+// real dialect differences (column types, timestamp encoding) live in the
+// migrations and in time.go.
+//
+// Writes happen only inside Store.InTx; on SQLite they all go through one
+// writer connection, and reads outside a transaction use a separate pool.
+//
+// Errors: every error is wrapped as "store: <operation>: ..." and callers
+// test it with errors.Is against ErrNotFound, ErrConflict and ErrInvalid.
+// Any other error is internal (the database is unreachable, a bug, ...).
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/golang-migrate/migrate/v4"
+	"github.com/golang-migrate/migrate/v4/database"
+	migratepostgres "github.com/golang-migrate/migrate/v4/database/postgres"
+	migratesqlite "github.com/golang-migrate/migrate/v4/database/sqlite"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/gatehouse-dev/gatehouse/migrations"
+)
+
+// Sentinel errors. Store methods wrap them with %w; test with errors.Is.
+var (
+	// ErrNotFound: the addressed row does not exist (or is not visible to
+	// the caller's filter). Methods never return a nil value with a nil error
+	// for a missing row.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the write would violate a uniqueness constraint (a
+	// duplicate ID, slug, key, ...). Nothing was written.
+	ErrConflict = errors.New("conflict")
+	// ErrInvalid: the caller passed a value the store refuses before (or
+	// instead of) touching the database: an unsupported database URL, a
+	// malformed entry. Nothing was written.
+	ErrInvalid = errors.New("invalid")
+	// ErrLimit: the write would exceed a fixed per-owner limit (for example
+	// MaxOrgRoles dynamic roles per organization). Nothing was written.
+	ErrLimit = errors.New("limit exceeded")
+)
+
+// Dialect names a supported database engine.
+type Dialect string
+
+// The supported dialects. Their values name the folders of package
+// migrations.
+const (
+	SQLite   Dialect = "sqlite"
+	Postgres Dialect = "postgres"
+)
+
+// Pool sizes. SQLite allows one writer at a time, so the store holds exactly
+// one writer connection and serialises writes in Go instead of on
+// SQLITE_BUSY.
+const (
+	sqliteReaders      = 4
+	postgresMaxOpen    = 20
+	postgresMaxIdle    = 5
+	postgresMaxIdleAge = 5 * time.Minute
+)
+
+// sqlitePragmas apply to every SQLite connection (modernc _pragma DSN
+// parameters run on each new connection).
+const sqlitePragmas = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)" +
+	"&_pragma=foreign_keys(ON)&_pragma=synchronous(NORMAL)"
+
+func init() {
+	// sqlx knows lib/pq's "postgres" but not modernc's "sqlite".
+	sqlx.BindDriver("sqlite", sqlx.QUESTION)
+}
+
+// Store is a handle on the database. It is safe for concurrent use.
+type Store struct {
+	dialect Dialect
+	// writer runs every transaction. On SQLite it holds one connection.
+	writer *sqlx.DB
+	// reader runs reads outside transactions. On PostgreSQL it is writer.
+	reader *sqlx.DB
+	// sqliteDSN opens the separate connection migrations run on.
+	sqliteDSN string
+	clock     func() time.Time
+}
+
+// Option configures Open.
+type Option func(*Store)
+
+// WithClock replaces time.Now as the source of the timestamps the store
+// assigns (created, occurred, ...). Tests use it to pin time.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) { s.clock = now }
+}
+
+// Open connects to the database named by databaseURL and pings it; ctx bounds
+// the ping. It does not migrate (see Migrate).
+//
+// Accepted URLs:
+//   - postgres://… or postgresql://… (lib/pq; connect_timeout=5 is added
+//     when absent);
+//   - SQLite: sqlite:PATH, sqlite://PATH, file:PATH or a bare PATH. The parent
+//     directory is created (0700). In-memory databases and query parameters
+//     are not supported.
+//
+// Open returns an error wrapping ErrInvalid for an unsupported URL, and the
+// driver's error when the database cannot be reached.
+func Open(ctx context.Context, databaseURL string, opts ...Option) (*Store, error) {
+	s := &Store{clock: time.Now}
+	for _, opt := range opts {
+		opt(s)
+	}
+	if err := s.open(ctx, databaseURL); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("store: open: %w", err)
+	}
+	return s, nil
+}
+
+func (s *Store) open(ctx context.Context, databaseURL string) error {
+	dialect, target, err := parseURL(databaseURL)
+	if err != nil {
+		return err
+	}
+	s.dialect = dialect
+
+	if dialect == Postgres {
+		db, err := sqlx.Open("postgres", target)
+		if err != nil {
+			return err
+		}
+		db.SetMaxOpenConns(postgresMaxOpen)
+		db.SetMaxIdleConns(postgresMaxIdle)
+		db.SetConnMaxIdleTime(postgresMaxIdleAge)
+		s.writer, s.reader = db, db
+		return ping(ctx, db)
+	}
+
+	if err := os.MkdirAll(filepath.Dir(target), 0o700); err != nil {
+		return err
+	}
+	s.sqliteDSN = target + "?" + sqlitePragmas + "&_txlock=immediate"
+	if s.writer, err = sqlx.Open("sqlite", s.sqliteDSN); err != nil {
+		return err
+	}
+	s.writer.SetMaxOpenConns(1)
+	// The writer connects first so that it switches the file to WAL before
+	// any reader opens it.
+	if err := ping(ctx, s.writer); err != nil {
+		return err
+	}
+	if s.reader, err = sqlx.Open("sqlite", target+"?"+sqlitePragmas+"&_pragma=query_only(1)"); err != nil {
+		return err
+	}
+	s.reader.SetMaxOpenConns(sqliteReaders)
+	s.reader.SetMaxIdleConns(sqliteReaders)
+	return ping(ctx, s.reader)
+}
+
+// parseURL returns the dialect of databaseURL and what to hand its driver:
+// the URL itself for PostgreSQL, the file path for SQLite.
+func parseURL(databaseURL string) (Dialect, string, error) {
+	lower := strings.ToLower(databaseURL)
+	var path string
+	switch {
+	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
+		u, err := url.Parse(databaseURL)
+		if err != nil {
+			return "", "", fmt.Errorf("%w: database url: %v", ErrInvalid, err)
+		}
+		q := u.Query()
+		if !q.Has("connect_timeout") {
+			q.Set("connect_timeout", "5")
+			u.RawQuery = q.Encode()
+		}
+		return Postgres, u.String(), nil
+	case strings.HasPrefix(lower, "sqlite://"):
+		path = databaseURL[len("sqlite://"):]
+	case strings.HasPrefix(lower, "sqlite:"):
+		path = databaseURL[len("sqlite:"):]
+	case strings.HasPrefix(lower, "file:"):
+		path = strings.TrimPrefix(databaseURL[len("file:"):], "//")
+	case strings.Contains(databaseURL, "://"):
+		return "", "", fmt.Errorf("%w: database url: unsupported scheme (want postgres://, sqlite: or a file path)", ErrInvalid)
+	default:
+		path = databaseURL
+	}
+	switch {
+	case path == "":
+		return "", "", fmt.Errorf("%w: database url: empty sqlite path", ErrInvalid)
+	case strings.Contains(path, "?"):
+		return "", "", fmt.Errorf("%w: database url: sqlite query parameters are not supported", ErrInvalid)
+	case strings.HasPrefix(path, ":memory:"):
+		return "", "", fmt.Errorf("%w: database url: in-memory sqlite is not supported (use a file)", ErrInvalid)
+	}
+	return SQLite, path, nil
+}
+
+// Close closes every connection. Close returns the first errors the pools
+// report; the store must not be used afterwards.
+func (s *Store) Close() error {
+	var errs []error
+	if s.reader != nil && s.reader != s.writer {
+		errs = append(errs, s.reader.Close())
+	}
+	if s.writer != nil {
+		errs = append(errs, s.writer.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("store: close: %w", err)
+	}
+	return nil
+}
+
+// Dialect reports which database engine the store talks to.
+func (s *Store) Dialect() Dialect { return s.dialect }
+
+// Now returns the store clock's current time in UTC, truncated to the
+// microsecond: the precision both dialects keep, so a time written and read
+// back compares equal.
+func (s *Store) Now() time.Time {
+	return s.clock().UTC().Truncate(time.Microsecond)
+}
+
+// Ping checks that the database answers SELECT 1 on the read path. It returns
+// when ctx is done even if the driver is stuck (lib/pq does not abandon a
+// read from a server that stopped answering), with an error wrapping
+// ctx.Err().
+func (s *Store) Ping(ctx context.Context) error {
+	if err := ping(ctx, s.reader); err != nil {
+		return fmt.Errorf("store: ping: %w", err)
+	}
+	return nil
+}
+
+// ping runs SELECT 1 on db, giving up when ctx is done. The query goroutine
+// may outlive the call; it ends when the driver gives up on the connection.
+func ping(ctx context.Context, db *sqlx.DB) error {
+	result := make(chan error, 1)
+	go func() {
+		var one int
+		result <- db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+	}()
+	select {
+	case err := <-result:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Migrate applies every migration that is not applied yet. An up-to-date
+// database is not an error. It returns golang-migrate's error when a
+// migration fails (the database is then marked dirty at that version).
+func (s *Store) Migrate(ctx context.Context) error {
+	return s.migrate(ctx, "migrate", func(m *migrate.Migrate) error { return m.Up() })
+}
+
+// MigrateDown reverts every applied migration, dropping the whole schema.
+// An empty database is not an error.
+func (s *Store) MigrateDown(ctx context.Context) error {
+	return s.migrate(ctx, "migrate down", func(m *migrate.Migrate) error { return m.Down() })
+}
+
+// Version returns the version of the last applied migration and whether it
+// failed half-way (dirty). A database without migrations reports 0, false.
+func (s *Store) Version(ctx context.Context) (version uint, dirty bool, err error) {
+	err = s.migrate(ctx, "version", func(m *migrate.Migrate) error {
+		var err error
+		version, dirty, err = m.Version()
+		if errors.Is(err, migrate.ErrNilVersion) {
+			return nil
+		}
+		return err
+	})
+	return version, dirty, err
+}
+
+// migrate runs fn on a golang-migrate instance over this store's database.
+// migrate.Close closes its database driver, so the driver never owns one of
+// the store's pools: on PostgreSQL it gets a connection borrowed from the
+// pool (returned on close); on SQLite a separate single-connection handle on
+// the same file. ctx bounds getting that connection only: golang-migrate
+// runs migrations without a context.
+func (s *Store) migrate(ctx context.Context, op string, fn func(*migrate.Migrate) error) (err error) {
+	src, err := iofs.New(migrations.FS, string(s.dialect))
+	if err != nil {
+		return fmt.Errorf("store: %s: %w", op, err)
+	}
+	driver, err := s.migrateDriver(ctx)
+	if err != nil {
+		_ = src.Close()
+		return fmt.Errorf("store: %s: %w", op, err)
+	}
+
+	m, err := migrate.NewWithInstance("iofs", src, string(s.dialect), driver)
+	if err != nil {
+		_ = src.Close()
+		_ = driver.Close()
+		return fmt.Errorf("store: %s: %w", op, err)
+	}
+	defer func() {
+		if srcErr, dbErr := m.Close(); err == nil && (srcErr != nil || dbErr != nil) {
+			err = fmt.Errorf("store: %s: close: %w", op, errors.Join(srcErr, dbErr))
+		}
+	}()
+	if err := fn(m); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return fmt.Errorf("store: %s: %w", op, err)
+	}
+	return nil
+}
+
+// migrateDriver returns a golang-migrate driver that owns a connection of
+// its own: closing it leaves the store's pools open.
+func (s *Store) migrateDriver(ctx context.Context) (database.Driver, error) {
+	if s.dialect == Postgres {
+		conn, err := s.writer.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		driver, err := migratepostgres.WithConnection(ctx, conn, &migratepostgres.Config{})
+		if err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+		return driver, nil
+	}
+	db, err := sql.Open("sqlite", s.sqliteDSN)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	driver, err := migratesqlite.WithInstance(db, &migratesqlite.Config{})
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return driver, nil
+}
+
+// Tx is a transaction opened by InTx. Store methods with a *Tx receiver run
+// inside it. A Tx is valid only until InTx's fn returns and must not be used
+// from several goroutines at once.
+type Tx struct {
+	tx    *sqlx.Tx
+	store *Store
+}
+
+// InTx runs fn in a transaction on the writer connection. It commits when fn
+// returns nil and rolls back when fn returns an error (which InTx returns
+// unchanged, so errors.Is still sees the sentinels), panics (the panic
+// continues after the rollback) or exits the goroutine (t.FailNow). A failed
+// begin or commit returns a "store: begin/commit" error; a commit that breaks
+// a uniqueness constraint wraps ErrConflict.
+//
+// On SQLite transactions are serialised (BEGIN IMMEDIATE on one connection),
+// so keep fn short and never call InTx from inside fn: it would deadlock.
+func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
+	sqlTx, err := s.writer.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: begin: %w", err)
+	}
+	finished := false
+	defer func() {
+		if !finished { // fn panicked or called runtime.Goexit.
+			_ = sqlTx.Rollback()
+		}
+	}()
+
+	err = fn(&Tx{tx: sqlTx, store: s})
+	finished = true
+	if err != nil {
+		if rbErr := sqlTx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
+			return errors.Join(err, fmt.Errorf("store: rollback: %w", rbErr))
+		}
+		return err
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return wrapError("commit", err)
+	}
+	return nil
+}
+
+// wrapError prefixes err with "store: op:" and maps driver errors onto the
+// sentinels: sql.ErrNoRows becomes ErrNotFound, a unique violation
+// ErrConflict (the driver's message stays in the text, not in the chain).
+func wrapError(op string, err error) error {
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("store: %s: %w", op, ErrNotFound)
+	case isUniqueViolation(err):
+		return fmt.Errorf("store: %s: %w: %v", op, ErrConflict, err)
+	default:
+		return fmt.Errorf("store: %s: %w", op, err)
+	}
+}
+
+// isUniqueViolation reports whether err is a PRIMARY KEY or UNIQUE violation:
+// SQLSTATE 23505 from PostgreSQL, SQLITE_CONSTRAINT_UNIQUE or
+// SQLITE_CONSTRAINT_PRIMARYKEY from SQLite (modernc enables extended result
+// codes). Each driver only produces its own error type.
+func isUniqueViolation(err error) bool {
+	if pqErr, ok := errors.AsType[*pq.Error](err); ok {
+		return pqErr.SQLState() == "23505"
+	}
+	if liteErr, ok := errors.AsType[*sqlite.Error](err); ok {
+		code := liteErr.Code()
+		return code == sqlite3.SQLITE_CONSTRAINT_UNIQUE || code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+	}
+	return false
+}
