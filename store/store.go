@@ -53,7 +53,7 @@ var (
 	// instead of) touching the database: an unsupported database URL, a
 	// malformed entry. Nothing was written.
 	ErrInvalid = errors.New("invalid")
-	// ErrLimit: the write would exceed a fixed per-owner limit (for example
+	// ErrLimit: the write would exceed a fixed count limit (for example
 	// MaxOrgRoles dynamic roles per organization). Nothing was written.
 	ErrLimit = errors.New("limit exceeded")
 )

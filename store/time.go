@@ -46,3 +46,17 @@ func (t *sqlTime) parse(s string) error {
 	*t = sqlTime(v.UTC())
 	return nil
 }
+
+// stamps returns the creation and update times to store for a new row: the given ones, or
+// Store.Now when created is zero and the creation time when updated is zero, in UTC at
+// microsecond precision.
+func (tx *Tx) stamps(created, updated time.Time) (time.Time, time.Time) {
+	if created.IsZero() {
+		created = tx.store.Now()
+	}
+	created = created.UTC().Truncate(time.Microsecond)
+	if updated.IsZero() {
+		updated = created
+	}
+	return created, updated.UTC().Truncate(time.Microsecond)
+}

@@ -33,6 +33,9 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("AuditFilter", func(t *testing.T) { testAuditFilter(t, open) })
 	t.Run("Conflict", func(t *testing.T) { testConflict(t, open) })
 	t.Run("NewID", testNewID)
+	t.Run("Identity", func(t *testing.T) { runIdentity(t, open) })
+	t.Run("Tenancy", func(t *testing.T) { runTenancy(t, open) })
+	t.Run("OrgExtra", func(t *testing.T) { runOrgExtra(t, open) })
 }
 
 func testContext(t *testing.T) context.Context {
