@@ -78,9 +78,11 @@ func newLogger(cfg server.Config, w io.Writer) *slog.Logger {
 }
 
 func serve(ctx context.Context, cfg server.Config, getenv func(string) string, log *slog.Logger, ready chan<- net.Addr) error {
-	if _, err := server.LoadSecretKey(cfg, getenv, log); err != nil {
+	key, err := server.LoadSecretKey(cfg, getenv, log)
+	if err != nil {
 		return err
 	}
+	cfg.SecretKey = key
 	st, err := store.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err

@@ -7,11 +7,63 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/oapi-codegen/nullable"
+	"github.com/oapi-codegen/runtime"
+	openapi_types "github.com/oapi-codegen/runtime/types"
 )
+
+// Defines values for AuthInvitationStatus.
+const (
+	Accepted AuthInvitationStatus = "accepted"
+	Canceled AuthInvitationStatus = "canceled"
+	Pending  AuthInvitationStatus = "pending"
+	Rejected AuthInvitationStatus = "rejected"
+)
+
+// Valid indicates whether the value is a known member of the AuthInvitationStatus enum.
+func (e AuthInvitationStatus) Valid() bool {
+	switch e {
+	case Accepted:
+		return true
+	case Canceled:
+		return true
+	case Pending:
+		return true
+	case Rejected:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EnvironmentName.
+const (
+	Development EnvironmentName = "development"
+	Production  EnvironmentName = "production"
+	Staging     EnvironmentName = "staging"
+)
+
+// Valid indicates whether the value is a known member of the EnvironmentName enum.
+func (e EnvironmentName) Valid() bool {
+	switch e {
+	case Development:
+		return true
+	case Production:
+		return true
+	case Staging:
+		return true
+	default:
+		return false
+	}
+}
 
 // Defines values for HealthStatus.
 const (
@@ -28,6 +80,423 @@ func (e HealthStatus) Valid() bool {
 	}
 }
 
+// Defines values for State.
+const (
+	StateActive   State = "active"
+	StateAll      State = "all"
+	StateArchived State = "archived"
+)
+
+// Valid indicates whether the value is a known member of the State enum.
+func (e State) Valid() bool {
+	switch e {
+	case StateActive:
+		return true
+	case StateAll:
+		return true
+	case StateArchived:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuthListMembersParamsSortBy.
+const (
+	AuthListMembersParamsSortByCreatedAt AuthListMembersParamsSortBy = "createdAt"
+	AuthListMembersParamsSortByEmail     AuthListMembersParamsSortBy = "email"
+	AuthListMembersParamsSortByName      AuthListMembersParamsSortBy = "name"
+	AuthListMembersParamsSortByRole      AuthListMembersParamsSortBy = "role"
+)
+
+// Valid indicates whether the value is a known member of the AuthListMembersParamsSortBy enum.
+func (e AuthListMembersParamsSortBy) Valid() bool {
+	switch e {
+	case AuthListMembersParamsSortByCreatedAt:
+		return true
+	case AuthListMembersParamsSortByEmail:
+		return true
+	case AuthListMembersParamsSortByName:
+		return true
+	case AuthListMembersParamsSortByRole:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuthListMembersParamsSortDirection.
+const (
+	Asc  AuthListMembersParamsSortDirection = "asc"
+	Desc AuthListMembersParamsSortDirection = "desc"
+)
+
+// Valid indicates whether the value is a known member of the AuthListMembersParamsSortDirection enum.
+func (e AuthListMembersParamsSortDirection) Valid() bool {
+	switch e {
+	case Asc:
+		return true
+	case Desc:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuthListMembersParamsFilterField.
+const (
+	AuthListMembersParamsFilterFieldEmail  AuthListMembersParamsFilterField = "email"
+	AuthListMembersParamsFilterFieldName   AuthListMembersParamsFilterField = "name"
+	AuthListMembersParamsFilterFieldRole   AuthListMembersParamsFilterField = "role"
+	AuthListMembersParamsFilterFieldUserId AuthListMembersParamsFilterField = "userId"
+)
+
+// Valid indicates whether the value is a known member of the AuthListMembersParamsFilterField enum.
+func (e AuthListMembersParamsFilterField) Valid() bool {
+	switch e {
+	case AuthListMembersParamsFilterFieldEmail:
+		return true
+	case AuthListMembersParamsFilterFieldName:
+		return true
+	case AuthListMembersParamsFilterFieldRole:
+		return true
+	case AuthListMembersParamsFilterFieldUserId:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuthListMembersParamsFilterOperator.
+const (
+	Contains AuthListMembersParamsFilterOperator = "contains"
+	Eq       AuthListMembersParamsFilterOperator = "eq"
+	Ne       AuthListMembersParamsFilterOperator = "ne"
+)
+
+// Valid indicates whether the value is a known member of the AuthListMembersParamsFilterOperator enum.
+func (e AuthListMembersParamsFilterOperator) Valid() bool {
+	switch e {
+	case Contains:
+		return true
+	case Eq:
+		return true
+	case Ne:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListOrganizationsParamsState.
+const (
+	ListOrganizationsParamsStateActive   ListOrganizationsParamsState = "active"
+	ListOrganizationsParamsStateAll      ListOrganizationsParamsState = "all"
+	ListOrganizationsParamsStateArchived ListOrganizationsParamsState = "archived"
+)
+
+// Valid indicates whether the value is a known member of the ListOrganizationsParamsState enum.
+func (e ListOrganizationsParamsState) Valid() bool {
+	switch e {
+	case ListOrganizationsParamsStateActive:
+		return true
+	case ListOrganizationsParamsStateAll:
+		return true
+	case ListOrganizationsParamsStateArchived:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListProjectsParamsState.
+const (
+	ListProjectsParamsStateActive   ListProjectsParamsState = "active"
+	ListProjectsParamsStateAll      ListProjectsParamsState = "all"
+	ListProjectsParamsStateArchived ListProjectsParamsState = "archived"
+)
+
+// Valid indicates whether the value is a known member of the ListProjectsParamsState enum.
+func (e ListProjectsParamsState) Valid() bool {
+	switch e {
+	case ListProjectsParamsStateActive:
+		return true
+	case ListProjectsParamsStateAll:
+		return true
+	case ListProjectsParamsStateArchived:
+		return true
+	default:
+		return false
+	}
+}
+
+// AuditLogEntry defines model for AuditLogEntry.
+type AuditLogEntry struct {
+	// Action `<resource>.<verb>`, for example `project.create` or `config.reveal`.
+	Action    string                                    `json:"action"`
+	Actor     AuditRef                                  `json:"actor"`
+	Id        string                                    `json:"id"`
+	IpAddress string                                    `json:"ipAddress"`
+	Metadata  nullable.Nullable[map[string]interface{}] `json:"metadata"`
+
+	// OccurredAt UTC, ISO 8601.
+	OccurredAt     Timestamp                 `json:"occurredAt"`
+	OrganizationId nullable.Nullable[string] `json:"organizationId"`
+	ProjectId      nullable.Nullable[string] `json:"projectId"`
+	RequestId      string                    `json:"requestId"`
+	Target         AuditRef                  `json:"target"`
+	UserAgent      string                    `json:"userAgent"`
+}
+
+// AuditLogList defines model for AuditLogList.
+type AuditLogList struct {
+	Data []AuditLogEntry `json:"data"`
+}
+
+// AuditRef defines model for AuditRef.
+type AuditRef struct {
+	Id   string `json:"id"`
+	Type string `json:"type"`
+}
+
+// AuthCreatedOrganization defines model for AuthCreatedOrganization.
+type AuthCreatedOrganization struct {
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt Timestamp                                 `json:"createdAt"`
+	Id        string                                    `json:"id"`
+	Logo      nullable.Nullable[string]                 `json:"logo"`
+	Members   []AuthMember                              `json:"members"`
+	Metadata  nullable.Nullable[map[string]interface{}] `json:"metadata"`
+	Name      string                                    `json:"name"`
+	Slug      string                                    `json:"slug"`
+}
+
+// AuthFullOrganization defines model for AuthFullOrganization.
+type AuthFullOrganization struct {
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt   Timestamp                                 `json:"createdAt"`
+	Id          string                                    `json:"id"`
+	Invitations []AuthInvitation                          `json:"invitations"`
+	Logo        nullable.Nullable[string]                 `json:"logo"`
+	Members     []AuthMemberWithUser                      `json:"members"`
+	Metadata    nullable.Nullable[map[string]interface{}] `json:"metadata"`
+	Name        string                                    `json:"name"`
+	Slug        string                                    `json:"slug"`
+}
+
+// AuthInvitation defines model for AuthInvitation.
+type AuthInvitation struct {
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt Timestamp `json:"createdAt"`
+	Email     string    `json:"email"`
+
+	// ExpiresAt UTC, ISO 8601.
+	ExpiresAt      Timestamp            `json:"expiresAt"`
+	Id             string               `json:"id"`
+	InviterId      string               `json:"inviterId"`
+	OrganizationId string               `json:"organizationId"`
+	Role           string               `json:"role"`
+	Status         AuthInvitationStatus `json:"status"`
+}
+
+// AuthInvitationStatus defines model for AuthInvitation.Status.
+type AuthInvitationStatus string
+
+// AuthInvitationIdBody defines model for AuthInvitationIdBody.
+type AuthInvitationIdBody struct {
+	InvitationId string `json:"invitationId"`
+}
+
+// AuthMember defines model for AuthMember.
+type AuthMember struct {
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt      Timestamp `json:"createdAt"`
+	Id             string    `json:"id"`
+	OrganizationId string    `json:"organizationId"`
+
+	// Role One role, or several comma-joined.
+	Role   string `json:"role"`
+	UserId string `json:"userId"`
+}
+
+// AuthMemberUser defines model for AuthMemberUser.
+type AuthMemberUser struct {
+	Email string                    `json:"email"`
+	Id    string                    `json:"id"`
+	Image nullable.Nullable[string] `json:"image"`
+	Name  string                    `json:"name"`
+}
+
+// AuthMemberWithUser defines model for AuthMemberWithUser.
+type AuthMemberWithUser struct {
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt      Timestamp `json:"createdAt"`
+	Id             string    `json:"id"`
+	OrganizationId string    `json:"organizationId"`
+
+	// Role One role, or several comma-joined.
+	Role   string         `json:"role"`
+	User   AuthMemberUser `json:"user"`
+	UserId string         `json:"userId"`
+}
+
+// AuthOrganization defines model for AuthOrganization.
+type AuthOrganization struct {
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt Timestamp                                 `json:"createdAt"`
+	Id        string                                    `json:"id"`
+	Logo      nullable.Nullable[string]                 `json:"logo"`
+	Metadata  nullable.Nullable[map[string]interface{}] `json:"metadata"`
+	Name      string                                    `json:"name"`
+	Slug      string                                    `json:"slug"`
+}
+
+// AuthPermissionMap Resources mapped to actions, e.g. `{"project": ["create", "update"]}`.
+type AuthPermissionMap map[string][]string
+
+// AuthProblem A problem with the better-auth error members `code` and `message`.
+type AuthProblem struct {
+	Code string `json:"code"`
+
+	// Errors Present on validation failures only.
+	Errors  *[]ProblemFieldError `json:"errors,omitempty"`
+	Message string               `json:"message"`
+
+	// RequestId The request id, also sent in the `x-request-id` header.
+	RequestId *string `json:"requestId,omitempty"`
+
+	// Status The HTTP status code.
+	Status int `json:"status"`
+
+	// Title A short human-readable summary; may be reworded, never match on it.
+	Title string `json:"title"`
+
+	// Type `{base_url}/problems/<kind>`: validation, http-401, http-403, http-404, conflict, http-4xx, unavailable, internal.
+	Type string `json:"type"`
+}
+
+// AuthRole defines model for AuthRole.
+type AuthRole struct {
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt      Timestamp `json:"createdAt"`
+	Id             string    `json:"id"`
+	OrganizationId string    `json:"organizationId"`
+
+	// Permission Resources mapped to actions, e.g. `{"project": ["create", "update"]}`.
+	Permission AuthPermissionMap `json:"permission"`
+	Role       string            `json:"role"`
+
+	// UpdatedAt UTC, ISO 8601.
+	UpdatedAt Timestamp `json:"updatedAt"`
+}
+
+// AuthRoleInput A role name, or several (stored comma-joined). Fixed roles or the organization's dynamic roles.
+type AuthRoleInput struct {
+	union json.RawMessage
+}
+
+// AuthRoleInput1 defines model for AuthRoleInput.1.
+type AuthRoleInput1 = []AuthRoleName
+
+// AuthRoleName defines model for AuthRoleName.
+type AuthRoleName = string
+
+// AuthSession defines model for AuthSession.
+type AuthSession struct {
+	ActiveOrganizationId nullable.Nullable[string] `json:"activeOrganizationId"`
+
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt Timestamp `json:"createdAt"`
+
+	// ExpiresAt UTC, ISO 8601.
+	ExpiresAt Timestamp `json:"expiresAt"`
+	Id        string    `json:"id"`
+	IpAddress string    `json:"ipAddress"`
+
+	// Token The caller's own session token (useless without the cookie's signature), or for other
+	// sessions a handle that `revoke-session` accepts.
+	Token string `json:"token"`
+
+	// UpdatedAt UTC, ISO 8601.
+	UpdatedAt Timestamp `json:"updatedAt"`
+	UserAgent string    `json:"userAgent"`
+	UserId    string    `json:"userId"`
+}
+
+// AuthSessionWithUser defines model for AuthSessionWithUser.
+type AuthSessionWithUser struct {
+	Session AuthSession `json:"session"`
+	User    AuthUser    `json:"user"`
+}
+
+// AuthSignInEmailBody defines model for AuthSignInEmailBody.
+type AuthSignInEmailBody struct {
+	CallbackURL *string             `json:"callbackURL,omitempty"`
+	Email       openapi_types.Email `json:"email"`
+	Password    string              `json:"password"`
+	RememberMe  *bool               `json:"rememberMe,omitempty"`
+}
+
+// AuthSignInResponse defines model for AuthSignInResponse.
+type AuthSignInResponse struct {
+	Redirect bool                      `json:"redirect"`
+	Token    string                    `json:"token"`
+	Url      nullable.Nullable[string] `json:"url"`
+	User     AuthUser                  `json:"user"`
+}
+
+// AuthSignUpEmailBody defines model for AuthSignUpEmailBody.
+type AuthSignUpEmailBody struct {
+	CallbackURL *string                   `json:"callbackURL,omitempty"`
+	Email       openapi_types.Email       `json:"email"`
+	Image       nullable.Nullable[string] `json:"image,omitempty"`
+	Name        string                    `json:"name"`
+	Password    string                    `json:"password"`
+	RememberMe  *bool                     `json:"rememberMe,omitempty"`
+}
+
+// AuthSignUpResponse defines model for AuthSignUpResponse.
+type AuthSignUpResponse struct {
+	Token nullable.Nullable[string] `json:"token"`
+	User  AuthUser                  `json:"user"`
+}
+
+// AuthStatus defines model for AuthStatus.
+type AuthStatus struct {
+	Status bool `json:"status"`
+}
+
+// AuthSuccess defines model for AuthSuccess.
+type AuthSuccess struct {
+	Success bool `json:"success"`
+}
+
+// AuthUser defines model for AuthUser.
+type AuthUser struct {
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt     Timestamp                 `json:"createdAt"`
+	Email         openapi_types.Email       `json:"email"`
+	EmailVerified bool                      `json:"emailVerified"`
+	Id            string                    `json:"id"`
+	Image         nullable.Nullable[string] `json:"image"`
+	Name          string                    `json:"name"`
+
+	// UpdatedAt UTC, ISO 8601.
+	UpdatedAt Timestamp `json:"updatedAt"`
+}
+
+// Environment defines model for Environment.
+type Environment struct {
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt Timestamp       `json:"createdAt"`
+	Id        string          `json:"id"`
+	Name      EnvironmentName `json:"name"`
+	ProjectId string          `json:"projectId"`
+}
+
+// EnvironmentName defines model for Environment.Name.
+type EnvironmentName string
+
 // Health defines model for Health.
 type Health struct {
 	// Status Always `ok` on a 200.
@@ -36,6 +505,48 @@ type Health struct {
 
 // HealthStatus Always `ok` on a 200.
 type HealthStatus string
+
+// Organization defines model for Organization.
+type Organization struct {
+	// ArchivedAt When it was archived; null while active.
+	ArchivedAt nullable.Nullable[time.Time] `json:"archivedAt"`
+
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt Timestamp `json:"createdAt"`
+	Id        string    `json:"id"`
+	Name      string    `json:"name"`
+
+	// Role The caller's role in the organization: one of `owner`, `admin`, `developer`, `billing`,
+	// `viewer`, or several comma-joined (dynamic roles may appear but grant nothing here).
+	Role string `json:"role"`
+
+	// Slug Lower-case letters, digits and single hyphens.
+	Slug Slug `json:"slug"`
+
+	// UpdatedAt UTC, ISO 8601.
+	UpdatedAt Timestamp `json:"updatedAt"`
+}
+
+// OrganizationCreate defines model for OrganizationCreate.
+type OrganizationCreate struct {
+	Name string `json:"name"`
+
+	// Slug Lower-case letters, digits and single hyphens.
+	Slug *Slug `json:"slug,omitempty"`
+}
+
+// OrganizationResponse defines model for OrganizationResponse.
+type OrganizationResponse struct {
+	Data Organization `json:"data"`
+}
+
+// OrganizationUpdate defines model for OrganizationUpdate.
+type OrganizationUpdate struct {
+	Name *string `json:"name,omitempty"`
+
+	// Slug Lower-case letters, digits and single hyphens.
+	Slug *Slug `json:"slug,omitempty"`
+}
 
 // Problem An RFC 9457 problem document.
 type Problem struct {
@@ -64,22 +575,1023 @@ type ProblemFieldError struct {
 	Path []string `json:"path"`
 }
 
+// Project defines model for Project.
+type Project struct {
+	// ArchivedAt When it was archived; null while active.
+	ArchivedAt nullable.Nullable[time.Time] `json:"archivedAt"`
+
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt      Timestamp `json:"createdAt"`
+	Id             string    `json:"id"`
+	Name           string    `json:"name"`
+	OrganizationId string    `json:"organizationId"`
+
+	// Slug Lower-case letters, digits and single hyphens.
+	Slug Slug `json:"slug"`
+
+	// UpdatedAt UTC, ISO 8601.
+	UpdatedAt Timestamp `json:"updatedAt"`
+}
+
+// ProjectCreate defines model for ProjectCreate.
+type ProjectCreate struct {
+	Name string `json:"name"`
+
+	// Slug Lower-case letters, digits and single hyphens.
+	Slug *Slug `json:"slug,omitempty"`
+}
+
+// ProjectResponse defines model for ProjectResponse.
+type ProjectResponse struct {
+	Data ProjectWithEnvironments `json:"data"`
+}
+
+// ProjectUpdate defines model for ProjectUpdate.
+type ProjectUpdate struct {
+	Name *string `json:"name,omitempty"`
+
+	// Slug Lower-case letters, digits and single hyphens.
+	Slug *Slug `json:"slug,omitempty"`
+}
+
+// ProjectWithEnvironments defines model for ProjectWithEnvironments.
+type ProjectWithEnvironments struct {
+	// ArchivedAt When it was archived; null while active.
+	ArchivedAt nullable.Nullable[time.Time] `json:"archivedAt"`
+
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt      Timestamp     `json:"createdAt"`
+	Environments   []Environment `json:"environments"`
+	Id             string        `json:"id"`
+	Name           string        `json:"name"`
+	OrganizationId string        `json:"organizationId"`
+
+	// Slug Lower-case letters, digits and single hyphens.
+	Slug Slug `json:"slug"`
+
+	// UpdatedAt UTC, ISO 8601.
+	UpdatedAt Timestamp `json:"updatedAt"`
+}
+
+// Slug Lower-case letters, digits and single hyphens.
+type Slug = string
+
+// Timestamp UTC, ISO 8601.
+type Timestamp = time.Time
+
+// OrganizationId defines model for OrganizationId.
+type OrganizationId = string
+
+// ProjectId defines model for ProjectId.
+type ProjectId = string
+
+// State defines model for State.
+type State string
+
+// AuthBadRequest A problem with the better-auth error members `code` and `message`.
+type AuthBadRequest = AuthProblem
+
+// AuthConflict A problem with the better-auth error members `code` and `message`.
+type AuthConflict = AuthProblem
+
+// AuthForbidden A problem with the better-auth error members `code` and `message`.
+type AuthForbidden = AuthProblem
+
+// AuthNotFound A problem with the better-auth error members `code` and `message`.
+type AuthNotFound = AuthProblem
+
+// AuthTooManyRequests A problem with the better-auth error members `code` and `message`.
+type AuthTooManyRequests = AuthProblem
+
+// AuthUnauthorized A problem with the better-auth error members `code` and `message`.
+type AuthUnauthorized = AuthProblem
+
+// AuthUnprocessable A problem with the better-auth error members `code` and `message`.
+type AuthUnprocessable = AuthProblem
+
+// Conflict An RFC 9457 problem document.
+type Conflict = Problem
+
+// Forbidden An RFC 9457 problem document.
+type Forbidden = Problem
+
 // Internal An RFC 9457 problem document.
 type Internal = Problem
+
+// NotFound An RFC 9457 problem document.
+type NotFound = Problem
+
+// Unauthenticated An RFC 9457 problem document.
+type Unauthenticated = Problem
 
 // Unavailable An RFC 9457 problem document.
 type Unavailable = Problem
 
+// ValidationFailed An RFC 9457 problem document.
+type ValidationFailed = Problem
+
+// ChangePasswordJSONBody defines parameters for ChangePassword.
+type ChangePasswordJSONBody struct {
+	CurrentPassword string `json:"currentPassword"`
+	NewPassword     string `json:"newPassword"`
+
+	// RevokeOtherSessions Accepted for better-auth clients; other sessions always end.
+	RevokeOtherSessions *bool `json:"revokeOtherSessions,omitempty"`
+}
+
+// GetSessionParams defines parameters for GetSession.
+type GetSessionParams struct {
+	// DisableCookieCache Accepted for better-auth clients; there is no cookie cache.
+	DisableCookieCache *string `form:"disableCookieCache,omitempty" json:"disableCookieCache,omitempty"`
+
+	// DisableRefresh When true the sliding expiry is not extended.
+	DisableRefresh *string `form:"disableRefresh,omitempty" json:"disableRefresh,omitempty"`
+}
+
+// AuthCheckOrganizationSlugJSONBody defines parameters for AuthCheckOrganizationSlug.
+type AuthCheckOrganizationSlugJSONBody struct {
+	// Slug Lower-case letters, digits and single hyphens.
+	Slug Slug `json:"slug"`
+}
+
+// AuthCreateOrganizationJSONBody defines parameters for AuthCreateOrganization.
+type AuthCreateOrganizationJSONBody struct {
+	KeepCurrentActiveOrganization *bool                                     `json:"keepCurrentActiveOrganization,omitempty"`
+	Logo                          nullable.Nullable[string]                 `json:"logo,omitempty"`
+	Metadata                      nullable.Nullable[map[string]interface{}] `json:"metadata,omitempty"`
+	Name                          string                                    `json:"name"`
+
+	// Slug Lower-case letters, digits and single hyphens.
+	Slug Slug `json:"slug"`
+}
+
+// AuthCreateRoleJSONBody defines parameters for AuthCreateRole.
+type AuthCreateRoleJSONBody struct {
+	OrganizationId *string `json:"organizationId,omitempty"`
+
+	// Permission Resources mapped to actions, e.g. `{"project": ["create", "update"]}`.
+	Permission AuthPermissionMap `json:"permission"`
+	Role       AuthRoleName      `json:"role"`
+}
+
+// AuthDeleteRoleJSONBody defines parameters for AuthDeleteRole.
+type AuthDeleteRoleJSONBody struct {
+	OrganizationId *string `json:"organizationId,omitempty"`
+	RoleId         *string `json:"roleId,omitempty"`
+	RoleName       *string `json:"roleName,omitempty"`
+}
+
+// AuthGetFullOrganizationParams defines parameters for AuthGetFullOrganization.
+type AuthGetFullOrganizationParams struct {
+	OrganizationId   *string `form:"organizationId,omitempty" json:"organizationId,omitempty"`
+	OrganizationSlug *string `form:"organizationSlug,omitempty" json:"organizationSlug,omitempty"`
+	MembersLimit     *int    `form:"membersLimit,omitempty" json:"membersLimit,omitempty"`
+}
+
+// AuthGetRoleParams defines parameters for AuthGetRole.
+type AuthGetRoleParams struct {
+	RoleName       *string `form:"roleName,omitempty" json:"roleName,omitempty"`
+	RoleId         *string `form:"roleId,omitempty" json:"roleId,omitempty"`
+	OrganizationId *string `form:"organizationId,omitempty" json:"organizationId,omitempty"`
+}
+
+// AuthHasPermissionJSONBody defines parameters for AuthHasPermission.
+type AuthHasPermissionJSONBody struct {
+	OrganizationId *string `json:"organizationId,omitempty"`
+
+	// Permission Resources mapped to actions, e.g. `{"project": ["create", "update"]}`.
+	Permission *AuthPermissionMap `json:"permission,omitempty"`
+
+	// Permissions Resources mapped to actions, e.g. `{"project": ["create", "update"]}`.
+	Permissions *AuthPermissionMap `json:"permissions,omitempty"`
+}
+
+// AuthInviteMemberJSONBody defines parameters for AuthInviteMember.
+type AuthInviteMemberJSONBody struct {
+	Email          openapi_types.Email `json:"email"`
+	OrganizationId *string             `json:"organizationId,omitempty"`
+	Resend         *bool               `json:"resend,omitempty"`
+
+	// Role A role name, or several (stored comma-joined). Fixed roles or the organization's dynamic roles.
+	Role AuthRoleInput `json:"role"`
+}
+
+// AuthLeaveOrganizationJSONBody defines parameters for AuthLeaveOrganization.
+type AuthLeaveOrganizationJSONBody struct {
+	OrganizationId string `json:"organizationId"`
+}
+
+// AuthListInvitationsParams defines parameters for AuthListInvitations.
+type AuthListInvitationsParams struct {
+	OrganizationId *string `form:"organizationId,omitempty" json:"organizationId,omitempty"`
+}
+
+// AuthListMembersParams defines parameters for AuthListMembers.
+type AuthListMembersParams struct {
+	OrganizationId *string                              `form:"organizationId,omitempty" json:"organizationId,omitempty"`
+	Limit          *int                                 `form:"limit,omitempty" json:"limit,omitempty"`
+	Offset         *int                                 `form:"offset,omitempty" json:"offset,omitempty"`
+	SortBy         *AuthListMembersParamsSortBy         `form:"sortBy,omitempty" json:"sortBy,omitempty"`
+	SortDirection  *AuthListMembersParamsSortDirection  `form:"sortDirection,omitempty" json:"sortDirection,omitempty"`
+	FilterField    *AuthListMembersParamsFilterField    `form:"filterField,omitempty" json:"filterField,omitempty"`
+	FilterValue    *string                              `form:"filterValue,omitempty" json:"filterValue,omitempty"`
+	FilterOperator *AuthListMembersParamsFilterOperator `form:"filterOperator,omitempty" json:"filterOperator,omitempty"`
+}
+
+// AuthListMembersParamsSortBy defines parameters for AuthListMembers.
+type AuthListMembersParamsSortBy string
+
+// AuthListMembersParamsSortDirection defines parameters for AuthListMembers.
+type AuthListMembersParamsSortDirection string
+
+// AuthListMembersParamsFilterField defines parameters for AuthListMembers.
+type AuthListMembersParamsFilterField string
+
+// AuthListMembersParamsFilterOperator defines parameters for AuthListMembers.
+type AuthListMembersParamsFilterOperator string
+
+// AuthListRolesParams defines parameters for AuthListRoles.
+type AuthListRolesParams struct {
+	OrganizationId *string `form:"organizationId,omitempty" json:"organizationId,omitempty"`
+}
+
+// AuthRemoveMemberJSONBody defines parameters for AuthRemoveMember.
+type AuthRemoveMemberJSONBody struct {
+	MemberIdOrEmail string  `json:"memberIdOrEmail"`
+	OrganizationId  *string `json:"organizationId,omitempty"`
+}
+
+// AuthSetActiveOrganizationJSONBody defines parameters for AuthSetActiveOrganization.
+type AuthSetActiveOrganizationJSONBody struct {
+	OrganizationId   nullable.Nullable[string] `json:"organizationId,omitempty"`
+	OrganizationSlug *string                   `json:"organizationSlug,omitempty"`
+}
+
+// AuthUpdateOrganizationJSONBody defines parameters for AuthUpdateOrganization.
+type AuthUpdateOrganizationJSONBody struct {
+	Data struct {
+		Logo     nullable.Nullable[string]                 `json:"logo,omitempty"`
+		Metadata nullable.Nullable[map[string]interface{}] `json:"metadata,omitempty"`
+		Name     *string                                   `json:"name,omitempty"`
+
+		// Slug Lower-case letters, digits and single hyphens.
+		Slug *Slug `json:"slug,omitempty"`
+	} `json:"data"`
+	OrganizationId *string `json:"organizationId,omitempty"`
+}
+
+// AuthUpdateMemberRoleJSONBody defines parameters for AuthUpdateMemberRole.
+type AuthUpdateMemberRoleJSONBody struct {
+	MemberId       string  `json:"memberId"`
+	OrganizationId *string `json:"organizationId,omitempty"`
+
+	// Role A role name, or several (stored comma-joined). Fixed roles or the organization's dynamic roles.
+	Role AuthRoleInput `json:"role"`
+}
+
+// AuthUpdateRoleJSONBody defines parameters for AuthUpdateRole.
+type AuthUpdateRoleJSONBody struct {
+	Data struct {
+		// Permission Resources mapped to actions, e.g. `{"project": ["create", "update"]}`.
+		Permission *AuthPermissionMap `json:"permission,omitempty"`
+		RoleName   *AuthRoleName      `json:"roleName,omitempty"`
+	} `json:"data"`
+	OrganizationId *string `json:"organizationId,omitempty"`
+	RoleId         *string `json:"roleId,omitempty"`
+	RoleName       *string `json:"roleName,omitempty"`
+}
+
+// RevokeOtherSessionsJSONBody defines parameters for RevokeOtherSessions.
+type RevokeOtherSessionsJSONBody = map[string]interface{}
+
+// RevokeSessionJSONBody defines parameters for RevokeSession.
+type RevokeSessionJSONBody struct {
+	Token string `json:"token"`
+}
+
+// SignOutJSONBody defines parameters for SignOut.
+type SignOutJSONBody = map[string]interface{}
+
+// UpdateUserJSONBody defines parameters for UpdateUser.
+type UpdateUserJSONBody struct {
+	Image nullable.Nullable[string] `json:"image,omitempty"`
+	Name  *string                   `json:"name,omitempty"`
+}
+
+// ListOrganizationsParams defines parameters for ListOrganizations.
+type ListOrganizationsParams struct {
+	// State Which records to list by archive state.
+	State *ListOrganizationsParamsState `form:"state,omitempty" json:"state,omitempty"`
+}
+
+// ListOrganizationsParamsState defines parameters for ListOrganizations.
+type ListOrganizationsParamsState string
+
+// ListProjectsParams defines parameters for ListProjects.
+type ListProjectsParams struct {
+	// State Which records to list by archive state.
+	State *ListProjectsParamsState `form:"state,omitempty" json:"state,omitempty"`
+}
+
+// ListProjectsParamsState defines parameters for ListProjects.
+type ListProjectsParamsState string
+
+// ChangePasswordJSONRequestBody defines body for ChangePassword for application/json ContentType.
+type ChangePasswordJSONRequestBody ChangePasswordJSONBody
+
+// AuthAcceptInvitationJSONRequestBody defines body for AuthAcceptInvitation for application/json ContentType.
+type AuthAcceptInvitationJSONRequestBody = AuthInvitationIdBody
+
+// AuthCancelInvitationJSONRequestBody defines body for AuthCancelInvitation for application/json ContentType.
+type AuthCancelInvitationJSONRequestBody = AuthInvitationIdBody
+
+// AuthCheckOrganizationSlugJSONRequestBody defines body for AuthCheckOrganizationSlug for application/json ContentType.
+type AuthCheckOrganizationSlugJSONRequestBody AuthCheckOrganizationSlugJSONBody
+
+// AuthCreateOrganizationJSONRequestBody defines body for AuthCreateOrganization for application/json ContentType.
+type AuthCreateOrganizationJSONRequestBody AuthCreateOrganizationJSONBody
+
+// AuthCreateRoleJSONRequestBody defines body for AuthCreateRole for application/json ContentType.
+type AuthCreateRoleJSONRequestBody AuthCreateRoleJSONBody
+
+// AuthDeleteRoleJSONRequestBody defines body for AuthDeleteRole for application/json ContentType.
+type AuthDeleteRoleJSONRequestBody AuthDeleteRoleJSONBody
+
+// AuthHasPermissionJSONRequestBody defines body for AuthHasPermission for application/json ContentType.
+type AuthHasPermissionJSONRequestBody AuthHasPermissionJSONBody
+
+// AuthInviteMemberJSONRequestBody defines body for AuthInviteMember for application/json ContentType.
+type AuthInviteMemberJSONRequestBody AuthInviteMemberJSONBody
+
+// AuthLeaveOrganizationJSONRequestBody defines body for AuthLeaveOrganization for application/json ContentType.
+type AuthLeaveOrganizationJSONRequestBody AuthLeaveOrganizationJSONBody
+
+// AuthRejectInvitationJSONRequestBody defines body for AuthRejectInvitation for application/json ContentType.
+type AuthRejectInvitationJSONRequestBody = AuthInvitationIdBody
+
+// AuthRemoveMemberJSONRequestBody defines body for AuthRemoveMember for application/json ContentType.
+type AuthRemoveMemberJSONRequestBody AuthRemoveMemberJSONBody
+
+// AuthSetActiveOrganizationJSONRequestBody defines body for AuthSetActiveOrganization for application/json ContentType.
+type AuthSetActiveOrganizationJSONRequestBody AuthSetActiveOrganizationJSONBody
+
+// AuthUpdateOrganizationJSONRequestBody defines body for AuthUpdateOrganization for application/json ContentType.
+type AuthUpdateOrganizationJSONRequestBody AuthUpdateOrganizationJSONBody
+
+// AuthUpdateMemberRoleJSONRequestBody defines body for AuthUpdateMemberRole for application/json ContentType.
+type AuthUpdateMemberRoleJSONRequestBody AuthUpdateMemberRoleJSONBody
+
+// AuthUpdateRoleJSONRequestBody defines body for AuthUpdateRole for application/json ContentType.
+type AuthUpdateRoleJSONRequestBody AuthUpdateRoleJSONBody
+
+// RevokeOtherSessionsJSONRequestBody defines body for RevokeOtherSessions for application/json ContentType.
+type RevokeOtherSessionsJSONRequestBody = RevokeOtherSessionsJSONBody
+
+// RevokeSessionJSONRequestBody defines body for RevokeSession for application/json ContentType.
+type RevokeSessionJSONRequestBody RevokeSessionJSONBody
+
+// SignInEmailJSONRequestBody defines body for SignInEmail for application/json ContentType.
+type SignInEmailJSONRequestBody = AuthSignInEmailBody
+
+// SignInEmailFormdataRequestBody defines body for SignInEmail for application/x-www-form-urlencoded ContentType.
+type SignInEmailFormdataRequestBody = AuthSignInEmailBody
+
+// SignOutJSONRequestBody defines body for SignOut for application/json ContentType.
+type SignOutJSONRequestBody = SignOutJSONBody
+
+// SignUpEmailJSONRequestBody defines body for SignUpEmail for application/json ContentType.
+type SignUpEmailJSONRequestBody = AuthSignUpEmailBody
+
+// SignUpEmailFormdataRequestBody defines body for SignUpEmail for application/x-www-form-urlencoded ContentType.
+type SignUpEmailFormdataRequestBody = AuthSignUpEmailBody
+
+// UpdateUserJSONRequestBody defines body for UpdateUser for application/json ContentType.
+type UpdateUserJSONRequestBody UpdateUserJSONBody
+
+// CreateOrganizationJSONRequestBody defines body for CreateOrganization for application/json ContentType.
+type CreateOrganizationJSONRequestBody = OrganizationCreate
+
+// UpdateOrganizationJSONRequestBody defines body for UpdateOrganization for application/json ContentType.
+type UpdateOrganizationJSONRequestBody = OrganizationUpdate
+
+// CreateProjectJSONRequestBody defines body for CreateProject for application/json ContentType.
+type CreateProjectJSONRequestBody = ProjectCreate
+
+// UpdateProjectJSONRequestBody defines body for UpdateProject for application/json ContentType.
+type UpdateProjectJSONRequestBody = ProjectUpdate
+
+// AsAuthRoleName returns the union data inside the AuthRoleInput as a AuthRoleName
+func (t AuthRoleInput) AsAuthRoleName() (AuthRoleName, error) {
+	var body AuthRoleName
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAuthRoleName overwrites any union data inside the AuthRoleInput as the provided AuthRoleName
+func (t *AuthRoleInput) FromAuthRoleName(v AuthRoleName) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAuthRoleName performs a merge with any union data inside the AuthRoleInput, using the provided AuthRoleName
+func (t *AuthRoleInput) MergeAuthRoleName(v AuthRoleName) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsAuthRoleInput1 returns the union data inside the AuthRoleInput as a AuthRoleInput1
+func (t AuthRoleInput) AsAuthRoleInput1() (AuthRoleInput1, error) {
+	var body AuthRoleInput1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAuthRoleInput1 overwrites any union data inside the AuthRoleInput as the provided AuthRoleInput1
+func (t *AuthRoleInput) FromAuthRoleInput1(v AuthRoleInput1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAuthRoleInput1 performs a merge with any union data inside the AuthRoleInput, using the provided AuthRoleInput1
+func (t *AuthRoleInput) MergeAuthRoleInput1(v AuthRoleInput1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t AuthRoleInput) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *AuthRoleInput) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// ChangePassword Change the password
+	// (POST /api/auth/change-password)
+	ChangePassword(ctx echo.Context) error
+	// GetSession Get the current session
+	// (GET /api/auth/get-session)
+	GetSession(ctx echo.Context, params GetSessionParams) error
+	// ListSessions List the user's active sessions
+	// (GET /api/auth/list-sessions)
+	ListSessions(ctx echo.Context) error
+	// AuthAcceptInvitation Accept an invitation
+	// (POST /api/auth/organization/accept-invitation)
+	AuthAcceptInvitation(ctx echo.Context) error
+	// AuthCancelInvitation Cancel an invitation
+	// (POST /api/auth/organization/cancel-invitation)
+	AuthCancelInvitation(ctx echo.Context) error
+	// AuthCheckOrganizationSlug Check that a slug is free
+	// (POST /api/auth/organization/check-slug)
+	AuthCheckOrganizationSlug(ctx echo.Context) error
+	// AuthCreateOrganization Create an organization
+	// (POST /api/auth/organization/create)
+	AuthCreateOrganization(ctx echo.Context) error
+	// AuthCreateRole Create a dynamic role
+	// (POST /api/auth/organization/create-role)
+	AuthCreateRole(ctx echo.Context) error
+	// AuthDeleteRole Delete a dynamic role
+	// (POST /api/auth/organization/delete-role)
+	AuthDeleteRole(ctx echo.Context) error
+	// AuthGetFullOrganization Get an organization with its members and invitations
+	// (GET /api/auth/organization/get-full-organization)
+	AuthGetFullOrganization(ctx echo.Context, params AuthGetFullOrganizationParams) error
+	// AuthGetRole Get a dynamic role
+	// (GET /api/auth/organization/get-role)
+	AuthGetRole(ctx echo.Context, params AuthGetRoleParams) error
+	// AuthHasPermission Check the caller's permissions in an organization
+	// (POST /api/auth/organization/has-permission)
+	AuthHasPermission(ctx echo.Context) error
+	// AuthInviteMember Invite someone by email
+	// (POST /api/auth/organization/invite-member)
+	AuthInviteMember(ctx echo.Context) error
+	// AuthLeaveOrganization Leave an organization
+	// (POST /api/auth/organization/leave)
+	AuthLeaveOrganization(ctx echo.Context) error
+	// AuthListOrganizations List the user's organizations
+	// (GET /api/auth/organization/list)
+	AuthListOrganizations(ctx echo.Context) error
+	// AuthListInvitations List an organization's invitations
+	// (GET /api/auth/organization/list-invitations)
+	AuthListInvitations(ctx echo.Context, params AuthListInvitationsParams) error
+	// AuthListMembers List an organization's members
+	// (GET /api/auth/organization/list-members)
+	AuthListMembers(ctx echo.Context, params AuthListMembersParams) error
+	// AuthListRoles List an organization's dynamic roles
+	// (GET /api/auth/organization/list-roles)
+	AuthListRoles(ctx echo.Context, params AuthListRolesParams) error
+	// AuthRejectInvitation Reject an invitation
+	// (POST /api/auth/organization/reject-invitation)
+	AuthRejectInvitation(ctx echo.Context) error
+	// AuthRemoveMember Remove a member
+	// (POST /api/auth/organization/remove-member)
+	AuthRemoveMember(ctx echo.Context) error
+	// AuthSetActiveOrganization Set the session's active organization
+	// (POST /api/auth/organization/set-active)
+	AuthSetActiveOrganization(ctx echo.Context) error
+	// AuthUpdateOrganization Update an organization
+	// (POST /api/auth/organization/update)
+	AuthUpdateOrganization(ctx echo.Context) error
+	// AuthUpdateMemberRole Change a member's role
+	// (POST /api/auth/organization/update-member-role)
+	AuthUpdateMemberRole(ctx echo.Context) error
+	// AuthUpdateRole Update a dynamic role
+	// (POST /api/auth/organization/update-role)
+	AuthUpdateRole(ctx echo.Context) error
+	// RevokeOtherSessions Revoke every other session of the user
+	// (POST /api/auth/revoke-other-sessions)
+	RevokeOtherSessions(ctx echo.Context) error
+	// RevokeSession Revoke one of the user's sessions
+	// (POST /api/auth/revoke-session)
+	RevokeSession(ctx echo.Context) error
+	// SignInEmail Sign in with email and password
+	// (POST /api/auth/sign-in/email)
+	SignInEmail(ctx echo.Context) error
+	// SignOut Sign out
+	// (POST /api/auth/sign-out)
+	SignOut(ctx echo.Context) error
+	// SignUpEmail Sign up with email and password
+	// (POST /api/auth/sign-up/email)
+	SignUpEmail(ctx echo.Context) error
+	// UpdateUser Update the user's name or picture
+	// (POST /api/auth/update-user)
+	UpdateUser(ctx echo.Context) error
 	// GetHealth Check service health
 	// (GET /api/v1/health)
 	GetHealth(ctx echo.Context) error
+	// ListOrganizations List the caller's organizations
+	// (GET /api/v1/organizations)
+	ListOrganizations(ctx echo.Context, params ListOrganizationsParams) error
+	// CreateOrganization Create an organization
+	// (POST /api/v1/organizations)
+	CreateOrganization(ctx echo.Context) error
+	// ArchiveOrganization Archive an organization
+	// (DELETE /api/v1/organizations/{organizationId})
+	ArchiveOrganization(ctx echo.Context, organizationId OrganizationId) error
+	// GetOrganization Get an organization
+	// (GET /api/v1/organizations/{organizationId})
+	GetOrganization(ctx echo.Context, organizationId OrganizationId) error
+	// UpdateOrganization Rename an organization or change its slug
+	// (PATCH /api/v1/organizations/{organizationId})
+	UpdateOrganization(ctx echo.Context, organizationId OrganizationId) error
+	// ListOrganizationAuditLogs List an organization's audit log
+	// (GET /api/v1/organizations/{organizationId}/audit-logs)
+	ListOrganizationAuditLogs(ctx echo.Context, organizationId OrganizationId) error
+	// ListProjects List an organization's projects
+	// (GET /api/v1/organizations/{organizationId}/projects)
+	ListProjects(ctx echo.Context, organizationId OrganizationId, params ListProjectsParams) error
+	// CreateProject Create a project
+	// (POST /api/v1/organizations/{organizationId}/projects)
+	CreateProject(ctx echo.Context, organizationId OrganizationId) error
+	// RestoreOrganization Restore an archived organization
+	// (POST /api/v1/organizations/{organizationId}/restore)
+	RestoreOrganization(ctx echo.Context, organizationId OrganizationId) error
+	// ArchiveProject Archive a project
+	// (DELETE /api/v1/projects/{projectId})
+	ArchiveProject(ctx echo.Context, projectId ProjectId) error
+	// GetProject Get a project with its environments
+	// (GET /api/v1/projects/{projectId})
+	GetProject(ctx echo.Context, projectId ProjectId) error
+	// UpdateProject Rename a project or change its slug
+	// (PATCH /api/v1/projects/{projectId})
+	UpdateProject(ctx echo.Context, projectId ProjectId) error
+	// ListProjectAuditLogs List a project's audit log
+	// (GET /api/v1/projects/{projectId}/audit-logs)
+	ListProjectAuditLogs(ctx echo.Context, projectId ProjectId) error
+	// RestoreProject Restore an archived project
+	// (POST /api/v1/projects/{projectId}/restore)
+	RestoreProject(ctx echo.Context, projectId ProjectId) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
 type ServerInterfaceWrapper struct {
 	Handler ServerInterface
+}
+
+// ChangePassword converts echo context to params.
+func (w *ServerInterfaceWrapper) ChangePassword(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ChangePassword(ctx)
+	return err
+}
+
+// GetSession converts echo context to params.
+func (w *ServerInterfaceWrapper) GetSession(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetSessionParams
+	// ------------- Optional query parameter "disableCookieCache" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "disableCookieCache", ctx.QueryParams(), &params.DisableCookieCache, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter disableCookieCache: %s", err))
+	}
+
+	// ------------- Optional query parameter "disableRefresh" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "disableRefresh", ctx.QueryParams(), &params.DisableRefresh, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter disableRefresh: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetSession(ctx, params)
+	return err
+}
+
+// ListSessions converts echo context to params.
+func (w *ServerInterfaceWrapper) ListSessions(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListSessions(ctx)
+	return err
+}
+
+// AuthAcceptInvitation converts echo context to params.
+func (w *ServerInterfaceWrapper) AuthAcceptInvitation(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AuthAcceptInvitation(ctx)
+	return err
+}
+
+// AuthCancelInvitation converts echo context to params.
+func (w *ServerInterfaceWrapper) AuthCancelInvitation(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AuthCancelInvitation(ctx)
+	return err
+}
+
+// AuthCheckOrganizationSlug converts echo context to params.
+func (w *ServerInterfaceWrapper) AuthCheckOrganizationSlug(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AuthCheckOrganizationSlug(ctx)
+	return err
+}
+
+// AuthCreateOrganization converts echo context to params.
+func (w *ServerInterfaceWrapper) AuthCreateOrganization(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AuthCreateOrganization(ctx)
+	return err
+}
+
+// AuthCreateRole converts echo context to params.
+func (w *ServerInterfaceWrapper) AuthCreateRole(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AuthCreateRole(ctx)
+	return err
+}
+
+// AuthDeleteRole converts echo context to params.
+func (w *ServerInterfaceWrapper) AuthDeleteRole(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AuthDeleteRole(ctx)
+	return err
+}
+
+// AuthGetFullOrganization converts echo context to params.
+func (w *ServerInterfaceWrapper) AuthGetFullOrganization(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AuthGetFullOrganizationParams
+	// ------------- Optional query parameter "organizationId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "organizationId", ctx.QueryParams(), &params.OrganizationId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter organizationId: %s", err))
+	}
+
+	// ------------- Optional query parameter "organizationSlug" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "organizationSlug", ctx.QueryParams(), &params.OrganizationSlug, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter organizationSlug: %s", err))
+	}
+
+	// ------------- Optional query parameter "membersLimit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "membersLimit", ctx.QueryParams(), &params.MembersLimit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter membersLimit: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AuthGetFullOrganization(ctx, params)
+	return err
+}
+
+// AuthGetRole converts echo context to params.
+func (w *ServerInterfaceWrapper) AuthGetRole(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AuthGetRoleParams
+	// ------------- Optional query parameter "roleName" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "roleName", ctx.QueryParams(), &params.RoleName, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter roleName: %s", err))
+	}
+
+	// ------------- Optional query parameter "roleId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "roleId", ctx.QueryParams(), &params.RoleId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter roleId: %s", err))
+	}
+
+	// ------------- Optional query parameter "organizationId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "organizationId", ctx.QueryParams(), &params.OrganizationId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter organizationId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AuthGetRole(ctx, params)
+	return err
+}
+
+// AuthHasPermission converts echo context to params.
+func (w *ServerInterfaceWrapper) AuthHasPermission(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AuthHasPermission(ctx)
+	return err
+}
+
+// AuthInviteMember converts echo context to params.
+func (w *ServerInterfaceWrapper) AuthInviteMember(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AuthInviteMember(ctx)
+	return err
+}
+
+// AuthLeaveOrganization converts echo context to params.
+func (w *ServerInterfaceWrapper) AuthLeaveOrganization(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AuthLeaveOrganization(ctx)
+	return err
+}
+
+// AuthListOrganizations converts echo context to params.
+func (w *ServerInterfaceWrapper) AuthListOrganizations(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AuthListOrganizations(ctx)
+	return err
+}
+
+// AuthListInvitations converts echo context to params.
+func (w *ServerInterfaceWrapper) AuthListInvitations(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AuthListInvitationsParams
+	// ------------- Optional query parameter "organizationId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "organizationId", ctx.QueryParams(), &params.OrganizationId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter organizationId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AuthListInvitations(ctx, params)
+	return err
+}
+
+// AuthListMembers converts echo context to params.
+func (w *ServerInterfaceWrapper) AuthListMembers(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AuthListMembersParams
+	// ------------- Optional query parameter "organizationId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "organizationId", ctx.QueryParams(), &params.OrganizationId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter organizationId: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "offset" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", ctx.QueryParams(), &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter offset: %s", err))
+	}
+
+	// ------------- Optional query parameter "sortBy" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "sortBy", ctx.QueryParams(), &params.SortBy, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter sortBy: %s", err))
+	}
+
+	// ------------- Optional query parameter "sortDirection" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "sortDirection", ctx.QueryParams(), &params.SortDirection, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter sortDirection: %s", err))
+	}
+
+	// ------------- Optional query parameter "filterField" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "filterField", ctx.QueryParams(), &params.FilterField, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter filterField: %s", err))
+	}
+
+	// ------------- Optional query parameter "filterValue" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "filterValue", ctx.QueryParams(), &params.FilterValue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter filterValue: %s", err))
+	}
+
+	// ------------- Optional query parameter "filterOperator" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "filterOperator", ctx.QueryParams(), &params.FilterOperator, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter filterOperator: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AuthListMembers(ctx, params)
+	return err
+}
+
+// AuthListRoles converts echo context to params.
+func (w *ServerInterfaceWrapper) AuthListRoles(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AuthListRolesParams
+	// ------------- Optional query parameter "organizationId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "organizationId", ctx.QueryParams(), &params.OrganizationId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter organizationId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AuthListRoles(ctx, params)
+	return err
+}
+
+// AuthRejectInvitation converts echo context to params.
+func (w *ServerInterfaceWrapper) AuthRejectInvitation(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AuthRejectInvitation(ctx)
+	return err
+}
+
+// AuthRemoveMember converts echo context to params.
+func (w *ServerInterfaceWrapper) AuthRemoveMember(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AuthRemoveMember(ctx)
+	return err
+}
+
+// AuthSetActiveOrganization converts echo context to params.
+func (w *ServerInterfaceWrapper) AuthSetActiveOrganization(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AuthSetActiveOrganization(ctx)
+	return err
+}
+
+// AuthUpdateOrganization converts echo context to params.
+func (w *ServerInterfaceWrapper) AuthUpdateOrganization(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AuthUpdateOrganization(ctx)
+	return err
+}
+
+// AuthUpdateMemberRole converts echo context to params.
+func (w *ServerInterfaceWrapper) AuthUpdateMemberRole(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AuthUpdateMemberRole(ctx)
+	return err
+}
+
+// AuthUpdateRole converts echo context to params.
+func (w *ServerInterfaceWrapper) AuthUpdateRole(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AuthUpdateRole(ctx)
+	return err
+}
+
+// RevokeOtherSessions converts echo context to params.
+func (w *ServerInterfaceWrapper) RevokeOtherSessions(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RevokeOtherSessions(ctx)
+	return err
+}
+
+// RevokeSession converts echo context to params.
+func (w *ServerInterfaceWrapper) RevokeSession(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RevokeSession(ctx)
+	return err
+}
+
+// SignInEmail converts echo context to params.
+func (w *ServerInterfaceWrapper) SignInEmail(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.SignInEmail(ctx)
+	return err
+}
+
+// SignOut converts echo context to params.
+func (w *ServerInterfaceWrapper) SignOut(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.SignOut(ctx)
+	return err
+}
+
+// SignUpEmail converts echo context to params.
+func (w *ServerInterfaceWrapper) SignUpEmail(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.SignUpEmail(ctx)
+	return err
+}
+
+// UpdateUser converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdateUser(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdateUser(ctx)
+	return err
 }
 
 // GetHealth converts echo context to params.
@@ -88,6 +1600,234 @@ func (w *ServerInterfaceWrapper) GetHealth(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetHealth(ctx)
+	return err
+}
+
+// ListOrganizations converts echo context to params.
+func (w *ServerInterfaceWrapper) ListOrganizations(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListOrganizationsParams
+	// ------------- Optional query parameter "state" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "state", ctx.QueryParams(), &params.State, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter state: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListOrganizations(ctx, params)
+	return err
+}
+
+// CreateOrganization converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateOrganization(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateOrganization(ctx)
+	return err
+}
+
+// ArchiveOrganization converts echo context to params.
+func (w *ServerInterfaceWrapper) ArchiveOrganization(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "organizationId" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organizationId", ctx.Param("organizationId"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter organizationId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ArchiveOrganization(ctx, organizationId)
+	return err
+}
+
+// GetOrganization converts echo context to params.
+func (w *ServerInterfaceWrapper) GetOrganization(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "organizationId" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organizationId", ctx.Param("organizationId"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter organizationId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetOrganization(ctx, organizationId)
+	return err
+}
+
+// UpdateOrganization converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdateOrganization(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "organizationId" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organizationId", ctx.Param("organizationId"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter organizationId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdateOrganization(ctx, organizationId)
+	return err
+}
+
+// ListOrganizationAuditLogs converts echo context to params.
+func (w *ServerInterfaceWrapper) ListOrganizationAuditLogs(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "organizationId" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organizationId", ctx.Param("organizationId"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter organizationId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListOrganizationAuditLogs(ctx, organizationId)
+	return err
+}
+
+// ListProjects converts echo context to params.
+func (w *ServerInterfaceWrapper) ListProjects(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "organizationId" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organizationId", ctx.Param("organizationId"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter organizationId: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListProjectsParams
+	// ------------- Optional query parameter "state" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "state", ctx.QueryParams(), &params.State, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter state: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListProjects(ctx, organizationId, params)
+	return err
+}
+
+// CreateProject converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateProject(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "organizationId" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organizationId", ctx.Param("organizationId"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter organizationId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateProject(ctx, organizationId)
+	return err
+}
+
+// RestoreOrganization converts echo context to params.
+func (w *ServerInterfaceWrapper) RestoreOrganization(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "organizationId" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organizationId", ctx.Param("organizationId"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter organizationId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RestoreOrganization(ctx, organizationId)
+	return err
+}
+
+// ArchiveProject converts echo context to params.
+func (w *ServerInterfaceWrapper) ArchiveProject(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ArchiveProject(ctx, projectId)
+	return err
+}
+
+// GetProject converts echo context to params.
+func (w *ServerInterfaceWrapper) GetProject(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetProject(ctx, projectId)
+	return err
+}
+
+// UpdateProject converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdateProject(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdateProject(ctx, projectId)
+	return err
+}
+
+// ListProjectAuditLogs converts echo context to params.
+func (w *ServerInterfaceWrapper) ListProjectAuditLogs(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListProjectAuditLogs(ctx, projectId)
+	return err
+}
+
+// RestoreProject converts echo context to params.
+func (w *ServerInterfaceWrapper) RestoreProject(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RestoreProject(ctx, projectId)
 	return err
 }
 
@@ -139,12 +1879,2448 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	}
 
 	router.GET(options.BaseURL+"/api/v1/health", wrapper.GetHealth, options.OperationMiddlewares["getHealth"]...)
+	router.GET(options.BaseURL+"/api/v1/organizations", wrapper.ListOrganizations, options.OperationMiddlewares["listOrganizations"]...)
+	router.POST(options.BaseURL+"/api/v1/organizations", wrapper.CreateOrganization, options.OperationMiddlewares["createOrganization"]...)
+	router.DELETE(options.BaseURL+"/api/v1/organizations/:organizationId", wrapper.ArchiveOrganization, options.OperationMiddlewares["archiveOrganization"]...)
+	router.GET(options.BaseURL+"/api/v1/organizations/:organizationId", wrapper.GetOrganization, options.OperationMiddlewares["getOrganization"]...)
+	router.PATCH(options.BaseURL+"/api/v1/organizations/:organizationId", wrapper.UpdateOrganization, options.OperationMiddlewares["updateOrganization"]...)
+	router.POST(options.BaseURL+"/api/v1/organizations/:organizationId/restore", wrapper.RestoreOrganization, options.OperationMiddlewares["restoreOrganization"]...)
+	router.GET(options.BaseURL+"/api/v1/organizations/:organizationId/projects", wrapper.ListProjects, options.OperationMiddlewares["listProjects"]...)
+	router.POST(options.BaseURL+"/api/v1/organizations/:organizationId/projects", wrapper.CreateProject, options.OperationMiddlewares["createProject"]...)
+	router.GET(options.BaseURL+"/api/v1/organizations/:organizationId/audit-logs", wrapper.ListOrganizationAuditLogs, options.OperationMiddlewares["listOrganizationAuditLogs"]...)
+	router.DELETE(options.BaseURL+"/api/v1/projects/:projectId", wrapper.ArchiveProject, options.OperationMiddlewares["archiveProject"]...)
+	router.GET(options.BaseURL+"/api/v1/projects/:projectId", wrapper.GetProject, options.OperationMiddlewares["getProject"]...)
+	router.PATCH(options.BaseURL+"/api/v1/projects/:projectId", wrapper.UpdateProject, options.OperationMiddlewares["updateProject"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/restore", wrapper.RestoreProject, options.OperationMiddlewares["restoreProject"]...)
+	router.GET(options.BaseURL+"/api/v1/projects/:projectId/audit-logs", wrapper.ListProjectAuditLogs, options.OperationMiddlewares["listProjectAuditLogs"]...)
+	router.POST(options.BaseURL+"/api/auth/sign-up/email", wrapper.SignUpEmail, options.OperationMiddlewares["signUpEmail"]...)
+	router.POST(options.BaseURL+"/api/auth/sign-in/email", wrapper.SignInEmail, options.OperationMiddlewares["signInEmail"]...)
+	router.POST(options.BaseURL+"/api/auth/sign-out", wrapper.SignOut, options.OperationMiddlewares["signOut"]...)
+	router.GET(options.BaseURL+"/api/auth/get-session", wrapper.GetSession, options.OperationMiddlewares["getSession"]...)
+	router.GET(options.BaseURL+"/api/auth/list-sessions", wrapper.ListSessions, options.OperationMiddlewares["listSessions"]...)
+	router.POST(options.BaseURL+"/api/auth/revoke-session", wrapper.RevokeSession, options.OperationMiddlewares["revokeSession"]...)
+	router.POST(options.BaseURL+"/api/auth/revoke-other-sessions", wrapper.RevokeOtherSessions, options.OperationMiddlewares["revokeOtherSessions"]...)
+	router.POST(options.BaseURL+"/api/auth/change-password", wrapper.ChangePassword, options.OperationMiddlewares["changePassword"]...)
+	router.POST(options.BaseURL+"/api/auth/update-user", wrapper.UpdateUser, options.OperationMiddlewares["updateUser"]...)
+	router.POST(options.BaseURL+"/api/auth/organization/create", wrapper.AuthCreateOrganization, options.OperationMiddlewares["authCreateOrganization"]...)
+	router.POST(options.BaseURL+"/api/auth/organization/check-slug", wrapper.AuthCheckOrganizationSlug, options.OperationMiddlewares["authCheckOrganizationSlug"]...)
+	router.GET(options.BaseURL+"/api/auth/organization/list", wrapper.AuthListOrganizations, options.OperationMiddlewares["authListOrganizations"]...)
+	router.POST(options.BaseURL+"/api/auth/organization/set-active", wrapper.AuthSetActiveOrganization, options.OperationMiddlewares["authSetActiveOrganization"]...)
+	router.GET(options.BaseURL+"/api/auth/organization/get-full-organization", wrapper.AuthGetFullOrganization, options.OperationMiddlewares["authGetFullOrganization"]...)
+	router.POST(options.BaseURL+"/api/auth/organization/update", wrapper.AuthUpdateOrganization, options.OperationMiddlewares["authUpdateOrganization"]...)
+	router.POST(options.BaseURL+"/api/auth/organization/invite-member", wrapper.AuthInviteMember, options.OperationMiddlewares["authInviteMember"]...)
+	router.POST(options.BaseURL+"/api/auth/organization/accept-invitation", wrapper.AuthAcceptInvitation, options.OperationMiddlewares["authAcceptInvitation"]...)
+	router.POST(options.BaseURL+"/api/auth/organization/reject-invitation", wrapper.AuthRejectInvitation, options.OperationMiddlewares["authRejectInvitation"]...)
+	router.POST(options.BaseURL+"/api/auth/organization/cancel-invitation", wrapper.AuthCancelInvitation, options.OperationMiddlewares["authCancelInvitation"]...)
+	router.GET(options.BaseURL+"/api/auth/organization/list-invitations", wrapper.AuthListInvitations, options.OperationMiddlewares["authListInvitations"]...)
+	router.GET(options.BaseURL+"/api/auth/organization/list-members", wrapper.AuthListMembers, options.OperationMiddlewares["authListMembers"]...)
+	router.POST(options.BaseURL+"/api/auth/organization/update-member-role", wrapper.AuthUpdateMemberRole, options.OperationMiddlewares["authUpdateMemberRole"]...)
+	router.POST(options.BaseURL+"/api/auth/organization/remove-member", wrapper.AuthRemoveMember, options.OperationMiddlewares["authRemoveMember"]...)
+	router.POST(options.BaseURL+"/api/auth/organization/leave", wrapper.AuthLeaveOrganization, options.OperationMiddlewares["authLeaveOrganization"]...)
+	router.POST(options.BaseURL+"/api/auth/organization/has-permission", wrapper.AuthHasPermission, options.OperationMiddlewares["authHasPermission"]...)
+	router.POST(options.BaseURL+"/api/auth/organization/create-role", wrapper.AuthCreateRole, options.OperationMiddlewares["authCreateRole"]...)
+	router.GET(options.BaseURL+"/api/auth/organization/list-roles", wrapper.AuthListRoles, options.OperationMiddlewares["authListRoles"]...)
+	router.GET(options.BaseURL+"/api/auth/organization/get-role", wrapper.AuthGetRole, options.OperationMiddlewares["authGetRole"]...)
+	router.POST(options.BaseURL+"/api/auth/organization/update-role", wrapper.AuthUpdateRole, options.OperationMiddlewares["authUpdateRole"]...)
+	router.POST(options.BaseURL+"/api/auth/organization/delete-role", wrapper.AuthDeleteRole, options.OperationMiddlewares["authDeleteRole"]...)
 
 }
 
+type AuthBadRequestApplicationProblemPlusJSONResponse AuthProblem
+
+type AuthConflictApplicationProblemPlusJSONResponse AuthProblem
+
+type AuthForbiddenApplicationProblemPlusJSONResponse AuthProblem
+
+type AuthNotFoundApplicationProblemPlusJSONResponse AuthProblem
+
+type AuthTooManyRequestsResponseHeaders struct {
+	RetryAfter *int
+}
+type AuthTooManyRequestsApplicationProblemPlusJSONResponse struct {
+	Body AuthProblem
+
+	Headers AuthTooManyRequestsResponseHeaders
+}
+
+type AuthUnauthorizedApplicationProblemPlusJSONResponse AuthProblem
+
+type AuthUnprocessableApplicationProblemPlusJSONResponse AuthProblem
+
+type ConflictApplicationProblemPlusJSONResponse Problem
+
+type ForbiddenApplicationProblemPlusJSONResponse Problem
+
 type InternalApplicationProblemPlusJSONResponse Problem
 
+type NotFoundApplicationProblemPlusJSONResponse Problem
+
+type UnauthenticatedApplicationProblemPlusJSONResponse Problem
+
 type UnavailableApplicationProblemPlusJSONResponse Problem
+
+type ValidationFailedApplicationProblemPlusJSONResponse Problem
+
+type ChangePasswordRequestObject struct {
+	Body *ChangePasswordJSONRequestBody
+}
+
+type ChangePasswordResponseObject interface {
+	VisitChangePasswordResponse(w http.ResponseWriter) error
+}
+
+type ChangePassword200ResponseHeaders struct {
+	SetCookie *string
+}
+
+type ChangePassword200JSONResponse struct {
+	Body    AuthSignUpResponse
+	Headers ChangePassword200ResponseHeaders
+}
+
+func (response ChangePassword200JSONResponse) VisitChangePasswordResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ChangePassword400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ChangePassword400ApplicationProblemPlusJSONResponse) VisitChangePasswordResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ChangePassword401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ChangePassword401ApplicationProblemPlusJSONResponse) VisitChangePasswordResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ChangePassword403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ChangePassword403ApplicationProblemPlusJSONResponse) VisitChangePasswordResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ChangePassword429ApplicationProblemPlusJSONResponse struct {
+	AuthTooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ChangePassword429ApplicationProblemPlusJSONResponse) VisitChangePasswordResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSessionRequestObject struct {
+	Params GetSessionParams
+}
+
+type GetSessionResponseObject interface {
+	VisitGetSessionResponse(w http.ResponseWriter) error
+}
+
+type GetSession200JSONResponse AuthSessionWithUser
+
+func (response GetSession200JSONResponse) VisitGetSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSession400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetSession400ApplicationProblemPlusJSONResponse) VisitGetSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSessionsRequestObject struct {
+}
+
+type ListSessionsResponseObject interface {
+	VisitListSessionsResponse(w http.ResponseWriter) error
+}
+
+type ListSessions200JSONResponse []AuthSession
+
+func (response ListSessions200JSONResponse) VisitListSessionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSessions401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListSessions401ApplicationProblemPlusJSONResponse) VisitListSessionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthAcceptInvitationRequestObject struct {
+	Body *AuthAcceptInvitationJSONRequestBody
+}
+
+type AuthAcceptInvitationResponseObject interface {
+	VisitAuthAcceptInvitationResponse(w http.ResponseWriter) error
+}
+
+type AuthAcceptInvitation200JSONResponse struct {
+	Invitation AuthInvitation `json:"invitation"`
+	Member     AuthMember     `json:"member"`
+}
+
+func (response AuthAcceptInvitation200JSONResponse) VisitAuthAcceptInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthAcceptInvitation400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AuthAcceptInvitation400ApplicationProblemPlusJSONResponse) VisitAuthAcceptInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthAcceptInvitation401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AuthAcceptInvitation401ApplicationProblemPlusJSONResponse) VisitAuthAcceptInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthAcceptInvitation403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AuthAcceptInvitation403ApplicationProblemPlusJSONResponse) VisitAuthAcceptInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthAcceptInvitation404ApplicationProblemPlusJSONResponse struct {
+	AuthNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AuthAcceptInvitation404ApplicationProblemPlusJSONResponse) VisitAuthAcceptInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthCancelInvitationRequestObject struct {
+	Body *AuthCancelInvitationJSONRequestBody
+}
+
+type AuthCancelInvitationResponseObject interface {
+	VisitAuthCancelInvitationResponse(w http.ResponseWriter) error
+}
+
+type AuthCancelInvitation200JSONResponse AuthInvitation
+
+func (response AuthCancelInvitation200JSONResponse) VisitAuthCancelInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthCancelInvitation400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AuthCancelInvitation400ApplicationProblemPlusJSONResponse) VisitAuthCancelInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthCancelInvitation401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AuthCancelInvitation401ApplicationProblemPlusJSONResponse) VisitAuthCancelInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthCancelInvitation403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AuthCancelInvitation403ApplicationProblemPlusJSONResponse) VisitAuthCancelInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthCancelInvitation404ApplicationProblemPlusJSONResponse struct {
+	AuthNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AuthCancelInvitation404ApplicationProblemPlusJSONResponse) VisitAuthCancelInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthCheckOrganizationSlugRequestObject struct {
+	Body *AuthCheckOrganizationSlugJSONRequestBody
+}
+
+type AuthCheckOrganizationSlugResponseObject interface {
+	VisitAuthCheckOrganizationSlugResponse(w http.ResponseWriter) error
+}
+
+type AuthCheckOrganizationSlug200JSONResponse AuthStatus
+
+func (response AuthCheckOrganizationSlug200JSONResponse) VisitAuthCheckOrganizationSlugResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthCheckOrganizationSlug400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AuthCheckOrganizationSlug400ApplicationProblemPlusJSONResponse) VisitAuthCheckOrganizationSlugResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthCheckOrganizationSlug401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AuthCheckOrganizationSlug401ApplicationProblemPlusJSONResponse) VisitAuthCheckOrganizationSlugResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthCheckOrganizationSlug403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AuthCheckOrganizationSlug403ApplicationProblemPlusJSONResponse) VisitAuthCheckOrganizationSlugResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthCheckOrganizationSlug409ApplicationProblemPlusJSONResponse struct {
+	AuthConflictApplicationProblemPlusJSONResponse
+}
+
+func (response AuthCheckOrganizationSlug409ApplicationProblemPlusJSONResponse) VisitAuthCheckOrganizationSlugResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthCreateOrganizationRequestObject struct {
+	Body *AuthCreateOrganizationJSONRequestBody
+}
+
+type AuthCreateOrganizationResponseObject interface {
+	VisitAuthCreateOrganizationResponse(w http.ResponseWriter) error
+}
+
+type AuthCreateOrganization200JSONResponse AuthCreatedOrganization
+
+func (response AuthCreateOrganization200JSONResponse) VisitAuthCreateOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthCreateOrganization400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AuthCreateOrganization400ApplicationProblemPlusJSONResponse) VisitAuthCreateOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthCreateOrganization401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AuthCreateOrganization401ApplicationProblemPlusJSONResponse) VisitAuthCreateOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthCreateOrganization403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AuthCreateOrganization403ApplicationProblemPlusJSONResponse) VisitAuthCreateOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthCreateOrganization409ApplicationProblemPlusJSONResponse struct {
+	AuthConflictApplicationProblemPlusJSONResponse
+}
+
+func (response AuthCreateOrganization409ApplicationProblemPlusJSONResponse) VisitAuthCreateOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthCreateRoleRequestObject struct {
+	Body *AuthCreateRoleJSONRequestBody
+}
+
+type AuthCreateRoleResponseObject interface {
+	VisitAuthCreateRoleResponse(w http.ResponseWriter) error
+}
+
+type AuthCreateRole200JSONResponse struct {
+	RoleData AuthRole `json:"roleData"`
+
+	// Statements Resources mapped to actions, e.g. `{"project": ["create", "update"]}`.
+	Statements AuthPermissionMap `json:"statements"`
+	Success    bool              `json:"success"`
+}
+
+func (response AuthCreateRole200JSONResponse) VisitAuthCreateRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthCreateRole400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AuthCreateRole400ApplicationProblemPlusJSONResponse) VisitAuthCreateRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthCreateRole401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AuthCreateRole401ApplicationProblemPlusJSONResponse) VisitAuthCreateRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthCreateRole403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AuthCreateRole403ApplicationProblemPlusJSONResponse) VisitAuthCreateRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthCreateRole404ApplicationProblemPlusJSONResponse struct {
+	AuthNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AuthCreateRole404ApplicationProblemPlusJSONResponse) VisitAuthCreateRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthCreateRole409ApplicationProblemPlusJSONResponse struct {
+	AuthConflictApplicationProblemPlusJSONResponse
+}
+
+func (response AuthCreateRole409ApplicationProblemPlusJSONResponse) VisitAuthCreateRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthDeleteRoleRequestObject struct {
+	Body *AuthDeleteRoleJSONRequestBody
+}
+
+type AuthDeleteRoleResponseObject interface {
+	VisitAuthDeleteRoleResponse(w http.ResponseWriter) error
+}
+
+type AuthDeleteRole200JSONResponse AuthSuccess
+
+func (response AuthDeleteRole200JSONResponse) VisitAuthDeleteRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthDeleteRole400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AuthDeleteRole400ApplicationProblemPlusJSONResponse) VisitAuthDeleteRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthDeleteRole401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AuthDeleteRole401ApplicationProblemPlusJSONResponse) VisitAuthDeleteRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthDeleteRole403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AuthDeleteRole403ApplicationProblemPlusJSONResponse) VisitAuthDeleteRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthDeleteRole404ApplicationProblemPlusJSONResponse struct {
+	AuthNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AuthDeleteRole404ApplicationProblemPlusJSONResponse) VisitAuthDeleteRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthGetFullOrganizationRequestObject struct {
+	Params AuthGetFullOrganizationParams
+}
+
+type AuthGetFullOrganizationResponseObject interface {
+	VisitAuthGetFullOrganizationResponse(w http.ResponseWriter) error
+}
+
+type AuthGetFullOrganization200JSONResponse AuthFullOrganization
+
+func (response AuthGetFullOrganization200JSONResponse) VisitAuthGetFullOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthGetFullOrganization400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AuthGetFullOrganization400ApplicationProblemPlusJSONResponse) VisitAuthGetFullOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthGetFullOrganization401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AuthGetFullOrganization401ApplicationProblemPlusJSONResponse) VisitAuthGetFullOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthGetFullOrganization404ApplicationProblemPlusJSONResponse struct {
+	AuthNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AuthGetFullOrganization404ApplicationProblemPlusJSONResponse) VisitAuthGetFullOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthGetRoleRequestObject struct {
+	Params AuthGetRoleParams
+}
+
+type AuthGetRoleResponseObject interface {
+	VisitAuthGetRoleResponse(w http.ResponseWriter) error
+}
+
+type AuthGetRole200JSONResponse AuthRole
+
+func (response AuthGetRole200JSONResponse) VisitAuthGetRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthGetRole400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AuthGetRole400ApplicationProblemPlusJSONResponse) VisitAuthGetRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthGetRole401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AuthGetRole401ApplicationProblemPlusJSONResponse) VisitAuthGetRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthGetRole404ApplicationProblemPlusJSONResponse struct {
+	AuthNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AuthGetRole404ApplicationProblemPlusJSONResponse) VisitAuthGetRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthHasPermissionRequestObject struct {
+	Body *AuthHasPermissionJSONRequestBody
+}
+
+type AuthHasPermissionResponseObject interface {
+	VisitAuthHasPermissionResponse(w http.ResponseWriter) error
+}
+
+type AuthHasPermission200JSONResponse struct {
+	Error   nullable.Nullable[any] `json:"error"`
+	Success bool                   `json:"success"`
+}
+
+func (response AuthHasPermission200JSONResponse) VisitAuthHasPermissionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthHasPermission400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AuthHasPermission400ApplicationProblemPlusJSONResponse) VisitAuthHasPermissionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthHasPermission401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AuthHasPermission401ApplicationProblemPlusJSONResponse) VisitAuthHasPermissionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthHasPermission404ApplicationProblemPlusJSONResponse struct {
+	AuthNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AuthHasPermission404ApplicationProblemPlusJSONResponse) VisitAuthHasPermissionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthInviteMemberRequestObject struct {
+	Body *AuthInviteMemberJSONRequestBody
+}
+
+type AuthInviteMemberResponseObject interface {
+	VisitAuthInviteMemberResponse(w http.ResponseWriter) error
+}
+
+type AuthInviteMember200JSONResponse AuthInvitation
+
+func (response AuthInviteMember200JSONResponse) VisitAuthInviteMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthInviteMember400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AuthInviteMember400ApplicationProblemPlusJSONResponse) VisitAuthInviteMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthInviteMember401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AuthInviteMember401ApplicationProblemPlusJSONResponse) VisitAuthInviteMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthInviteMember403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AuthInviteMember403ApplicationProblemPlusJSONResponse) VisitAuthInviteMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthInviteMember404ApplicationProblemPlusJSONResponse struct {
+	AuthNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AuthInviteMember404ApplicationProblemPlusJSONResponse) VisitAuthInviteMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthInviteMember409ApplicationProblemPlusJSONResponse struct {
+	AuthConflictApplicationProblemPlusJSONResponse
+}
+
+func (response AuthInviteMember409ApplicationProblemPlusJSONResponse) VisitAuthInviteMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthLeaveOrganizationRequestObject struct {
+	Body *AuthLeaveOrganizationJSONRequestBody
+}
+
+type AuthLeaveOrganizationResponseObject interface {
+	VisitAuthLeaveOrganizationResponse(w http.ResponseWriter) error
+}
+
+type AuthLeaveOrganization200JSONResponse AuthMember
+
+func (response AuthLeaveOrganization200JSONResponse) VisitAuthLeaveOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthLeaveOrganization400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AuthLeaveOrganization400ApplicationProblemPlusJSONResponse) VisitAuthLeaveOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthLeaveOrganization401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AuthLeaveOrganization401ApplicationProblemPlusJSONResponse) VisitAuthLeaveOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthLeaveOrganization403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AuthLeaveOrganization403ApplicationProblemPlusJSONResponse) VisitAuthLeaveOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthLeaveOrganization404ApplicationProblemPlusJSONResponse struct {
+	AuthNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AuthLeaveOrganization404ApplicationProblemPlusJSONResponse) VisitAuthLeaveOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthListOrganizationsRequestObject struct {
+}
+
+type AuthListOrganizationsResponseObject interface {
+	VisitAuthListOrganizationsResponse(w http.ResponseWriter) error
+}
+
+type AuthListOrganizations200JSONResponse []AuthOrganization
+
+func (response AuthListOrganizations200JSONResponse) VisitAuthListOrganizationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthListOrganizations401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AuthListOrganizations401ApplicationProblemPlusJSONResponse) VisitAuthListOrganizationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthListInvitationsRequestObject struct {
+	Params AuthListInvitationsParams
+}
+
+type AuthListInvitationsResponseObject interface {
+	VisitAuthListInvitationsResponse(w http.ResponseWriter) error
+}
+
+type AuthListInvitations200JSONResponse []AuthInvitation
+
+func (response AuthListInvitations200JSONResponse) VisitAuthListInvitationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthListInvitations400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AuthListInvitations400ApplicationProblemPlusJSONResponse) VisitAuthListInvitationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthListInvitations401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AuthListInvitations401ApplicationProblemPlusJSONResponse) VisitAuthListInvitationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthListInvitations404ApplicationProblemPlusJSONResponse struct {
+	AuthNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AuthListInvitations404ApplicationProblemPlusJSONResponse) VisitAuthListInvitationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthListMembersRequestObject struct {
+	Params AuthListMembersParams
+}
+
+type AuthListMembersResponseObject interface {
+	VisitAuthListMembersResponse(w http.ResponseWriter) error
+}
+
+type AuthListMembers200JSONResponse struct {
+	Members []AuthMemberWithUser `json:"members"`
+	Total   int                  `json:"total"`
+}
+
+func (response AuthListMembers200JSONResponse) VisitAuthListMembersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthListMembers400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AuthListMembers400ApplicationProblemPlusJSONResponse) VisitAuthListMembersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthListMembers401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AuthListMembers401ApplicationProblemPlusJSONResponse) VisitAuthListMembersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthListMembers404ApplicationProblemPlusJSONResponse struct {
+	AuthNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AuthListMembers404ApplicationProblemPlusJSONResponse) VisitAuthListMembersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthListRolesRequestObject struct {
+	Params AuthListRolesParams
+}
+
+type AuthListRolesResponseObject interface {
+	VisitAuthListRolesResponse(w http.ResponseWriter) error
+}
+
+type AuthListRoles200JSONResponse []AuthRole
+
+func (response AuthListRoles200JSONResponse) VisitAuthListRolesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthListRoles400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AuthListRoles400ApplicationProblemPlusJSONResponse) VisitAuthListRolesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthListRoles401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AuthListRoles401ApplicationProblemPlusJSONResponse) VisitAuthListRolesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthListRoles404ApplicationProblemPlusJSONResponse struct {
+	AuthNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AuthListRoles404ApplicationProblemPlusJSONResponse) VisitAuthListRolesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthRejectInvitationRequestObject struct {
+	Body *AuthRejectInvitationJSONRequestBody
+}
+
+type AuthRejectInvitationResponseObject interface {
+	VisitAuthRejectInvitationResponse(w http.ResponseWriter) error
+}
+
+type AuthRejectInvitation200JSONResponse struct {
+	Invitation AuthInvitation         `json:"invitation"`
+	Member     nullable.Nullable[any] `json:"member"`
+}
+
+func (response AuthRejectInvitation200JSONResponse) VisitAuthRejectInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthRejectInvitation400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AuthRejectInvitation400ApplicationProblemPlusJSONResponse) VisitAuthRejectInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthRejectInvitation401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AuthRejectInvitation401ApplicationProblemPlusJSONResponse) VisitAuthRejectInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthRejectInvitation403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AuthRejectInvitation403ApplicationProblemPlusJSONResponse) VisitAuthRejectInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthRejectInvitation404ApplicationProblemPlusJSONResponse struct {
+	AuthNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AuthRejectInvitation404ApplicationProblemPlusJSONResponse) VisitAuthRejectInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthRemoveMemberRequestObject struct {
+	Body *AuthRemoveMemberJSONRequestBody
+}
+
+type AuthRemoveMemberResponseObject interface {
+	VisitAuthRemoveMemberResponse(w http.ResponseWriter) error
+}
+
+type AuthRemoveMember200JSONResponse struct {
+	Member AuthMember `json:"member"`
+}
+
+func (response AuthRemoveMember200JSONResponse) VisitAuthRemoveMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthRemoveMember400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AuthRemoveMember400ApplicationProblemPlusJSONResponse) VisitAuthRemoveMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthRemoveMember401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AuthRemoveMember401ApplicationProblemPlusJSONResponse) VisitAuthRemoveMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthRemoveMember403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AuthRemoveMember403ApplicationProblemPlusJSONResponse) VisitAuthRemoveMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthRemoveMember404ApplicationProblemPlusJSONResponse struct {
+	AuthNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AuthRemoveMember404ApplicationProblemPlusJSONResponse) VisitAuthRemoveMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthSetActiveOrganizationRequestObject struct {
+	Body *AuthSetActiveOrganizationJSONRequestBody
+}
+
+type AuthSetActiveOrganizationResponseObject interface {
+	VisitAuthSetActiveOrganizationResponse(w http.ResponseWriter) error
+}
+
+type AuthSetActiveOrganization200JSONResponse AuthFullOrganization
+
+func (response AuthSetActiveOrganization200JSONResponse) VisitAuthSetActiveOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthSetActiveOrganization400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AuthSetActiveOrganization400ApplicationProblemPlusJSONResponse) VisitAuthSetActiveOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthSetActiveOrganization401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AuthSetActiveOrganization401ApplicationProblemPlusJSONResponse) VisitAuthSetActiveOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthSetActiveOrganization403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AuthSetActiveOrganization403ApplicationProblemPlusJSONResponse) VisitAuthSetActiveOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthSetActiveOrganization404ApplicationProblemPlusJSONResponse struct {
+	AuthNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AuthSetActiveOrganization404ApplicationProblemPlusJSONResponse) VisitAuthSetActiveOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthUpdateOrganizationRequestObject struct {
+	Body *AuthUpdateOrganizationJSONRequestBody
+}
+
+type AuthUpdateOrganizationResponseObject interface {
+	VisitAuthUpdateOrganizationResponse(w http.ResponseWriter) error
+}
+
+type AuthUpdateOrganization200JSONResponse AuthOrganization
+
+func (response AuthUpdateOrganization200JSONResponse) VisitAuthUpdateOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthUpdateOrganization400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AuthUpdateOrganization400ApplicationProblemPlusJSONResponse) VisitAuthUpdateOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthUpdateOrganization401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AuthUpdateOrganization401ApplicationProblemPlusJSONResponse) VisitAuthUpdateOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthUpdateOrganization403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AuthUpdateOrganization403ApplicationProblemPlusJSONResponse) VisitAuthUpdateOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthUpdateOrganization404ApplicationProblemPlusJSONResponse struct {
+	AuthNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AuthUpdateOrganization404ApplicationProblemPlusJSONResponse) VisitAuthUpdateOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthUpdateOrganization409ApplicationProblemPlusJSONResponse struct {
+	AuthConflictApplicationProblemPlusJSONResponse
+}
+
+func (response AuthUpdateOrganization409ApplicationProblemPlusJSONResponse) VisitAuthUpdateOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthUpdateMemberRoleRequestObject struct {
+	Body *AuthUpdateMemberRoleJSONRequestBody
+}
+
+type AuthUpdateMemberRoleResponseObject interface {
+	VisitAuthUpdateMemberRoleResponse(w http.ResponseWriter) error
+}
+
+type AuthUpdateMemberRole200JSONResponse AuthMember
+
+func (response AuthUpdateMemberRole200JSONResponse) VisitAuthUpdateMemberRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthUpdateMemberRole400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AuthUpdateMemberRole400ApplicationProblemPlusJSONResponse) VisitAuthUpdateMemberRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthUpdateMemberRole401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AuthUpdateMemberRole401ApplicationProblemPlusJSONResponse) VisitAuthUpdateMemberRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthUpdateMemberRole403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AuthUpdateMemberRole403ApplicationProblemPlusJSONResponse) VisitAuthUpdateMemberRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthUpdateMemberRole404ApplicationProblemPlusJSONResponse struct {
+	AuthNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AuthUpdateMemberRole404ApplicationProblemPlusJSONResponse) VisitAuthUpdateMemberRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthUpdateRoleRequestObject struct {
+	Body *AuthUpdateRoleJSONRequestBody
+}
+
+type AuthUpdateRoleResponseObject interface {
+	VisitAuthUpdateRoleResponse(w http.ResponseWriter) error
+}
+
+type AuthUpdateRole200JSONResponse struct {
+	RoleData AuthRole `json:"roleData"`
+	Success  bool     `json:"success"`
+}
+
+func (response AuthUpdateRole200JSONResponse) VisitAuthUpdateRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthUpdateRole400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AuthUpdateRole400ApplicationProblemPlusJSONResponse) VisitAuthUpdateRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthUpdateRole401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AuthUpdateRole401ApplicationProblemPlusJSONResponse) VisitAuthUpdateRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthUpdateRole403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AuthUpdateRole403ApplicationProblemPlusJSONResponse) VisitAuthUpdateRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthUpdateRole404ApplicationProblemPlusJSONResponse struct {
+	AuthNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AuthUpdateRole404ApplicationProblemPlusJSONResponse) VisitAuthUpdateRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthUpdateRole409ApplicationProblemPlusJSONResponse struct {
+	AuthConflictApplicationProblemPlusJSONResponse
+}
+
+func (response AuthUpdateRole409ApplicationProblemPlusJSONResponse) VisitAuthUpdateRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeOtherSessionsRequestObject struct {
+	Body *RevokeOtherSessionsJSONRequestBody
+}
+
+type RevokeOtherSessionsResponseObject interface {
+	VisitRevokeOtherSessionsResponse(w http.ResponseWriter) error
+}
+
+type RevokeOtherSessions200JSONResponse AuthStatus
+
+func (response RevokeOtherSessions200JSONResponse) VisitRevokeOtherSessionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeOtherSessions401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeOtherSessions401ApplicationProblemPlusJSONResponse) VisitRevokeOtherSessionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeOtherSessions403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeOtherSessions403ApplicationProblemPlusJSONResponse) VisitRevokeOtherSessionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeSessionRequestObject struct {
+	Body *RevokeSessionJSONRequestBody
+}
+
+type RevokeSessionResponseObject interface {
+	VisitRevokeSessionResponse(w http.ResponseWriter) error
+}
+
+type RevokeSession200JSONResponse AuthStatus
+
+func (response RevokeSession200JSONResponse) VisitRevokeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeSession400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeSession400ApplicationProblemPlusJSONResponse) VisitRevokeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeSession401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeSession401ApplicationProblemPlusJSONResponse) VisitRevokeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeSession403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeSession403ApplicationProblemPlusJSONResponse) VisitRevokeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeSession404ApplicationProblemPlusJSONResponse struct {
+	AuthNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeSession404ApplicationProblemPlusJSONResponse) VisitRevokeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SignInEmailRequestObject struct {
+	JSONBody     *SignInEmailJSONRequestBody
+	FormdataBody *SignInEmailFormdataRequestBody
+}
+
+type SignInEmailResponseObject interface {
+	VisitSignInEmailResponse(w http.ResponseWriter) error
+}
+
+type SignInEmail200ResponseHeaders struct {
+	SetCookie *string
+}
+
+type SignInEmail200JSONResponse struct {
+	Body    AuthSignInResponse
+	Headers SignInEmail200ResponseHeaders
+}
+
+func (response SignInEmail200JSONResponse) VisitSignInEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SignInEmail400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SignInEmail400ApplicationProblemPlusJSONResponse) VisitSignInEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SignInEmail401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SignInEmail401ApplicationProblemPlusJSONResponse) VisitSignInEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SignInEmail403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SignInEmail403ApplicationProblemPlusJSONResponse) VisitSignInEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SignInEmail429ApplicationProblemPlusJSONResponse struct {
+	AuthTooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response SignInEmail429ApplicationProblemPlusJSONResponse) VisitSignInEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SignOutRequestObject struct {
+	Body *SignOutJSONRequestBody
+}
+
+type SignOutResponseObject interface {
+	VisitSignOutResponse(w http.ResponseWriter) error
+}
+
+type SignOut200ResponseHeaders struct {
+	SetCookie *string
+}
+
+type SignOut200JSONResponse struct {
+	Body    AuthSuccess
+	Headers SignOut200ResponseHeaders
+}
+
+func (response SignOut200JSONResponse) VisitSignOutResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SignOut403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SignOut403ApplicationProblemPlusJSONResponse) VisitSignOutResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SignUpEmailRequestObject struct {
+	JSONBody     *SignUpEmailJSONRequestBody
+	FormdataBody *SignUpEmailFormdataRequestBody
+}
+
+type SignUpEmailResponseObject interface {
+	VisitSignUpEmailResponse(w http.ResponseWriter) error
+}
+
+type SignUpEmail200ResponseHeaders struct {
+	SetCookie *string
+}
+
+type SignUpEmail200JSONResponse struct {
+	Body    AuthSignUpResponse
+	Headers SignUpEmail200ResponseHeaders
+}
+
+func (response SignUpEmail200JSONResponse) VisitSignUpEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SignUpEmail400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SignUpEmail400ApplicationProblemPlusJSONResponse) VisitSignUpEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SignUpEmail403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SignUpEmail403ApplicationProblemPlusJSONResponse) VisitSignUpEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SignUpEmail422ApplicationProblemPlusJSONResponse struct {
+	AuthUnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response SignUpEmail422ApplicationProblemPlusJSONResponse) VisitSignUpEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateUserRequestObject struct {
+	Body *UpdateUserJSONRequestBody
+}
+
+type UpdateUserResponseObject interface {
+	VisitUpdateUserResponse(w http.ResponseWriter) error
+}
+
+type UpdateUser200JSONResponse AuthStatus
+
+func (response UpdateUser200JSONResponse) VisitUpdateUserResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateUser400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateUser400ApplicationProblemPlusJSONResponse) VisitUpdateUserResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateUser401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateUser401ApplicationProblemPlusJSONResponse) VisitUpdateUserResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateUser403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateUser403ApplicationProblemPlusJSONResponse) VisitUpdateUserResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
 
 type GetHealthRequestObject struct {
 }
@@ -199,11 +4375,1259 @@ func (response GetHealth503ApplicationProblemPlusJSONResponse) VisitGetHealthRes
 	return err
 }
 
+type ListOrganizationsRequestObject struct {
+	Params ListOrganizationsParams
+}
+
+type ListOrganizationsResponseObject interface {
+	VisitListOrganizationsResponse(w http.ResponseWriter) error
+}
+
+type ListOrganizations200JSONResponse struct {
+	Data []Organization `json:"data"`
+}
+
+func (response ListOrganizations200JSONResponse) VisitListOrganizationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOrganizations400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response ListOrganizations400ApplicationProblemPlusJSONResponse) VisitListOrganizationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOrganizations401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListOrganizations401ApplicationProblemPlusJSONResponse) VisitListOrganizationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOrganizations403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListOrganizations403ApplicationProblemPlusJSONResponse) VisitListOrganizationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOrganizationRequestObject struct {
+	Body *CreateOrganizationJSONRequestBody
+}
+
+type CreateOrganizationResponseObject interface {
+	VisitCreateOrganizationResponse(w http.ResponseWriter) error
+}
+
+type CreateOrganization201JSONResponse OrganizationResponse
+
+func (response CreateOrganization201JSONResponse) VisitCreateOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOrganization400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateOrganization400ApplicationProblemPlusJSONResponse) VisitCreateOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOrganization401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateOrganization401ApplicationProblemPlusJSONResponse) VisitCreateOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOrganization403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateOrganization403ApplicationProblemPlusJSONResponse) VisitCreateOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOrganization409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateOrganization409ApplicationProblemPlusJSONResponse) VisitCreateOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ArchiveOrganizationRequestObject struct {
+	OrganizationId OrganizationId `json:"organizationId"`
+}
+
+type ArchiveOrganizationResponseObject interface {
+	VisitArchiveOrganizationResponse(w http.ResponseWriter) error
+}
+
+type ArchiveOrganization200JSONResponse OrganizationResponse
+
+func (response ArchiveOrganization200JSONResponse) VisitArchiveOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ArchiveOrganization401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ArchiveOrganization401ApplicationProblemPlusJSONResponse) VisitArchiveOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ArchiveOrganization403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ArchiveOrganization403ApplicationProblemPlusJSONResponse) VisitArchiveOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ArchiveOrganization404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ArchiveOrganization404ApplicationProblemPlusJSONResponse) VisitArchiveOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetOrganizationRequestObject struct {
+	OrganizationId OrganizationId `json:"organizationId"`
+}
+
+type GetOrganizationResponseObject interface {
+	VisitGetOrganizationResponse(w http.ResponseWriter) error
+}
+
+type GetOrganization200JSONResponse OrganizationResponse
+
+func (response GetOrganization200JSONResponse) VisitGetOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetOrganization401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetOrganization401ApplicationProblemPlusJSONResponse) VisitGetOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetOrganization403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetOrganization403ApplicationProblemPlusJSONResponse) VisitGetOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetOrganization404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetOrganization404ApplicationProblemPlusJSONResponse) VisitGetOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateOrganizationRequestObject struct {
+	OrganizationId OrganizationId `json:"organizationId"`
+	Body           *UpdateOrganizationJSONRequestBody
+}
+
+type UpdateOrganizationResponseObject interface {
+	VisitUpdateOrganizationResponse(w http.ResponseWriter) error
+}
+
+type UpdateOrganization200JSONResponse OrganizationResponse
+
+func (response UpdateOrganization200JSONResponse) VisitUpdateOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateOrganization400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateOrganization400ApplicationProblemPlusJSONResponse) VisitUpdateOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateOrganization401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateOrganization401ApplicationProblemPlusJSONResponse) VisitUpdateOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateOrganization403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateOrganization403ApplicationProblemPlusJSONResponse) VisitUpdateOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateOrganization404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateOrganization404ApplicationProblemPlusJSONResponse) VisitUpdateOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateOrganization409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateOrganization409ApplicationProblemPlusJSONResponse) VisitUpdateOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOrganizationAuditLogsRequestObject struct {
+	OrganizationId OrganizationId `json:"organizationId"`
+}
+
+type ListOrganizationAuditLogsResponseObject interface {
+	VisitListOrganizationAuditLogsResponse(w http.ResponseWriter) error
+}
+
+type ListOrganizationAuditLogs200JSONResponse AuditLogList
+
+func (response ListOrganizationAuditLogs200JSONResponse) VisitListOrganizationAuditLogsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOrganizationAuditLogs401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListOrganizationAuditLogs401ApplicationProblemPlusJSONResponse) VisitListOrganizationAuditLogsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOrganizationAuditLogs403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListOrganizationAuditLogs403ApplicationProblemPlusJSONResponse) VisitListOrganizationAuditLogsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOrganizationAuditLogs404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListOrganizationAuditLogs404ApplicationProblemPlusJSONResponse) VisitListOrganizationAuditLogsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProjectsRequestObject struct {
+	OrganizationId OrganizationId `json:"organizationId"`
+	Params         ListProjectsParams
+}
+
+type ListProjectsResponseObject interface {
+	VisitListProjectsResponse(w http.ResponseWriter) error
+}
+
+type ListProjects200JSONResponse struct {
+	Data []Project `json:"data"`
+}
+
+func (response ListProjects200JSONResponse) VisitListProjectsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProjects400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response ListProjects400ApplicationProblemPlusJSONResponse) VisitListProjectsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProjects401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListProjects401ApplicationProblemPlusJSONResponse) VisitListProjectsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProjects403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListProjects403ApplicationProblemPlusJSONResponse) VisitListProjectsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProjects404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListProjects404ApplicationProblemPlusJSONResponse) VisitListProjectsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateProjectRequestObject struct {
+	OrganizationId OrganizationId `json:"organizationId"`
+	Body           *CreateProjectJSONRequestBody
+}
+
+type CreateProjectResponseObject interface {
+	VisitCreateProjectResponse(w http.ResponseWriter) error
+}
+
+type CreateProject201JSONResponse ProjectResponse
+
+func (response CreateProject201JSONResponse) VisitCreateProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateProject400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateProject400ApplicationProblemPlusJSONResponse) VisitCreateProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateProject401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateProject401ApplicationProblemPlusJSONResponse) VisitCreateProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateProject403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateProject403ApplicationProblemPlusJSONResponse) VisitCreateProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateProject404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateProject404ApplicationProblemPlusJSONResponse) VisitCreateProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateProject409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateProject409ApplicationProblemPlusJSONResponse) VisitCreateProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestoreOrganizationRequestObject struct {
+	OrganizationId OrganizationId `json:"organizationId"`
+}
+
+type RestoreOrganizationResponseObject interface {
+	VisitRestoreOrganizationResponse(w http.ResponseWriter) error
+}
+
+type RestoreOrganization200JSONResponse OrganizationResponse
+
+func (response RestoreOrganization200JSONResponse) VisitRestoreOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestoreOrganization401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response RestoreOrganization401ApplicationProblemPlusJSONResponse) VisitRestoreOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestoreOrganization403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RestoreOrganization403ApplicationProblemPlusJSONResponse) VisitRestoreOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestoreOrganization404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RestoreOrganization404ApplicationProblemPlusJSONResponse) VisitRestoreOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ArchiveProjectRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+}
+
+type ArchiveProjectResponseObject interface {
+	VisitArchiveProjectResponse(w http.ResponseWriter) error
+}
+
+type ArchiveProject200JSONResponse ProjectResponse
+
+func (response ArchiveProject200JSONResponse) VisitArchiveProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ArchiveProject401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ArchiveProject401ApplicationProblemPlusJSONResponse) VisitArchiveProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ArchiveProject403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ArchiveProject403ApplicationProblemPlusJSONResponse) VisitArchiveProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ArchiveProject404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ArchiveProject404ApplicationProblemPlusJSONResponse) VisitArchiveProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProjectRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+}
+
+type GetProjectResponseObject interface {
+	VisitGetProjectResponse(w http.ResponseWriter) error
+}
+
+type GetProject200JSONResponse ProjectResponse
+
+func (response GetProject200JSONResponse) VisitGetProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProject401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetProject401ApplicationProblemPlusJSONResponse) VisitGetProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProject403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetProject403ApplicationProblemPlusJSONResponse) VisitGetProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProject404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetProject404ApplicationProblemPlusJSONResponse) VisitGetProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateProjectRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	Body      *UpdateProjectJSONRequestBody
+}
+
+type UpdateProjectResponseObject interface {
+	VisitUpdateProjectResponse(w http.ResponseWriter) error
+}
+
+type UpdateProject200JSONResponse ProjectResponse
+
+func (response UpdateProject200JSONResponse) VisitUpdateProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateProject400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateProject400ApplicationProblemPlusJSONResponse) VisitUpdateProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateProject401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateProject401ApplicationProblemPlusJSONResponse) VisitUpdateProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateProject403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateProject403ApplicationProblemPlusJSONResponse) VisitUpdateProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateProject404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateProject404ApplicationProblemPlusJSONResponse) VisitUpdateProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateProject409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateProject409ApplicationProblemPlusJSONResponse) VisitUpdateProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProjectAuditLogsRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+}
+
+type ListProjectAuditLogsResponseObject interface {
+	VisitListProjectAuditLogsResponse(w http.ResponseWriter) error
+}
+
+type ListProjectAuditLogs200JSONResponse AuditLogList
+
+func (response ListProjectAuditLogs200JSONResponse) VisitListProjectAuditLogsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProjectAuditLogs401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListProjectAuditLogs401ApplicationProblemPlusJSONResponse) VisitListProjectAuditLogsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProjectAuditLogs403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListProjectAuditLogs403ApplicationProblemPlusJSONResponse) VisitListProjectAuditLogsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProjectAuditLogs404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListProjectAuditLogs404ApplicationProblemPlusJSONResponse) VisitListProjectAuditLogsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestoreProjectRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+}
+
+type RestoreProjectResponseObject interface {
+	VisitRestoreProjectResponse(w http.ResponseWriter) error
+}
+
+type RestoreProject200JSONResponse ProjectResponse
+
+func (response RestoreProject200JSONResponse) VisitRestoreProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestoreProject401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response RestoreProject401ApplicationProblemPlusJSONResponse) VisitRestoreProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestoreProject403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RestoreProject403ApplicationProblemPlusJSONResponse) VisitRestoreProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestoreProject404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RestoreProject404ApplicationProblemPlusJSONResponse) VisitRestoreProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// ChangePassword Change the password
+	// (POST /api/auth/change-password)
+	ChangePassword(ctx context.Context, request ChangePasswordRequestObject) (ChangePasswordResponseObject, error)
+	// GetSession Get the current session
+	// (GET /api/auth/get-session)
+	GetSession(ctx context.Context, request GetSessionRequestObject) (GetSessionResponseObject, error)
+	// ListSessions List the user's active sessions
+	// (GET /api/auth/list-sessions)
+	ListSessions(ctx context.Context, request ListSessionsRequestObject) (ListSessionsResponseObject, error)
+	// AuthAcceptInvitation Accept an invitation
+	// (POST /api/auth/organization/accept-invitation)
+	AuthAcceptInvitation(ctx context.Context, request AuthAcceptInvitationRequestObject) (AuthAcceptInvitationResponseObject, error)
+	// AuthCancelInvitation Cancel an invitation
+	// (POST /api/auth/organization/cancel-invitation)
+	AuthCancelInvitation(ctx context.Context, request AuthCancelInvitationRequestObject) (AuthCancelInvitationResponseObject, error)
+	// AuthCheckOrganizationSlug Check that a slug is free
+	// (POST /api/auth/organization/check-slug)
+	AuthCheckOrganizationSlug(ctx context.Context, request AuthCheckOrganizationSlugRequestObject) (AuthCheckOrganizationSlugResponseObject, error)
+	// AuthCreateOrganization Create an organization
+	// (POST /api/auth/organization/create)
+	AuthCreateOrganization(ctx context.Context, request AuthCreateOrganizationRequestObject) (AuthCreateOrganizationResponseObject, error)
+	// AuthCreateRole Create a dynamic role
+	// (POST /api/auth/organization/create-role)
+	AuthCreateRole(ctx context.Context, request AuthCreateRoleRequestObject) (AuthCreateRoleResponseObject, error)
+	// AuthDeleteRole Delete a dynamic role
+	// (POST /api/auth/organization/delete-role)
+	AuthDeleteRole(ctx context.Context, request AuthDeleteRoleRequestObject) (AuthDeleteRoleResponseObject, error)
+	// AuthGetFullOrganization Get an organization with its members and invitations
+	// (GET /api/auth/organization/get-full-organization)
+	AuthGetFullOrganization(ctx context.Context, request AuthGetFullOrganizationRequestObject) (AuthGetFullOrganizationResponseObject, error)
+	// AuthGetRole Get a dynamic role
+	// (GET /api/auth/organization/get-role)
+	AuthGetRole(ctx context.Context, request AuthGetRoleRequestObject) (AuthGetRoleResponseObject, error)
+	// AuthHasPermission Check the caller's permissions in an organization
+	// (POST /api/auth/organization/has-permission)
+	AuthHasPermission(ctx context.Context, request AuthHasPermissionRequestObject) (AuthHasPermissionResponseObject, error)
+	// AuthInviteMember Invite someone by email
+	// (POST /api/auth/organization/invite-member)
+	AuthInviteMember(ctx context.Context, request AuthInviteMemberRequestObject) (AuthInviteMemberResponseObject, error)
+	// AuthLeaveOrganization Leave an organization
+	// (POST /api/auth/organization/leave)
+	AuthLeaveOrganization(ctx context.Context, request AuthLeaveOrganizationRequestObject) (AuthLeaveOrganizationResponseObject, error)
+	// AuthListOrganizations List the user's organizations
+	// (GET /api/auth/organization/list)
+	AuthListOrganizations(ctx context.Context, request AuthListOrganizationsRequestObject) (AuthListOrganizationsResponseObject, error)
+	// AuthListInvitations List an organization's invitations
+	// (GET /api/auth/organization/list-invitations)
+	AuthListInvitations(ctx context.Context, request AuthListInvitationsRequestObject) (AuthListInvitationsResponseObject, error)
+	// AuthListMembers List an organization's members
+	// (GET /api/auth/organization/list-members)
+	AuthListMembers(ctx context.Context, request AuthListMembersRequestObject) (AuthListMembersResponseObject, error)
+	// AuthListRoles List an organization's dynamic roles
+	// (GET /api/auth/organization/list-roles)
+	AuthListRoles(ctx context.Context, request AuthListRolesRequestObject) (AuthListRolesResponseObject, error)
+	// AuthRejectInvitation Reject an invitation
+	// (POST /api/auth/organization/reject-invitation)
+	AuthRejectInvitation(ctx context.Context, request AuthRejectInvitationRequestObject) (AuthRejectInvitationResponseObject, error)
+	// AuthRemoveMember Remove a member
+	// (POST /api/auth/organization/remove-member)
+	AuthRemoveMember(ctx context.Context, request AuthRemoveMemberRequestObject) (AuthRemoveMemberResponseObject, error)
+	// AuthSetActiveOrganization Set the session's active organization
+	// (POST /api/auth/organization/set-active)
+	AuthSetActiveOrganization(ctx context.Context, request AuthSetActiveOrganizationRequestObject) (AuthSetActiveOrganizationResponseObject, error)
+	// AuthUpdateOrganization Update an organization
+	// (POST /api/auth/organization/update)
+	AuthUpdateOrganization(ctx context.Context, request AuthUpdateOrganizationRequestObject) (AuthUpdateOrganizationResponseObject, error)
+	// AuthUpdateMemberRole Change a member's role
+	// (POST /api/auth/organization/update-member-role)
+	AuthUpdateMemberRole(ctx context.Context, request AuthUpdateMemberRoleRequestObject) (AuthUpdateMemberRoleResponseObject, error)
+	// AuthUpdateRole Update a dynamic role
+	// (POST /api/auth/organization/update-role)
+	AuthUpdateRole(ctx context.Context, request AuthUpdateRoleRequestObject) (AuthUpdateRoleResponseObject, error)
+	// RevokeOtherSessions Revoke every other session of the user
+	// (POST /api/auth/revoke-other-sessions)
+	RevokeOtherSessions(ctx context.Context, request RevokeOtherSessionsRequestObject) (RevokeOtherSessionsResponseObject, error)
+	// RevokeSession Revoke one of the user's sessions
+	// (POST /api/auth/revoke-session)
+	RevokeSession(ctx context.Context, request RevokeSessionRequestObject) (RevokeSessionResponseObject, error)
+	// SignInEmail Sign in with email and password
+	// (POST /api/auth/sign-in/email)
+	SignInEmail(ctx context.Context, request SignInEmailRequestObject) (SignInEmailResponseObject, error)
+	// SignOut Sign out
+	// (POST /api/auth/sign-out)
+	SignOut(ctx context.Context, request SignOutRequestObject) (SignOutResponseObject, error)
+	// SignUpEmail Sign up with email and password
+	// (POST /api/auth/sign-up/email)
+	SignUpEmail(ctx context.Context, request SignUpEmailRequestObject) (SignUpEmailResponseObject, error)
+	// UpdateUser Update the user's name or picture
+	// (POST /api/auth/update-user)
+	UpdateUser(ctx context.Context, request UpdateUserRequestObject) (UpdateUserResponseObject, error)
 	// GetHealth Check service health
 	// (GET /api/v1/health)
 	GetHealth(ctx context.Context, request GetHealthRequestObject) (GetHealthResponseObject, error)
+	// ListOrganizations List the caller's organizations
+	// (GET /api/v1/organizations)
+	ListOrganizations(ctx context.Context, request ListOrganizationsRequestObject) (ListOrganizationsResponseObject, error)
+	// CreateOrganization Create an organization
+	// (POST /api/v1/organizations)
+	CreateOrganization(ctx context.Context, request CreateOrganizationRequestObject) (CreateOrganizationResponseObject, error)
+	// ArchiveOrganization Archive an organization
+	// (DELETE /api/v1/organizations/{organizationId})
+	ArchiveOrganization(ctx context.Context, request ArchiveOrganizationRequestObject) (ArchiveOrganizationResponseObject, error)
+	// GetOrganization Get an organization
+	// (GET /api/v1/organizations/{organizationId})
+	GetOrganization(ctx context.Context, request GetOrganizationRequestObject) (GetOrganizationResponseObject, error)
+	// UpdateOrganization Rename an organization or change its slug
+	// (PATCH /api/v1/organizations/{organizationId})
+	UpdateOrganization(ctx context.Context, request UpdateOrganizationRequestObject) (UpdateOrganizationResponseObject, error)
+	// ListOrganizationAuditLogs List an organization's audit log
+	// (GET /api/v1/organizations/{organizationId}/audit-logs)
+	ListOrganizationAuditLogs(ctx context.Context, request ListOrganizationAuditLogsRequestObject) (ListOrganizationAuditLogsResponseObject, error)
+	// ListProjects List an organization's projects
+	// (GET /api/v1/organizations/{organizationId}/projects)
+	ListProjects(ctx context.Context, request ListProjectsRequestObject) (ListProjectsResponseObject, error)
+	// CreateProject Create a project
+	// (POST /api/v1/organizations/{organizationId}/projects)
+	CreateProject(ctx context.Context, request CreateProjectRequestObject) (CreateProjectResponseObject, error)
+	// RestoreOrganization Restore an archived organization
+	// (POST /api/v1/organizations/{organizationId}/restore)
+	RestoreOrganization(ctx context.Context, request RestoreOrganizationRequestObject) (RestoreOrganizationResponseObject, error)
+	// ArchiveProject Archive a project
+	// (DELETE /api/v1/projects/{projectId})
+	ArchiveProject(ctx context.Context, request ArchiveProjectRequestObject) (ArchiveProjectResponseObject, error)
+	// GetProject Get a project with its environments
+	// (GET /api/v1/projects/{projectId})
+	GetProject(ctx context.Context, request GetProjectRequestObject) (GetProjectResponseObject, error)
+	// UpdateProject Rename a project or change its slug
+	// (PATCH /api/v1/projects/{projectId})
+	UpdateProject(ctx context.Context, request UpdateProjectRequestObject) (UpdateProjectResponseObject, error)
+	// ListProjectAuditLogs List a project's audit log
+	// (GET /api/v1/projects/{projectId}/audit-logs)
+	ListProjectAuditLogs(ctx context.Context, request ListProjectAuditLogsRequestObject) (ListProjectAuditLogsResponseObject, error)
+	// RestoreProject Restore an archived project
+	// (POST /api/v1/projects/{projectId}/restore)
+	RestoreProject(ctx context.Context, request RestoreProjectRequestObject) (RestoreProjectResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx echo.Context, request any) (any, error)
@@ -216,6 +5640,1248 @@ func NewStrictHandler(ssi StrictServerInterface, middlewares []StrictMiddlewareF
 type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
+}
+
+// ChangePassword operation middleware
+func (sh *strictHandler) ChangePassword(ctx echo.Context) error {
+	var request ChangePasswordRequestObject
+
+	var body ChangePasswordJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ChangePassword(ctx.Request().Context(), request.(ChangePasswordRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ChangePassword")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ChangePasswordResponseObject); ok {
+		return validResponse.VisitChangePasswordResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetSession operation middleware
+func (sh *strictHandler) GetSession(ctx echo.Context, params GetSessionParams) error {
+	var request GetSessionRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSession(ctx.Request().Context(), request.(GetSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSession")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetSessionResponseObject); ok {
+		return validResponse.VisitGetSessionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListSessions operation middleware
+func (sh *strictHandler) ListSessions(ctx echo.Context) error {
+	var request ListSessionsRequestObject
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListSessions(ctx.Request().Context(), request.(ListSessionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListSessions")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListSessionsResponseObject); ok {
+		return validResponse.VisitListSessionsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AuthAcceptInvitation operation middleware
+func (sh *strictHandler) AuthAcceptInvitation(ctx echo.Context) error {
+	var request AuthAcceptInvitationRequestObject
+
+	var body AuthAcceptInvitationJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AuthAcceptInvitation(ctx.Request().Context(), request.(AuthAcceptInvitationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AuthAcceptInvitation")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AuthAcceptInvitationResponseObject); ok {
+		return validResponse.VisitAuthAcceptInvitationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AuthCancelInvitation operation middleware
+func (sh *strictHandler) AuthCancelInvitation(ctx echo.Context) error {
+	var request AuthCancelInvitationRequestObject
+
+	var body AuthCancelInvitationJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AuthCancelInvitation(ctx.Request().Context(), request.(AuthCancelInvitationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AuthCancelInvitation")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AuthCancelInvitationResponseObject); ok {
+		return validResponse.VisitAuthCancelInvitationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AuthCheckOrganizationSlug operation middleware
+func (sh *strictHandler) AuthCheckOrganizationSlug(ctx echo.Context) error {
+	var request AuthCheckOrganizationSlugRequestObject
+
+	var body AuthCheckOrganizationSlugJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AuthCheckOrganizationSlug(ctx.Request().Context(), request.(AuthCheckOrganizationSlugRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AuthCheckOrganizationSlug")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AuthCheckOrganizationSlugResponseObject); ok {
+		return validResponse.VisitAuthCheckOrganizationSlugResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AuthCreateOrganization operation middleware
+func (sh *strictHandler) AuthCreateOrganization(ctx echo.Context) error {
+	var request AuthCreateOrganizationRequestObject
+
+	var body AuthCreateOrganizationJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AuthCreateOrganization(ctx.Request().Context(), request.(AuthCreateOrganizationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AuthCreateOrganization")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AuthCreateOrganizationResponseObject); ok {
+		return validResponse.VisitAuthCreateOrganizationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AuthCreateRole operation middleware
+func (sh *strictHandler) AuthCreateRole(ctx echo.Context) error {
+	var request AuthCreateRoleRequestObject
+
+	var body AuthCreateRoleJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AuthCreateRole(ctx.Request().Context(), request.(AuthCreateRoleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AuthCreateRole")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AuthCreateRoleResponseObject); ok {
+		return validResponse.VisitAuthCreateRoleResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AuthDeleteRole operation middleware
+func (sh *strictHandler) AuthDeleteRole(ctx echo.Context) error {
+	var request AuthDeleteRoleRequestObject
+
+	var body AuthDeleteRoleJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AuthDeleteRole(ctx.Request().Context(), request.(AuthDeleteRoleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AuthDeleteRole")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AuthDeleteRoleResponseObject); ok {
+		return validResponse.VisitAuthDeleteRoleResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AuthGetFullOrganization operation middleware
+func (sh *strictHandler) AuthGetFullOrganization(ctx echo.Context, params AuthGetFullOrganizationParams) error {
+	var request AuthGetFullOrganizationRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AuthGetFullOrganization(ctx.Request().Context(), request.(AuthGetFullOrganizationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AuthGetFullOrganization")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AuthGetFullOrganizationResponseObject); ok {
+		return validResponse.VisitAuthGetFullOrganizationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AuthGetRole operation middleware
+func (sh *strictHandler) AuthGetRole(ctx echo.Context, params AuthGetRoleParams) error {
+	var request AuthGetRoleRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AuthGetRole(ctx.Request().Context(), request.(AuthGetRoleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AuthGetRole")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AuthGetRoleResponseObject); ok {
+		return validResponse.VisitAuthGetRoleResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AuthHasPermission operation middleware
+func (sh *strictHandler) AuthHasPermission(ctx echo.Context) error {
+	var request AuthHasPermissionRequestObject
+
+	var body AuthHasPermissionJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AuthHasPermission(ctx.Request().Context(), request.(AuthHasPermissionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AuthHasPermission")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AuthHasPermissionResponseObject); ok {
+		return validResponse.VisitAuthHasPermissionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AuthInviteMember operation middleware
+func (sh *strictHandler) AuthInviteMember(ctx echo.Context) error {
+	var request AuthInviteMemberRequestObject
+
+	var body AuthInviteMemberJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AuthInviteMember(ctx.Request().Context(), request.(AuthInviteMemberRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AuthInviteMember")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AuthInviteMemberResponseObject); ok {
+		return validResponse.VisitAuthInviteMemberResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AuthLeaveOrganization operation middleware
+func (sh *strictHandler) AuthLeaveOrganization(ctx echo.Context) error {
+	var request AuthLeaveOrganizationRequestObject
+
+	var body AuthLeaveOrganizationJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AuthLeaveOrganization(ctx.Request().Context(), request.(AuthLeaveOrganizationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AuthLeaveOrganization")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AuthLeaveOrganizationResponseObject); ok {
+		return validResponse.VisitAuthLeaveOrganizationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AuthListOrganizations operation middleware
+func (sh *strictHandler) AuthListOrganizations(ctx echo.Context) error {
+	var request AuthListOrganizationsRequestObject
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AuthListOrganizations(ctx.Request().Context(), request.(AuthListOrganizationsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AuthListOrganizations")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AuthListOrganizationsResponseObject); ok {
+		return validResponse.VisitAuthListOrganizationsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AuthListInvitations operation middleware
+func (sh *strictHandler) AuthListInvitations(ctx echo.Context, params AuthListInvitationsParams) error {
+	var request AuthListInvitationsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AuthListInvitations(ctx.Request().Context(), request.(AuthListInvitationsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AuthListInvitations")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AuthListInvitationsResponseObject); ok {
+		return validResponse.VisitAuthListInvitationsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AuthListMembers operation middleware
+func (sh *strictHandler) AuthListMembers(ctx echo.Context, params AuthListMembersParams) error {
+	var request AuthListMembersRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AuthListMembers(ctx.Request().Context(), request.(AuthListMembersRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AuthListMembers")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AuthListMembersResponseObject); ok {
+		return validResponse.VisitAuthListMembersResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AuthListRoles operation middleware
+func (sh *strictHandler) AuthListRoles(ctx echo.Context, params AuthListRolesParams) error {
+	var request AuthListRolesRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AuthListRoles(ctx.Request().Context(), request.(AuthListRolesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AuthListRoles")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AuthListRolesResponseObject); ok {
+		return validResponse.VisitAuthListRolesResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AuthRejectInvitation operation middleware
+func (sh *strictHandler) AuthRejectInvitation(ctx echo.Context) error {
+	var request AuthRejectInvitationRequestObject
+
+	var body AuthRejectInvitationJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AuthRejectInvitation(ctx.Request().Context(), request.(AuthRejectInvitationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AuthRejectInvitation")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AuthRejectInvitationResponseObject); ok {
+		return validResponse.VisitAuthRejectInvitationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AuthRemoveMember operation middleware
+func (sh *strictHandler) AuthRemoveMember(ctx echo.Context) error {
+	var request AuthRemoveMemberRequestObject
+
+	var body AuthRemoveMemberJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AuthRemoveMember(ctx.Request().Context(), request.(AuthRemoveMemberRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AuthRemoveMember")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AuthRemoveMemberResponseObject); ok {
+		return validResponse.VisitAuthRemoveMemberResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AuthSetActiveOrganization operation middleware
+func (sh *strictHandler) AuthSetActiveOrganization(ctx echo.Context) error {
+	var request AuthSetActiveOrganizationRequestObject
+
+	var body AuthSetActiveOrganizationJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AuthSetActiveOrganization(ctx.Request().Context(), request.(AuthSetActiveOrganizationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AuthSetActiveOrganization")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AuthSetActiveOrganizationResponseObject); ok {
+		return validResponse.VisitAuthSetActiveOrganizationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AuthUpdateOrganization operation middleware
+func (sh *strictHandler) AuthUpdateOrganization(ctx echo.Context) error {
+	var request AuthUpdateOrganizationRequestObject
+
+	var body AuthUpdateOrganizationJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AuthUpdateOrganization(ctx.Request().Context(), request.(AuthUpdateOrganizationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AuthUpdateOrganization")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AuthUpdateOrganizationResponseObject); ok {
+		return validResponse.VisitAuthUpdateOrganizationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AuthUpdateMemberRole operation middleware
+func (sh *strictHandler) AuthUpdateMemberRole(ctx echo.Context) error {
+	var request AuthUpdateMemberRoleRequestObject
+
+	var body AuthUpdateMemberRoleJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AuthUpdateMemberRole(ctx.Request().Context(), request.(AuthUpdateMemberRoleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AuthUpdateMemberRole")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AuthUpdateMemberRoleResponseObject); ok {
+		return validResponse.VisitAuthUpdateMemberRoleResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AuthUpdateRole operation middleware
+func (sh *strictHandler) AuthUpdateRole(ctx echo.Context) error {
+	var request AuthUpdateRoleRequestObject
+
+	var body AuthUpdateRoleJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AuthUpdateRole(ctx.Request().Context(), request.(AuthUpdateRoleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AuthUpdateRole")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AuthUpdateRoleResponseObject); ok {
+		return validResponse.VisitAuthUpdateRoleResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RevokeOtherSessions operation middleware
+func (sh *strictHandler) RevokeOtherSessions(ctx echo.Context) error {
+	var request RevokeOtherSessionsRequestObject
+
+	var body RevokeOtherSessionsJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		if !errors.Is(err, io.EOF) {
+			return err
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RevokeOtherSessions(ctx.Request().Context(), request.(RevokeOtherSessionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RevokeOtherSessions")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RevokeOtherSessionsResponseObject); ok {
+		return validResponse.VisitRevokeOtherSessionsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RevokeSession operation middleware
+func (sh *strictHandler) RevokeSession(ctx echo.Context) error {
+	var request RevokeSessionRequestObject
+
+	var body RevokeSessionJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RevokeSession(ctx.Request().Context(), request.(RevokeSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RevokeSession")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RevokeSessionResponseObject); ok {
+		return validResponse.VisitRevokeSessionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// SignInEmail operation middleware
+func (sh *strictHandler) SignInEmail(ctx echo.Context) error {
+	var request SignInEmailRequestObject
+
+	if strings.HasPrefix(ctx.Request().Header.Get("Content-Type"), "application/json") {
+		var body SignInEmailJSONRequestBody
+		var err error
+		if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+			// A request validator built on kin-openapi's openapi3filter with
+			// KeepValidatedValue leaves the value it validated on the body. Bind
+			// that value, matching member names exactly, so the handler receives
+			// what was validated instead of a second, case-insensitive decode.
+			// Otherwise bind only the request body, so that path and query
+			// parameters are not also bound into the body struct.
+			if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+				err = binder.BindBody(ctx, &body)
+			}
+		} else {
+			// A custom binder is installed on the Echo instance; defer to it
+			// entirely, since echo.Binder does not expose body-only binding and
+			// the binder may do more than decode (for example call ctx.Validate).
+			err = ctx.Bind(&body)
+		}
+		if err != nil {
+			return err
+		}
+		request.JSONBody = &body
+
+	}
+	if strings.HasPrefix(ctx.Request().Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		if form, err := ctx.FormParams(); err == nil {
+			var body SignInEmailFormdataRequestBody
+			if err := runtime.BindForm(&body, form, nil, nil); err != nil {
+				return err
+			}
+			request.FormdataBody = &body
+		} else {
+			return err
+		}
+	}
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.SignInEmail(ctx.Request().Context(), request.(SignInEmailRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SignInEmail")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(SignInEmailResponseObject); ok {
+		return validResponse.VisitSignInEmailResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// SignOut operation middleware
+func (sh *strictHandler) SignOut(ctx echo.Context) error {
+	var request SignOutRequestObject
+
+	var body SignOutJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		if !errors.Is(err, io.EOF) {
+			return err
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.SignOut(ctx.Request().Context(), request.(SignOutRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SignOut")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(SignOutResponseObject); ok {
+		return validResponse.VisitSignOutResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// SignUpEmail operation middleware
+func (sh *strictHandler) SignUpEmail(ctx echo.Context) error {
+	var request SignUpEmailRequestObject
+
+	if strings.HasPrefix(ctx.Request().Header.Get("Content-Type"), "application/json") {
+		var body SignUpEmailJSONRequestBody
+		var err error
+		if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+			// A request validator built on kin-openapi's openapi3filter with
+			// KeepValidatedValue leaves the value it validated on the body. Bind
+			// that value, matching member names exactly, so the handler receives
+			// what was validated instead of a second, case-insensitive decode.
+			// Otherwise bind only the request body, so that path and query
+			// parameters are not also bound into the body struct.
+			if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+				err = binder.BindBody(ctx, &body)
+			}
+		} else {
+			// A custom binder is installed on the Echo instance; defer to it
+			// entirely, since echo.Binder does not expose body-only binding and
+			// the binder may do more than decode (for example call ctx.Validate).
+			err = ctx.Bind(&body)
+		}
+		if err != nil {
+			return err
+		}
+		request.JSONBody = &body
+
+	}
+	if strings.HasPrefix(ctx.Request().Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		if form, err := ctx.FormParams(); err == nil {
+			var body SignUpEmailFormdataRequestBody
+			if err := runtime.BindForm(&body, form, nil, nil); err != nil {
+				return err
+			}
+			request.FormdataBody = &body
+		} else {
+			return err
+		}
+	}
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.SignUpEmail(ctx.Request().Context(), request.(SignUpEmailRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SignUpEmail")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(SignUpEmailResponseObject); ok {
+		return validResponse.VisitSignUpEmailResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// UpdateUser operation middleware
+func (sh *strictHandler) UpdateUser(ctx echo.Context) error {
+	var request UpdateUserRequestObject
+
+	var body UpdateUserJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateUser(ctx.Request().Context(), request.(UpdateUserRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateUser")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(UpdateUserResponseObject); ok {
+		return validResponse.VisitUpdateUserResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
 }
 
 // GetHealth operation middleware
@@ -235,6 +6901,447 @@ func (sh *strictHandler) GetHealth(ctx echo.Context) error {
 		return err
 	} else if validResponse, ok := response.(GetHealthResponseObject); ok {
 		return validResponse.VisitGetHealthResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListOrganizations operation middleware
+func (sh *strictHandler) ListOrganizations(ctx echo.Context, params ListOrganizationsParams) error {
+	var request ListOrganizationsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListOrganizations(ctx.Request().Context(), request.(ListOrganizationsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListOrganizations")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListOrganizationsResponseObject); ok {
+		return validResponse.VisitListOrganizationsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateOrganization operation middleware
+func (sh *strictHandler) CreateOrganization(ctx echo.Context) error {
+	var request CreateOrganizationRequestObject
+
+	var body CreateOrganizationJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateOrganization(ctx.Request().Context(), request.(CreateOrganizationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateOrganization")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateOrganizationResponseObject); ok {
+		return validResponse.VisitCreateOrganizationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ArchiveOrganization operation middleware
+func (sh *strictHandler) ArchiveOrganization(ctx echo.Context, organizationId OrganizationId) error {
+	var request ArchiveOrganizationRequestObject
+
+	request.OrganizationId = organizationId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ArchiveOrganization(ctx.Request().Context(), request.(ArchiveOrganizationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ArchiveOrganization")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ArchiveOrganizationResponseObject); ok {
+		return validResponse.VisitArchiveOrganizationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetOrganization operation middleware
+func (sh *strictHandler) GetOrganization(ctx echo.Context, organizationId OrganizationId) error {
+	var request GetOrganizationRequestObject
+
+	request.OrganizationId = organizationId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetOrganization(ctx.Request().Context(), request.(GetOrganizationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetOrganization")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetOrganizationResponseObject); ok {
+		return validResponse.VisitGetOrganizationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// UpdateOrganization operation middleware
+func (sh *strictHandler) UpdateOrganization(ctx echo.Context, organizationId OrganizationId) error {
+	var request UpdateOrganizationRequestObject
+
+	request.OrganizationId = organizationId
+
+	var body UpdateOrganizationJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateOrganization(ctx.Request().Context(), request.(UpdateOrganizationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateOrganization")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(UpdateOrganizationResponseObject); ok {
+		return validResponse.VisitUpdateOrganizationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListOrganizationAuditLogs operation middleware
+func (sh *strictHandler) ListOrganizationAuditLogs(ctx echo.Context, organizationId OrganizationId) error {
+	var request ListOrganizationAuditLogsRequestObject
+
+	request.OrganizationId = organizationId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListOrganizationAuditLogs(ctx.Request().Context(), request.(ListOrganizationAuditLogsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListOrganizationAuditLogs")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListOrganizationAuditLogsResponseObject); ok {
+		return validResponse.VisitListOrganizationAuditLogsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListProjects operation middleware
+func (sh *strictHandler) ListProjects(ctx echo.Context, organizationId OrganizationId, params ListProjectsParams) error {
+	var request ListProjectsRequestObject
+
+	request.OrganizationId = organizationId
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListProjects(ctx.Request().Context(), request.(ListProjectsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListProjects")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListProjectsResponseObject); ok {
+		return validResponse.VisitListProjectsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateProject operation middleware
+func (sh *strictHandler) CreateProject(ctx echo.Context, organizationId OrganizationId) error {
+	var request CreateProjectRequestObject
+
+	request.OrganizationId = organizationId
+
+	var body CreateProjectJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateProject(ctx.Request().Context(), request.(CreateProjectRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateProject")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateProjectResponseObject); ok {
+		return validResponse.VisitCreateProjectResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RestoreOrganization operation middleware
+func (sh *strictHandler) RestoreOrganization(ctx echo.Context, organizationId OrganizationId) error {
+	var request RestoreOrganizationRequestObject
+
+	request.OrganizationId = organizationId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RestoreOrganization(ctx.Request().Context(), request.(RestoreOrganizationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RestoreOrganization")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RestoreOrganizationResponseObject); ok {
+		return validResponse.VisitRestoreOrganizationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ArchiveProject operation middleware
+func (sh *strictHandler) ArchiveProject(ctx echo.Context, projectId ProjectId) error {
+	var request ArchiveProjectRequestObject
+
+	request.ProjectId = projectId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ArchiveProject(ctx.Request().Context(), request.(ArchiveProjectRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ArchiveProject")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ArchiveProjectResponseObject); ok {
+		return validResponse.VisitArchiveProjectResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetProject operation middleware
+func (sh *strictHandler) GetProject(ctx echo.Context, projectId ProjectId) error {
+	var request GetProjectRequestObject
+
+	request.ProjectId = projectId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetProject(ctx.Request().Context(), request.(GetProjectRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetProject")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetProjectResponseObject); ok {
+		return validResponse.VisitGetProjectResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// UpdateProject operation middleware
+func (sh *strictHandler) UpdateProject(ctx echo.Context, projectId ProjectId) error {
+	var request UpdateProjectRequestObject
+
+	request.ProjectId = projectId
+
+	var body UpdateProjectJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateProject(ctx.Request().Context(), request.(UpdateProjectRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateProject")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(UpdateProjectResponseObject); ok {
+		return validResponse.VisitUpdateProjectResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListProjectAuditLogs operation middleware
+func (sh *strictHandler) ListProjectAuditLogs(ctx echo.Context, projectId ProjectId) error {
+	var request ListProjectAuditLogsRequestObject
+
+	request.ProjectId = projectId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListProjectAuditLogs(ctx.Request().Context(), request.(ListProjectAuditLogsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListProjectAuditLogs")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListProjectAuditLogsResponseObject); ok {
+		return validResponse.VisitListProjectAuditLogsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RestoreProject operation middleware
+func (sh *strictHandler) RestoreProject(ctx echo.Context, projectId ProjectId) error {
+	var request RestoreProjectRequestObject
+
+	request.ProjectId = projectId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RestoreProject(ctx.Request().Context(), request.(RestoreProjectRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RestoreProject")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RestoreProjectResponseObject); ok {
+		return validResponse.VisitRestoreProjectResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

@@ -39,6 +39,12 @@ type Config struct {
 	LogLevel  slog.Level
 	// BodyLimit is the largest request body accepted, in bytes.
 	BodyLimit int64
+	// SecretKey is the 32-byte master key (see LoadSecretKey); keys for cookies and sealing are
+	// derived from it.
+	SecretKey []byte
+	// Mailer delivers invitation messages; nil means LogMailer (log the accept link). It is
+	// wiring, not an environment variable.
+	Mailer Mailer
 }
 
 // Secure reports whether the base URL is https, which turns on HSTS, __Secure- cookies and the

@@ -4,21 +4,47 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 )
 
 type ctxKey int
 
-const requestIDKey ctxKey = iota
+const requestMetaKey ctxKey = iota
 
-// withRequestID returns ctx carrying the request id.
-func withRequestID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, requestIDKey, id)
+// requestMeta is what every handler may need about the request beyond its typed input.
+type requestMeta struct {
+	ID        string
+	IP        string
+	UserAgent string
+	// header is the response's header map: strict handlers set cookies through it.
+	header http.Header
+}
+
+func withRequestMeta(ctx context.Context, m *requestMeta) context.Context {
+	return context.WithValue(ctx, requestMetaKey, m)
+}
+
+func requestMetaFrom(ctx context.Context) *requestMeta {
+	if m, ok := ctx.Value(requestMetaKey).(*requestMeta); ok {
+		return m
+	}
+	return &requestMeta{header: http.Header{}}
 }
 
 // RequestID returns the id of the request ctx belongs to, or "" outside a request.
-func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey).(string)
-	return id
+func RequestID(ctx context.Context) string { return requestMetaFrom(ctx).ID }
+
+// setCookie adds a Set-Cookie header to the response of the request ctx belongs to. Strict
+// handlers call it before returning their response object.
+func setCookie(ctx context.Context, c *http.Cookie) {
+	if v := c.String(); v != "" {
+		requestMetaFrom(ctx).header.Add("Set-Cookie", v)
+	}
+}
+
+// setResponseHeader sets a header on the response of the request ctx belongs to.
+func setResponseHeader(ctx context.Context, key, value string) {
+	requestMetaFrom(ctx).header.Set(key, value)
 }
 
 // jsonEncode writes v as JSON without escaping <, > and &, which JSON bodies do not need.

@@ -1,13 +1,16 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
@@ -35,6 +38,7 @@ func testConfig() Config {
 		BaseURL:        testBaseURL,
 		TrustedOrigins: []string{"https://app.example.com", "http://localhost:5173"},
 		BodyLimit:      1 << 20,
+		SecretKey:      []byte("0123456789abcdef0123456789abcdef"),
 	}
 }
 
@@ -128,4 +132,63 @@ func (r response) decode(t *testing.T, status int, v any) {
 	if err := json.Unmarshal(r.Body.Bytes(), v); err != nil {
 		t.Fatalf("decode: %v; body %s", err, r.Body)
 	}
+}
+
+// testUser is a user with a live session, and the Cookie header that authenticates as them.
+type testUser struct {
+	store.User
+	Session store.Session
+	Token   string
+	Cookie  string
+}
+
+// newUser creates a user with a password ("password-"+email) and a 7-day session directly in
+// the store, independently of the /api/auth handlers.
+func (a *testApp) newUser(t *testing.T, name, email string) testUser {
+	t.Helper()
+	hash, err := oauth.HashPassword("password-" + email)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.newUserWithHash(t, name, email, hash)
+}
+
+// newFixtureUser is newUser without a usable password (no argon2 cost), for fixtures that only
+// need the session.
+func (a *testApp) newFixtureUser(t *testing.T, name, email string) testUser {
+	t.Helper()
+	return a.newUserWithHash(t, name, email, "!no-password")
+}
+
+func (a *testApp) newUserWithHash(t *testing.T, name, email, hash string) testUser {
+	t.Helper()
+	ctx := context.Background()
+	u := store.User{Name: name, Email: email}
+	token, err := oauth.NewSessionToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess := store.Session{TokenHash: oauth.HashToken(token), ExpiresAt: time.Now().Add(7 * 24 * time.Hour), RememberMe: true}
+	err = a.store.InTx(ctx, func(tx *store.Tx) error {
+		if err := tx.CreateUser(ctx, &u, hash); err != nil {
+			return err
+		}
+		sess.UserID = u.ID
+		return tx.CreateSession(ctx, &sess)
+	})
+	if err != nil {
+		t.Fatalf("create user %s: %v", email, err)
+	}
+	value := oauth.CookieValue(a.srv.cookieKey, token)
+	return testUser{User: u, Session: sess, Token: token, Cookie: a.srv.sessionCookieName + "=" + value}
+}
+
+// as returns headers that authenticate r as u, with a trusted Origin for unsafe methods.
+func (u testUser) as(r request) request {
+	h := map[string]string{"Cookie": u.Cookie, "Origin": testBaseURL}
+	for k, v := range r.headers {
+		h[k] = v
+	}
+	r.headers = h
+	return r
 }

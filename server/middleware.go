@@ -35,7 +35,7 @@ func (s *Server) recoverer(next echo.HandlerFunc) echo.HandlerFunc {
 
 // requestID echoes a valid x-request-id (1–128 characters of A-Z a-z 0-9 . _ : -) or generates
 // a UUID, sets it on the response before anything else can write, and puts it in the request's
-// context for handlers, audit rows and problems.
+// context with the client IP and user agent, for handlers, audit rows and problems.
 func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id := c.Request().Header.Get(echo.HeaderXRequestID)
@@ -43,7 +43,12 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 			id = uuid.NewString()
 		}
 		c.Response().Header().Set(echo.HeaderXRequestID, id)
-		c.SetRequest(c.Request().WithContext(withRequestID(c.Request().Context(), id)))
+		req := c.Request()
+		meta := &requestMeta{
+			ID: id, IP: s.clientIP(req), UserAgent: truncate(req.UserAgent(), 512),
+			header: c.Response().Header(),
+		}
+		c.SetRequest(req.WithContext(withRequestMeta(req.Context(), meta)))
 		return next(c)
 	}
 }
@@ -79,7 +84,7 @@ func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 			"status", res.Status,
 			"duration_ms", float64(time.Since(start).Microseconds()) / 1000,
 			"bytes", res.Size,
-			"ip", s.clientIP(req),
+			"ip", requestMetaFrom(req.Context()).IP,
 			"request_id", RequestID(req.Context()),
 		}
 		if d, ok := c.Get(logDecisionIDKey).(string); ok {
@@ -212,4 +217,11 @@ func (s *Server) trustedProxy(a netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -86,6 +87,27 @@ func ClientError(status int, title string) *Error {
 	return &Error{Status: status, Kind: kindClientError, Title: title}
 }
 
+// authCode is the better-auth error code for a status without a more specific one.
+func authCode(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "VALIDATION_ERROR"
+	case http.StatusUnauthorized:
+		return "UNAUTHORIZED"
+	case http.StatusForbidden:
+		return "FORBIDDEN"
+	case http.StatusNotFound:
+		return "NOT_FOUND"
+	case http.StatusConflict:
+		return "CONFLICT"
+	case http.StatusTooManyRequests:
+		return "TOO_MANY_REQUESTS"
+	case http.StatusInternalServerError:
+		return "INTERNAL_SERVER_ERROR"
+	}
+	return strings.ToUpper(strings.ReplaceAll(http.StatusText(status), " ", "_"))
+}
+
 // problemBody is the wire form of a problem.
 type problemBody struct {
 	Type      string       `json:"type"`
@@ -105,6 +127,12 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		return
 	}
 	p := s.toProblem(err, c)
+	if strings.HasPrefix(c.Request().URL.Path, "/api/auth/") && p.Code == "" {
+		// better-auth clients read code and message.
+		cp := *p
+		cp.Code, cp.Message = authCode(p.Status), p.Title
+		p = &cp
+	}
 	for k, vs := range p.Header {
 		for _, v := range vs {
 			c.Response().Header().Add(k, v)

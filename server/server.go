@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehouse-dev/gatehouse/gen"
+	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/openapi"
 	"github.com/gatehouse-dev/gatehouse/server/docsui"
 	"github.com/gatehouse-dev/gatehouse/store"
@@ -25,7 +26,17 @@ type Server struct {
 	store     *store.Store
 	doc       *openapi3.T
 	validator *validator
+	policies  map[string]policy
 	spec      specDocument
+	// cookieKey signs session cookies; sessionCookieName depends on the base URL's scheme.
+	cookieKey         []byte
+	sessionCookieName string
+	// accountThrottle and ipThrottle count failed password checks per account (email or user
+	// id) and per client IP; see newAccountThrottle and newIPThrottle.
+	accountThrottle *oauth.Throttle
+	ipThrottle      *oauth.Throttle
+	// mailer delivers invitations: cfg.Mailer, or LogMailer by default.
+	mailer Mailer
 	// routed holds "METHOD /path" of every registered route, in echo's path syntax.
 	routed map[string]bool
 	echo   *echo.Echo
@@ -33,9 +44,10 @@ type Server struct {
 
 var _ gen.StrictServerInterface = (*Server)(nil)
 
-// New builds the app: it loads and checks the OpenAPI document, registers every route and the
-// middleware chain recover → request id → access log → CORS → security headers → body limit →
-// (route) → validation → handler.
+// New builds the app: it loads and checks the OpenAPI document and its x-permission policies,
+// registers every route and the middleware chain recover → request id → access log → CORS →
+// security headers → body limit → (route) → match the spec operation → authenticate → validate
+// → authorize → handler.
 func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	loader := openapi3.NewLoader()
 	doc, err := loader.LoadFromData(openapi.YAML)
@@ -53,12 +65,32 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, store: st, doc: doc, validator: v, spec: spec, routed: map[string]bool{}}
+	policies, err := loadPolicies(doc)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.SecretKey) < 32 {
+		return nil, fmt.Errorf("server: the secret key must be 32 bytes")
+	}
+	mailer := cfg.Mailer
+	if mailer == nil {
+		mailer = LogMailer{Log: log}
+	}
+	s := &Server{
+		cfg: cfg, log: log, store: st, doc: doc, validator: v, policies: policies, spec: spec,
+		routed:            map[string]bool{},
+		cookieKey:         oauth.DeriveKey(cfg.SecretKey, "session-cookie"),
+		sessionCookieName: oauth.SessionCookieName(cfg.Secure()),
+		mailer:            mailer,
+		accountThrottle:   newAccountThrottle(nil),
+		ipThrottle:        newIPThrottle(nil),
+	}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
-	e.Use(s.recoverer, s.requestID, s.accessLog, s.cors, s.securityHeaders, s.bodyLimit, s.validate)
+	e.Use(s.recoverer, s.requestID, s.accessLog, s.cors, s.securityHeaders, s.bodyLimit,
+		s.match, s.authenticate, s.validate, s.authorize)
 
 	gen.RegisterHandlers(e, gen.NewStrictHandler(s, nil))
 	e.GET("/api/v1/openapi.json", s.getOpenAPIDocument)

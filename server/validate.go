@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/mail"
 	"net/url"
+	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -23,6 +26,9 @@ type validator struct {
 }
 
 func newValidator(doc *openapi3.T) (*validator, error) {
+	defineFormats.Do(func() {
+		openapi3.DefineStringFormatValidator("email", openapi3.NewCallbackValidator(validEmail))
+	})
 	// The router must match any host: the document's servers entry names only one origin.
 	rdoc := *doc
 	rdoc.Servers = nil
@@ -34,6 +40,21 @@ func newValidator(doc *openapi3.T) (*validator, error) {
 		MultiError:         true,
 		AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
 	}}, nil
+}
+
+// defineFormats registers the string formats kin-openapi does not check by itself. Its format
+// registry is process-wide, so this runs once.
+var defineFormats sync.Once
+
+// validEmail accepts a bare address (no display name, comments or quoting), as sign-up needs.
+// Surrounding white space is allowed: handlers trim and lower-case emails.
+func validEmail(s string) error {
+	s = strings.TrimSpace(s)
+	a, err := mail.ParseAddress(s)
+	if err != nil || a.Name != "" || a.Address != s || strings.ContainsAny(s, " \t\r\n\"<>(),;:[]\\") {
+		return errors.New("not an email address")
+	}
+	return nil
 }
 
 // findRoute returns the spec operation of r, or nil when the spec has no such path and method.
@@ -51,22 +72,17 @@ func (v *validator) findRoute(r *http.Request) (*routers.Route, map[string]strin
 	return route, params, nil
 }
 
-// validate runs after routing. A request echo routed must be a spec operation: one that the spec
-// does not describe fails closed with a 500 rather than running unvalidated. Unknown paths and
-// methods fall through to echo's own 404 and 405.
+// validate checks a matched operation's parameters and body against the spec. It runs after
+// authentication, so that an anonymous caller learns nothing about the request's shape.
 func (s *Server) validate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if !s.routed[c.Request().Method+" "+c.Path()] {
-			return next(c) // echo answers 404, 405 or OPTIONS itself
+		m := routeOf(c)
+		if m == nil {
+			return next(c)
 		}
 		req := c.Request()
-		route, params, err := s.validator.findRoute(req)
-		if err != nil {
-			return fmt.Errorf("server: echo route %s %s is not in the spec: %w", req.Method, c.Path(), err)
-		}
-		c.Set(operationKey, route.Operation)
 		input := &openapi3filter.RequestValidationInput{
-			Request: req, PathParams: params, Route: route, Options: s.validator.opts,
+			Request: req, PathParams: m.params, Route: m.route, Options: s.validator.opts,
 		}
 		if err := openapi3filter.ValidateRequest(req.Context(), input); err != nil {
 			if errs := fieldErrors(err); len(errs) > 0 {
@@ -77,9 +93,6 @@ func (s *Server) validate(next echo.HandlerFunc) echo.HandlerFunc {
 		return next(c)
 	}
 }
-
-// operationKey is the echo context key of the matched *openapi3.Operation.
-const operationKey = "gatehouse.operation"
 
 // fieldErrors flattens kin-openapi's validation errors into problem field errors with path
 // arrays and clean messages that never quote the submitted value.
@@ -183,8 +196,14 @@ func schemaErrors(e *openapi3.SchemaError, base []string) []FieldError {
 		}
 		return []FieldError{{Path: path, Message: kindMessage(verr.ErrorKind)}}
 	}
+	if m := unsupportedProperty.FindStringSubmatch(e.Reason); m != nil {
+		// The OpenAPI validator names an unknown property only in its reason.
+		return withProperties(path, []string{m[1]}, "is not allowed")
+	}
 	return []FieldError{{Path: path, Message: legacyMessage(e)}}
 }
+
+var unsupportedProperty = regexp.MustCompile(`^property "([^"]+)" is unsupported`)
 
 func isWrapperKind(k jsonschema.ErrorKind) bool {
 	switch k.(type) {

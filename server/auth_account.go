@@ -1,0 +1,546 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/oapi-codegen/nullable"
+	openapi_types "github.com/oapi-codegen/runtime/types"
+
+	"github.com/gatehouse-dev/gatehouse/gen"
+	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/store"
+)
+
+// Email and password accounts and browser sessions under /api/auth, wire-compatible with the
+// better-auth client: sign-up, sign-in, sign-out, get-session (sliding expiry), the session list
+// and revocation, password change and profile update.
+
+// Session lifetimes, as better-auth's defaults: a session lasts sessionTTL from its creation or
+// last refresh; get-session extends it once it is sessionUpdateAge old, i.e. when less than
+// sessionTTL−sessionUpdateAge remains.
+const (
+	sessionTTL       = 7 * 24 * time.Hour
+	sessionUpdateAge = 24 * time.Hour
+)
+
+// Password throttling. Failed password checks are counted in fixed 15-minute windows:
+//
+//   - per account — key "email:<normalised email>" at sign-in (whether or not the account
+//     exists, so the throttle reveals nothing) and "user:<id>" at change-password — at most
+//     accountFailureLimit failures. Five guesses per quarter hour makes online guessing of one
+//     account useless (under 500 a day) while a user who mistypes a few times is not stopped.
+//     A successful check forgets the account's failures.
+//   - per client IP — key "ip:<address>" at sign-in — at most ipFailureLimit failures, which
+//     caps password spraying across many accounts from one address yet leaves room for an
+//     office or campus behind one NAT address. Success does not reset it, so that an attacker
+//     cannot clear it by signing in to an account of their own.
+//
+// Once a key reached its limit every attempt (a correct password too) is refused with 429 and
+// Retry-After until its window ends; there is no permanent lockout. The throttle is checked
+// before any database read or password hash, so a refusal is cheap. The counts live in memory:
+// with N replicas an attacker gets at most N times these numbers.
+const (
+	accountFailureLimit = 5
+	ipFailureLimit      = 30
+	failureWindow       = 15 * time.Minute
+)
+
+// newAccountThrottle returns the per-account (email or user id) failure throttle; now is its
+// clock, nil meaning time.Now.
+func newAccountThrottle(now func() time.Time) *oauth.Throttle {
+	return oauth.NewThrottle(accountFailureLimit, failureWindow, now)
+}
+
+// newIPThrottle returns the per-client-IP failure throttle; now is its clock, nil meaning
+// time.Now.
+func newIPThrottle(now func() time.Time) *oauth.Throttle {
+	return oauth.NewThrottle(ipFailureLimit, failureWindow, now)
+}
+
+// Errors of the account routes, with better-auth's codes and messages.
+var (
+	errInvalidCredentials = authError(http.StatusUnauthorized, kindUnauthorized,
+		"INVALID_EMAIL_OR_PASSWORD", "Invalid email or password")
+	errUserExists = authError(http.StatusUnprocessableEntity, kindClientError,
+		"USER_ALREADY_EXISTS_USE_ANOTHER_EMAIL", "User already exists. Use another email.")
+	errInvalidPassword = authError(http.StatusBadRequest, kindClientError,
+		"INVALID_PASSWORD", "Invalid password")
+	errNoCredentialAccount = authError(http.StatusBadRequest, kindClientError,
+		"CREDENTIAL_ACCOUNT_NOT_FOUND", "Credential account not found")
+	errInvalidCallbackURL = authError(http.StatusForbidden, kindForbidden,
+		"INVALID_CALLBACK_URL", "Invalid callbackURL")
+	errSessionNotFound = authError(http.StatusNotFound, kindNotFound,
+		"SESSION_NOT_FOUND", "Session not found")
+)
+
+// tooManyAttempts is the 429 for a throttled key, with Retry-After in whole seconds (rounded
+// up, at least 1).
+func tooManyAttempts(retryAfter time.Duration) *Error {
+	secs := max(1, int((retryAfter+time.Second-1)/time.Second))
+	return &Error{Status: http.StatusTooManyRequests, Kind: kindClientError, Title: "Too many requests",
+		Code: "TOO_MANY_REQUESTS", Message: "Too many failed attempts; try again later",
+		Header: http.Header{"Retry-After": {strconv.Itoa(secs)}}}
+}
+
+// SignUpEmail creates a user with a password and signs them in.
+func (s *Server) SignUpEmail(ctx context.Context, request gen.SignUpEmailRequestObject) (gen.SignUpEmailResponseObject, error) {
+	body := request.JSONBody
+	if body == nil {
+		body = request.FormdataBody
+	}
+	if body == nil {
+		return nil, Validation(FieldError{Path: []string{"body"}, Message: "is required"})
+	}
+	noStore(ctx)
+	if body.CallbackURL != nil {
+		if err := s.checkCallbackURL(*body.CallbackURL); err != nil {
+			return nil, err
+		}
+	}
+	u := store.User{Name: body.Name, Email: store.NormalizeEmail(string(body.Email))}
+	if img, err := body.Image.Get(); err == nil {
+		u.Image = &img
+	}
+	sess, token, err := s.signUp(ctx, &u, body.Password, rememberMe(body.RememberMe))
+	if err != nil {
+		return nil, err
+	}
+	s.setSessionCookie(ctx, token, sess.RememberMe)
+	return gen.SignUpEmail200JSONResponse{Body: gen.AuthSignUpResponse{
+		Token: nullable.NewNullableWithValue(token), User: toAuthUser(u)}}, nil
+}
+
+// SignInEmail checks an email and password and starts a new session.
+func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequestObject) (gen.SignInEmailResponseObject, error) {
+	body := request.JSONBody
+	if body == nil {
+		body = request.FormdataBody
+	}
+	if body == nil {
+		return nil, Validation(FieldError{Path: []string{"body"}, Message: "is required"})
+	}
+	noStore(ctx)
+	callback := nullable.NewNullNullable[string]()
+	if body.CallbackURL != nil {
+		if err := s.checkCallbackURL(*body.CallbackURL); err != nil {
+			return nil, err
+		}
+		callback.Set(*body.CallbackURL)
+	}
+	user, err := s.checkEmailPassword(ctx, string(body.Email), body.Password)
+	if err != nil {
+		return nil, err
+	}
+	var sess store.Session
+	var token string
+	err = s.store.InTx(ctx, func(tx *store.Tx) error {
+		var err error
+		sess, token, err = s.createSession(ctx, tx, user.ID, rememberMe(body.RememberMe), nil)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.setSessionCookie(ctx, token, sess.RememberMe)
+	// better-auth answers redirect: true with the callbackURL as url, which its client follows.
+	return gen.SignInEmail200JSONResponse{Body: gen.AuthSignInResponse{
+		Redirect: body.CallbackURL != nil, Token: token, Url: callback, User: toAuthUser(user)}}, nil
+}
+
+// SignOut deletes the caller's session, if any, and expires the cookie.
+func (s *Server) SignOut(ctx context.Context, _ gen.SignOutRequestObject) (gen.SignOutResponseObject, error) {
+	noStore(ctx)
+	if p := PrincipalFrom(ctx); p != nil {
+		err := s.store.InTx(ctx, func(tx *store.Tx) error { return tx.DeleteSession(ctx, p.Session.ID) })
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+	}
+	setCookie(ctx, oauth.ExpiredCookie(s.sessionCookieName, s.cfg.Secure()))
+	return gen.SignOut200JSONResponse{Body: gen.AuthSuccess{Success: true}}, nil
+}
+
+// GetSession returns the caller's session and user, or null when signed out. A session with
+// less than sessionTTL−sessionUpdateAge left is extended to sessionTTL and its cookie set again,
+// unless disableRefresh is true.
+func (s *Server) GetSession(ctx context.Context, request gen.GetSessionRequestObject) (gen.GetSessionResponseObject, error) {
+	noStore(ctx)
+	p := PrincipalFrom(ctx)
+	if p == nil {
+		return nullSession{}, nil
+	}
+	sess := p.Session
+	disable := request.Params.DisableRefresh != nil && isTrue(*request.Params.DisableRefresh)
+	if now := s.store.Now(); !disable && sess.ExpiresAt.Sub(now) <= sessionTTL-sessionUpdateAge {
+		expires := now.Add(sessionTTL)
+		err := s.store.InTx(ctx, func(tx *store.Tx) error { return tx.ExtendSession(ctx, sess.ID, expires) })
+		if errors.Is(err, store.ErrNotFound) {
+			// Signed out by another request meanwhile.
+			return nullSession{}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		sess.ExpiresAt, sess.UpdatedAt = expires, now
+		s.setSessionCookie(ctx, p.SessionToken, sess.RememberMe)
+	}
+	return gen.GetSession200JSONResponse{Session: toAuthSession(sess, p.SessionToken), User: toAuthUser(p.User)}, nil
+}
+
+// nullSession is get-session's answer when signed out: 200 with the JSON body null, which the
+// generated response type cannot express.
+type nullSession struct{}
+
+// VisitGetSessionResponse writes null.
+func (nullSession) VisitGetSessionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write([]byte("null\n"))
+	return err
+}
+
+// ListSessions lists the caller's unexpired sessions, newest first. Only the caller's own
+// session carries its token; the others carry their id, which revoke-session accepts.
+func (s *Server) ListSessions(ctx context.Context, _ gen.ListSessionsRequestObject) (gen.ListSessionsResponseObject, error) {
+	noStore(ctx)
+	p := PrincipalFrom(ctx)
+	sessions, err := s.store.ListSessions(ctx, p.ID())
+	if err != nil {
+		return nil, err
+	}
+	out := make(gen.ListSessions200JSONResponse, len(sessions))
+	for i, sess := range sessions {
+		handle := sess.ID
+		if sess.ID == p.Session.ID {
+			handle = p.SessionToken
+		}
+		out[i] = toAuthSession(sess, handle)
+	}
+	return out, nil
+}
+
+// RevokeSession deletes one of the caller's sessions, named by its token or its id. Revoking
+// the current session also expires the cookie.
+func (s *Server) RevokeSession(ctx context.Context, request gen.RevokeSessionRequestObject) (gen.RevokeSessionResponseObject, error) {
+	p := PrincipalFrom(ctx)
+	target := request.Body.Token
+	if target == p.SessionToken {
+		target = p.Session.ID
+	} else if !strings.HasPrefix(target, "ses_") {
+		// A raw token: find its session. Another user's session is not found.
+		sess, _, err := s.store.SessionByTokenHash(ctx, oauth.HashToken(target))
+		switch {
+		case errors.Is(err, store.ErrNotFound), err == nil && sess.UserID != p.ID():
+			return nil, errSessionNotFound
+		case err != nil:
+			return nil, err
+		}
+		target = sess.ID
+	}
+	err := s.store.InTx(ctx, func(tx *store.Tx) error { return tx.DeleteSessionByUser(ctx, p.ID(), target) })
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errSessionNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	if target == p.Session.ID {
+		setCookie(ctx, oauth.ExpiredCookie(s.sessionCookieName, s.cfg.Secure()))
+	}
+	return gen.RevokeSession200JSONResponse{Status: true}, nil
+}
+
+// RevokeOtherSessions deletes every session of the caller but the current one.
+func (s *Server) RevokeOtherSessions(ctx context.Context, _ gen.RevokeOtherSessionsRequestObject) (gen.RevokeOtherSessionsResponseObject, error) {
+	p := PrincipalFrom(ctx)
+	err := s.store.InTx(ctx, func(tx *store.Tx) error {
+		n, err := tx.DeleteOtherSessions(ctx, p.ID(), p.Session.ID)
+		if err != nil {
+			return err
+		}
+		return audit(ctx, tx, auditEvent{Action: "session.revoke_others", TargetType: "user", TargetID: p.ID(),
+			Metadata: map[string]any{"revokedSessions": n}})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return gen.RevokeOtherSessions200JSONResponse{Status: true}, nil
+}
+
+// ChangePassword checks the current password, stores the new one, ends every session of the
+// user and starts a new one for the caller (a new cookie).
+func (s *Server) ChangePassword(ctx context.Context, request gen.ChangePasswordRequestObject) (gen.ChangePasswordResponseObject, error) {
+	noStore(ctx)
+	p := PrincipalFrom(ctx)
+	if err := s.checkCurrentPassword(ctx, p.ID(), request.Body.CurrentPassword); err != nil {
+		return nil, err
+	}
+	hash, err := oauth.HashPassword(request.Body.NewPassword)
+	if err != nil {
+		return nil, err
+	}
+	var sess store.Session
+	var token string
+	err = s.store.InTx(ctx, func(tx *store.Tx) error {
+		if err := tx.SetPassword(ctx, p.ID(), hash); err != nil {
+			return err
+		}
+		n, err := tx.DeleteOtherSessions(ctx, p.ID(), "")
+		if err != nil {
+			return err
+		}
+		if sess, token, err = s.createSession(ctx, tx, p.ID(), p.Session.RememberMe, p.Session.ActiveOrganizationID); err != nil {
+			return err
+		}
+		return audit(ctx, tx, auditEvent{Action: "user.password_change", TargetType: "user", TargetID: p.ID(),
+			Metadata: map[string]any{"revokedSessions": n}})
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.setSessionCookie(ctx, token, sess.RememberMe)
+	return gen.ChangePassword200JSONResponse{Body: gen.AuthSignUpResponse{
+		Token: nullable.NewNullableWithValue(token), User: toAuthUser(p.User)}}, nil
+}
+
+// UpdateUser changes the caller's name and/or picture (image null removes it).
+func (s *Server) UpdateUser(ctx context.Context, request gen.UpdateUserRequestObject) (gen.UpdateUserResponseObject, error) {
+	p := PrincipalFrom(ctx)
+	var image **string
+	if request.Body.Image.IsSpecified() {
+		var v *string
+		if img, err := request.Body.Image.Get(); err == nil {
+			v = &img
+		}
+		image = &v
+	}
+	err := s.store.InTx(ctx, func(tx *store.Tx) error {
+		_, err := tx.UpdateUser(ctx, p.ID(), request.Body.Name, image)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return gen.UpdateUser200JSONResponse{Status: true}, nil
+}
+
+// signUp creates u with the password and the credential account, its first session and the
+// user.sign_up audit row in one transaction. A taken email is errUserExists.
+func (s *Server) signUp(ctx context.Context, u *store.User, password string, remember bool) (store.Session, string, error) {
+	hash, err := oauth.HashPassword(password)
+	if err != nil {
+		return store.Session{}, "", err
+	}
+	var sess store.Session
+	var token string
+	err = s.store.InTx(ctx, func(tx *store.Tx) error {
+		if err := tx.CreateUser(ctx, u, hash); err != nil {
+			return err
+		}
+		var err error
+		if sess, token, err = s.createSession(ctx, tx, u.ID, remember, nil); err != nil {
+			return err
+		}
+		// Nobody was signed in: the new user is the actor.
+		actx := context.WithValue(ctx, principalKey{}, &Principal{Kind: PrincipalUser, User: *u})
+		return audit(actx, tx, auditEvent{Action: "user.sign_up", TargetType: "user", TargetID: u.ID,
+			Metadata: map[string]any{"provider": store.CredentialProvider}})
+	})
+	if errors.Is(err, store.ErrConflict) {
+		return store.Session{}, "", errUserExists
+	}
+	return sess, token, err
+}
+
+// checkEmailPassword returns the user whose email and password these are. Unknown emails,
+// accounts without a password and wrong passwords are the same errInvalidCredentials, after a
+// comparable amount of hashing; throttled keys are refused before any lookup.
+func (s *Server) checkEmailPassword(ctx context.Context, email, password string) (store.User, error) {
+	emailKey := "email:" + store.NormalizeEmail(email)
+	ipKey := "ip:" + requestMetaFrom(ctx).IP
+	if err := throttled(throttleKey{s.accountThrottle, emailKey}, throttleKey{s.ipThrottle, ipKey}); err != nil {
+		return store.User{}, err
+	}
+	// The account's failure is recorded before the slow hash, so that concurrent guesses cannot
+	// all pass the check above; success forgets it again.
+	s.accountThrottle.Fail(emailKey)
+	user, hash, err := s.store.UserByEmail(ctx, email)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return store.User{}, err
+	}
+	if hash == "" {
+		oauth.VerifyDummy(password)
+		s.ipThrottle.Fail(ipKey)
+		return store.User{}, errInvalidCredentials
+	}
+	ok, err := oauth.VerifyPassword(hash, password)
+	if err != nil {
+		return store.User{}, fmt.Errorf("server: sign-in: user %s: %w", user.ID, err)
+	}
+	if !ok {
+		s.ipThrottle.Fail(ipKey)
+		return store.User{}, errInvalidCredentials
+	}
+	s.accountThrottle.Reset(emailKey)
+	return user, nil
+}
+
+// checkCurrentPassword checks the signed-in user's password, throttled per user id like
+// sign-in is per email.
+func (s *Server) checkCurrentPassword(ctx context.Context, userID, password string) error {
+	key := "user:" + userID
+	if err := throttled(throttleKey{s.accountThrottle, key}); err != nil {
+		return err
+	}
+	hash, err := s.store.PasswordHash(ctx, userID)
+	if err != nil {
+		return err
+	}
+	if hash == "" {
+		return errNoCredentialAccount
+	}
+	s.accountThrottle.Fail(key)
+	ok, err := oauth.VerifyPassword(hash, password)
+	if err != nil {
+		return fmt.Errorf("server: change password: user %s: %w", userID, err)
+	}
+	if !ok {
+		return errInvalidPassword
+	}
+	s.accountThrottle.Reset(key)
+	return nil
+}
+
+// throttleKey is one key of one throttle.
+type throttleKey struct {
+	t   *oauth.Throttle
+	key string
+}
+
+// throttled returns the 429 when any of the keys is refused, with the longest wait.
+func throttled(keys ...throttleKey) error {
+	var wait time.Duration
+	for _, k := range keys {
+		if ok, retry := k.t.Allow(k.key); !ok {
+			wait = max(wait, retry)
+		}
+	}
+	if wait > 0 {
+		return tooManyAttempts(wait)
+	}
+	return nil
+}
+
+// createSession starts a session for userID with a fresh token, expiring sessionTTL from now,
+// recording the request's IP and user agent. It returns the session and its raw token, which
+// only the cookie and the response ever carry.
+func (s *Server) createSession(ctx context.Context, tx *store.Tx, userID string, remember bool, activeOrg *string) (store.Session, string, error) {
+	token, err := oauth.NewSessionToken()
+	if err != nil {
+		return store.Session{}, "", err
+	}
+	meta := requestMetaFrom(ctx)
+	sess := store.Session{
+		TokenHash:            oauth.HashToken(token),
+		UserID:               userID,
+		ExpiresAt:            s.store.Now().Add(sessionTTL),
+		RememberMe:           remember,
+		IPAddress:            meta.IP,
+		UserAgent:            meta.UserAgent,
+		ActiveOrganizationID: activeOrg,
+	}
+	if err := tx.CreateSession(ctx, &sess); err != nil {
+		return store.Session{}, "", err
+	}
+	return sess, token, nil
+}
+
+// setSessionCookie sets the signed session cookie for token: Max-Age sessionTTL, or none (a
+// browser-session cookie) when the user chose not to be remembered.
+func (s *Server) setSessionCookie(ctx context.Context, token string, remember bool) {
+	maxAge := time.Duration(0)
+	if remember {
+		maxAge = sessionTTL
+	}
+	setCookie(ctx, oauth.SessionCookie(s.sessionCookieName, oauth.CookieValue(s.cookieKey, token), maxAge, s.cfg.Secure()))
+}
+
+// checkCallbackURL accepts a path on the caller's own site ("/…", not "//…") or an absolute
+// http(s) URL on the base URL or a trusted origin, so that the client's redirect is never an
+// open redirect. Back-slashes, white space and control characters, which browsers strip or
+// read as slashes, are refused outright.
+func (s *Server) checkCallbackURL(raw string) error {
+	for i := 0; i < len(raw); i++ {
+		if c := raw[i]; c <= ' ' || c == 0x7f || c == '\\' {
+			return errInvalidCallbackURL
+		}
+	}
+	if strings.HasPrefix(raw, "/") {
+		if strings.HasPrefix(raw, "//") {
+			return errInvalidCallbackURL
+		}
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		!s.trustedOrigin(u.Scheme+"://"+u.Host) {
+		return errInvalidCallbackURL
+	}
+	return nil
+}
+
+// rememberMe is the body's rememberMe, true when absent.
+func rememberMe(v *bool) bool { return v == nil || *v }
+
+// isTrue reports whether a query flag is set ("true", "1", …).
+func isTrue(v string) bool {
+	b, err := strconv.ParseBool(v)
+	return err == nil && b
+}
+
+// noStore forbids caching of a response that carries a session or its token.
+func noStore(ctx context.Context) { setResponseHeader(ctx, "Cache-Control", "no-store") }
+
+// toAuthUser is a user in better-auth's wire form.
+func toAuthUser(u store.User) gen.AuthUser {
+	image := nullable.NewNullNullable[string]()
+	if u.Image != nil {
+		image.Set(*u.Image)
+	}
+	return gen.AuthUser{
+		Id:            u.ID,
+		Name:          u.Name,
+		Email:         openapi_types.Email(u.Email),
+		EmailVerified: u.EmailVerified,
+		Image:         image,
+		CreatedAt:     u.CreatedAt.UTC(),
+		UpdatedAt:     u.UpdatedAt.UTC(),
+	}
+}
+
+// toAuthSession is a session in better-auth's wire form; token is the raw token for the
+// caller's own session and the session id for any other.
+func toAuthSession(sess store.Session, token string) gen.AuthSession {
+	org := nullable.NewNullNullable[string]()
+	if sess.ActiveOrganizationID != nil {
+		org.Set(*sess.ActiveOrganizationID)
+	}
+	return gen.AuthSession{
+		Id:                   sess.ID,
+		Token:                token,
+		UserId:               sess.UserID,
+		ExpiresAt:            sess.ExpiresAt.UTC(),
+		CreatedAt:            sess.CreatedAt.UTC(),
+		UpdatedAt:            sess.UpdatedAt.UTC(),
+		IpAddress:            sess.IPAddress,
+		UserAgent:            sess.UserAgent,
+		ActiveOrganizationId: org,
+	}
+}

@@ -1,0 +1,59 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Mailer delivers the messages Gatehouse sends to people. Today that is organization
+// invitations only. Set Config.Mailer to replace the default LogMailer; an SMTP (or
+// transactional-mail API) implementation is a later option and needs no other change.
+//
+// Implementations must be safe for concurrent use. They are called after the mutation has
+// committed; an error fails the request with a 500 but does not undo the mutation (the caller
+// can resend the invitation).
+type Mailer interface {
+	// SendInvitation delivers inv to inv.Email with acceptURL, the page where the recipient
+	// signs in and accepts.
+	SendInvitation(ctx context.Context, inv Invitation, acceptURL string) error
+}
+
+// Invitation is what an invitation message tells its recipient.
+type Invitation struct {
+	ID               string
+	Email            string
+	Role             string
+	OrganizationID   string
+	OrganizationName string
+	OrganizationSlug string
+	InviterID        string
+	InviterName      string
+	InviterEmail     string
+	ExpiresAt        time.Time
+}
+
+// LogMailer is the default Mailer: it sends nothing and logs each message, accept link
+// included, at info level, so that a developer (or an operator without mail set up) can pass
+// the link on by hand. The link is not a secret: only the invited user, signed in, can accept.
+type LogMailer struct {
+	Log *slog.Logger
+}
+
+// SendInvitation logs the invitation and its accept link.
+func (m LogMailer) SendInvitation(ctx context.Context, inv Invitation, acceptURL string) error {
+	m.Log.InfoContext(ctx, "invitation (not mailed: no mailer configured)",
+		"invitation_id", inv.ID, "email", inv.Email, "organization_id", inv.OrganizationID,
+		"organization", inv.OrganizationName, "role", inv.Role, "inviter_id", inv.InviterID,
+		"expires_at", inv.ExpiresAt.UTC().Format(time.RFC3339), "accept_url", acceptURL,
+		"request_id", RequestID(ctx))
+	return nil
+}
+
+// invitationAcceptURL is the link an invitation message carries: {base_url}/accept-invitation/{id},
+// the path better-auth's organization plugin documents for its accept page. The page (served by
+// the product's front end or a later Gatehouse page) signs the user in and calls
+// POST /api/auth/organization/accept-invitation with the id.
+func (s *Server) invitationAcceptURL(invitationID string) string {
+	return s.cfg.BaseURL + "/accept-invitation/" + invitationID
+}

@@ -1,0 +1,139 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/oapi-codegen/nullable"
+
+	"github.com/gatehouse-dev/gatehouse/gen"
+	"github.com/gatehouse-dev/gatehouse/store"
+)
+
+// ListOrganizations lists the caller's organizations by archive state.
+func (s *Server) ListOrganizations(ctx context.Context, req gen.ListOrganizationsRequestObject) (gen.ListOrganizationsResponseObject, error) {
+	state := store.StateActive
+	if req.Params.State != nil {
+		state = store.State(*req.Params.State)
+	}
+	orgs, err := s.store.ListUserOrganizations(ctx, PrincipalFrom(ctx).ID(), state)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]gen.Organization, len(orgs))
+	for i, o := range orgs {
+		out[i] = organizationJSON(o.Organization, o.Role)
+	}
+	return gen.ListOrganizations200JSONResponse{Data: out}, nil
+}
+
+// CreateOrganization creates an organization owned by the caller.
+func (s *Server) CreateOrganization(ctx context.Context, req gen.CreateOrganizationRequestObject) (gen.CreateOrganizationResponseObject, error) {
+	slug, err := slugOrName(req.Body.Slug, req.Body.Name)
+	if err != nil {
+		return nil, err
+	}
+	org, _, err := s.createOrganization(ctx, store.Organization{Name: req.Body.Name, Slug: slug})
+	if err != nil {
+		return nil, err
+	}
+	return gen.CreateOrganization201JSONResponse{Data: organizationJSON(org, RoleOwner)}, nil
+}
+
+// GetOrganization returns an organization the caller is a member of.
+func (s *Server) GetOrganization(ctx context.Context, req gen.GetOrganizationRequestObject) (gen.GetOrganizationResponseObject, error) {
+	org, err := s.store.Organization(ctx, req.OrganizationId)
+	if err != nil {
+		return nil, err
+	}
+	return gen.GetOrganization200JSONResponse{Data: organizationJSON(org, ScopeFrom(ctx).MemberRole)}, nil
+}
+
+// UpdateOrganization renames an organization or changes its slug.
+func (s *Server) UpdateOrganization(ctx context.Context, req gen.UpdateOrganizationRequestObject) (gen.UpdateOrganizationResponseObject, error) {
+	org, err := s.updateOrganization(ctx, req.OrganizationId, store.OrganizationUpdate{Name: req.Body.Name, Slug: req.Body.Slug})
+	if err != nil {
+		return nil, err
+	}
+	return gen.UpdateOrganization200JSONResponse{Data: organizationJSON(org, ScopeFrom(ctx).MemberRole)}, nil
+}
+
+// ArchiveOrganization archives an organization.
+func (s *Server) ArchiveOrganization(ctx context.Context, req gen.ArchiveOrganizationRequestObject) (gen.ArchiveOrganizationResponseObject, error) {
+	org, err := s.setOrganizationArchived(ctx, req.OrganizationId, true)
+	if err != nil {
+		return nil, err
+	}
+	return gen.ArchiveOrganization200JSONResponse{Data: organizationJSON(org, ScopeFrom(ctx).MemberRole)}, nil
+}
+
+// RestoreOrganization restores an archived organization.
+func (s *Server) RestoreOrganization(ctx context.Context, req gen.RestoreOrganizationRequestObject) (gen.RestoreOrganizationResponseObject, error) {
+	org, err := s.setOrganizationArchived(ctx, req.OrganizationId, false)
+	if err != nil {
+		return nil, err
+	}
+	return gen.RestoreOrganization200JSONResponse{Data: organizationJSON(org, ScopeFrom(ctx).MemberRole)}, nil
+}
+
+// ListOrganizationAuditLogs returns the organization's latest 100 audit entries.
+func (s *Server) ListOrganizationAuditLogs(ctx context.Context, req gen.ListOrganizationAuditLogsRequestObject) (gen.ListOrganizationAuditLogsResponseObject, error) {
+	entries, err := s.store.ListAudit(ctx, store.AuditFilter{OrganizationID: req.OrganizationId, Limit: store.MaxAuditPage})
+	if err != nil {
+		return nil, err
+	}
+	return gen.ListOrganizationAuditLogs200JSONResponse{Data: auditJSON(entries)}, nil
+}
+
+// slugOrName returns the given slug, or the slugified name; a name with nothing usable for a
+// slug must come with one.
+func slugOrName(slug *string, name string) (string, error) {
+	if slug != nil {
+		return *slug, nil
+	}
+	if s := slugify(name); s != "" {
+		return s, nil
+	}
+	return "", Validation(FieldError{Path: []string{"body", "slug"}, Message: "is required when the name has no letters or digits"})
+}
+
+func organizationJSON(o store.Organization, role string) gen.Organization {
+	return gen.Organization{
+		Id: o.ID, Name: o.Name, Slug: o.Slug, Role: role,
+		CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt, ArchivedAt: nullableTime(o.ArchivedAt),
+	}
+}
+
+// nullableTime renders an optional timestamp as a value or an explicit null.
+func nullableTime(t *time.Time) nullable.Nullable[time.Time] {
+	if t == nil {
+		return nullable.NewNullNullable[time.Time]()
+	}
+	return nullable.NewNullableWithValue(*t)
+}
+
+// nullableString renders "" as an explicit null.
+func nullableString(s string) nullable.Nullable[string] {
+	if s == "" {
+		return nullable.NewNullNullable[string]()
+	}
+	return nullable.NewNullableWithValue(s)
+}
+
+func auditJSON(entries []store.AuditEntry) []gen.AuditLogEntry {
+	out := make([]gen.AuditLogEntry, len(entries))
+	for i, e := range entries {
+		md := nullable.NewNullNullable[map[string]any]()
+		if len(e.Metadata) > 0 {
+			md = nullable.NewNullableWithValue(e.Metadata)
+		}
+		out[i] = gen.AuditLogEntry{
+			Id: e.ID, OccurredAt: e.OccurredAt, Action: e.Action,
+			Actor:          gen.AuditRef{Type: e.ActorType, Id: e.ActorID},
+			Target:         gen.AuditRef{Type: e.TargetType, Id: e.TargetID},
+			OrganizationId: nullableString(e.OrganizationID), ProjectId: nullableString(e.ProjectID),
+			RequestId: e.RequestID, IpAddress: e.IPAddress, UserAgent: e.UserAgent, Metadata: md,
+		}
+	}
+	return out
+}
