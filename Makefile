@@ -19,7 +19,7 @@ build: assets
 
 ## test: every Go test (store suite on SQLite, and on PostgreSQL when GATEHOUSE_TEST_POSTGRES_URL is set)
 test: assets
-	$(GO) test -race -count=1 ./...
+	GATEHOUSE_REQUIRE_NODE_E2E=1 $(GO) test -race -count=1 ./...
 
 ## assets: fetch the npm build tools and copy the Scalar bundle into the embed folder
 assets: node_modules/.package-lock.json $(SCALAR_BUNDLE)

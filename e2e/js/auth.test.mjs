@@ -1,0 +1,467 @@
+// End-to-end test of Gatehouse's /api/auth surface with the real better-auth browser client
+// (createAuthClient + organizationClient). Run by e2e/auth_client_test.go against an in-process
+// server, or by hand against any running Gatehouse:
+//
+//   GATEHOUSE_BASE_URL=http://localhost:8080 node --test --test-reporter=spec e2e/js/
+//
+// Node's fetch keeps no cookies, so each simulated browser gets its own cookie jar and sends
+// Origin on unsafe requests, as a browser does for a same-origin fetch.
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { createAuthClient } from "better-auth/client";
+import { organizationClient } from "better-auth/client/plugins";
+
+const base = (process.env.GATEHOUSE_BASE_URL || "").replace(/\/+$/, "");
+if (!base) {
+  throw new Error("GATEHOUSE_BASE_URL is not set (for example http://127.0.0.1:8080)");
+}
+const baseOrigin = new URL(base).origin;
+
+// The session cookie of a plain-http Gatehouse (cookie prefix "gatehouse"; https adds __Secure-).
+const sessionCookie = baseOrigin.startsWith("https:")
+  ? "__Secure-gatehouse.session_token"
+  : "gatehouse.session_token";
+
+// Unique per run, so the file can also run against a long-lived server.
+const run = `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
+const emailOf = (name) => `${name}+${run}@example.com`;
+const password = "correct-horse-battery";
+
+// ---------------------------------------------------------------------------------------------
+// A simulated browser: a cookie jar, an Origin header, and a transcript for failure messages.
+
+/** Parses one Set-Cookie header into {name, value, attrs} (attrs keys lower-cased). */
+function parseSetCookie(header) {
+  const [pair, ...rest] = header.split(";");
+  const eq = pair.indexOf("=");
+  const attrs = {};
+  for (const part of rest) {
+    const i = part.indexOf("=");
+    const key = (i < 0 ? part : part.slice(0, i)).trim().toLowerCase();
+    attrs[key] = i < 0 ? true : part.slice(i + 1).trim();
+  }
+  return { name: pair.slice(0, eq).trim(), value: pair.slice(eq + 1).trim(), attrs };
+}
+
+function expired(attrs) {
+  if (attrs["max-age"] !== undefined && attrs["max-age"] !== true) {
+    return Number(attrs["max-age"]) <= 0;
+  }
+  if (typeof attrs.expires === "string") {
+    const t = Date.parse(attrs.expires);
+    return !Number.isNaN(t) && t <= Date.now();
+  }
+  return false;
+}
+
+function truncate(s, n = 600) {
+  return s.length > n ? `${s.slice(0, n)}… (${s.length} chars)` : s;
+}
+
+class Browser {
+  constructor(name, { origin = baseOrigin } = {}) {
+    this.name = name;
+    this.origin = origin; // null: send no Origin at all
+    /** @type {Map<string, {value: string, attrs: object}>} */
+    this.cookies = new Map();
+    /** Every Set-Cookie header received, raw, newest last. */
+    this.setCookies = [];
+    this.transcript = [];
+    this.client = createAuthClient({
+      baseURL: base,
+      plugins: [organizationClient()],
+      fetchOptions: { customFetchImpl: (input, init) => this.fetch(input, init) },
+    });
+  }
+
+  /** A second tab of this browser (same jar) that sends a different Origin. */
+  withOrigin(name, origin) {
+    const other = new Browser(name, { origin });
+    other.cookies = this.cookies;
+    return other;
+  }
+
+  async fetch(input, init = {}) {
+    const url = new URL(input instanceof Request ? input.url : String(input));
+    const method = (init.method || (input instanceof Request ? input.method : "GET")).toUpperCase();
+    const headers = new Headers(init.headers);
+    if (url.origin === baseOrigin && this.cookies.size > 0) {
+      headers.set("cookie", [...this.cookies].map(([k, c]) => `${k}=${c.value}`).join("; "));
+    }
+    if (this.origin && !["GET", "HEAD"].includes(method)) {
+      headers.set("origin", this.origin);
+    }
+    const res = await fetch(input, { ...init, method, headers });
+    for (const raw of res.headers.getSetCookie()) {
+      this.setCookies.push(raw);
+      const c = parseSetCookie(raw);
+      if (expired(c.attrs)) this.cookies.delete(c.name);
+      else this.cookies.set(c.name, { value: c.value, attrs: c.attrs });
+    }
+    this.lastHeaders = res.headers;
+    const body = await res.clone().text();
+    this.transcript.push(
+      `${method} ${url.pathname}${url.search}` +
+        (typeof init.body === "string" ? ` ${truncate(init.body, 300)}` : "") +
+        `\n    -> ${res.status} ${truncate(body)}`,
+    );
+    return res;
+  }
+
+  /** The last few exchanges, for assertion messages. */
+  recent(n = 3) {
+    return `${this.name}'s last requests:\n  ${this.transcript.slice(-n).join("\n  ")}`;
+  }
+}
+
+/** Asserts a client result succeeded and returns its data. */
+function ok(browser, result, what) {
+  assert.ok(result && typeof result === "object", `${what}: no result`);
+  assert.equal(
+    result.error,
+    null,
+    `${what} failed: ${JSON.stringify(result.error)}\n${browser.recent()}`,
+  );
+  return result.data;
+}
+
+/** Asserts a client result failed with status and better-auth error code. */
+function fails(browser, result, what, status, code) {
+  const ctx = `${what}\n${browser.recent()}`;
+  assert.equal(result.data, null, `${what} should fail, got data ${JSON.stringify(result.data)}\n${browser.recent()}`);
+  assert.ok(result.error, `${what}: no error\n${browser.recent()}`);
+  assert.equal(result.error.status, status, `${what}: error.status\n${ctx}`);
+  assert.equal(result.error.code, code, `${what}: error.code\n${ctx}`);
+  assert.equal(typeof result.error.message, "string", `${what}: error.message\n${ctx}`);
+}
+
+/**
+ * Asserts an ISO-8601 timestamp from the wire. The client's JSON parser revives exactly the
+ * ISO-8601 strings into Dates, so anything else stays a string and fails here.
+ */
+function assertDate(value, what) {
+  assert.ok(value instanceof Date && !Number.isNaN(value.getTime()), `${what}: want an ISO-8601 timestamp, got ${JSON.stringify(value)}`);
+  return value;
+}
+
+/**
+ * Runs the steps of one scenario as subtests, in order. After a failed step the rest are
+ * skipped, so the report names the first failure instead of a cascade.
+ */
+function scenario(t) {
+  let failed = null;
+  return (name, fn) =>
+    t.test(name, { skip: failed ? `skipped: "${failed}" failed` : false }, async () => {
+      try {
+        await fn();
+      } catch (err) {
+        failed = name;
+        throw err;
+      }
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+
+test("Ada and Grace: sign-up, organization, invitation, roles, sign-out", async (t) => {
+  const step = scenario(t);
+  const ada = new Browser("Ada");
+  const grace = new Browser("Grace");
+  const adaEmail = emailOf("ada");
+  const graceEmail = emailOf("grace");
+  const slug = `engines-${run}`;
+  let adaUser, graceUser, org, invitation, graceMember;
+
+  await step("Ada signs up", async () => {
+    const data = ok(ada, await ada.client.signUp.email({ name: "Ada Lovelace", email: adaEmail, password }), "signUp.email");
+    adaUser = data.user;
+    assert.equal(adaUser.email, adaEmail);
+    assert.equal(adaUser.name, "Ada Lovelace");
+    assert.equal(adaUser.emailVerified, false);
+    assert.equal(adaUser.image, null);
+    assertDate(adaUser.createdAt, "user.createdAt");
+    assert.ok(adaUser.id, "user.id");
+    assert.ok(ada.cookies.has(sessionCookie), `signUp set no ${sessionCookie} cookie; Set-Cookie: ${ada.setCookies}`);
+  });
+
+  await step("the session cookie is HttpOnly, SameSite=Lax, Path=/", async () => {
+    const { attrs } = ada.cookies.get(sessionCookie);
+    assert.equal(attrs.httponly, true, "HttpOnly");
+    assert.equal(String(attrs.samesite).toLowerCase(), "lax", "SameSite");
+    assert.equal(attrs.path, "/", "Path");
+    assert.equal(attrs["max-age"], "604800", "Max-Age (rememberMe defaults to true)");
+  });
+
+  let signInToken;
+  await step("Ada signs in", async () => {
+    const before = ada.cookies.get(sessionCookie).value;
+    const data = ok(ada, await ada.client.signIn.email({ email: adaEmail, password }), "signIn.email");
+    assert.equal(data.user.id, adaUser.id);
+    assert.equal(data.redirect, false);
+    assert.equal(data.url, null);
+    assert.equal(typeof data.token, "string");
+    signInToken = data.token;
+    const value = ada.cookies.get(sessionCookie)?.value;
+    assert.notEqual(value, before, "sign-in sets a new session cookie");
+    // better-auth's signed-cookie format: encodeURIComponent(token + "." + base64(HMAC-SHA256)).
+    const m = /^([A-Za-z0-9]{32})\.([A-Za-z0-9+/]{43}=)$/.exec(decodeURIComponent(value));
+    assert.ok(m, `session cookie value ${value} is not token.signature`);
+    assert.equal(m[1], data.token, "the cookie carries the sign-in token");
+  });
+
+  await step("getSession returns Ada's user and session", async () => {
+    const data = ok(ada, await ada.client.getSession(), "getSession");
+    assert.ok(data, `getSession returned null\n${ada.recent()}`);
+    assert.equal(data.user.id, adaUser.id);
+    assert.equal(data.user.email, adaEmail);
+    assert.equal(data.session.userId, adaUser.id);
+    assert.equal(data.session.token, signInToken, "session.token is the sign-in token");
+    assertDate(data.session.expiresAt, "session.expiresAt");
+    assert.ok(data.session.expiresAt.getTime() > Date.now(), "session.expiresAt is in the future");
+    assert.equal(data.session.activeOrganizationId ?? null, null);
+    assert.match(ada.lastHeaders.get("cache-control") ?? "", /no-store/, "get-session Cache-Control");
+  });
+
+  await step("Ada creates an organization", async () => {
+    org = ok(ada, await ada.client.organization.create({ name: "Analytical Engines", slug }), "organization.create");
+    assert.ok(org.id, "organization id");
+    assert.equal(org.name, "Analytical Engines");
+    assert.equal(org.slug, slug);
+    assertDate(org.createdAt, "organization.createdAt");
+    assert.equal(org.members?.length, 1, `members of the new organization: ${JSON.stringify(org.members)}`);
+    assert.equal(org.members[0].userId, adaUser.id);
+    assert.equal(org.members[0].role, "owner");
+    assert.equal(org.members[0].organizationId, org.id);
+  });
+
+  await step("Ada sets it active", async () => {
+    const data = ok(ada, await ada.client.organization.setActive({ organizationId: org.id }), "organization.setActive");
+    assert.equal(data?.id, org.id);
+    const session = ok(ada, await ada.client.getSession(), "getSession");
+    assert.equal(session.session.activeOrganizationId, org.id, "session.activeOrganizationId");
+  });
+
+  await step("Ada invites Grace as developer", async () => {
+    invitation = ok(
+      ada,
+      await ada.client.organization.inviteMember({ email: graceEmail, role: "developer" }),
+      "organization.inviteMember",
+    );
+    assert.ok(invitation.id, "invitation id");
+    assert.equal(invitation.organizationId, org.id, "invitation.organizationId (the active organization)");
+    assert.equal(invitation.email, graceEmail);
+    assert.equal(invitation.role, "developer");
+    assert.equal(invitation.status, "pending");
+    assert.equal(invitation.inviterId, adaUser.id);
+    assertDate(invitation.expiresAt, "invitation.expiresAt");
+    assert.ok(invitation.expiresAt.getTime() > Date.now(), "invitation.expiresAt is in the future");
+  });
+
+  await step("Grace signs up", async () => {
+    const data = ok(grace, await grace.client.signUp.email({ name: "Grace Hopper", email: graceEmail, password }), "signUp.email");
+    graceUser = data.user;
+    assert.equal(graceUser.email, graceEmail);
+    assert.ok(grace.cookies.has(sessionCookie), `signUp set no ${sessionCookie} cookie for Grace`);
+  });
+
+  await step("Grace accepts the invitation", async () => {
+    const data = ok(
+      grace,
+      await grace.client.organization.acceptInvitation({ invitationId: invitation.id }),
+      "organization.acceptInvitation",
+    );
+    assert.equal(data.invitation.id, invitation.id);
+    assert.equal(data.invitation.status, "accepted");
+    assert.equal(data.member.userId, graceUser.id);
+    assert.equal(data.member.organizationId, org.id);
+    assert.equal(data.member.role, "developer");
+    graceMember = data.member;
+    const session = ok(grace, await grace.client.getSession(), "getSession");
+    assert.equal(session.session.activeOrganizationId, org.id, "the accepted organization becomes Grace's active one");
+  });
+
+  await step("Ada lists two members", async () => {
+    const data = ok(ada, await ada.client.organization.listMembers({ query: { organizationId: org.id } }), "organization.listMembers");
+    assert.equal(data.total, 2, "total");
+    assert.equal(data.members.length, 2, "members.length");
+    const byUser = Object.fromEntries(data.members.map((m) => [m.userId, m]));
+    assert.equal(byUser[adaUser.id]?.role, "owner", "Ada's role");
+    assert.equal(byUser[graceUser.id]?.role, "developer", "Grace's role");
+    assert.equal(byUser[graceUser.id].id, graceMember.id, "Grace's member id");
+    assert.equal(byUser[graceUser.id].user?.email, graceEmail, "member.user.email");
+    assert.equal(byUser[graceUser.id].user?.name, "Grace Hopper", "member.user.name");
+  });
+
+  await step("listMembers defaults to the active organization", async () => {
+    const data = ok(ada, await ada.client.organization.listMembers(), "organization.listMembers without organizationId");
+    assert.equal(data.total, 2, "total");
+  });
+
+  await step("Ada makes Grace a viewer", async () => {
+    const data = ok(
+      ada,
+      await ada.client.organization.updateMemberRole({ memberId: graceMember.id, role: "viewer" }),
+      "organization.updateMemberRole",
+    );
+    assert.equal(data.id, graceMember.id);
+    assert.equal(data.userId, graceUser.id);
+    assert.equal(data.role, "viewer");
+  });
+
+  await step("getFullOrganization shows Grace as viewer", async () => {
+    const full = ok(ada, await ada.client.organization.getFullOrganization(), "organization.getFullOrganization");
+    assert.ok(full, `getFullOrganization returned null\n${ada.recent()}`);
+    assert.equal(full.id, org.id);
+    assert.equal(full.slug, slug);
+    assert.equal(full.members.length, 2, "members.length");
+    const g = full.members.find((m) => m.userId === graceUser.id);
+    assert.equal(g?.role, "viewer", `Grace in ${JSON.stringify(full.members)}`);
+    assert.equal(g.user?.email, graceEmail);
+    assert.ok(Array.isArray(full.invitations), "invitations is an array");
+    const byId = ok(
+      ada,
+      await ada.client.organization.getFullOrganization({ query: { organizationId: org.id } }),
+      "organization.getFullOrganization by id",
+    );
+    assert.equal(byId?.id, org.id);
+  });
+
+  await step("hasPermission: a viewer can read projects but not create them", async () => {
+    const read = ok(
+      grace,
+      await grace.client.organization.hasPermission({ permissions: { project: ["read"] }, organizationId: org.id }),
+      "hasPermission project:read",
+    );
+    assert.deepEqual(read, { error: null, success: true }, "project:read");
+    const create = ok(
+      grace,
+      await grace.client.organization.hasPermission({ permissions: { project: ["create"] }, organizationId: org.id }),
+      "hasPermission project:create",
+    );
+    assert.deepEqual(create, { error: null, success: false }, "project:create");
+  });
+
+  let staleCookie;
+  await step("Ada signs out", async () => {
+    staleCookie = ada.cookies.get(sessionCookie);
+    const data = ok(ada, await ada.client.signOut(), "signOut");
+    assert.equal(data.success, true);
+    assert.ok(!ada.cookies.has(sessionCookie), `sign-out did not expire the cookie; Set-Cookie: ${ada.setCookies.at(-1)}`);
+    const session = ok(ada, await ada.client.getSession(), "getSession after sign-out");
+    assert.equal(session, null);
+  });
+
+  await step("the signed-out session is revoked on the server", async () => {
+    // A copy of the cookie kept elsewhere (another device, a stolen copy) is dead too.
+    const stale = new Browser("Ada (stale cookie)");
+    stale.cookies.set(sessionCookie, staleCookie);
+    const session = ok(stale, await stale.client.getSession(), "getSession with the signed-out cookie");
+    assert.equal(session, null);
+  });
+});
+
+test("sign-in options: rememberMe, callbackURL, clearing the active organization", async (t) => {
+  const step = scenario(t);
+  const emmy = new Browser("Emmy");
+  const email = emailOf("emmy");
+
+  await step("sign up", async () => {
+    ok(emmy, await emmy.client.signUp.email({ name: "Emmy Noether", email, password }), "signUp.email");
+  });
+
+  await step("rememberMe: false sets a browser-session cookie", async () => {
+    const b = new Browser("Emmy, shared computer");
+    ok(b, await b.client.signIn.email({ email, password, rememberMe: false }), "signIn.email rememberMe false");
+    const c = b.cookies.get(sessionCookie);
+    assert.ok(c, `no ${sessionCookie} cookie; Set-Cookie: ${b.setCookies}`);
+    assert.equal(c.attrs["max-age"], undefined, `Max-Age on a rememberMe:false cookie: ${b.setCookies.at(-1)}`);
+    assert.equal(c.attrs.expires, undefined, `Expires on a rememberMe:false cookie: ${b.setCookies.at(-1)}`);
+    const session = ok(b, await b.client.getSession(), "getSession");
+    assert.equal(session?.user.email, email);
+  });
+
+  await step("callbackURL comes back as a redirect", async () => {
+    const b = new Browser("Emmy, from a deep link");
+    const data = ok(b, await b.client.signIn.email({ email, password, callbackURL: "/dashboard" }), "signIn.email with callbackURL");
+    assert.equal(data.redirect, true);
+    assert.equal(data.url, "/dashboard");
+  });
+
+  await step("an off-site callbackURL is refused", async () => {
+    const b = new Browser("Emmy, phished");
+    const res = await b.client.signIn.email({ email, password, callbackURL: "https://evil.example/steal" });
+    assert.equal(res.data, null, `signIn.email with an off-site callbackURL succeeded\n${b.recent()}`);
+    assert.equal(res.error?.status, 403, `error.status\n${b.recent()}`);
+    assert.ok(!b.cookies.has(sessionCookie), "a refused sign-in sets no session cookie");
+  });
+
+  await step("setActive(null) clears the active organization", async () => {
+    const org = ok(emmy, await emmy.client.organization.create({ name: "Rings", slug: `rings-${run}` }), "organization.create");
+    let session = ok(emmy, await emmy.client.getSession(), "getSession");
+    assert.equal(session.session.activeOrganizationId, org.id, "a new organization becomes active");
+    const list = ok(emmy, await emmy.client.organization.list(), "organization.list");
+    assert.deepEqual(list.map((o) => o.id), [org.id], "organization.list");
+    const cleared = ok(emmy, await emmy.client.organization.setActive({ organizationId: null }), "organization.setActive null");
+    assert.equal(cleared, null);
+    session = ok(emmy, await emmy.client.getSession(), "getSession");
+    assert.equal(session.session.activeOrganizationId, null, "activeOrganizationId after clearing");
+    const full = ok(emmy, await emmy.client.organization.getFullOrganization(), "getFullOrganization without an active one");
+    assert.equal(full, null);
+  });
+});
+
+test("errors carry better-auth codes", async (t) => {
+  const step = scenario(t);
+  const charles = new Browser("Charles");
+  const email = emailOf("charles");
+
+  await step("sign up", async () => {
+    ok(charles, await charles.client.signUp.email({ name: "Charles Babbage", email, password }), "signUp.email");
+  });
+
+  await step("a wrong password is 401 INVALID_EMAIL_OR_PASSWORD", async () => {
+    const b = new Browser("Charles, second browser");
+    const res = await b.client.signIn.email({ email, password: "not-the-password" });
+    fails(b, res, "signIn.email with a wrong password", 401, "INVALID_EMAIL_OR_PASSWORD");
+    assert.ok(!b.cookies.has(sessionCookie), "a failed sign-in sets no session cookie");
+  });
+
+  await step("an unknown email is the same 401", async () => {
+    const b = new Browser("Nobody");
+    const res = await b.client.signIn.email({ email: emailOf("nobody"), password });
+    fails(b, res, "signIn.email with an unknown email", 401, "INVALID_EMAIL_OR_PASSWORD");
+  });
+
+  await step("a duplicate sign-up is 422 USER_ALREADY_EXISTS_USE_ANOTHER_EMAIL", async () => {
+    const b = new Browser("Charles, third browser");
+    const res = await b.client.signUp.email({ name: "Charles Again", email, password });
+    fails(b, res, "signUp.email with a taken email", 422, "USER_ALREADY_EXISTS_USE_ANOTHER_EMAIL");
+  });
+
+  await step("a short password is 400 VALIDATION_ERROR", async () => {
+    const b = new Browser("Dora");
+    const res = await b.client.signUp.email({ name: "Dora", email: emailOf("dora"), password: "short" });
+    fails(b, res, "signUp.email with a 5-character password", 400, "VALIDATION_ERROR");
+  });
+
+  await step("a cookie-carrying write from another origin is 403 INVALID_ORIGIN", async () => {
+    const evil = charles.withOrigin("Charles (cross-site)", "https://evil.example");
+    const res = await evil.client.organization.create({ name: "Evil", slug: `evil-${run}` });
+    fails(evil, res, "organization.create from https://evil.example", 403, "INVALID_ORIGIN");
+  });
+
+  await step("a cookie-carrying write without Origin is 403 MISSING_OR_NULL_ORIGIN", async () => {
+    const bare = charles.withOrigin("Charles (no Origin)", null);
+    const res = await bare.client.organization.create({ name: "Bare", slug: `bare-${run}` });
+    fails(bare, res, "organization.create without Origin", 403, "MISSING_OR_NULL_ORIGIN");
+  });
+
+  await step("without a session, organization routes are 401", async () => {
+    const anon = new Browser("Anonymous");
+    const res = await anon.client.organization.listMembers();
+    assert.equal(res.data, null);
+    assert.equal(res.error?.status, 401, `listMembers without a session\n${anon.recent()}`);
+  });
+});
