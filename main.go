@@ -3,6 +3,7 @@
 //
 //	gatehouse [serve]          migrate the database, then serve until SIGINT/SIGTERM
 //	gatehouse migrate up|down  apply or roll back every migration, then exit
+//	gatehouse keys rewrap      re-seal every secret at rest under the current secret key
 //
 // Configuration comes from GATEHOUSE_* environment variables (see README.md). An invalid value
 // exits with status 2 and one line naming the variable.
@@ -53,8 +54,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		err = serve(ctx, cfg, getenv, log, ready)
 	case cmd == "migrate" && len(args) == 2 && (args[1] == "up" || args[1] == "down"):
 		err = migrate(ctx, cfg, args[1], log)
+	case cmd == "keys" && len(args) == 2 && args[1] == "rewrap":
+		err = rewrap(ctx, cfg, getenv, stderr, log)
 	default:
-		fmt.Fprintln(stderr, "usage: gatehouse [serve] | gatehouse migrate up|down")
+		fmt.Fprintln(stderr, "usage: gatehouse [serve] | gatehouse migrate up|down | gatehouse keys rewrap")
 		return 2
 	}
 	var cerr *server.ConfigError
@@ -83,6 +86,9 @@ func serve(ctx context.Context, cfg server.Config, getenv func(string) string, l
 		return err
 	}
 	cfg.SecretKey = key
+	if cfg.OldSecretKeys, err = server.LoadOldSecretKeys(getenv); err != nil {
+		return err
+	}
 	st, err := store.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err

@@ -1,12 +1,17 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/routers"
@@ -28,6 +33,11 @@ type policy struct {
 	userOnly bool
 	// archivedTarget lets the operation address an archived record (restore).
 	archivedTarget bool
+	// saPermissions, when set, replace permissions for service accounts
+	// (x-service-account-permission).
+	saPermissions []string
+	// scopeFromBody names the body member that holds the addressed project id.
+	scopeFromBody string
 }
 
 // loadPolicies reads every operation's authorization from the document. An operation without
@@ -63,6 +73,10 @@ func loadPolicies(doc *openapi3.T) (map[string]policy, error) {
 			}
 			p.userOnly, _ = op.Extensions["x-user-only"].(bool)
 			p.archivedTarget, _ = op.Extensions["x-archived-target"].(bool)
+			p.scopeFromBody, _ = op.Extensions["x-scope-from-body"].(string)
+			if sa, ok := op.Extensions["x-service-account-permission"].(string); ok {
+				p.saPermissions = []string{sa}
+			}
 			out[op.OperationID] = p
 		}
 	}
@@ -86,10 +100,35 @@ type Principal struct {
 	User         store.User
 	Session      store.Session
 	SessionToken string
+	// ServiceAccount is set for callers authenticated with an API key.
+	ServiceAccount *ServiceAccountPrincipal
+}
+
+// ServiceAccountPrincipal is what authorization needs about a service account: where it
+// belongs, its environment pin ("" when none) and its key scopes.
+type ServiceAccountPrincipal struct {
+	ID, ProjectID, OrganizationID, EnvironmentID string
+	KeyID                                        string
+	Scopes                                       []string
 }
 
 // ID is the user or service account id.
-func (p *Principal) ID() string { return p.User.ID }
+func (p *Principal) ID() string {
+	if p.ServiceAccount != nil {
+		return p.ServiceAccount.ID
+	}
+	return p.User.ID
+}
+
+// allows reports whether a service account's scopes grant perm; "*" grants every permission.
+func (sa *ServiceAccountPrincipal) allows(perm string) bool {
+	for _, s := range sa.Scopes {
+		if s == "*" || s == perm {
+			return true
+		}
+	}
+	return false
+}
 
 type principalKey struct{}
 type scopeKey struct{}
@@ -165,13 +204,13 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		var p *Principal
-		if key := req.Header.Get("X-API-Key"); key != "" && !authSurface {
-			// Service-account keys arrive with the credentials issue; until then no key exists,
-			// so every key is refused without reading the cookie.
-			return ErrUnauthenticated
-		}
-		p, err := s.sessionPrincipal(req)
-		if err != nil {
+		var err error
+		if key, ok := req.Header["X-Api-Key"]; ok && !authSurface {
+			// The key alone decides: the cookie is never read, even when the key is bad.
+			if p, err = s.apiKeyPrincipal(req.Context(), strings.Join(key, "")); err != nil {
+				return err
+			}
+		} else if p, err = s.sessionPrincipal(req); err != nil {
 			return err
 		}
 		if p != nil {
@@ -185,6 +224,57 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return next(c)
 	}
+}
+
+// apiKeyPrincipal authenticates an X-API-Key: a malformed key is refused before any database
+// access; an unknown id, a wrong secret, a revoked or expired key, a disabled account and an
+// archived project all give the same 401. The secret is compared as an HMAC in constant time.
+func (s *Server) apiKeyPrincipal(ctx context.Context, key string) (*Principal, error) {
+	publicID, secret, ok := ParseAPIKey(key)
+	if !ok {
+		return nil, ErrUnauthenticated
+	}
+	sum := HashAPIKeySecret(s.apiKeyPepper, secret)
+	k, err := s.store.APIKeyByPublicID(ctx, publicID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrUnauthenticated
+	}
+	if err != nil {
+		return nil, err
+	}
+	now := s.store.Now()
+	if !hmac.Equal(sum, k.SecretHash) || k.RevokedAt != nil || (k.ExpiresAt != nil && !now.Before(*k.ExpiresAt)) ||
+		k.DisabledAt != nil || k.ProjectArchived || k.OrganizationArchived {
+		return nil, ErrUnauthenticated
+	}
+	s.touchAPIKey(k.KeyID, k.LastUsedAt, now)
+	return &Principal{Kind: PrincipalServiceAccount, ServiceAccount: &ServiceAccountPrincipal{
+		ID: k.AccountID, ProjectID: k.ProjectID, OrganizationID: k.OrganizationID,
+		EnvironmentID: k.EnvironmentID, KeyID: k.KeyID, Scopes: k.Scopes,
+	}}, nil
+}
+
+// keyTouchInterval is how stale an API key's lastUsedAt may get: it is written at most this
+// often per key, off the request path.
+const keyTouchInterval = time.Minute
+
+// touchAPIKey records a key's use at most once per keyTouchInterval per process, without making
+// the request wait for the write.
+func (s *Server) touchAPIKey(keyID string, last *time.Time, now time.Time) {
+	if last != nil && now.Sub(*last) < keyTouchInterval {
+		return
+	}
+	if prev, ok := s.keyTouches.Load(keyID); ok && now.Sub(prev.(time.Time)) < keyTouchInterval {
+		return
+	}
+	s.keyTouches.Store(keyID, now)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.store.TouchAPIKey(ctx, keyID, now); err != nil {
+			s.log.Warn("record api key use", "key_id", keyID, "err", err)
+		}
+	}()
 }
 
 // sessionPrincipal returns the user of a valid, unexpired session cookie, or nil.
@@ -240,35 +330,33 @@ func (s *Server) checkOrigin(req *http.Request, authSurface bool) error {
 
 // authorize enforces the operation's policy on /api/v1: user-only routes, then the addressed
 // organization, project or environment resolved in one query (a user who is not a member gets
-// 404, archived records 404 unless the operation restores them), then the permissions.
+// 404, archived records 404 unless the operation restores them), then — for service accounts —
+// the own-project and environment-pin checks, then the permissions.
 func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		m := routeOf(c)
 		if m == nil || m.policy.public || !strings.HasPrefix(c.Request().URL.Path, "/api/v1/") {
 			return next(c)
 		}
-		p := PrincipalFrom(c.Request().Context())
-		if m.policy.userOnly && p.Kind != PrincipalUser {
+		ctx := c.Request().Context()
+		p := PrincipalFrom(ctx)
+		sa := p.ServiceAccount
+		if sa != nil && (m.policy.userOnly || m.policy.session) {
 			return ErrUserRequired
 		}
 		if m.policy.session {
 			return next(c)
 		}
-		ref := store.ScopeRef{
-			OrganizationID: m.params["organizationId"],
-			ProjectID:      m.params["projectId"],
-			EnvironmentID:  m.params["environmentId"],
+		ref, err := s.scopeRef(c, m)
+		if err != nil {
+			return err
 		}
-		switch {
-		case ref.EnvironmentID != "":
-			ref.OrganizationID, ref.ProjectID = "", ""
-		case ref.ProjectID != "":
-			ref.OrganizationID = ""
-		case ref.OrganizationID == "":
-			return fmt.Errorf("server: %s needs a permission but addresses no organization", m.route.Operation.OperationID)
+		userID := ""
+		if sa == nil {
+			userID = p.ID()
 		}
-		scope, err := s.store.ResolveScope(c.Request().Context(), ref, p.ID())
-		if errors.Is(err, store.ErrNotFound) || (err == nil && scope.MemberRole == "") {
+		scope, err := s.store.ResolveScope(ctx, ref, userID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && sa == nil && scope.MemberRole == "") {
 			return ErrNotFound
 		}
 		if err != nil {
@@ -282,14 +370,92 @@ func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
 				return ErrNotFound
 			}
 		}
-		for _, perm := range m.policy.permissions {
-			if !roleGrants(scope.MemberRole, perm) {
-				return ErrPermission
+		if sa != nil {
+			if err := s.authorizeServiceAccount(c, sa, scope, m.policy); err != nil {
+				return err
+			}
+		} else {
+			for _, perm := range m.policy.permissions {
+				if !roleGrants(scope.MemberRole, perm) {
+					return ErrPermission
+				}
 			}
 		}
 		setContext(c, scopeKey{}, scope)
 		return next(c)
 	}
+}
+
+// scopeRef names what the request addresses: the most specific of the path's environment,
+// project and organization, or the body member the operation names (x-scope-from-body).
+func (s *Server) scopeRef(c echo.Context, m *matchedRoute) (store.ScopeRef, error) {
+	switch {
+	case m.params["environmentId"] != "":
+		return store.ScopeRef{EnvironmentID: m.params["environmentId"]}, nil
+	case m.params["projectId"] != "":
+		return store.ScopeRef{ProjectID: m.params["projectId"]}, nil
+	case m.params["organizationId"] != "":
+		return store.ScopeRef{OrganizationID: m.params["organizationId"]}, nil
+	case m.policy.scopeFromBody != "":
+		id, _ := bodyMember(c.Request(), m.policy.scopeFromBody).(string)
+		if id == "" {
+			return store.ScopeRef{}, ErrNotFound
+		}
+		return store.ScopeRef{ProjectID: id}, nil
+	}
+	return store.ScopeRef{}, fmt.Errorf("server: %s needs a permission but addresses no organization", m.route.Operation.OperationID)
+}
+
+// authorizeServiceAccount: a service account acts only on its own project (or, on
+// organization-level routes, its project's organization); a pinned one only on its
+// environment, whether named in the path, an environmentId query parameter or body member —
+// checked before the permission; then its scopes must grant every permission.
+func (s *Server) authorizeServiceAccount(c echo.Context, sa *ServiceAccountPrincipal, scope store.Scope, pol policy) error {
+	switch {
+	case scope.ProjectID != "" && scope.ProjectID != sa.ProjectID:
+		return ErrPermission
+	case scope.ProjectID == "" && scope.OrganizationID != sa.OrganizationID:
+		return ErrPermission
+	}
+	if sa.EnvironmentID != "" {
+		req := c.Request()
+		for _, env := range []string{scope.EnvironmentID, req.URL.Query().Get("environmentId")} {
+			if env != "" && env != sa.EnvironmentID {
+				return ErrEnvScoped
+			}
+		}
+		if env, _ := bodyMember(req, "environmentId").(string); env != "" && env != sa.EnvironmentID {
+			return ErrEnvScoped
+		}
+	}
+	perms := pol.permissions
+	if pol.saPermissions != nil {
+		perms = pol.saPermissions
+	}
+	for _, perm := range perms {
+		if !sa.allows(perm) {
+			return ErrPermission
+		}
+	}
+	return nil
+}
+
+// bodyMember returns one top-level member of a JSON request body (nil when absent or not JSON),
+// leaving the body readable for the handler.
+func bodyMember(req *http.Request, name string) any {
+	if req.Body == nil || req.Body == http.NoBody || !strings.HasPrefix(req.Header.Get("Content-Type"), "application/json") {
+		return nil
+	}
+	b, err := io.ReadAll(req.Body)
+	req.Body = io.NopCloser(bytes.NewReader(b))
+	if err != nil {
+		return nil
+	}
+	var members map[string]any
+	if json.Unmarshal(b, &members) != nil {
+		return nil
+	}
+	return members[name]
 }
 
 // authError is a problem that also carries better-auth's code and message.

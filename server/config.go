@@ -42,6 +42,9 @@ type Config struct {
 	// SecretKey is the 32-byte master key (see LoadSecretKey); keys for cookies and sealing are
 	// derived from it.
 	SecretKey []byte
+	// OldSecretKeys are earlier master keys (see LoadOldSecretKeys): secrets sealed under them
+	// still open, and `gatehouse keys rewrap` re-seals them under SecretKey.
+	OldSecretKeys [][]byte
 	// Mailer delivers invitation messages; nil means LogMailer (log the accept link). It is
 	// wiring, not an environment variable.
 	Mailer Mailer
@@ -201,6 +204,22 @@ func LoadSecretKey(cfg Config, getenv func(string) string, log *slog.Logger) ([]
 		"anyone who can read this file can decrypt the secrets and forge sessions — set GATEHOUSE_SECRET_KEY in production",
 		"file", path)
 	return key, nil
+}
+
+// LoadOldSecretKeys returns the earlier master keys of GATEHOUSE_SECRET_KEYS_OLD: a
+// comma-separated list, each key 32 bytes in base64 or hex like GATEHOUSE_SECRET_KEY, kept
+// after a rotation so that secrets sealed before it still open. Unset is no keys. An invalid
+// entry is a *ConfigError naming the variable and the entry's position, never its value.
+func LoadOldSecretKeys(getenv func(string) string) ([][]byte, error) {
+	var keys [][]byte
+	for i, v := range splitList(getenv("GATEHOUSE_SECRET_KEYS_OLD")) {
+		key, err := decodeKey(v)
+		if err != nil {
+			return nil, &ConfigError{"GATEHOUSE_SECRET_KEYS_OLD", fmt.Sprintf("key %d: %v", i+1, err)}
+		}
+		keys = append(keys, key)
+	}
+	return keys, nil
 }
 
 // decodeKey accepts 32 bytes as standard or URL base64 (padded or not) or as 64 hex digits.

@@ -95,7 +95,11 @@ func (s *Store) ResolveScope(ctx context.Context, ref ScopeRef, userID string) (
 		ProjectArchived      bool   `db:"project_archived"`
 		MemberRole           string `db:"member_role"`
 	}
-	if err := s.reader.GetContext(ctx, &r, s.reader.Rebind(query), userID, id); err != nil {
+	stmt, err := s.readStatement(ctx, query)
+	if err != nil {
+		return Scope{}, wrapError(op, err)
+	}
+	if err := stmt.GetContext(ctx, &r, userID, id); err != nil {
 		return Scope{}, wrapError(op, err)
 	}
 	return Scope(r), nil

@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/golang-migrate/migrate/v4"
@@ -74,7 +75,7 @@ const (
 const (
 	sqliteReaders      = 4
 	postgresMaxOpen    = 20
-	postgresMaxIdle    = 5
+	postgresMaxIdle    = 20
 	postgresMaxIdleAge = 5 * time.Minute
 )
 
@@ -98,6 +99,9 @@ type Store struct {
 	// sqliteDSN opens the separate connection migrations run on.
 	sqliteDSN string
 	clock     func() time.Time
+	// statements caches the prepared hot read queries (query text → *sqlx.Stmt); see
+	// readStatement. Close closes them.
+	statements sync.Map
 }
 
 // Option configures Open.
@@ -216,6 +220,11 @@ func parseURL(databaseURL string) (Dialect, string, error) {
 // report; the store must not be used afterwards.
 func (s *Store) Close() error {
 	var errs []error
+	s.statements.Range(func(query, stmt any) bool {
+		errs = append(errs, stmt.(*sqlx.Stmt).Close())
+		s.statements.Delete(query)
+		return true
+	})
 	if s.reader != nil && s.reader != s.writer {
 		errs = append(errs, s.reader.Close())
 	}
@@ -360,6 +369,25 @@ func (s *Store) migrateDriver(ctx context.Context) (database.Driver, error) {
 type Tx struct {
 	tx    *sqlx.Tx
 	store *Store
+}
+
+// readStatement returns query (written with ? placeholders) prepared on the reader pool,
+// preparing it on first use. It is for the hot read paths (authentication, authorization,
+// decisions): preparing costs SQLite more than running them, and a prepared statement saves
+// PostgreSQL a round trip. database/sql re-prepares it on each pooled connection that runs it.
+func (s *Store) readStatement(ctx context.Context, query string) (*sqlx.Stmt, error) {
+	if stmt, ok := s.statements.Load(query); ok {
+		return stmt.(*sqlx.Stmt), nil
+	}
+	stmt, err := s.reader.PreparexContext(ctx, s.reader.Rebind(query))
+	if err != nil {
+		return nil, err
+	}
+	if prior, loaded := s.statements.LoadOrStore(query, stmt); loaded {
+		_ = stmt.Close()
+		return prior.(*sqlx.Stmt), nil
+	}
+	return stmt, nil
 }
 
 // InTx runs fn in a transaction on the writer connection. It commits when fn

@@ -36,6 +36,9 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("Identity", func(t *testing.T) { runIdentity(t, open) })
 	t.Run("Tenancy", func(t *testing.T) { runTenancy(t, open) })
 	t.Run("OrgExtra", func(t *testing.T) { runOrgExtra(t, open) })
+	t.Run("Config", func(t *testing.T) { runConfig(t, open) })
+	t.Run("RBAC", func(t *testing.T) { runRBAC(t, open) })
+	t.Run("ServiceAccounts", func(t *testing.T) { runServiceAccounts(t, open) })
 }
 
 func testContext(t *testing.T) context.Context {

@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS config_versions;
+DROP TABLE IF EXISTS config_entries;
