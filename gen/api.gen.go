@@ -80,6 +80,24 @@ func (e HealthStatus) Valid() bool {
 	}
 }
 
+// Defines values for PrincipalType.
+const (
+	PrincipalTypeServiceAccount PrincipalType = "service_account"
+	PrincipalTypeUser           PrincipalType = "user"
+)
+
+// Valid indicates whether the value is a known member of the PrincipalType enum.
+func (e PrincipalType) Valid() bool {
+	switch e {
+	case PrincipalTypeServiceAccount:
+		return true
+	case PrincipalTypeUser:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for State.
 const (
 	StateActive   State = "active"
@@ -188,6 +206,27 @@ func (e AuthListMembersParamsFilterOperator) Valid() bool {
 	}
 }
 
+// Defines values for ListConfigEntriesParamsState.
+const (
+	ListConfigEntriesParamsStateActive   ListConfigEntriesParamsState = "active"
+	ListConfigEntriesParamsStateAll      ListConfigEntriesParamsState = "all"
+	ListConfigEntriesParamsStateArchived ListConfigEntriesParamsState = "archived"
+)
+
+// Valid indicates whether the value is a known member of the ListConfigEntriesParamsState enum.
+func (e ListConfigEntriesParamsState) Valid() bool {
+	switch e {
+	case ListConfigEntriesParamsStateActive:
+		return true
+	case ListConfigEntriesParamsStateAll:
+		return true
+	case ListConfigEntriesParamsStateArchived:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListOrganizationsParamsState.
 const (
 	ListOrganizationsParamsStateActive   ListOrganizationsParamsState = "active"
@@ -229,6 +268,42 @@ func (e ListProjectsParamsState) Valid() bool {
 		return false
 	}
 }
+
+// Defines values for ListRoleBindingsParamsPrincipalType.
+const (
+	ListRoleBindingsParamsPrincipalTypeServiceAccount ListRoleBindingsParamsPrincipalType = "service_account"
+	ListRoleBindingsParamsPrincipalTypeUser           ListRoleBindingsParamsPrincipalType = "user"
+)
+
+// Valid indicates whether the value is a known member of the ListRoleBindingsParamsPrincipalType enum.
+func (e ListRoleBindingsParamsPrincipalType) Valid() bool {
+	switch e {
+	case ListRoleBindingsParamsPrincipalTypeServiceAccount:
+		return true
+	case ListRoleBindingsParamsPrincipalTypeUser:
+		return true
+	default:
+		return false
+	}
+}
+
+// ApiKey defines model for ApiKey.
+type ApiKey struct {
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt Timestamp                    `json:"createdAt"`
+	ExpiresAt nullable.Nullable[time.Time] `json:"expiresAt"`
+	Id        string                       `json:"id"`
+
+	// LastUsedAt Updated at most once a minute.
+	LastUsedAt nullable.Nullable[time.Time] `json:"lastUsedAt"`
+
+	// PublicId The 12 characters after `svc_sk_` that identify the key.
+	PublicId  string                       `json:"publicId"`
+	RevokedAt nullable.Nullable[time.Time] `json:"revokedAt"`
+}
+
+// ApiKeySecret The API key. Shown once; send it as `X-API-Key`.
+type ApiKeySecret = string
 
 // AuditLogEntry defines model for AuditLogEntry.
 type AuditLogEntry struct {
@@ -485,6 +560,74 @@ type AuthUser struct {
 	UpdatedAt Timestamp `json:"updatedAt"`
 }
 
+// AuthorizationDecision defines model for AuthorizationDecision.
+type AuthorizationDecision struct {
+	Allowed    bool   `json:"allowed"`
+	DecisionId string `json:"decisionId"`
+
+	// Roles Slugs of the unexpired bindings considered.
+	Roles []string `json:"roles"`
+}
+
+// AuthorizeRequest defines model for AuthorizeRequest.
+type AuthorizeRequest struct {
+	// Permission `resource:action` in lower case, or `*`.
+	Permission    Permission    `json:"permission"`
+	PrincipalId   string        `json:"principalId"`
+	PrincipalType PrincipalType `json:"principalType"`
+	ProjectId     string        `json:"projectId"`
+}
+
+// ConfigEntry defines model for ConfigEntry.
+type ConfigEntry struct {
+	ArchivedAt nullable.Nullable[time.Time] `json:"archivedAt"`
+
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt     Timestamp                 `json:"createdAt"`
+	Description   nullable.Nullable[string] `json:"description"`
+	EnvironmentId string                    `json:"environmentId"`
+	Key           string                    `json:"key"`
+
+	// Masked True when a secret's value is withheld: in lists and in write responses.
+	Masked bool `json:"masked"`
+	Secret bool `json:"secret"`
+
+	// UpdatedAt UTC, ISO 8601.
+	UpdatedAt Timestamp `json:"updatedAt"`
+
+	// Value Any JSON value; null when masked.
+	Value   interface{} `json:"value"`
+	Version int         `json:"version"`
+}
+
+// ConfigEntryPut defines model for ConfigEntryPut.
+type ConfigEntryPut struct {
+	Description *string `json:"description,omitempty"`
+	Secret      *bool   `json:"secret,omitempty"`
+
+	// Value Any JSON value, at most 64 KiB encoded; stored exactly as sent (numbers keep every digit).
+	Value json.RawMessage `json:"value"`
+}
+
+// ConfigEntryResponse defines model for ConfigEntryResponse.
+type ConfigEntryResponse struct {
+	Data ConfigEntry `json:"data"`
+}
+
+// ConfigVersion defines model for ConfigVersion.
+type ConfigVersion struct {
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt   Timestamp                 `json:"createdAt"`
+	CreatedBy   AuditRef                  `json:"createdBy"`
+	Description nullable.Nullable[string] `json:"description"`
+	Masked      bool                      `json:"masked"`
+	Secret      bool                      `json:"secret"`
+
+	// Value The value written, or null for secrets.
+	Value   interface{} `json:"value"`
+	Version int         `json:"version"`
+}
+
 // Environment defines model for Environment.
 type Environment struct {
 	// CreatedAt UTC, ISO 8601.
@@ -548,6 +691,12 @@ type OrganizationUpdate struct {
 	Slug *Slug `json:"slug,omitempty"`
 }
 
+// Permission `resource:action` in lower case, or `*`.
+type Permission = string
+
+// PrincipalType defines model for PrincipalType.
+type PrincipalType string
+
 // Problem An RFC 9457 problem document.
 type Problem struct {
 	// Errors Present on validation failures only.
@@ -606,6 +755,48 @@ type ProjectResponse struct {
 	Data ProjectWithEnvironments `json:"data"`
 }
 
+// ProjectRole defines model for ProjectRole.
+type ProjectRole struct {
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt   Timestamp    `json:"createdAt"`
+	Description string       `json:"description"`
+	Id          string       `json:"id"`
+	Name        string       `json:"name"`
+	Permissions []Permission `json:"permissions"`
+	ProjectId   string       `json:"projectId"`
+
+	// Slug Lower-case letters, digits and single hyphens.
+	Slug Slug `json:"slug"`
+
+	// UpdatedAt UTC, ISO 8601.
+	UpdatedAt Timestamp `json:"updatedAt"`
+}
+
+// ProjectRoleCreate defines model for ProjectRoleCreate.
+type ProjectRoleCreate struct {
+	Description *string      `json:"description,omitempty"`
+	Name        string       `json:"name"`
+	Permissions []Permission `json:"permissions"`
+
+	// Slug Lower-case letters, digits and single hyphens.
+	Slug *Slug `json:"slug,omitempty"`
+}
+
+// ProjectRoleResponse defines model for ProjectRoleResponse.
+type ProjectRoleResponse struct {
+	Data ProjectRole `json:"data"`
+}
+
+// ProjectRoleUpdate defines model for ProjectRoleUpdate.
+type ProjectRoleUpdate struct {
+	Description *string       `json:"description,omitempty"`
+	Name        *string       `json:"name,omitempty"`
+	Permissions *[]Permission `json:"permissions,omitempty"`
+
+	// Slug Lower-case letters, digits and single hyphens.
+	Slug *Slug `json:"slug,omitempty"`
+}
+
 // ProjectUpdate defines model for ProjectUpdate.
 type ProjectUpdate struct {
 	Name *string `json:"name,omitempty"`
@@ -633,17 +824,88 @@ type ProjectWithEnvironments struct {
 	UpdatedAt Timestamp `json:"updatedAt"`
 }
 
+// RoleBinding defines model for RoleBinding.
+type RoleBinding struct {
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt     Timestamp                    `json:"createdAt"`
+	ExpiresAt     nullable.Nullable[time.Time] `json:"expiresAt"`
+	Id            string                       `json:"id"`
+	PrincipalId   string                       `json:"principalId"`
+	PrincipalType PrincipalType                `json:"principalType"`
+	ProjectId     string                       `json:"projectId"`
+	RoleId        string                       `json:"roleId"`
+	RoleSlug      string                       `json:"roleSlug"`
+}
+
+// RoleBindingCreate defines model for RoleBindingCreate.
+type RoleBindingCreate struct {
+	// ExpiresAt In the future.
+	ExpiresAt     *time.Time    `json:"expiresAt,omitempty"`
+	PrincipalId   string        `json:"principalId"`
+	PrincipalType PrincipalType `json:"principalType"`
+	RoleId        string        `json:"roleId"`
+}
+
+// ServiceAccount defines model for ServiceAccount.
+type ServiceAccount struct {
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt   Timestamp                    `json:"createdAt"`
+	Description nullable.Nullable[string]    `json:"description"`
+	DisabledAt  nullable.Nullable[time.Time] `json:"disabledAt"`
+
+	// EnvironmentId The environment the account is pinned to; null when it may address all three.
+	EnvironmentId nullable.Nullable[string] `json:"environmentId"`
+	Id            string                    `json:"id"`
+	Keys          []ApiKey                  `json:"keys"`
+	Name          string                    `json:"name"`
+	ProjectId     string                    `json:"projectId"`
+	Scopes        []Permission              `json:"scopes"`
+
+	// UpdatedAt UTC, ISO 8601.
+	UpdatedAt Timestamp `json:"updatedAt"`
+}
+
+// ServiceAccountCreate defines model for ServiceAccountCreate.
+type ServiceAccountCreate struct {
+	Description *string `json:"description,omitempty"`
+
+	// EnvironmentId An environment of this project.
+	EnvironmentId *string `json:"environmentId,omitempty"`
+
+	// ExpiresAt When the first key expires; in the future.
+	ExpiresAt *time.Time   `json:"expiresAt,omitempty"`
+	Name      string       `json:"name"`
+	Scopes    []Permission `json:"scopes"`
+}
+
+// ServiceAccountResponse defines model for ServiceAccountResponse.
+type ServiceAccountResponse struct {
+	Data ServiceAccount `json:"data"`
+}
+
 // Slug Lower-case letters, digits and single hyphens.
 type Slug = string
 
 // Timestamp UTC, ISO 8601.
 type Timestamp = time.Time
 
+// AccountId defines model for AccountId.
+type AccountId = string
+
+// ConfigKey defines model for ConfigKey.
+type ConfigKey = string
+
+// EnvironmentId defines model for EnvironmentId.
+type EnvironmentId = string
+
 // OrganizationId defines model for OrganizationId.
 type OrganizationId = string
 
 // ProjectId defines model for ProjectId.
 type ProjectId = string
+
+// RoleId defines model for RoleId.
+type RoleId = string
 
 // State defines model for State.
 type State string
@@ -878,6 +1140,15 @@ type UpdateUserJSONBody struct {
 	Name  *string                   `json:"name,omitempty"`
 }
 
+// ListConfigEntriesParams defines parameters for ListConfigEntries.
+type ListConfigEntriesParams struct {
+	// State Which records to list by archive state.
+	State *ListConfigEntriesParamsState `form:"state,omitempty" json:"state,omitempty"`
+}
+
+// ListConfigEntriesParamsState defines parameters for ListConfigEntries.
+type ListConfigEntriesParamsState string
+
 // ListOrganizationsParams defines parameters for ListOrganizations.
 type ListOrganizationsParams struct {
 	// State Which records to list by archive state.
@@ -895,6 +1166,30 @@ type ListProjectsParams struct {
 
 // ListProjectsParamsState defines parameters for ListProjects.
 type ListProjectsParamsState string
+
+// ListRoleBindingsParams defines parameters for ListRoleBindings.
+type ListRoleBindingsParams struct {
+	PrincipalType *ListRoleBindingsParamsPrincipalType `form:"principalType,omitempty" json:"principalType,omitempty"`
+	PrincipalId   *string                              `form:"principalId,omitempty" json:"principalId,omitempty"`
+	RoleId        *string                              `form:"roleId,omitempty" json:"roleId,omitempty"`
+	Limit         *int                                 `form:"limit,omitempty" json:"limit,omitempty"`
+	Offset        *int                                 `form:"offset,omitempty" json:"offset,omitempty"`
+}
+
+// ListRoleBindingsParamsPrincipalType defines parameters for ListRoleBindings.
+type ListRoleBindingsParamsPrincipalType string
+
+// DeleteProjectRoleParams defines parameters for DeleteProjectRole.
+type DeleteProjectRoleParams struct {
+	// Force Also delete the role's bindings.
+	Force *bool `form:"force,omitempty" json:"force,omitempty"`
+}
+
+// CreateServiceAccountKeyJSONBody defines parameters for CreateServiceAccountKey.
+type CreateServiceAccountKeyJSONBody struct {
+	// ExpiresAt In the future.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
 
 // ChangePasswordJSONRequestBody defines body for ChangePassword for application/json ContentType.
 type ChangePasswordJSONRequestBody ChangePasswordJSONBody
@@ -968,6 +1263,12 @@ type SignUpEmailFormdataRequestBody = AuthSignUpEmailBody
 // UpdateUserJSONRequestBody defines body for UpdateUser for application/json ContentType.
 type UpdateUserJSONRequestBody UpdateUserJSONBody
 
+// AuthorizeJSONRequestBody defines body for Authorize for application/json ContentType.
+type AuthorizeJSONRequestBody = AuthorizeRequest
+
+// PutConfigEntryJSONRequestBody defines body for PutConfigEntry for application/json ContentType.
+type PutConfigEntryJSONRequestBody = ConfigEntryPut
+
 // CreateOrganizationJSONRequestBody defines body for CreateOrganization for application/json ContentType.
 type CreateOrganizationJSONRequestBody = OrganizationCreate
 
@@ -979,6 +1280,21 @@ type CreateProjectJSONRequestBody = ProjectCreate
 
 // UpdateProjectJSONRequestBody defines body for UpdateProject for application/json ContentType.
 type UpdateProjectJSONRequestBody = ProjectUpdate
+
+// CreateRoleBindingJSONRequestBody defines body for CreateRoleBinding for application/json ContentType.
+type CreateRoleBindingJSONRequestBody = RoleBindingCreate
+
+// CreateProjectRoleJSONRequestBody defines body for CreateProjectRole for application/json ContentType.
+type CreateProjectRoleJSONRequestBody = ProjectRoleCreate
+
+// UpdateProjectRoleJSONRequestBody defines body for UpdateProjectRole for application/json ContentType.
+type UpdateProjectRoleJSONRequestBody = ProjectRoleUpdate
+
+// CreateServiceAccountJSONRequestBody defines body for CreateServiceAccount for application/json ContentType.
+type CreateServiceAccountJSONRequestBody = ServiceAccountCreate
+
+// CreateServiceAccountKeyJSONRequestBody defines body for CreateServiceAccountKey for application/json ContentType.
+type CreateServiceAccountKeyJSONRequestBody CreateServiceAccountKeyJSONBody
 
 // AsAuthRoleName returns the union data inside the AuthRoleInput as a AuthRoleName
 func (t AuthRoleInput) AsAuthRoleName() (AuthRoleName, error) {
@@ -1134,6 +1450,27 @@ type ServerInterface interface {
 	// UpdateUser Update the user's name or picture
 	// (POST /api/auth/update-user)
 	UpdateUser(ctx echo.Context) error
+	// Authorize Decide whether a principal holds a permission
+	// (POST /api/v1/authorize)
+	Authorize(ctx echo.Context) error
+	// ListConfigEntries List an environment's configuration entries
+	// (GET /api/v1/environments/{environmentId}/configs)
+	ListConfigEntries(ctx echo.Context, environmentId EnvironmentId, params ListConfigEntriesParams) error
+	// ArchiveConfigEntry Archive a configuration entry
+	// (DELETE /api/v1/environments/{environmentId}/configs/{key})
+	ArchiveConfigEntry(ctx echo.Context, environmentId EnvironmentId, key ConfigKey) error
+	// GetConfigEntry Read one configuration entry, revealing a secret
+	// (GET /api/v1/environments/{environmentId}/configs/{key})
+	GetConfigEntry(ctx echo.Context, environmentId EnvironmentId, key ConfigKey) error
+	// PutConfigEntry Create or replace a configuration entry
+	// (PUT /api/v1/environments/{environmentId}/configs/{key})
+	PutConfigEntry(ctx echo.Context, environmentId EnvironmentId, key ConfigKey) error
+	// RestoreConfigEntry Restore an archived configuration entry
+	// (POST /api/v1/environments/{environmentId}/configs/{key}/restore)
+	RestoreConfigEntry(ctx echo.Context, environmentId EnvironmentId, key ConfigKey) error
+	// ListConfigEntryVersions List a configuration entry's versions
+	// (GET /api/v1/environments/{environmentId}/configs/{key}/versions)
+	ListConfigEntryVersions(ctx echo.Context, environmentId EnvironmentId, key ConfigKey) error
 	// GetHealth Check service health
 	// (GET /api/v1/health)
 	GetHealth(ctx echo.Context) error
@@ -1179,6 +1516,45 @@ type ServerInterface interface {
 	// RestoreProject Restore an archived project
 	// (POST /api/v1/projects/{projectId}/restore)
 	RestoreProject(ctx echo.Context, projectId ProjectId) error
+	// ListRoleBindings List a project's role bindings
+	// (GET /api/v1/projects/{projectId}/role-bindings)
+	ListRoleBindings(ctx echo.Context, projectId ProjectId, params ListRoleBindingsParams) error
+	// CreateRoleBinding Bind a role to a principal
+	// (POST /api/v1/projects/{projectId}/role-bindings)
+	CreateRoleBinding(ctx echo.Context, projectId ProjectId) error
+	// DeleteRoleBinding Delete a role binding
+	// (DELETE /api/v1/projects/{projectId}/role-bindings/{bindingId})
+	DeleteRoleBinding(ctx echo.Context, projectId ProjectId, bindingId string) error
+	// ListProjectRoles List a project's roles
+	// (GET /api/v1/projects/{projectId}/roles)
+	ListProjectRoles(ctx echo.Context, projectId ProjectId) error
+	// CreateProjectRole Create a project role
+	// (POST /api/v1/projects/{projectId}/roles)
+	CreateProjectRole(ctx echo.Context, projectId ProjectId) error
+	// DeleteProjectRole Delete a project role
+	// (DELETE /api/v1/projects/{projectId}/roles/{roleId})
+	DeleteProjectRole(ctx echo.Context, projectId ProjectId, roleId RoleId, params DeleteProjectRoleParams) error
+	// UpdateProjectRole Change a project role
+	// (PATCH /api/v1/projects/{projectId}/roles/{roleId})
+	UpdateProjectRole(ctx echo.Context, projectId ProjectId, roleId RoleId) error
+	// ListServiceAccounts List a project's service accounts
+	// (GET /api/v1/projects/{projectId}/service-accounts)
+	ListServiceAccounts(ctx echo.Context, projectId ProjectId) error
+	// CreateServiceAccount Create a service account and its first API key
+	// (POST /api/v1/projects/{projectId}/service-accounts)
+	CreateServiceAccount(ctx echo.Context, projectId ProjectId) error
+	// DisableServiceAccount Disable a service account
+	// (POST /api/v1/projects/{projectId}/service-accounts/{accountId}/disable)
+	DisableServiceAccount(ctx echo.Context, projectId ProjectId, accountId AccountId) error
+	// EnableServiceAccount Re-enable a service account
+	// (POST /api/v1/projects/{projectId}/service-accounts/{accountId}/enable)
+	EnableServiceAccount(ctx echo.Context, projectId ProjectId, accountId AccountId) error
+	// CreateServiceAccountKey Mint an additional API key
+	// (POST /api/v1/projects/{projectId}/service-accounts/{accountId}/keys)
+	CreateServiceAccountKey(ctx echo.Context, projectId ProjectId, accountId AccountId) error
+	// RevokeServiceAccountKey Revoke an API key
+	// (POST /api/v1/projects/{projectId}/service-accounts/{accountId}/keys/{keyId}/revoke)
+	RevokeServiceAccountKey(ctx echo.Context, projectId ProjectId, accountId AccountId, keyId string) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -1594,6 +1970,160 @@ func (w *ServerInterfaceWrapper) UpdateUser(ctx echo.Context) error {
 	return err
 }
 
+// Authorize converts echo context to params.
+func (w *ServerInterfaceWrapper) Authorize(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.Authorize(ctx)
+	return err
+}
+
+// ListConfigEntries converts echo context to params.
+func (w *ServerInterfaceWrapper) ListConfigEntries(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "environmentId" -------------
+	var environmentId EnvironmentId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "environmentId", ctx.Param("environmentId"), &environmentId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter environmentId: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListConfigEntriesParams
+	// ------------- Optional query parameter "state" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "state", ctx.QueryParams(), &params.State, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter state: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListConfigEntries(ctx, environmentId, params)
+	return err
+}
+
+// ArchiveConfigEntry converts echo context to params.
+func (w *ServerInterfaceWrapper) ArchiveConfigEntry(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "environmentId" -------------
+	var environmentId EnvironmentId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "environmentId", ctx.Param("environmentId"), &environmentId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter environmentId: %s", err))
+	}
+
+	// ------------- Path parameter "key" -------------
+	var key ConfigKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", ctx.Param("key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter key: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ArchiveConfigEntry(ctx, environmentId, key)
+	return err
+}
+
+// GetConfigEntry converts echo context to params.
+func (w *ServerInterfaceWrapper) GetConfigEntry(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "environmentId" -------------
+	var environmentId EnvironmentId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "environmentId", ctx.Param("environmentId"), &environmentId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter environmentId: %s", err))
+	}
+
+	// ------------- Path parameter "key" -------------
+	var key ConfigKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", ctx.Param("key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter key: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetConfigEntry(ctx, environmentId, key)
+	return err
+}
+
+// PutConfigEntry converts echo context to params.
+func (w *ServerInterfaceWrapper) PutConfigEntry(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "environmentId" -------------
+	var environmentId EnvironmentId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "environmentId", ctx.Param("environmentId"), &environmentId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter environmentId: %s", err))
+	}
+
+	// ------------- Path parameter "key" -------------
+	var key ConfigKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", ctx.Param("key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter key: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PutConfigEntry(ctx, environmentId, key)
+	return err
+}
+
+// RestoreConfigEntry converts echo context to params.
+func (w *ServerInterfaceWrapper) RestoreConfigEntry(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "environmentId" -------------
+	var environmentId EnvironmentId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "environmentId", ctx.Param("environmentId"), &environmentId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter environmentId: %s", err))
+	}
+
+	// ------------- Path parameter "key" -------------
+	var key ConfigKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", ctx.Param("key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter key: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RestoreConfigEntry(ctx, environmentId, key)
+	return err
+}
+
+// ListConfigEntryVersions converts echo context to params.
+func (w *ServerInterfaceWrapper) ListConfigEntryVersions(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "environmentId" -------------
+	var environmentId EnvironmentId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "environmentId", ctx.Param("environmentId"), &environmentId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter environmentId: %s", err))
+	}
+
+	// ------------- Path parameter "key" -------------
+	var key ConfigKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", ctx.Param("key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter key: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListConfigEntryVersions(ctx, environmentId, key)
+	return err
+}
+
 // GetHealth converts echo context to params.
 func (w *ServerInterfaceWrapper) GetHealth(ctx echo.Context) error {
 	var err error
@@ -1831,6 +2361,324 @@ func (w *ServerInterfaceWrapper) RestoreProject(ctx echo.Context) error {
 	return err
 }
 
+// ListRoleBindings converts echo context to params.
+func (w *ServerInterfaceWrapper) ListRoleBindings(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListRoleBindingsParams
+	// ------------- Optional query parameter "principalType" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "principalType", ctx.QueryParams(), &params.PrincipalType, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter principalType: %s", err))
+	}
+
+	// ------------- Optional query parameter "principalId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "principalId", ctx.QueryParams(), &params.PrincipalId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter principalId: %s", err))
+	}
+
+	// ------------- Optional query parameter "roleId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "roleId", ctx.QueryParams(), &params.RoleId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter roleId: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "offset" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", ctx.QueryParams(), &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter offset: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListRoleBindings(ctx, projectId, params)
+	return err
+}
+
+// CreateRoleBinding converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateRoleBinding(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateRoleBinding(ctx, projectId)
+	return err
+}
+
+// DeleteRoleBinding converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteRoleBinding(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "bindingId" -------------
+	var bindingId string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "bindingId", ctx.Param("bindingId"), &bindingId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter bindingId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteRoleBinding(ctx, projectId, bindingId)
+	return err
+}
+
+// ListProjectRoles converts echo context to params.
+func (w *ServerInterfaceWrapper) ListProjectRoles(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListProjectRoles(ctx, projectId)
+	return err
+}
+
+// CreateProjectRole converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateProjectRole(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateProjectRole(ctx, projectId)
+	return err
+}
+
+// DeleteProjectRole converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteProjectRole(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "roleId" -------------
+	var roleId RoleId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "roleId", ctx.Param("roleId"), &roleId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter roleId: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeleteProjectRoleParams
+	// ------------- Optional query parameter "force" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "force", ctx.QueryParams(), &params.Force, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter force: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteProjectRole(ctx, projectId, roleId, params)
+	return err
+}
+
+// UpdateProjectRole converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdateProjectRole(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "roleId" -------------
+	var roleId RoleId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "roleId", ctx.Param("roleId"), &roleId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter roleId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdateProjectRole(ctx, projectId, roleId)
+	return err
+}
+
+// ListServiceAccounts converts echo context to params.
+func (w *ServerInterfaceWrapper) ListServiceAccounts(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListServiceAccounts(ctx, projectId)
+	return err
+}
+
+// CreateServiceAccount converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateServiceAccount(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateServiceAccount(ctx, projectId)
+	return err
+}
+
+// DisableServiceAccount converts echo context to params.
+func (w *ServerInterfaceWrapper) DisableServiceAccount(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "accountId" -------------
+	var accountId AccountId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "accountId", ctx.Param("accountId"), &accountId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter accountId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DisableServiceAccount(ctx, projectId, accountId)
+	return err
+}
+
+// EnableServiceAccount converts echo context to params.
+func (w *ServerInterfaceWrapper) EnableServiceAccount(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "accountId" -------------
+	var accountId AccountId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "accountId", ctx.Param("accountId"), &accountId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter accountId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.EnableServiceAccount(ctx, projectId, accountId)
+	return err
+}
+
+// CreateServiceAccountKey converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateServiceAccountKey(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "accountId" -------------
+	var accountId AccountId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "accountId", ctx.Param("accountId"), &accountId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter accountId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateServiceAccountKey(ctx, projectId, accountId)
+	return err
+}
+
+// RevokeServiceAccountKey converts echo context to params.
+func (w *ServerInterfaceWrapper) RevokeServiceAccountKey(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "accountId" -------------
+	var accountId AccountId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "accountId", ctx.Param("accountId"), &accountId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter accountId: %s", err))
+	}
+
+	// ------------- Path parameter "keyId" -------------
+	var keyId string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "keyId", ctx.Param("keyId"), &keyId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter keyId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RevokeServiceAccountKey(ctx, projectId, accountId, keyId)
+	return err
+}
+
 // This is a simple interface which specifies echo.Route addition functions which
 // are present on both echo.Echo and echo.Group, since we want to allow using
 // either of them for path registration
@@ -1893,6 +2741,26 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.PATCH(options.BaseURL+"/api/v1/projects/:projectId", wrapper.UpdateProject, options.OperationMiddlewares["updateProject"]...)
 	router.POST(options.BaseURL+"/api/v1/projects/:projectId/restore", wrapper.RestoreProject, options.OperationMiddlewares["restoreProject"]...)
 	router.GET(options.BaseURL+"/api/v1/projects/:projectId/audit-logs", wrapper.ListProjectAuditLogs, options.OperationMiddlewares["listProjectAuditLogs"]...)
+	router.GET(options.BaseURL+"/api/v1/projects/:projectId/service-accounts", wrapper.ListServiceAccounts, options.OperationMiddlewares["listServiceAccounts"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/service-accounts", wrapper.CreateServiceAccount, options.OperationMiddlewares["createServiceAccount"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/service-accounts/:accountId/disable", wrapper.DisableServiceAccount, options.OperationMiddlewares["disableServiceAccount"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/service-accounts/:accountId/enable", wrapper.EnableServiceAccount, options.OperationMiddlewares["enableServiceAccount"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/service-accounts/:accountId/keys", wrapper.CreateServiceAccountKey, options.OperationMiddlewares["createServiceAccountKey"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/service-accounts/:accountId/keys/:keyId/revoke", wrapper.RevokeServiceAccountKey, options.OperationMiddlewares["revokeServiceAccountKey"]...)
+	router.GET(options.BaseURL+"/api/v1/environments/:environmentId/configs", wrapper.ListConfigEntries, options.OperationMiddlewares["listConfigEntries"]...)
+	router.DELETE(options.BaseURL+"/api/v1/environments/:environmentId/configs/:key", wrapper.ArchiveConfigEntry, options.OperationMiddlewares["archiveConfigEntry"]...)
+	router.GET(options.BaseURL+"/api/v1/environments/:environmentId/configs/:key", wrapper.GetConfigEntry, options.OperationMiddlewares["getConfigEntry"]...)
+	router.PUT(options.BaseURL+"/api/v1/environments/:environmentId/configs/:key", wrapper.PutConfigEntry, options.OperationMiddlewares["putConfigEntry"]...)
+	router.POST(options.BaseURL+"/api/v1/environments/:environmentId/configs/:key/restore", wrapper.RestoreConfigEntry, options.OperationMiddlewares["restoreConfigEntry"]...)
+	router.GET(options.BaseURL+"/api/v1/environments/:environmentId/configs/:key/versions", wrapper.ListConfigEntryVersions, options.OperationMiddlewares["listConfigEntryVersions"]...)
+	router.GET(options.BaseURL+"/api/v1/projects/:projectId/roles", wrapper.ListProjectRoles, options.OperationMiddlewares["listProjectRoles"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/roles", wrapper.CreateProjectRole, options.OperationMiddlewares["createProjectRole"]...)
+	router.DELETE(options.BaseURL+"/api/v1/projects/:projectId/roles/:roleId", wrapper.DeleteProjectRole, options.OperationMiddlewares["deleteProjectRole"]...)
+	router.PATCH(options.BaseURL+"/api/v1/projects/:projectId/roles/:roleId", wrapper.UpdateProjectRole, options.OperationMiddlewares["updateProjectRole"]...)
+	router.GET(options.BaseURL+"/api/v1/projects/:projectId/role-bindings", wrapper.ListRoleBindings, options.OperationMiddlewares["listRoleBindings"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/role-bindings", wrapper.CreateRoleBinding, options.OperationMiddlewares["createRoleBinding"]...)
+	router.DELETE(options.BaseURL+"/api/v1/projects/:projectId/role-bindings/:bindingId", wrapper.DeleteRoleBinding, options.OperationMiddlewares["deleteRoleBinding"]...)
+	router.POST(options.BaseURL+"/api/v1/authorize", wrapper.Authorize, options.OperationMiddlewares["authorize"]...)
 	router.POST(options.BaseURL+"/api/auth/sign-up/email", wrapper.SignUpEmail, options.OperationMiddlewares["signUpEmail"]...)
 	router.POST(options.BaseURL+"/api/auth/sign-in/email", wrapper.SignInEmail, options.OperationMiddlewares["signInEmail"]...)
 	router.POST(options.BaseURL+"/api/auth/sign-out", wrapper.SignOut, options.OperationMiddlewares["signOut"]...)
@@ -4322,6 +5190,587 @@ func (response UpdateUser403ApplicationProblemPlusJSONResponse) VisitUpdateUserR
 	return err
 }
 
+type AuthorizeRequestObject struct {
+	Body *AuthorizeJSONRequestBody
+}
+
+type AuthorizeResponseObject interface {
+	VisitAuthorizeResponse(w http.ResponseWriter) error
+}
+
+type Authorize200JSONResponse struct {
+	Data AuthorizationDecision `json:"data"`
+}
+
+func (response Authorize200JSONResponse) VisitAuthorizeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Authorize400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response Authorize400ApplicationProblemPlusJSONResponse) VisitAuthorizeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Authorize401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response Authorize401ApplicationProblemPlusJSONResponse) VisitAuthorizeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Authorize403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response Authorize403ApplicationProblemPlusJSONResponse) VisitAuthorizeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Authorize404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response Authorize404ApplicationProblemPlusJSONResponse) VisitAuthorizeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListConfigEntriesRequestObject struct {
+	EnvironmentId EnvironmentId `json:"environmentId"`
+	Params        ListConfigEntriesParams
+}
+
+type ListConfigEntriesResponseObject interface {
+	VisitListConfigEntriesResponse(w http.ResponseWriter) error
+}
+
+type ListConfigEntries200JSONResponse struct {
+	Data []ConfigEntry `json:"data"`
+}
+
+func (response ListConfigEntries200JSONResponse) VisitListConfigEntriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListConfigEntries400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response ListConfigEntries400ApplicationProblemPlusJSONResponse) VisitListConfigEntriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListConfigEntries401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListConfigEntries401ApplicationProblemPlusJSONResponse) VisitListConfigEntriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListConfigEntries403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListConfigEntries403ApplicationProblemPlusJSONResponse) VisitListConfigEntriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListConfigEntries404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListConfigEntries404ApplicationProblemPlusJSONResponse) VisitListConfigEntriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ArchiveConfigEntryRequestObject struct {
+	EnvironmentId EnvironmentId `json:"environmentId"`
+	Key           ConfigKey     `json:"key"`
+}
+
+type ArchiveConfigEntryResponseObject interface {
+	VisitArchiveConfigEntryResponse(w http.ResponseWriter) error
+}
+
+type ArchiveConfigEntry200JSONResponse ConfigEntryResponse
+
+func (response ArchiveConfigEntry200JSONResponse) VisitArchiveConfigEntryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ArchiveConfigEntry401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ArchiveConfigEntry401ApplicationProblemPlusJSONResponse) VisitArchiveConfigEntryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ArchiveConfigEntry403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ArchiveConfigEntry403ApplicationProblemPlusJSONResponse) VisitArchiveConfigEntryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ArchiveConfigEntry404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ArchiveConfigEntry404ApplicationProblemPlusJSONResponse) VisitArchiveConfigEntryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConfigEntryRequestObject struct {
+	EnvironmentId EnvironmentId `json:"environmentId"`
+	Key           ConfigKey     `json:"key"`
+}
+
+type GetConfigEntryResponseObject interface {
+	VisitGetConfigEntryResponse(w http.ResponseWriter) error
+}
+
+type GetConfigEntry200JSONResponse ConfigEntryResponse
+
+func (response GetConfigEntry200JSONResponse) VisitGetConfigEntryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConfigEntry401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetConfigEntry401ApplicationProblemPlusJSONResponse) VisitGetConfigEntryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConfigEntry403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetConfigEntry403ApplicationProblemPlusJSONResponse) VisitGetConfigEntryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConfigEntry404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetConfigEntry404ApplicationProblemPlusJSONResponse) VisitGetConfigEntryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutConfigEntryRequestObject struct {
+	EnvironmentId EnvironmentId `json:"environmentId"`
+	Key           ConfigKey     `json:"key"`
+	Body          *PutConfigEntryJSONRequestBody
+}
+
+type PutConfigEntryResponseObject interface {
+	VisitPutConfigEntryResponse(w http.ResponseWriter) error
+}
+
+type PutConfigEntry200JSONResponse ConfigEntryResponse
+
+func (response PutConfigEntry200JSONResponse) VisitPutConfigEntryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutConfigEntry201JSONResponse ConfigEntryResponse
+
+func (response PutConfigEntry201JSONResponse) VisitPutConfigEntryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutConfigEntry400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response PutConfigEntry400ApplicationProblemPlusJSONResponse) VisitPutConfigEntryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutConfigEntry401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response PutConfigEntry401ApplicationProblemPlusJSONResponse) VisitPutConfigEntryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutConfigEntry403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutConfigEntry403ApplicationProblemPlusJSONResponse) VisitPutConfigEntryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutConfigEntry404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response PutConfigEntry404ApplicationProblemPlusJSONResponse) VisitPutConfigEntryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutConfigEntry409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response PutConfigEntry409ApplicationProblemPlusJSONResponse) VisitPutConfigEntryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestoreConfigEntryRequestObject struct {
+	EnvironmentId EnvironmentId `json:"environmentId"`
+	Key           ConfigKey     `json:"key"`
+}
+
+type RestoreConfigEntryResponseObject interface {
+	VisitRestoreConfigEntryResponse(w http.ResponseWriter) error
+}
+
+type RestoreConfigEntry200JSONResponse ConfigEntryResponse
+
+func (response RestoreConfigEntry200JSONResponse) VisitRestoreConfigEntryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestoreConfigEntry401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response RestoreConfigEntry401ApplicationProblemPlusJSONResponse) VisitRestoreConfigEntryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestoreConfigEntry403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RestoreConfigEntry403ApplicationProblemPlusJSONResponse) VisitRestoreConfigEntryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestoreConfigEntry404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RestoreConfigEntry404ApplicationProblemPlusJSONResponse) VisitRestoreConfigEntryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListConfigEntryVersionsRequestObject struct {
+	EnvironmentId EnvironmentId `json:"environmentId"`
+	Key           ConfigKey     `json:"key"`
+}
+
+type ListConfigEntryVersionsResponseObject interface {
+	VisitListConfigEntryVersionsResponse(w http.ResponseWriter) error
+}
+
+type ListConfigEntryVersions200JSONResponse struct {
+	Data []ConfigVersion `json:"data"`
+}
+
+func (response ListConfigEntryVersions200JSONResponse) VisitListConfigEntryVersionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListConfigEntryVersions401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListConfigEntryVersions401ApplicationProblemPlusJSONResponse) VisitListConfigEntryVersionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListConfigEntryVersions403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListConfigEntryVersions403ApplicationProblemPlusJSONResponse) VisitListConfigEntryVersionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListConfigEntryVersions404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListConfigEntryVersions404ApplicationProblemPlusJSONResponse) VisitListConfigEntryVersionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetHealthRequestObject struct {
 }
 
@@ -5491,6 +6940,1146 @@ func (response RestoreProject404ApplicationProblemPlusJSONResponse) VisitRestore
 	return err
 }
 
+type ListRoleBindingsRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	Params    ListRoleBindingsParams
+}
+
+type ListRoleBindingsResponseObject interface {
+	VisitListRoleBindingsResponse(w http.ResponseWriter) error
+}
+
+type ListRoleBindings200JSONResponse struct {
+	Data []RoleBinding `json:"data"`
+}
+
+func (response ListRoleBindings200JSONResponse) VisitListRoleBindingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRoleBindings400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response ListRoleBindings400ApplicationProblemPlusJSONResponse) VisitListRoleBindingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRoleBindings401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListRoleBindings401ApplicationProblemPlusJSONResponse) VisitListRoleBindingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRoleBindings403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListRoleBindings403ApplicationProblemPlusJSONResponse) VisitListRoleBindingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRoleBindings404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListRoleBindings404ApplicationProblemPlusJSONResponse) VisitListRoleBindingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateRoleBindingRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	Body      *CreateRoleBindingJSONRequestBody
+}
+
+type CreateRoleBindingResponseObject interface {
+	VisitCreateRoleBindingResponse(w http.ResponseWriter) error
+}
+
+type CreateRoleBinding201JSONResponse struct {
+	Data RoleBinding `json:"data"`
+}
+
+func (response CreateRoleBinding201JSONResponse) VisitCreateRoleBindingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateRoleBinding400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRoleBinding400ApplicationProblemPlusJSONResponse) VisitCreateRoleBindingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateRoleBinding401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRoleBinding401ApplicationProblemPlusJSONResponse) VisitCreateRoleBindingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateRoleBinding403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRoleBinding403ApplicationProblemPlusJSONResponse) VisitCreateRoleBindingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateRoleBinding404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRoleBinding404ApplicationProblemPlusJSONResponse) VisitCreateRoleBindingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateRoleBinding409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRoleBinding409ApplicationProblemPlusJSONResponse) VisitCreateRoleBindingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteRoleBindingRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	BindingId string    `json:"bindingId"`
+}
+
+type DeleteRoleBindingResponseObject interface {
+	VisitDeleteRoleBindingResponse(w http.ResponseWriter) error
+}
+
+type DeleteRoleBinding200JSONResponse struct {
+	Data RoleBinding `json:"data"`
+}
+
+func (response DeleteRoleBinding200JSONResponse) VisitDeleteRoleBindingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteRoleBinding401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteRoleBinding401ApplicationProblemPlusJSONResponse) VisitDeleteRoleBindingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteRoleBinding403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteRoleBinding403ApplicationProblemPlusJSONResponse) VisitDeleteRoleBindingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteRoleBinding404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteRoleBinding404ApplicationProblemPlusJSONResponse) VisitDeleteRoleBindingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProjectRolesRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+}
+
+type ListProjectRolesResponseObject interface {
+	VisitListProjectRolesResponse(w http.ResponseWriter) error
+}
+
+type ListProjectRoles200JSONResponse struct {
+	Data []ProjectRole `json:"data"`
+}
+
+func (response ListProjectRoles200JSONResponse) VisitListProjectRolesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProjectRoles401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListProjectRoles401ApplicationProblemPlusJSONResponse) VisitListProjectRolesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProjectRoles403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListProjectRoles403ApplicationProblemPlusJSONResponse) VisitListProjectRolesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProjectRoles404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListProjectRoles404ApplicationProblemPlusJSONResponse) VisitListProjectRolesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateProjectRoleRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	Body      *CreateProjectRoleJSONRequestBody
+}
+
+type CreateProjectRoleResponseObject interface {
+	VisitCreateProjectRoleResponse(w http.ResponseWriter) error
+}
+
+type CreateProjectRole201JSONResponse ProjectRoleResponse
+
+func (response CreateProjectRole201JSONResponse) VisitCreateProjectRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateProjectRole400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateProjectRole400ApplicationProblemPlusJSONResponse) VisitCreateProjectRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateProjectRole401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateProjectRole401ApplicationProblemPlusJSONResponse) VisitCreateProjectRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateProjectRole403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateProjectRole403ApplicationProblemPlusJSONResponse) VisitCreateProjectRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateProjectRole404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateProjectRole404ApplicationProblemPlusJSONResponse) VisitCreateProjectRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateProjectRole409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateProjectRole409ApplicationProblemPlusJSONResponse) VisitCreateProjectRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteProjectRoleRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	RoleId    RoleId    `json:"roleId"`
+	Params    DeleteProjectRoleParams
+}
+
+type DeleteProjectRoleResponseObject interface {
+	VisitDeleteProjectRoleResponse(w http.ResponseWriter) error
+}
+
+type DeleteProjectRole200JSONResponse ProjectRoleResponse
+
+func (response DeleteProjectRole200JSONResponse) VisitDeleteProjectRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteProjectRole400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteProjectRole400ApplicationProblemPlusJSONResponse) VisitDeleteProjectRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteProjectRole401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteProjectRole401ApplicationProblemPlusJSONResponse) VisitDeleteProjectRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteProjectRole403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteProjectRole403ApplicationProblemPlusJSONResponse) VisitDeleteProjectRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteProjectRole404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteProjectRole404ApplicationProblemPlusJSONResponse) VisitDeleteProjectRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteProjectRole409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteProjectRole409ApplicationProblemPlusJSONResponse) VisitDeleteProjectRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateProjectRoleRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	RoleId    RoleId    `json:"roleId"`
+	Body      *UpdateProjectRoleJSONRequestBody
+}
+
+type UpdateProjectRoleResponseObject interface {
+	VisitUpdateProjectRoleResponse(w http.ResponseWriter) error
+}
+
+type UpdateProjectRole200JSONResponse ProjectRoleResponse
+
+func (response UpdateProjectRole200JSONResponse) VisitUpdateProjectRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateProjectRole400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateProjectRole400ApplicationProblemPlusJSONResponse) VisitUpdateProjectRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateProjectRole401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateProjectRole401ApplicationProblemPlusJSONResponse) VisitUpdateProjectRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateProjectRole403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateProjectRole403ApplicationProblemPlusJSONResponse) VisitUpdateProjectRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateProjectRole404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateProjectRole404ApplicationProblemPlusJSONResponse) VisitUpdateProjectRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateProjectRole409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateProjectRole409ApplicationProblemPlusJSONResponse) VisitUpdateProjectRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListServiceAccountsRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+}
+
+type ListServiceAccountsResponseObject interface {
+	VisitListServiceAccountsResponse(w http.ResponseWriter) error
+}
+
+type ListServiceAccounts200JSONResponse struct {
+	Data []ServiceAccount `json:"data"`
+}
+
+func (response ListServiceAccounts200JSONResponse) VisitListServiceAccountsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListServiceAccounts401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListServiceAccounts401ApplicationProblemPlusJSONResponse) VisitListServiceAccountsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListServiceAccounts403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListServiceAccounts403ApplicationProblemPlusJSONResponse) VisitListServiceAccountsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListServiceAccounts404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListServiceAccounts404ApplicationProblemPlusJSONResponse) VisitListServiceAccountsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateServiceAccountRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	Body      *CreateServiceAccountJSONRequestBody
+}
+
+type CreateServiceAccountResponseObject interface {
+	VisitCreateServiceAccountResponse(w http.ResponseWriter) error
+}
+
+type CreateServiceAccount201JSONResponse struct {
+	Data struct {
+		// ApiKey The API key. Shown once; send it as `X-API-Key`.
+		ApiKey ApiKeySecret `json:"apiKey"`
+
+		// CreatedAt UTC, ISO 8601.
+		CreatedAt   Timestamp                    `json:"createdAt"`
+		Description nullable.Nullable[string]    `json:"description"`
+		DisabledAt  nullable.Nullable[time.Time] `json:"disabledAt"`
+
+		// EnvironmentId The environment the account is pinned to; null when it may address all three.
+		EnvironmentId nullable.Nullable[string] `json:"environmentId"`
+		Id            string                    `json:"id"`
+		Keys          []ApiKey                  `json:"keys"`
+		Name          string                    `json:"name"`
+		ProjectId     string                    `json:"projectId"`
+		Scopes        []Permission              `json:"scopes"`
+
+		// UpdatedAt UTC, ISO 8601.
+		UpdatedAt Timestamp `json:"updatedAt"`
+	} `json:"data"`
+}
+
+func (response CreateServiceAccount201JSONResponse) VisitCreateServiceAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateServiceAccount400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateServiceAccount400ApplicationProblemPlusJSONResponse) VisitCreateServiceAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateServiceAccount401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateServiceAccount401ApplicationProblemPlusJSONResponse) VisitCreateServiceAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateServiceAccount403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateServiceAccount403ApplicationProblemPlusJSONResponse) VisitCreateServiceAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateServiceAccount404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateServiceAccount404ApplicationProblemPlusJSONResponse) VisitCreateServiceAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableServiceAccountRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	AccountId AccountId `json:"accountId"`
+}
+
+type DisableServiceAccountResponseObject interface {
+	VisitDisableServiceAccountResponse(w http.ResponseWriter) error
+}
+
+type DisableServiceAccount200JSONResponse ServiceAccountResponse
+
+func (response DisableServiceAccount200JSONResponse) VisitDisableServiceAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableServiceAccount401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response DisableServiceAccount401ApplicationProblemPlusJSONResponse) VisitDisableServiceAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableServiceAccount403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DisableServiceAccount403ApplicationProblemPlusJSONResponse) VisitDisableServiceAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableServiceAccount404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DisableServiceAccount404ApplicationProblemPlusJSONResponse) VisitDisableServiceAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableServiceAccountRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	AccountId AccountId `json:"accountId"`
+}
+
+type EnableServiceAccountResponseObject interface {
+	VisitEnableServiceAccountResponse(w http.ResponseWriter) error
+}
+
+type EnableServiceAccount200JSONResponse ServiceAccountResponse
+
+func (response EnableServiceAccount200JSONResponse) VisitEnableServiceAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableServiceAccount401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response EnableServiceAccount401ApplicationProblemPlusJSONResponse) VisitEnableServiceAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableServiceAccount403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response EnableServiceAccount403ApplicationProblemPlusJSONResponse) VisitEnableServiceAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableServiceAccount404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response EnableServiceAccount404ApplicationProblemPlusJSONResponse) VisitEnableServiceAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateServiceAccountKeyRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	AccountId AccountId `json:"accountId"`
+	Body      *CreateServiceAccountKeyJSONRequestBody
+}
+
+type CreateServiceAccountKeyResponseObject interface {
+	VisitCreateServiceAccountKeyResponse(w http.ResponseWriter) error
+}
+
+type CreateServiceAccountKey201JSONResponse struct {
+	Data struct {
+		// ApiKey The API key. Shown once; send it as `X-API-Key`.
+		ApiKey ApiKeySecret `json:"apiKey"`
+		Key    ApiKey       `json:"key"`
+	} `json:"data"`
+}
+
+func (response CreateServiceAccountKey201JSONResponse) VisitCreateServiceAccountKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateServiceAccountKey400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateServiceAccountKey400ApplicationProblemPlusJSONResponse) VisitCreateServiceAccountKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateServiceAccountKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateServiceAccountKey401ApplicationProblemPlusJSONResponse) VisitCreateServiceAccountKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateServiceAccountKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateServiceAccountKey403ApplicationProblemPlusJSONResponse) VisitCreateServiceAccountKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateServiceAccountKey404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateServiceAccountKey404ApplicationProblemPlusJSONResponse) VisitCreateServiceAccountKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeServiceAccountKeyRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	AccountId AccountId `json:"accountId"`
+	KeyId     string    `json:"keyId"`
+}
+
+type RevokeServiceAccountKeyResponseObject interface {
+	VisitRevokeServiceAccountKeyResponse(w http.ResponseWriter) error
+}
+
+type RevokeServiceAccountKey200JSONResponse struct {
+	Data ApiKey `json:"data"`
+}
+
+func (response RevokeServiceAccountKey200JSONResponse) VisitRevokeServiceAccountKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeServiceAccountKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeServiceAccountKey401ApplicationProblemPlusJSONResponse) VisitRevokeServiceAccountKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeServiceAccountKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeServiceAccountKey403ApplicationProblemPlusJSONResponse) VisitRevokeServiceAccountKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeServiceAccountKey404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeServiceAccountKey404ApplicationProblemPlusJSONResponse) VisitRevokeServiceAccountKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// ChangePassword Change the password
@@ -5583,6 +8172,27 @@ type StrictServerInterface interface {
 	// UpdateUser Update the user's name or picture
 	// (POST /api/auth/update-user)
 	UpdateUser(ctx context.Context, request UpdateUserRequestObject) (UpdateUserResponseObject, error)
+	// Authorize Decide whether a principal holds a permission
+	// (POST /api/v1/authorize)
+	Authorize(ctx context.Context, request AuthorizeRequestObject) (AuthorizeResponseObject, error)
+	// ListConfigEntries List an environment's configuration entries
+	// (GET /api/v1/environments/{environmentId}/configs)
+	ListConfigEntries(ctx context.Context, request ListConfigEntriesRequestObject) (ListConfigEntriesResponseObject, error)
+	// ArchiveConfigEntry Archive a configuration entry
+	// (DELETE /api/v1/environments/{environmentId}/configs/{key})
+	ArchiveConfigEntry(ctx context.Context, request ArchiveConfigEntryRequestObject) (ArchiveConfigEntryResponseObject, error)
+	// GetConfigEntry Read one configuration entry, revealing a secret
+	// (GET /api/v1/environments/{environmentId}/configs/{key})
+	GetConfigEntry(ctx context.Context, request GetConfigEntryRequestObject) (GetConfigEntryResponseObject, error)
+	// PutConfigEntry Create or replace a configuration entry
+	// (PUT /api/v1/environments/{environmentId}/configs/{key})
+	PutConfigEntry(ctx context.Context, request PutConfigEntryRequestObject) (PutConfigEntryResponseObject, error)
+	// RestoreConfigEntry Restore an archived configuration entry
+	// (POST /api/v1/environments/{environmentId}/configs/{key}/restore)
+	RestoreConfigEntry(ctx context.Context, request RestoreConfigEntryRequestObject) (RestoreConfigEntryResponseObject, error)
+	// ListConfigEntryVersions List a configuration entry's versions
+	// (GET /api/v1/environments/{environmentId}/configs/{key}/versions)
+	ListConfigEntryVersions(ctx context.Context, request ListConfigEntryVersionsRequestObject) (ListConfigEntryVersionsResponseObject, error)
 	// GetHealth Check service health
 	// (GET /api/v1/health)
 	GetHealth(ctx context.Context, request GetHealthRequestObject) (GetHealthResponseObject, error)
@@ -5628,6 +8238,45 @@ type StrictServerInterface interface {
 	// RestoreProject Restore an archived project
 	// (POST /api/v1/projects/{projectId}/restore)
 	RestoreProject(ctx context.Context, request RestoreProjectRequestObject) (RestoreProjectResponseObject, error)
+	// ListRoleBindings List a project's role bindings
+	// (GET /api/v1/projects/{projectId}/role-bindings)
+	ListRoleBindings(ctx context.Context, request ListRoleBindingsRequestObject) (ListRoleBindingsResponseObject, error)
+	// CreateRoleBinding Bind a role to a principal
+	// (POST /api/v1/projects/{projectId}/role-bindings)
+	CreateRoleBinding(ctx context.Context, request CreateRoleBindingRequestObject) (CreateRoleBindingResponseObject, error)
+	// DeleteRoleBinding Delete a role binding
+	// (DELETE /api/v1/projects/{projectId}/role-bindings/{bindingId})
+	DeleteRoleBinding(ctx context.Context, request DeleteRoleBindingRequestObject) (DeleteRoleBindingResponseObject, error)
+	// ListProjectRoles List a project's roles
+	// (GET /api/v1/projects/{projectId}/roles)
+	ListProjectRoles(ctx context.Context, request ListProjectRolesRequestObject) (ListProjectRolesResponseObject, error)
+	// CreateProjectRole Create a project role
+	// (POST /api/v1/projects/{projectId}/roles)
+	CreateProjectRole(ctx context.Context, request CreateProjectRoleRequestObject) (CreateProjectRoleResponseObject, error)
+	// DeleteProjectRole Delete a project role
+	// (DELETE /api/v1/projects/{projectId}/roles/{roleId})
+	DeleteProjectRole(ctx context.Context, request DeleteProjectRoleRequestObject) (DeleteProjectRoleResponseObject, error)
+	// UpdateProjectRole Change a project role
+	// (PATCH /api/v1/projects/{projectId}/roles/{roleId})
+	UpdateProjectRole(ctx context.Context, request UpdateProjectRoleRequestObject) (UpdateProjectRoleResponseObject, error)
+	// ListServiceAccounts List a project's service accounts
+	// (GET /api/v1/projects/{projectId}/service-accounts)
+	ListServiceAccounts(ctx context.Context, request ListServiceAccountsRequestObject) (ListServiceAccountsResponseObject, error)
+	// CreateServiceAccount Create a service account and its first API key
+	// (POST /api/v1/projects/{projectId}/service-accounts)
+	CreateServiceAccount(ctx context.Context, request CreateServiceAccountRequestObject) (CreateServiceAccountResponseObject, error)
+	// DisableServiceAccount Disable a service account
+	// (POST /api/v1/projects/{projectId}/service-accounts/{accountId}/disable)
+	DisableServiceAccount(ctx context.Context, request DisableServiceAccountRequestObject) (DisableServiceAccountResponseObject, error)
+	// EnableServiceAccount Re-enable a service account
+	// (POST /api/v1/projects/{projectId}/service-accounts/{accountId}/enable)
+	EnableServiceAccount(ctx context.Context, request EnableServiceAccountRequestObject) (EnableServiceAccountResponseObject, error)
+	// CreateServiceAccountKey Mint an additional API key
+	// (POST /api/v1/projects/{projectId}/service-accounts/{accountId}/keys)
+	CreateServiceAccountKey(ctx context.Context, request CreateServiceAccountKeyRequestObject) (CreateServiceAccountKeyResponseObject, error)
+	// RevokeServiceAccountKey Revoke an API key
+	// (POST /api/v1/projects/{projectId}/service-accounts/{accountId}/keys/{keyId}/revoke)
+	RevokeServiceAccountKey(ctx context.Context, request RevokeServiceAccountKeyRequestObject) (RevokeServiceAccountKeyResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx echo.Context, request any) (any, error)
@@ -6884,6 +9533,231 @@ func (sh *strictHandler) UpdateUser(ctx echo.Context) error {
 	return nil
 }
 
+// Authorize operation middleware
+func (sh *strictHandler) Authorize(ctx echo.Context) error {
+	var request AuthorizeRequestObject
+
+	var body AuthorizeJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.Authorize(ctx.Request().Context(), request.(AuthorizeRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "Authorize")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AuthorizeResponseObject); ok {
+		return validResponse.VisitAuthorizeResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListConfigEntries operation middleware
+func (sh *strictHandler) ListConfigEntries(ctx echo.Context, environmentId EnvironmentId, params ListConfigEntriesParams) error {
+	var request ListConfigEntriesRequestObject
+
+	request.EnvironmentId = environmentId
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListConfigEntries(ctx.Request().Context(), request.(ListConfigEntriesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListConfigEntries")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListConfigEntriesResponseObject); ok {
+		return validResponse.VisitListConfigEntriesResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ArchiveConfigEntry operation middleware
+func (sh *strictHandler) ArchiveConfigEntry(ctx echo.Context, environmentId EnvironmentId, key ConfigKey) error {
+	var request ArchiveConfigEntryRequestObject
+
+	request.EnvironmentId = environmentId
+	request.Key = key
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ArchiveConfigEntry(ctx.Request().Context(), request.(ArchiveConfigEntryRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ArchiveConfigEntry")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ArchiveConfigEntryResponseObject); ok {
+		return validResponse.VisitArchiveConfigEntryResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetConfigEntry operation middleware
+func (sh *strictHandler) GetConfigEntry(ctx echo.Context, environmentId EnvironmentId, key ConfigKey) error {
+	var request GetConfigEntryRequestObject
+
+	request.EnvironmentId = environmentId
+	request.Key = key
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetConfigEntry(ctx.Request().Context(), request.(GetConfigEntryRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetConfigEntry")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetConfigEntryResponseObject); ok {
+		return validResponse.VisitGetConfigEntryResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// PutConfigEntry operation middleware
+func (sh *strictHandler) PutConfigEntry(ctx echo.Context, environmentId EnvironmentId, key ConfigKey) error {
+	var request PutConfigEntryRequestObject
+
+	request.EnvironmentId = environmentId
+	request.Key = key
+
+	var body PutConfigEntryJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.PutConfigEntry(ctx.Request().Context(), request.(PutConfigEntryRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PutConfigEntry")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(PutConfigEntryResponseObject); ok {
+		return validResponse.VisitPutConfigEntryResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RestoreConfigEntry operation middleware
+func (sh *strictHandler) RestoreConfigEntry(ctx echo.Context, environmentId EnvironmentId, key ConfigKey) error {
+	var request RestoreConfigEntryRequestObject
+
+	request.EnvironmentId = environmentId
+	request.Key = key
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RestoreConfigEntry(ctx.Request().Context(), request.(RestoreConfigEntryRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RestoreConfigEntry")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RestoreConfigEntryResponseObject); ok {
+		return validResponse.VisitRestoreConfigEntryResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListConfigEntryVersions operation middleware
+func (sh *strictHandler) ListConfigEntryVersions(ctx echo.Context, environmentId EnvironmentId, key ConfigKey) error {
+	var request ListConfigEntryVersionsRequestObject
+
+	request.EnvironmentId = environmentId
+	request.Key = key
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListConfigEntryVersions(ctx.Request().Context(), request.(ListConfigEntryVersionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListConfigEntryVersions")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListConfigEntryVersionsResponseObject); ok {
+		return validResponse.VisitListConfigEntryVersionsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // GetHealth operation middleware
 func (sh *strictHandler) GetHealth(ctx echo.Context) error {
 	var request GetHealthRequestObject
@@ -7342,6 +10216,459 @@ func (sh *strictHandler) RestoreProject(ctx echo.Context, projectId ProjectId) e
 		return err
 	} else if validResponse, ok := response.(RestoreProjectResponseObject); ok {
 		return validResponse.VisitRestoreProjectResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListRoleBindings operation middleware
+func (sh *strictHandler) ListRoleBindings(ctx echo.Context, projectId ProjectId, params ListRoleBindingsParams) error {
+	var request ListRoleBindingsRequestObject
+
+	request.ProjectId = projectId
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListRoleBindings(ctx.Request().Context(), request.(ListRoleBindingsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListRoleBindings")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListRoleBindingsResponseObject); ok {
+		return validResponse.VisitListRoleBindingsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateRoleBinding operation middleware
+func (sh *strictHandler) CreateRoleBinding(ctx echo.Context, projectId ProjectId) error {
+	var request CreateRoleBindingRequestObject
+
+	request.ProjectId = projectId
+
+	var body CreateRoleBindingJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateRoleBinding(ctx.Request().Context(), request.(CreateRoleBindingRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateRoleBinding")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateRoleBindingResponseObject); ok {
+		return validResponse.VisitCreateRoleBindingResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeleteRoleBinding operation middleware
+func (sh *strictHandler) DeleteRoleBinding(ctx echo.Context, projectId ProjectId, bindingId string) error {
+	var request DeleteRoleBindingRequestObject
+
+	request.ProjectId = projectId
+	request.BindingId = bindingId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteRoleBinding(ctx.Request().Context(), request.(DeleteRoleBindingRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteRoleBinding")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteRoleBindingResponseObject); ok {
+		return validResponse.VisitDeleteRoleBindingResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListProjectRoles operation middleware
+func (sh *strictHandler) ListProjectRoles(ctx echo.Context, projectId ProjectId) error {
+	var request ListProjectRolesRequestObject
+
+	request.ProjectId = projectId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListProjectRoles(ctx.Request().Context(), request.(ListProjectRolesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListProjectRoles")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListProjectRolesResponseObject); ok {
+		return validResponse.VisitListProjectRolesResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateProjectRole operation middleware
+func (sh *strictHandler) CreateProjectRole(ctx echo.Context, projectId ProjectId) error {
+	var request CreateProjectRoleRequestObject
+
+	request.ProjectId = projectId
+
+	var body CreateProjectRoleJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateProjectRole(ctx.Request().Context(), request.(CreateProjectRoleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateProjectRole")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateProjectRoleResponseObject); ok {
+		return validResponse.VisitCreateProjectRoleResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeleteProjectRole operation middleware
+func (sh *strictHandler) DeleteProjectRole(ctx echo.Context, projectId ProjectId, roleId RoleId, params DeleteProjectRoleParams) error {
+	var request DeleteProjectRoleRequestObject
+
+	request.ProjectId = projectId
+	request.RoleId = roleId
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteProjectRole(ctx.Request().Context(), request.(DeleteProjectRoleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteProjectRole")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteProjectRoleResponseObject); ok {
+		return validResponse.VisitDeleteProjectRoleResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// UpdateProjectRole operation middleware
+func (sh *strictHandler) UpdateProjectRole(ctx echo.Context, projectId ProjectId, roleId RoleId) error {
+	var request UpdateProjectRoleRequestObject
+
+	request.ProjectId = projectId
+	request.RoleId = roleId
+
+	var body UpdateProjectRoleJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateProjectRole(ctx.Request().Context(), request.(UpdateProjectRoleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateProjectRole")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(UpdateProjectRoleResponseObject); ok {
+		return validResponse.VisitUpdateProjectRoleResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListServiceAccounts operation middleware
+func (sh *strictHandler) ListServiceAccounts(ctx echo.Context, projectId ProjectId) error {
+	var request ListServiceAccountsRequestObject
+
+	request.ProjectId = projectId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListServiceAccounts(ctx.Request().Context(), request.(ListServiceAccountsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListServiceAccounts")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListServiceAccountsResponseObject); ok {
+		return validResponse.VisitListServiceAccountsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateServiceAccount operation middleware
+func (sh *strictHandler) CreateServiceAccount(ctx echo.Context, projectId ProjectId) error {
+	var request CreateServiceAccountRequestObject
+
+	request.ProjectId = projectId
+
+	var body CreateServiceAccountJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateServiceAccount(ctx.Request().Context(), request.(CreateServiceAccountRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateServiceAccount")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateServiceAccountResponseObject); ok {
+		return validResponse.VisitCreateServiceAccountResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DisableServiceAccount operation middleware
+func (sh *strictHandler) DisableServiceAccount(ctx echo.Context, projectId ProjectId, accountId AccountId) error {
+	var request DisableServiceAccountRequestObject
+
+	request.ProjectId = projectId
+	request.AccountId = accountId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DisableServiceAccount(ctx.Request().Context(), request.(DisableServiceAccountRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DisableServiceAccount")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DisableServiceAccountResponseObject); ok {
+		return validResponse.VisitDisableServiceAccountResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// EnableServiceAccount operation middleware
+func (sh *strictHandler) EnableServiceAccount(ctx echo.Context, projectId ProjectId, accountId AccountId) error {
+	var request EnableServiceAccountRequestObject
+
+	request.ProjectId = projectId
+	request.AccountId = accountId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.EnableServiceAccount(ctx.Request().Context(), request.(EnableServiceAccountRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EnableServiceAccount")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(EnableServiceAccountResponseObject); ok {
+		return validResponse.VisitEnableServiceAccountResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateServiceAccountKey operation middleware
+func (sh *strictHandler) CreateServiceAccountKey(ctx echo.Context, projectId ProjectId, accountId AccountId) error {
+	var request CreateServiceAccountKeyRequestObject
+
+	request.ProjectId = projectId
+	request.AccountId = accountId
+
+	var body CreateServiceAccountKeyJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		if !errors.Is(err, io.EOF) {
+			return err
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateServiceAccountKey(ctx.Request().Context(), request.(CreateServiceAccountKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateServiceAccountKey")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateServiceAccountKeyResponseObject); ok {
+		return validResponse.VisitCreateServiceAccountKeyResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RevokeServiceAccountKey operation middleware
+func (sh *strictHandler) RevokeServiceAccountKey(ctx echo.Context, projectId ProjectId, accountId AccountId, keyId string) error {
+	var request RevokeServiceAccountKeyRequestObject
+
+	request.ProjectId = projectId
+	request.AccountId = accountId
+	request.KeyId = keyId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RevokeServiceAccountKey(ctx.Request().Context(), request.(RevokeServiceAccountKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RevokeServiceAccountKey")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RevokeServiceAccountKeyResponseObject); ok {
+		return validResponse.VisitRevokeServiceAccountKeyResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

@@ -24,6 +24,12 @@ type tenancy struct {
 	project  store.Project
 	members  map[string]testUser // by role
 	stranger testUser
+	// Made through the API by the owner, for operations that address them: a config entry in
+	// the first environment, a service account with its key, an unbound project role and a
+	// binding of the seeded member role.
+	configKey, accountID, keyID, roleID, bindingID string
+	// readerKey is the fixture account's API key (scope project:read); starKey has scope *.
+	readerKey, starKey string
 }
 
 var fixedRoles = []string{RoleOwner, RoleAdmin, RoleDeveloper, RoleBilling, RoleViewer}
@@ -54,7 +60,47 @@ func (a *testApp) newTenancy(t *testing.T) tenancy {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ten.addFixtures(t, a)
 	return ten
+}
+
+// addFixtures creates, through the API, what operations on a project's sub-resources address.
+func (ten *tenancy) addFixtures(t *testing.T, a *testApp) {
+	t.Helper()
+	owner := ten.members[RoleOwner]
+	prj := "/api/v1/projects/" + ten.project.ID
+	call := func(method, path, body string, status int, v any) {
+		t.Helper()
+		a.do(owner.as(request{method: method, path: path, body: body})).decode(t, status, v)
+	}
+	var id struct {
+		Data struct {
+			ID     string `json:"id"`
+			Key    string `json:"key"`
+			APIKey string `json:"apiKey"`
+			Keys   []struct {
+				ID string `json:"id"`
+			} `json:"keys"`
+		} `json:"data"`
+	}
+	call("PUT", "/api/v1/environments/"+ten.project.Environments[0].ID+"/configs/FEATURE_FLAGS", `{"value":{"beta":true}}`, 201, &id)
+	ten.configKey = id.Data.Key
+	call("POST", prj+"/service-accounts", `{"name":"fixture","scopes":["project:read"]}`, 201, &id)
+	ten.accountID, ten.keyID, ten.readerKey = id.Data.ID, id.Data.Keys[0].ID, id.Data.APIKey
+	call("POST", prj+"/service-accounts", `{"name":"fixture-star","scopes":["*"]}`, 201, &id)
+	ten.starKey = id.Data.APIKey
+	call("POST", prj+"/roles", `{"name":"Fixture editor","permissions":["document:write"]}`, 201, &id)
+	ten.roleID = id.Data.ID
+	roles, err := a.store.ListProjectRoles(context.Background(), ten.project.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range roles {
+		if r.Slug == store.ProjectMemberRole {
+			call("POST", prj+"/role-bindings", `{"roleId":"`+r.ID+`","principalType":"user","principalId":"fixture-user"}`, 201, &id)
+			ten.bindingID = id.Data.ID
+		}
+	}
 }
 
 // specOperation is one /api/v1 operation read from the document.
@@ -84,6 +130,11 @@ func (ten tenancy) exampleRequest(t *testing.T, so specOperation, salt int) requ
 		"{organizationId}", ten.org.ID,
 		"{projectId}", ten.project.ID,
 		"{environmentId}", ten.project.Environments[0].ID,
+		"{key}", ten.configKey,
+		"{accountId}", ten.accountID,
+		"{keyId}", ten.keyID,
+		"{roleId}", ten.roleID,
+		"{bindingId}", ten.bindingID,
 	).Replace(so.path)
 	r := request{method: strings.ToUpper(so.method), path: path}
 	if rb := so.op.RequestBody; rb != nil {
@@ -92,13 +143,23 @@ func (ten tenancy) exampleRequest(t *testing.T, so specOperation, salt int) requ
 			t.Fatalf("%s has a JSON body without an example", so.op.OperationID)
 		}
 		body, _ := mt.Example.(map[string]any)
+		// Ids in the example point at the fixture's own records.
 		copied := map[string]any{}
 		for k, v := range body {
+			if str, ok := v.(string); ok {
+				switch {
+				case strings.HasPrefix(str, "prj_"):
+					v = ten.project.ID
+				case strings.HasPrefix(str, "role_"):
+					v = ten.roleID
+				case strings.HasPrefix(str, "env_"):
+					v = ten.project.Environments[0].ID
+				}
+			}
 			copied[k] = v
 		}
-		_, named := copied["name"]
-		if _, slugged := copied["slug"]; slugged || named {
-			copied["slug"] = fmt.Sprintf("slug-%d", salt)
+		if _, ok := mt.Schema.Value.Properties["slug"]; ok {
+			copied["slug"] = fmt.Sprintf("slug-%d", salt) // a fresh slug: creations do not conflict
 		}
 		b, _ := json.Marshal(copied)
 		r.body = string(b)
@@ -117,8 +178,9 @@ func successStatus(op *openapi3.Operation) int {
 	return best
 }
 
-// TestRoleOperationMatrix runs every /api/v1 operation for each fixed role and a non-member and
-// asserts the exact status and title that its x-permission implies. Each call gets a fresh
+// TestRoleOperationMatrix runs every /api/v1 operation for each fixed role, a non-member and two
+// service accounts (scopes `*` and `project:read`) and asserts the exact status and title that
+// its x-permission, x-service-account-permission and x-user-only imply. Each call gets a fresh
 // organization, so that mutations do not disturb the next case.
 func TestRoleOperationMatrix(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
@@ -129,16 +191,39 @@ func TestRoleOperationMatrix(t *testing.T) {
 			if pol.public {
 				continue
 			}
-			callers := append(append([]string{}, fixedRoles...), "non-member")
+			callers := append(append([]string{}, fixedRoles...), "non-member", "key:*", "key:project:read")
 			for _, who := range callers {
 				t.Run(so.op.OperationID+"/"+who, func(t *testing.T) {
 					ten := app.newTenancy(t)
 					salt++
-					caller := ten.stranger
-					if who != "non-member" {
-						caller = ten.members[who]
+					r := ten.exampleRequest(t, so, salt)
+					var res response
+					switch who {
+					case "non-member":
+						res = app.do(ten.stranger.as(r))
+					case "key:*", "key:project:read":
+						key, scopes := ten.starKey, []string{"*"}
+						if who == "key:project:read" {
+							key, scopes = ten.readerKey, []string{PermProjectRead}
+						}
+						res = app.do(withKey(key, r))
+						sa := &ServiceAccountPrincipal{Scopes: scopes}
+						perms := pol.permissions
+						if pol.saPermissions != nil {
+							perms = pol.saPermissions
+						}
+						switch {
+						case pol.userOnly || pol.session:
+							res.wantProblem(t, http.StatusForbidden, "http-403", "A user session is required")
+						case !allowsAll(sa, perms):
+							res.wantProblem(t, http.StatusForbidden, "http-403", "Permission denied")
+						case res.Code != successStatus(so.op):
+							t.Fatalf("status %d, want %d: %s", res.Code, successStatus(so.op), res.Body)
+						}
+						return
+					default:
+						res = app.do(ten.members[who].as(r))
 					}
-					res := app.do(caller.as(ten.exampleRequest(t, so, salt)))
 					switch {
 					case pol.session:
 						if res.Code != successStatus(so.op) {
@@ -157,6 +242,15 @@ func TestRoleOperationMatrix(t *testing.T) {
 			}
 		}
 	})
+}
+
+func allowsAll(sa *ServiceAccountPrincipal, perms []string) bool {
+	for _, p := range perms {
+		if !sa.allows(p) {
+			return false
+		}
+	}
+	return true
 }
 
 func grantsAll(role string, perms []string) bool {

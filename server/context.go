@@ -16,6 +16,8 @@ type requestMeta struct {
 	ID        string
 	IP        string
 	UserAgent string
+	// DecisionID is the id of the /authorize decision the request made, for the access log.
+	DecisionID string
 	// header is the response's header map: strict handlers set cookies through it.
 	header http.Header
 }

@@ -87,16 +87,13 @@ func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 			"ip", requestMetaFrom(req.Context()).IP,
 			"request_id", RequestID(req.Context()),
 		}
-		if d, ok := c.Get(logDecisionIDKey).(string); ok {
+		if d := requestMetaFrom(req.Context()).DecisionID; d != "" {
 			attrs = append(attrs, "decision_id", d)
 		}
 		s.log.InfoContext(req.Context(), "request", attrs...)
 		return nil
 	}
 }
-
-// logDecisionIDKey is the echo context key under which a handler leaves an id for the access log.
-const logDecisionIDKey = "gatehouse.decision_id"
 
 // CORS: the methods and request headers a browser may use cross-origin.
 const (

@@ -20,7 +20,7 @@ const (
 func TestReadmePermissionMatrix(t *testing.T) {
 	app := newTestApp(t, storetest.Backends(t)[0].Open(t), testConfig())
 	var b strings.Builder
-	b.WriteString("| Operation | Method and path | Needs | User only |")
+	b.WriteString("| Operation | Method and path | Users need | Service accounts need |")
 	for _, r := range fixedRoles {
 		b.WriteString(" " + r + " |")
 	}
@@ -41,11 +41,14 @@ func TestReadmePermissionMatrix(t *testing.T) {
 		case pol.session:
 			needs = "session"
 		}
-		userOnly := ""
-		if pol.userOnly {
-			userOnly = "yes"
+		saNeeds := needs
+		switch {
+		case pol.userOnly || pol.session:
+			saNeeds = "refused (user only)"
+		case pol.saPermissions != nil:
+			saNeeds = strings.Join(pol.saPermissions, " + ")
 		}
-		fmt.Fprintf(&b, "| `%s` | `%s %s` | %s | %s |", so.op.OperationID, strings.ToUpper(so.method), so.path, needs, userOnly)
+		fmt.Fprintf(&b, "| `%s` | `%s %s` | %s | %s |", so.op.OperationID, strings.ToUpper(so.method), so.path, needs, saNeeds)
 		for _, r := range fixedRoles {
 			mark := "✓"
 			if !pol.public && !pol.session && !grantsAll(r, pol.permissions) {

@@ -1,8 +1,12 @@
 package server
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"mime"
 	"net/http"
 	"net/mail"
 	"net/url"
@@ -23,6 +27,18 @@ import (
 type validator struct {
 	router routers.Router
 	opts   *openapi3filter.Options
+	// bodies holds, per operation id, the JSON request body's schema compiled once (kin-openapi
+	// would marshal and compile it again on every request).
+	bodies map[string]*jsonBody
+	// paramOpts validates everything but the body, for requests whose body is checked
+	// against a compiled schema.
+	paramOpts *openapi3filter.Options
+}
+
+// jsonBody is an operation's application/json request body.
+type jsonBody struct {
+	required bool
+	schema   *jsonschema.Schema
 }
 
 func newValidator(doc *openapi3.T) (*validator, error) {
@@ -36,10 +52,137 @@ func newValidator(doc *openapi3.T) (*validator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: openapi router: %w", err)
 	}
-	return &validator{router: router, opts: &openapi3filter.Options{
+	bodies, err := compileBodies(doc)
+	if err != nil {
+		return nil, err
+	}
+	opts := &openapi3filter.Options{
 		MultiError:         true,
 		AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
-	}}, nil
+	}
+	paramOpts := *opts
+	paramOpts.ExcludeRequestBody = true
+	return &validator{router: router, bodies: bodies, opts: opts, paramOpts: &paramOpts}, nil
+}
+
+// compileBodies compiles every operation's JSON request body schema, with JSON Schema 2020-12,
+// from the document itself (so "#/components/schemas/…" references resolve), asserting the
+// formats kin-openapi knows (email as redefined above).
+func compileBodies(doc *openapi3.T) (map[string]*jsonBody, error) {
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("server: compile request bodies: %w", err)
+	}
+	var tree any
+	if err := json.Unmarshal(raw, &tree); err != nil {
+		return nil, fmt.Errorf("server: compile request bodies: %w", err)
+	}
+	const base = "urn:gatehouse:openapi.json"
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	for name, f := range openapi3.SchemaStringFormats {
+		c.RegisterFormat(&jsonschema.Format{Name: name, Validate: func(v any) error {
+			if s, ok := v.(string); ok {
+				return f.Validate(s)
+			}
+			return nil
+		}})
+	}
+	c.AssertFormat()
+	if err := c.AddResource(base, tree); err != nil {
+		return nil, fmt.Errorf("server: compile request bodies: %w", err)
+	}
+	out := map[string]*jsonBody{}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.RequestBody == nil || op.RequestBody.Value == nil || op.RequestBody.Value.Content.Get("application/json") == nil {
+				continue
+			}
+			ptr := "/paths/" + pointerToken(path) + "/" + strings.ToLower(method) + "/requestBody/content/application~1json/schema"
+			if op.RequestBody.Ref != "" {
+				ptr = strings.TrimPrefix(op.RequestBody.Ref, "#") + "/content/application~1json/schema"
+			}
+			schema, err := c.Compile(base + "#" + (&url.URL{Fragment: ptr}).EscapedFragment())
+			if err != nil {
+				return nil, fmt.Errorf("server: compile the request body of %s: %w", op.OperationID, err)
+			}
+			out[op.OperationID] = &jsonBody{required: op.RequestBody.Value.Required, schema: schema}
+		}
+	}
+	return out, nil
+}
+
+// pointerToken escapes one JSON pointer token.
+func pointerToken(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// validateBody checks a JSON request body against its compiled schema and leaves it readable
+// for the handler.
+func validateBody(req *http.Request, b *jsonBody) ([]FieldError, error) {
+	var raw []byte
+	if req.Body != nil && req.Body != http.NoBody {
+		var err error
+		if raw, err = io.ReadAll(req.Body); err != nil {
+			return nil, err
+		}
+		req.Body = io.NopCloser(bytes.NewReader(raw))
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		if b.required {
+			return []FieldError{{Path: []string{"body"}, Message: "is required"}}, nil
+		}
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		return []FieldError{{Path: []string{"body"}, Message: parseMessage(true)}}, nil
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return []FieldError{{Path: []string{"body"}, Message: parseMessage(true)}}, nil
+	}
+	err := b.schema.Validate(v)
+	if err == nil {
+		return nil, nil
+	}
+	var verr *jsonschema.ValidationError
+	if !errors.As(err, &verr) {
+		return nil, err
+	}
+	return validationErrors(verr, []string{"body"}), nil
+}
+
+// isJSON reports whether a Content-Type header names application/json.
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/json"
+}
+
+// validationErrors renders a JSON Schema validation error tree: each leaf names its instance
+// location under base.
+func validationErrors(verr *jsonschema.ValidationError, base []string) []FieldError {
+	switch verr.ErrorKind.(type) {
+	case *kind.OneOf, *kind.AnyOf:
+		// Every branch's complaint would confuse more than it helps.
+		return []FieldError{{Path: append(append([]string{}, base...), verr.InstanceLocation...), Message: kindMessage(verr.ErrorKind)}}
+	}
+	if len(verr.Causes) > 0 {
+		var out []FieldError
+		for _, c := range verr.Causes {
+			out = append(out, validationErrors(c, base)...)
+		}
+		return out
+	}
+	path := append(append([]string{}, base...), verr.InstanceLocation...)
+	switch k := verr.ErrorKind.(type) {
+	case *kind.Required:
+		return withProperties(path, k.Missing, "is required")
+	case *kind.AdditionalProperties:
+		return withProperties(path, k.Properties, "is not allowed")
+	}
+	return []FieldError{{Path: path, Message: kindMessage(verr.ErrorKind)}}
 }
 
 // defineFormats registers the string formats kin-openapi does not check by itself. Its format
@@ -84,11 +227,29 @@ func (s *Server) validate(next echo.HandlerFunc) echo.HandlerFunc {
 		input := &openapi3filter.RequestValidationInput{
 			Request: req, PathParams: m.params, Route: m.route, Options: s.validator.opts,
 		}
+		// A JSON body is checked against its compiled schema; other bodies (forms) by kin-openapi.
+		b := s.validator.bodies[m.route.Operation.OperationID]
+		if b != nil && !isJSON(req.Header.Get("Content-Type")) && req.ContentLength != 0 {
+			b = nil
+		}
+		if b != nil {
+			input.Options = s.validator.paramOpts
+		}
+		var errs []FieldError
 		if err := openapi3filter.ValidateRequest(req.Context(), input); err != nil {
-			if errs := fieldErrors(err); len(errs) > 0 {
-				return Validation(errs...)
+			if errs = fieldErrors(err); len(errs) == 0 {
+				return fmt.Errorf("server: validate request: %w", err)
 			}
-			return fmt.Errorf("server: validate request: %w", err)
+		}
+		if b != nil {
+			bodyErrs, err := validateBody(req, b)
+			if err != nil {
+				return fmt.Errorf("server: validate request body: %w", err)
+			}
+			errs = append(errs, bodyErrs...)
+		}
+		if len(errs) > 0 {
+			return Validation(errs...)
 		}
 		return next(c)
 	}

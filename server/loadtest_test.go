@@ -1,0 +1,347 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/store"
+)
+
+// A loopback load harness: runLoad drives a handler served on 127.0.0.1 from a fixed number of
+// keep-alive connections for a fixed time and reports throughput and latency percentiles. It is
+// bounded in every direction: connections (maxLoadConns), time (maxLoadDuration) and requests
+// (maxLoadRequests), and it dials 127.0.0.1 only, whatever URL a request names, and never
+// through a proxy.
+
+const (
+	maxLoadConns    = 256
+	maxLoadDuration = 2 * time.Minute
+	maxLoadRequests = 10_000_000
+)
+
+// loadResult is what one runLoad measured. Requests counts completed requests (errors
+// included) in the measured window, RPS is Requests per second of that window, and P50/P99 are
+// latency percentiles over all of them. Errors counts transport failures and non-2xx answers.
+type loadResult struct {
+	Requests int
+	RPS      float64
+	P50, P99 time.Duration
+	Errors   int
+	// CPU is the process's CPU time (user + system, client and server alike when both run in
+	// this process) over the measured window: CPU / Requests is what one request costs,
+	// whatever else the machine is running.
+	CPU time.Duration
+	// FirstError describes the first error seen, for the benchmark's log.
+	FirstError string
+}
+
+func (r loadResult) String() string {
+	return fmt.Sprintf("%d requests, %.0f req/s, p50 %v, p99 %v, %d errors, %v CPU per request",
+		r.Requests, r.RPS, r.P50, r.P99, r.Errors, r.cpuPerRequest())
+}
+
+// cpuPerRequest is CPU / Requests.
+func (r loadResult) cpuPerRequest() time.Duration {
+	if r.Requests == 0 {
+		return 0
+	}
+	return r.CPU / time.Duration(r.Requests)
+}
+
+// runLoad sends target() requests from conns goroutines, each holding one keep-alive
+// connection, for duration after a short warm-up (duration/10, at most one second, not
+// measured) that opens the connections. target must return a new request each call (the
+// body is consumed) addressed to 127.0.0.1; it is called concurrently.
+func runLoad(tb testing.TB, target func() *http.Request, conns int, duration time.Duration) loadResult {
+	tb.Helper()
+	if conns < 1 || conns > maxLoadConns {
+		tb.Fatalf("runLoad: %d connections, want 1..%d", conns, maxLoadConns)
+	}
+	if duration <= 0 || duration > maxLoadDuration {
+		tb.Fatalf("runLoad: duration %v, want (0, %v]", duration, maxLoadDuration)
+	}
+	client := loopbackClient(conns)
+	defer client.CloseIdleConnections()
+
+	warmup := min(duration/10, time.Second)
+	start := time.Now()
+	measureFrom, deadline := start.Add(warmup), start.Add(warmup+duration)
+	var sent atomic.Int64
+	type worker struct {
+		latencies []time.Duration
+		errors    int
+		firstErr  string
+	}
+	workers := make([]worker, conns)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			me := &workers[w]
+			me.latencies = make([]time.Duration, 0, 4096)
+			buf := make([]byte, 4096)
+			for {
+				begin := time.Now()
+				if !begin.Before(deadline) || sent.Add(1) > maxLoadRequests {
+					return
+				}
+				err := roundTrip(client, target(), buf)
+				if begin.Before(measureFrom) {
+					continue
+				}
+				me.latencies = append(me.latencies, time.Since(begin))
+				if err != nil {
+					if me.errors++; me.firstErr == "" {
+						me.firstErr = err.Error()
+					}
+				}
+			}
+		})
+	}
+	var cpuStart time.Duration
+	wg.Go(func() {
+		time.Sleep(time.Until(measureFrom))
+		cpuStart = processCPU()
+	})
+	wg.Wait()
+	elapsed := time.Since(measureFrom)
+	cpu := processCPU() - cpuStart
+
+	var res loadResult
+	var all []time.Duration
+	for _, w := range workers {
+		all = append(all, w.latencies...)
+		res.Errors += w.errors
+		if res.FirstError == "" {
+			res.FirstError = w.firstErr
+		}
+	}
+	res.Requests, res.CPU = len(all), cpu
+	if res.Requests == 0 {
+		return res
+	}
+	slices.Sort(all)
+	res.RPS = float64(res.Requests) / elapsed.Seconds()
+	res.P50 = all[(len(all)-1)*50/100]
+	res.P99 = all[(len(all)-1)*99/100]
+	return res
+}
+
+// processCPU is the user and system CPU time this process has used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// loopbackClient is an HTTP/1.1 client with conns keep-alive connections that dials
+// 127.0.0.1 only, never through a proxy, and does not follow redirects.
+func loopbackClient(conns int) *http.Client {
+	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	transport := &http.Transport{
+		Proxy: nil, // never the environment's proxy
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil || host != "127.0.0.1" {
+				return nil, fmt.Errorf("runLoad: refusing to dial %q: loopback 127.0.0.1 only", addr)
+			}
+			return dialer.DialContext(ctx, "tcp4", addr)
+		},
+		MaxIdleConns:        conns,
+		MaxIdleConnsPerHost: conns,
+		MaxConnsPerHost:     conns,
+		IdleConnTimeout:     time.Minute,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+	}
+	return &http.Client{Transport: transport, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// roundTrip sends req, reads the whole answer (so the connection is reused) and returns an
+// error for a transport failure or a non-2xx status.
+func roundTrip(client *http.Client, req *http.Request, buf []byte) error {
+	if req.URL.Hostname() != "127.0.0.1" {
+		return fmt.Errorf("request to %s: loopback 127.0.0.1 only", req.URL.Host)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var body strings.Builder
+	for {
+		n, err := resp.Body.Read(buf)
+		if resp.StatusCode/100 != 2 && body.Len() < 512 {
+			body.Write(buf[:n])
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("status %d: %s", resp.StatusCode, body.String())
+	}
+	return nil
+}
+
+// Load benchmark settings; GATEHOUSE_BENCH_DURATION (a Go duration) overrides the time per run.
+const (
+	authorizeLoadConns    = 16
+	authorizeLoadDuration = 5 * time.Second
+)
+
+// BenchmarkAuthorizeLoad starts the real server (server.New behind httptest on 127.0.0.1) on
+// each backend, seeds the RBAC data set (see seedRBAC), gives every project a service account
+// whose API key holds project:read, and drives POST /api/v1/authorize from 16 keep-alive
+// connections for 5 s each for allow and for deny decisions, cycling through every project and
+// principal, each request with its project's key. It reports decisions/s and the p50 and p99
+// latencies in milliseconds. The client runs in the same process, on the same cores.
+//
+//	go test -run '^$' -bench AuthorizeLoad -benchtime 1x ./server/
+func BenchmarkAuthorizeLoad(b *testing.B) {
+	duration := authorizeLoadDuration
+	if v := os.Getenv("GATEHOUSE_BENCH_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatalf("GATEHOUSE_BENCH_DURATION: %v", err)
+		}
+		duration = d
+	}
+	for _, be := range benchBackends(b) {
+		b.Run(be.name, func(b *testing.B) {
+			st := be.open(b)
+			ten := seedRBAC(b, st)
+			srv, err := New(testConfig(), st, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ts := httptest.NewUnstartedServer(srv.Handler())
+			ts.Listener.Close()
+			if ts.Listener, err = net.Listen("tcp4", "127.0.0.1:0"); err != nil {
+				b.Fatal(err)
+			}
+			ts.Start()
+			b.Cleanup(ts.Close)
+			keys := benchAPIKeys(b, srv, st, ten)
+
+			for _, allow := range []bool{true, false} {
+				name := map[bool]string{true: "allow", false: "deny"}[allow]
+				bodies := make([]string, len(ten.principals))
+				for i, p := range ten.principals {
+					perm := benchDenyPermission
+					if allow {
+						perm = p.allowed
+					}
+					bodies[i] = authorizeBody(p.projectID, store.PrincipalUser, p.principalID, perm)
+				}
+				want := fmt.Sprintf(`"allowed":%v`, allow)
+				b.Run(name, func(b *testing.B) {
+					// One checked request first: the load below counts only statuses.
+					checkAuthorize(b, ts.URL, keys[ten.principals[0].projectID], bodies[0], want)
+					var next atomic.Int64
+					target := func() *http.Request {
+						i := int(next.Add(1)) % len(bodies)
+						req, _ := http.NewRequest(http.MethodPost, ts.URL+"/api/v1/authorize", strings.NewReader(bodies[i]))
+						req.Header.Set("Content-Type", "application/json")
+						req.Header.Set("X-API-Key", keys[ten.principals[i].projectID])
+						return req
+					}
+					b.ResetTimer()
+					var res loadResult
+					for b.Loop() {
+						res = runLoad(b, target, authorizeLoadConns, duration)
+					}
+					b.Logf("%s %s: %s", be.name, name, res)
+					if res.Errors > 0 {
+						b.Errorf("%d errors, first: %s", res.Errors, res.FirstError)
+					}
+					b.ReportMetric(res.RPS, "decisions/s")
+					b.ReportMetric(float64(res.P50.Microseconds())/1000, "p50-ms")
+					b.ReportMetric(float64(res.P99.Microseconds())/1000, "p99-ms")
+					b.ReportMetric(float64(res.cpuPerRequest().Microseconds()), "cpu-µs/decision")
+				})
+			}
+		})
+	}
+}
+
+// benchAPIKeys creates, through the API as the organization's owner, one service account per
+// project holding project:read, and returns each project's API key.
+func benchAPIKeys(b *testing.B, srv *Server, st *store.Store, ten benchTenancy) map[string]string {
+	b.Helper()
+	ctx := context.Background()
+	token, err := oauth.NewSessionToken()
+	if err != nil {
+		b.Fatal(err)
+	}
+	sess := store.Session{UserID: ten.owner.ID, TokenHash: oauth.HashToken(token), ExpiresAt: time.Now().Add(time.Hour)}
+	if err := st.InTx(ctx, func(tx *store.Tx) error { return tx.CreateSession(ctx, &sess) }); err != nil {
+		b.Fatal(err)
+	}
+	cookie := srv.sessionCookieName + "=" + oauth.CookieValue(srv.cookieKey, token)
+	keys := map[string]string{}
+	for _, p := range ten.projects {
+		req := httptest.NewRequest(http.MethodPost, "/api/v1/projects/"+p.ID+"/service-accounts",
+			strings.NewReader(`{"name":"authorizer","scopes":["project:read"]}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Cookie", cookie)
+		req.Header.Set("Origin", testBaseURL)
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, req)
+		var out envelope[struct {
+			APIKey string `json:"apiKey"`
+		}]
+		if err := decodeJSON(rec, http.StatusCreated, &out); err != nil {
+			b.Fatalf("create service account: %v", err)
+		}
+		keys[p.ID] = out.Data.APIKey
+	}
+	return keys
+}
+
+// checkAuthorize sends one decision over the network and checks its answer contains want.
+func checkAuthorize(b *testing.B, baseURL, key, body, want string) {
+	b.Helper()
+	req, _ := http.NewRequest(http.MethodPost, baseURL+"/api/v1/authorize", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-API-Key", key)
+	client := loopbackClient(1)
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), want) {
+		b.Fatalf("authorize: %d %s; want 200 with %s", resp.StatusCode, got, want)
+	}
+}
+
+func decodeJSON(rec *httptest.ResponseRecorder, status int, v any) error {
+	if rec.Code != status {
+		return fmt.Errorf("status %d, want %d: %s", rec.Code, status, rec.Body)
+	}
+	return json.Unmarshal(rec.Body.Bytes(), v)
+}
