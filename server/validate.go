@@ -175,14 +175,19 @@ func validationErrors(verr *jsonschema.ValidationError, base []string) []FieldEr
 		}
 		return out
 	}
-	path := append(append([]string{}, base...), verr.InstanceLocation...)
-	switch k := verr.ErrorKind.(type) {
+	return leafErrors(append(append([]string{}, base...), verr.InstanceLocation...), verr.ErrorKind)
+}
+
+// leafErrors renders one failed JSON Schema keyword at path; required and
+// additionalProperties name the properties themselves.
+func leafErrors(path []string, k jsonschema.ErrorKind) []FieldError {
+	switch k := k.(type) {
 	case *kind.Required:
 		return withProperties(path, k.Missing, "is required")
 	case *kind.AdditionalProperties:
 		return withProperties(path, k.Properties, "is not allowed")
 	}
-	return []FieldError{{Path: path, Message: kindMessage(verr.ErrorKind)}}
+	return []FieldError{{Path: path, Message: kindMessage(k)}}
 }
 
 // defineFormats registers the string formats kin-openapi does not check by itself. Its format
@@ -349,13 +354,7 @@ func schemaErrors(e *openapi3.SchemaError, base []string) []FieldError {
 		for len(verr.Causes) == 1 && isWrapperKind(verr.ErrorKind) {
 			verr = verr.Causes[0]
 		}
-		switch k := verr.ErrorKind.(type) {
-		case *kind.Required:
-			return withProperties(path, k.Missing, "is required")
-		case *kind.AdditionalProperties:
-			return withProperties(path, k.Properties, "is not allowed")
-		}
-		return []FieldError{{Path: path, Message: kindMessage(verr.ErrorKind)}}
+		return leafErrors(path, verr.ErrorKind)
 	}
 	if m := unsupportedProperty.FindStringSubmatch(e.Reason); m != nil {
 		// The OpenAPI validator names an unknown property only in its reason.

@@ -217,34 +217,16 @@ func (tx *Tx) updateProject(ctx context.Context, op, id, sets string, args ...an
 // first). No match is an empty slice, not ErrNotFound.
 func (s *Store) ListProjectRoles(ctx context.Context, projectID string) ([]ProjectRole, error) {
 	const op = "list project roles"
-	const query = `SELECT id, project_id, name, slug, description, permissions, created_at, updated_at
-		FROM project_roles WHERE project_id = ? ORDER BY created_at, id`
-	var rows []struct {
-		ID          string  `db:"id"`
-		ProjectID   string  `db:"project_id"`
-		Name        string  `db:"name"`
-		Slug        string  `db:"slug"`
-		Description string  `db:"description"`
-		Permissions string  `db:"permissions"`
-		CreatedAt   sqlTime `db:"created_at"`
-		UpdatedAt   sqlTime `db:"updated_at"`
-	}
+	const query = "SELECT " + projectRoleColumns + " FROM project_roles WHERE project_id = ? ORDER BY created_at, id"
+	var rows []projectRoleRow
 	if err := s.reader.SelectContext(ctx, &rows, s.reader.Rebind(query), projectID); err != nil {
 		return nil, wrapError(op, err)
 	}
 	out := make([]ProjectRole, len(rows))
 	for i, r := range rows {
-		out[i] = ProjectRole{
-			ID:          r.ID,
-			ProjectID:   r.ProjectID,
-			Name:        r.Name,
-			Slug:        r.Slug,
-			Description: r.Description,
-			CreatedAt:   time.Time(r.CreatedAt),
-			UpdatedAt:   time.Time(r.UpdatedAt),
-		}
-		if err := json.Unmarshal([]byte(r.Permissions), &out[i].Permissions); err != nil {
-			return nil, fmt.Errorf("store: %s: project role %s: permissions: %w", op, r.ID, err)
+		var err error
+		if out[i], err = r.projectRole(op); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
