@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -39,6 +40,10 @@ type Config struct {
 	LogLevel  slog.Level
 	// BodyLimit is the largest request body accepted, in bytes.
 	BodyLimit int64
+	// InvitationURL is the accept link of invitation messages, with {id} standing for the
+	// invitation id (GATEHOUSE_INVITATION_URL); its origin must be the base URL or a trusted
+	// origin. Empty means {base_url}/accept-invitation/{id}.
+	InvitationURL string
 	// SecretKey is the 32-byte master key (see LoadSecretKey); keys for cookies and sealing are
 	// derived from it.
 	SecretKey []byte
@@ -102,6 +107,17 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return cfg, &ConfigError{"GATEHOUSE_TRUSTED_PROXIES", fmt.Sprintf("%q is not an IP address or CIDR", p)}
 		}
 		cfg.TrustedProxies = append(cfg.TrustedProxies, prefix)
+	}
+	if v := get("GATEHOUSE_INVITATION_URL", ""); v != "" {
+		u, err := url.Parse(v)
+		if err != nil || !strings.Contains(v, "{id}") {
+			return cfg, &ConfigError{"GATEHOUSE_INVITATION_URL", "want an absolute URL containing {id}"}
+		}
+		origin, err := NormalizeOrigin(u.Scheme + "://" + u.Host)
+		if err != nil || (origin != cfg.BaseURL && !slices.Contains(cfg.TrustedOrigins, origin)) {
+			return cfg, &ConfigError{"GATEHOUSE_INVITATION_URL", "its origin must be GATEHOUSE_BASE_URL or one of GATEHOUSE_TRUSTED_ORIGINS"}
+		}
+		cfg.InvitationURL = v
 	}
 	switch cfg.LogFormat = get("GATEHOUSE_LOG_FORMAT", "text"); cfg.LogFormat {
 	case "text", "json":

@@ -29,6 +29,7 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		"GATEHOUSE_TRUSTED_ORIGINS": {"GATEHOUSE_TRUSTED_ORIGINS": "https://ok.example.com, null"},
 		"GATEHOUSE_TRUSTED_PROXIES": {"GATEHOUSE_TRUSTED_PROXIES": "10.0.0.0/33"},
 		"GATEHOUSE_LOG_FORMAT":      {"GATEHOUSE_LOG_FORMAT": "xml"},
+		"GATEHOUSE_INVITATION_URL":  {"GATEHOUSE_INVITATION_URL": "https://evil.example/join/{id}"},
 		"GATEHOUSE_LOG_LEVEL":       {"GATEHOUSE_LOG_LEVEL": "loud"},
 	}
 	for name, env := range cases {
@@ -92,5 +93,25 @@ func TestLoadSecretKey(t *testing.T) {
 	secure := Config{BaseURL: "https://gatehouse.example.com", DataDir: cfg.DataDir}
 	if _, err := LoadSecretKey(secure, envOf(nil), log); !errors.As(err, &ce) || ce.Var != "GATEHOUSE_SECRET_KEY" {
 		t.Errorf("https without GATEHOUSE_SECRET_KEY: err = %v, want a ConfigError", err)
+	}
+}
+
+func TestInvitationURL(t *testing.T) {
+	cfg, err := ConfigFromEnv(envOf(map[string]string{
+		"GATEHOUSE_TRUSTED_ORIGINS": "https://app.example.com",
+		"GATEHOUSE_INVITATION_URL":  "https://app.example.com/join/{id}?from=mail",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{cfg: cfg}
+	if got := s.invitationAcceptURL("inv_123"); got != "https://app.example.com/join/inv_123?from=mail" {
+		t.Fatalf("accept URL = %q", got)
+	}
+	if got := (&Server{cfg: Config{BaseURL: "http://localhost:8080"}}).invitationAcceptURL("inv_1"); got != "http://localhost:8080/accept-invitation/inv_1" {
+		t.Fatalf("default accept URL = %q", got)
+	}
+	if _, err := ConfigFromEnv(envOf(map[string]string{"GATEHOUSE_INVITATION_URL": "http://localhost:8080/join"})); err == nil {
+		t.Fatal("a template without {id} was accepted")
 	}
 }

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"log/slog"
+	"net/url"
+	"strings"
 	"time"
 )
 
@@ -50,10 +52,14 @@ func (m LogMailer) SendInvitation(ctx context.Context, inv Invitation, acceptURL
 	return nil
 }
 
-// invitationAcceptURL is the link an invitation message carries: {base_url}/accept-invitation/{id},
-// the path better-auth's organization plugin documents for its accept page. The page (served by
-// the product's front end or a later Gatehouse page) signs the user in and calls
+// invitationAcceptURL is the link an invitation message carries: cfg.InvitationURL with {id}
+// replaced by the invitation id (default {base_url}/accept-invitation/{id}). The page there —
+// the product's UI — signs the invitee in and calls
 // POST /api/auth/organization/accept-invitation with the id.
 func (s *Server) invitationAcceptURL(invitationID string) string {
-	return s.cfg.BaseURL + "/accept-invitation/" + invitationID
+	tmpl := s.cfg.InvitationURL
+	if tmpl == "" {
+		tmpl = s.cfg.BaseURL + "/accept-invitation/{id}"
+	}
+	return strings.ReplaceAll(tmpl, "{id}", url.PathEscape(invitationID))
 }
