@@ -3,4 +3,4 @@
 package gen
 
 //go:generate go run github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen -config config.yaml ../openapi/openapi.yaml
-//go:generate go run ../openapi/snapshot -o ../openapi/openapi.json
+//go:generate go run ../openapi/snapshot -origin=${PRODUCTION_ORIGIN} -o ../openapi/openapi.json
