@@ -637,10 +637,9 @@ func (s *Server) AuthLeaveOrganization(ctx context.Context, req gen.AuthLeaveOrg
 
 // removeMember deletes member memberID of om's organization in one transaction: with the
 // organization locked it re-reads the member, applies check (may be nil), refuses to remove
-// the last owner, clears the organization as the caller's active one when the caller is the
-// member, and audits action.
+// the last owner, clears the organization as the active one of every session of the removed
+// user, and audits action.
 func (s *Server) removeMember(ctx context.Context, om orgMembership, memberID, action string, check func(store.Member) error) (store.Member, error) {
-	p := PrincipalFrom(ctx)
 	var target store.Member
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
 		owners, err := tx.CountOwners(ctx, om.org.ID)
@@ -663,10 +662,9 @@ func (s *Server) removeMember(ctx context.Context, om orgMembership, memberID, a
 		if err := tx.RemoveMember(ctx, target.ID); err != nil {
 			return err
 		}
-		if active := p.Session.ActiveOrganizationID; target.UserID == p.ID() && active != nil && *active == om.org.ID {
-			if err := tx.SetActiveOrganization(ctx, p.Session.ID, nil); err != nil {
-				return err
-			}
+		// None of the former member's sessions may keep the organization active.
+		if err := tx.ClearUserActiveOrganization(ctx, target.UserID, om.org.ID); err != nil {
+			return err
 		}
 		return audit(ctx, tx, auditEvent{Action: action, TargetType: "member", TargetID: target.ID,
 			OrganizationID: om.org.ID, Metadata: map[string]any{"userId": target.UserID, "role": target.Role}})

@@ -203,6 +203,20 @@ func (tx *Tx) ClearActiveOrganization(ctx context.Context, orgID string) error {
 	return nil
 }
 
+// ClearUserActiveOrganization clears organization orgID as the active organization of every
+// session of user userID (when the user leaves or is removed from it). Sessions with another
+// active organization, and other users' sessions, are left alone. It never returns ErrNotFound.
+func (tx *Tx) ClearUserActiveOrganization(ctx context.Context, userID, orgID string) error {
+	_, err := tx.tx.ExecContext(ctx,
+		tx.tx.Rebind(`UPDATE sessions SET active_organization_id = NULL, updated_at = ?
+			WHERE user_id = ? AND active_organization_id = ?`),
+		sqlTime(tx.store.Now()), userID, orgID)
+	if err != nil {
+		return wrapError("clear user active organization", err)
+	}
+	return nil
+}
+
 // sessionRow is a sessions row as scanned.
 type sessionRow struct {
 	ID                   string         `db:"id"`

@@ -30,6 +30,7 @@ func runIdentity(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("DeleteSessionByUser", func(t *testing.T) { testDeleteSessionByUser(t, open) })
 	t.Run("DeleteOtherSessions", func(t *testing.T) { testDeleteOtherSessions(t, open) })
 	t.Run("ActiveOrganization", func(t *testing.T) { testActiveOrganization(t, open) })
+	t.Run("ClearUserActiveOrganization", func(t *testing.T) { testClearUserActiveOrganization(t, open) })
 }
 
 // inTx runs fn in a transaction and returns its error.
@@ -661,5 +662,44 @@ func testActiveOrganization(t *testing.T, open func(t *testing.T) *store.Store) 
 	slices.Sort(ids)
 	if want := []string{a1.ID, a2.ID}; !reflect.DeepEqual(ids, want) {
 		t.Errorf("sessions = %v, want %v", ids, want)
+	}
+}
+
+// testClearUserActiveOrganization: only the given user's sessions on that organization lose it.
+func testClearUserActiveOrganization(t *testing.T, open func(t *testing.T) *store.Store) {
+	s := open(t)
+	ctx := testContext(t)
+	ada := mustCreateUser(t, s, "ada-clear@example.com", "")
+	bob := mustCreateUser(t, s, "bob-clear@example.com", "")
+	orgA, orgB := "org_a", "org_b"
+	a1 := mustCreateSession(t, s, ada.ID, "hash-a1", time.Hour, time.Time{})
+	a2 := mustCreateSession(t, s, ada.ID, "hash-a2", time.Hour, time.Time{})
+	b1 := mustCreateSession(t, s, bob.ID, "hash-b1", time.Hour, time.Time{})
+	err := inTx(t, s, func(tx *store.Tx) error {
+		for id, org := range map[string]*string{a1.ID: &orgA, a2.ID: &orgB, b1.ID: &orgA} {
+			if err := tx.SetActiveOrganization(ctx, id, org); err != nil {
+				return err
+			}
+		}
+		return tx.ClearUserActiveOrganization(ctx, ada.ID, orgA)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{a1.ID: "", a2.ID: orgB, b1.ID: orgA}
+	for _, u := range []store.User{ada, bob} {
+		sessions, err := s.ListSessions(ctx, u.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, got := range sessions {
+			active := ""
+			if got.ActiveOrganizationID != nil {
+				active = *got.ActiveOrganizationID
+			}
+			if active != want[got.ID] {
+				t.Errorf("session %s: active organization %q, want %q", got.ID, active, want[got.ID])
+			}
+		}
 	}
 }
