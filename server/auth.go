@@ -243,8 +243,7 @@ func (s *Server) apiKeyPrincipal(ctx context.Context, key string) (*Principal, e
 		return nil, err
 	}
 	now := s.store.Now()
-	if !hmac.Equal(sum, k.SecretHash) || k.RevokedAt != nil || (k.ExpiresAt != nil && !now.Before(*k.ExpiresAt)) ||
-		k.DisabledAt != nil || k.ProjectArchived || k.OrganizationArchived {
+	if !hmac.Equal(sum, k.SecretHash) || !k.Usable(now) || k.ProjectArchived || k.OrganizationArchived {
 		return nil, ErrUnauthenticated
 	}
 	s.touchAPIKey(k.KeyID, k.LastUsedAt, now)
