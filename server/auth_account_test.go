@@ -456,7 +456,7 @@ func TestSignIn(t *testing.T) {
 	})
 }
 
-// authTestClock is a settable clock for throttles, safe for concurrent use.
+// authTestClock is a settable clock (for throttles and the store), safe for concurrent use.
 type authTestClock struct {
 	mu  sync.Mutex
 	now time.Time

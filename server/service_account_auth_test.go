@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -126,7 +125,7 @@ func TestAPIKeyAuthentication(t *testing.T) {
 			}
 		})
 		t.Run("expired key (injected clock)", func(t *testing.T) {
-			clock := &fakeClock{now: time.Now().UTC()}
+			clock := &authTestClock{now: time.Now().UTC()}
 			st, err := store.Open(ctx, b.URL(t), store.WithClock(clock.Now))
 			if err != nil {
 				t.Fatal(err)
@@ -143,7 +142,7 @@ func TestAPIKeyAuthentication(t *testing.T) {
 			if res := app.do(withKey(shortKey, request{method: http.MethodGet, path: path})); res.Code != http.StatusOK {
 				t.Fatalf("before expiry: %d", res.Code)
 			}
-			clock.advance(time.Hour)
+			clock.Advance(time.Hour)
 			app.do(withKey(shortKey, request{method: http.MethodGet, path: path})).
 				wantProblem(t, http.StatusUnauthorized, "http-401", "Authentication required")
 		})
@@ -281,22 +280,4 @@ func TestServiceAccountRevealsWithConfigRead(t *testing.T) {
 			t.Fatalf("%d config.reveal rows, want 1", reveals)
 		}
 	})
-}
-
-// fakeClock is a store clock that tests move by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }
