@@ -1,13 +1,10 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -178,6 +175,14 @@ type matchedRoute struct {
 	route  *routers.Route
 	params map[string]string
 	policy policy
+	// body is the validated JSON body, decoded (nil when there is none).
+	body any
+}
+
+// bodyMember returns one top-level member of the validated JSON body, or nil.
+func (m *matchedRoute) bodyMember(name string) any {
+	members, _ := m.body.(map[string]any)
+	return members[name]
 }
 
 func routeOf(c echo.Context) *matchedRoute {
@@ -370,7 +375,7 @@ func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 		}
 		if sa != nil {
-			if err := s.authorizeServiceAccount(c, sa, scope, m.policy); err != nil {
+			if err := s.authorizeServiceAccount(c.Request(), m, sa, scope); err != nil {
 				return err
 			}
 		} else {
@@ -396,7 +401,7 @@ func (s *Server) scopeRef(c echo.Context, m *matchedRoute) (store.ScopeRef, erro
 	case m.params["organizationId"] != "":
 		return store.ScopeRef{OrganizationID: m.params["organizationId"]}, nil
 	case m.policy.scopeFromBody != "":
-		id, _ := bodyMember(c.Request(), m.policy.scopeFromBody).(string)
+		id, _ := m.bodyMember(m.policy.scopeFromBody).(string)
 		if id == "" {
 			return store.ScopeRef{}, ErrNotFound
 		}
@@ -409,7 +414,7 @@ func (s *Server) scopeRef(c echo.Context, m *matchedRoute) (store.ScopeRef, erro
 // organization-level routes, its project's organization); a pinned one only on its
 // environment, whether named in the path, an environmentId query parameter or body member —
 // checked before the permission; then its scopes must grant every permission.
-func (s *Server) authorizeServiceAccount(c echo.Context, sa *ServiceAccountPrincipal, scope store.Scope, pol policy) error {
+func (s *Server) authorizeServiceAccount(req *http.Request, m *matchedRoute, sa *ServiceAccountPrincipal, scope store.Scope) error {
 	switch {
 	case scope.ProjectID != "" && scope.ProjectID != sa.ProjectID:
 		return ErrPermission
@@ -417,19 +422,18 @@ func (s *Server) authorizeServiceAccount(c echo.Context, sa *ServiceAccountPrinc
 		return ErrPermission
 	}
 	if sa.EnvironmentID != "" {
-		req := c.Request()
 		for _, env := range []string{scope.EnvironmentID, req.URL.Query().Get("environmentId")} {
 			if env != "" && env != sa.EnvironmentID {
 				return ErrEnvScoped
 			}
 		}
-		if env, _ := bodyMember(req, "environmentId").(string); env != "" && env != sa.EnvironmentID {
+		if env, _ := m.bodyMember("environmentId").(string); env != "" && env != sa.EnvironmentID {
 			return ErrEnvScoped
 		}
 	}
-	perms := pol.permissions
-	if pol.saPermissions != nil {
-		perms = pol.saPermissions
+	perms := m.policy.permissions
+	if m.policy.saPermissions != nil {
+		perms = m.policy.saPermissions
 	}
 	for _, perm := range perms {
 		if !sa.allows(perm) {
@@ -437,24 +441,6 @@ func (s *Server) authorizeServiceAccount(c echo.Context, sa *ServiceAccountPrinc
 		}
 	}
 	return nil
-}
-
-// bodyMember returns one top-level member of a JSON request body (nil when absent or not JSON),
-// leaving the body readable for the handler.
-func bodyMember(req *http.Request, name string) any {
-	if req.Body == nil || req.Body == http.NoBody || !strings.HasPrefix(req.Header.Get("Content-Type"), "application/json") {
-		return nil
-	}
-	b, err := io.ReadAll(req.Body)
-	req.Body = io.NopCloser(bytes.NewReader(b))
-	if err != nil {
-		return nil
-	}
-	var members map[string]any
-	if json.Unmarshal(b, &members) != nil {
-		return nil
-	}
-	return members[name]
 }
 
 // authError is a problem that also carries better-auth's code and message.

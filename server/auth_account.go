@@ -89,14 +89,22 @@ func tooManyAttempts(retryAfter time.Duration) *Error {
 		Header: http.Header{"Retry-After": {strconv.Itoa(secs)}}}
 }
 
+// jsonOrForm returns whichever of a JSON and a form-encoded body the request carried.
+func jsonOrForm[T any](jsonBody, formBody *T) (*T, error) {
+	switch {
+	case jsonBody != nil:
+		return jsonBody, nil
+	case formBody != nil:
+		return formBody, nil
+	}
+	return nil, Validation(FieldError{Path: []string{"body"}, Message: "is required"})
+}
+
 // SignUpEmail creates a user with a password and signs them in.
 func (s *Server) SignUpEmail(ctx context.Context, request gen.SignUpEmailRequestObject) (gen.SignUpEmailResponseObject, error) {
-	body := request.JSONBody
-	if body == nil {
-		body = request.FormdataBody
-	}
-	if body == nil {
-		return nil, Validation(FieldError{Path: []string{"body"}, Message: "is required"})
+	body, err := jsonOrForm(request.JSONBody, request.FormdataBody)
+	if err != nil {
+		return nil, err
 	}
 	noStore(ctx)
 	if body.CallbackURL != nil {
@@ -119,12 +127,9 @@ func (s *Server) SignUpEmail(ctx context.Context, request gen.SignUpEmailRequest
 
 // SignInEmail checks an email and password and starts a new session.
 func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequestObject) (gen.SignInEmailResponseObject, error) {
-	body := request.JSONBody
-	if body == nil {
-		body = request.FormdataBody
-	}
-	if body == nil {
-		return nil, Validation(FieldError{Path: []string{"body"}, Message: "is required"})
+	body, err := jsonOrForm(request.JSONBody, request.FormdataBody)
+	if err != nil {
+		return nil, err
 	}
 	noStore(ctx)
 	callback := nullable.NewNullNullable[string]()

@@ -123,41 +123,43 @@ func pointerToken(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
-// validateBody checks a JSON request body against its compiled schema and leaves it readable
+// validateBody checks a JSON request body against its compiled schema and returns it decoded
+// (numbers as json.Number), so later stages need not decode it again. The body stays readable
 // for the handler.
-func validateBody(req *http.Request, b *jsonBody) ([]FieldError, error) {
+func validateBody(req *http.Request, b *jsonBody) (any, []FieldError, error) {
 	var raw []byte
 	if req.Body != nil && req.Body != http.NoBody {
 		var err error
 		if raw, err = io.ReadAll(req.Body); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		req.Body = io.NopCloser(bytes.NewReader(raw))
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		if b.required {
-			return []FieldError{{Path: []string{"body"}, Message: "is required"}}, nil
+			return nil, []FieldError{{Path: []string{"body"}, Message: "is required"}}, nil
 		}
-		return nil, nil
+		return nil, nil, nil
 	}
+	notJSON := []FieldError{{Path: []string{"body"}, Message: parseMessage(true)}}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil || dec.More() {
-		return []FieldError{{Path: []string{"body"}, Message: parseMessage(true)}}, nil
+		return nil, notJSON, nil
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return []FieldError{{Path: []string{"body"}, Message: parseMessage(true)}}, nil
+		return nil, notJSON, nil
 	}
 	err := b.schema.Validate(v)
 	if err == nil {
-		return nil, nil
+		return v, nil, nil
 	}
 	var verr *jsonschema.ValidationError
 	if !errors.As(err, &verr) {
-		return nil, err
+		return nil, nil, err
 	}
-	return validationErrors(verr, []string{"body"}), nil
+	return nil, validationErrors(verr, []string{"body"}), nil
 }
 
 // isJSON reports whether a Content-Type header names application/json.
@@ -234,10 +236,11 @@ func (s *Server) validate(next echo.HandlerFunc) echo.HandlerFunc {
 		if m == nil {
 			return next(c)
 		}
-		errs, err := s.validator.check(c.Request(), m.route, m.params)
+		body, errs, err := s.validator.check(c.Request(), m.route, m.params)
 		if err != nil {
 			return err
 		}
+		m.body = body
 		if len(errs) > 0 {
 			return Validation(errs...)
 		}
@@ -246,9 +249,10 @@ func (s *Server) validate(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // check validates one request against its operation: parameters (and form bodies) with
-// kin-openapi, a JSON body against its compiled schema. It returns the issues found; an error
-// means validation itself failed. The body stays readable for the handler.
-func (v *validator) check(req *http.Request, route *routers.Route, params map[string]string) ([]FieldError, error) {
+// kin-openapi, a JSON body against its compiled schema. It returns the valid JSON body decoded
+// (nil for none) and the issues found; an error means validation itself failed. The body stays
+// readable for the handler.
+func (v *validator) check(req *http.Request, route *routers.Route, params map[string]string) (any, []FieldError, error) {
 	input := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: v.opts}
 	b := v.bodies[route.Operation.OperationID]
 	if b != nil && !isJSON(req.Header.Get("Content-Type")) && req.ContentLength != 0 {
@@ -260,17 +264,18 @@ func (v *validator) check(req *http.Request, route *routers.Route, params map[st
 	var errs []FieldError
 	if err := openapi3filter.ValidateRequest(req.Context(), input); err != nil {
 		if errs = fieldErrors(err); len(errs) == 0 {
-			return nil, fmt.Errorf("server: validate request: %w", err)
+			return nil, nil, fmt.Errorf("server: validate request: %w", err)
 		}
 	}
+	var body any
 	if b != nil {
-		bodyErrs, err := validateBody(req, b)
+		decoded, bodyErrs, err := validateBody(req, b)
 		if err != nil {
-			return nil, fmt.Errorf("server: validate request body: %w", err)
+			return nil, nil, fmt.Errorf("server: validate request body: %w", err)
 		}
-		errs = append(errs, bodyErrs...)
+		body, errs = decoded, append(errs, bodyErrs...)
 	}
-	return errs, nil
+	return body, errs, nil
 }
 
 // fieldErrors flattens kin-openapi's validation errors into problem field errors with path

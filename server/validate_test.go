@@ -104,7 +104,7 @@ func TestFieldErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := v.check(req, route, params)
+			_, got, err := v.check(req, route, params)
 			if err != nil {
 				t.Fatal(err)
 			}
