@@ -115,7 +115,7 @@ func serve(ctx context.Context, cfg server.Config, getenv func(string) string, l
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(srv.Listener(ln)) }()
 	log.Info("gatehouse listening", "addr", ln.Addr().String(), "base_url", cfg.BaseURL, "database", string(st.Dialect()))
 	if ready != nil {
 		ready <- ln.Addr()

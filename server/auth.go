@@ -4,81 +4,16 @@ import (
 	"context"
 	"crypto/hmac"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
-	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/getkin/kin-openapi/routers"
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/store"
 )
-
-// policy is what an operation's x-permission, x-user-only and x-archived-target say.
-type policy struct {
-	// public: x-permission none — no credential is read or required.
-	public bool
-	// session: x-permission session — any signed-in user, no permission.
-	session bool
-	// permissions are all required in the addressed organization.
-	permissions []string
-	// userOnly refuses service accounts whatever their scopes.
-	userOnly bool
-	// archivedTarget lets the operation address an archived record (restore).
-	archivedTarget bool
-	// saPermissions, when set, replace permissions for service accounts
-	// (x-service-account-permission).
-	saPermissions []string
-	// scopeFromBody names the body member that holds the addressed project id.
-	scopeFromBody string
-}
-
-// loadPolicies reads every operation's authorization from the document. An operation without
-// a valid x-permission is an error: nothing is authorized by default.
-func loadPolicies(doc *openapi3.T) (map[string]policy, error) {
-	out := map[string]policy{}
-	for path, item := range doc.Paths.Map() {
-		for method, op := range item.Operations() {
-			var p policy
-			switch v := op.Extensions["x-permission"].(type) {
-			case string:
-				switch v {
-				case "none":
-					p.public = true
-				case "session":
-					p.session = true
-				default:
-					p.permissions = []string{v}
-				}
-			case []any:
-				for _, x := range v {
-					s, ok := x.(string)
-					if !ok {
-						return nil, fmt.Errorf("server: %s %s: x-permission list holds %T", method, path, x)
-					}
-					p.permissions = append(p.permissions, s)
-				}
-			default:
-				return nil, fmt.Errorf("server: %s %s (%s) has no x-permission", method, path, op.OperationID)
-			}
-			if len(p.permissions) == 0 && !p.public && !p.session {
-				return nil, fmt.Errorf("server: %s %s: empty x-permission", method, path)
-			}
-			p.userOnly, _ = op.Extensions["x-user-only"].(bool)
-			p.archivedTarget, _ = op.Extensions["x-archived-target"].(bool)
-			p.scopeFromBody, _ = op.Extensions["x-scope-from-body"].(string)
-			if sa, ok := op.Extensions["x-service-account-permission"].(string); ok {
-				p.saPermissions = []string{sa}
-			}
-			out[op.OperationID] = p
-		}
-	}
-	return out, nil
-}
 
 // PrincipalKind says who is calling.
 type PrincipalKind string
@@ -147,49 +82,6 @@ func setContext(c echo.Context, key, value any) {
 	c.SetRequest(c.Request().WithContext(context.WithValue(c.Request().Context(), key, value)))
 }
 
-// match finds the spec operation of a routed request and keeps it for the later stages. A
-// request echo routed must be a spec operation: one the spec does not describe fails closed
-// with a 500 rather than running unvalidated and unauthorized. Unknown paths and methods fall
-// through to echo's own 404 and 405.
-func (s *Server) match(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if !s.routed[c.Request().Method+" "+c.Path()] {
-			return next(c)
-		}
-		route, params, err := s.validator.findRoute(c.Request())
-		if err != nil {
-			return fmt.Errorf("server: echo route %s %s is not in the spec: %w", c.Request().Method, c.Path(), err)
-		}
-		pol, ok := s.policies[route.Operation.OperationID]
-		if !ok {
-			return fmt.Errorf("server: no policy for %s", route.Operation.OperationID)
-		}
-		c.Set(routeKey, &matchedRoute{route: route, params: params, policy: pol})
-		return next(c)
-	}
-}
-
-const routeKey = "gatehouse.route"
-
-type matchedRoute struct {
-	route  *routers.Route
-	params map[string]string
-	policy policy
-	// body is the validated JSON body, decoded (nil when there is none).
-	body any
-}
-
-// bodyMember returns one top-level member of the validated JSON body, or nil.
-func (m *matchedRoute) bodyMember(name string) any {
-	members, _ := m.body.(map[string]any)
-	return members[name]
-}
-
-func routeOf(c echo.Context) *matchedRoute {
-	m, _ := c.Get(routeKey).(*matchedRoute)
-	return m
-}
-
 // authenticate identifies the caller of a non-public operation. On /api/v1 an X-API-Key header
 // decides alone (the cookie is then never read); otherwise the session cookie does. A
 // cookie-authenticated unsafe request must come from a trusted Origin (or Referer). An
@@ -201,7 +93,12 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		req := c.Request()
-		authSurface := strings.HasPrefix(req.URL.Path, "/api/auth/")
+		if m.policy.surface == surfaceProtocol {
+			// Protocol routes authenticate their clients themselves (fosite), and read the
+			// session through package oauth where a user must be signed in.
+			return next(c)
+		}
+		authSurface := m.policy.surface == surfaceAuthJSON
 		if err := s.checkOrigin(req, authSurface); err != nil {
 			return err
 		}
@@ -328,117 +225,6 @@ func (s *Server) checkOrigin(req *http.Request, authSurface bool) error {
 		return nil
 	case !s.trustedOrigin(origin):
 		return authError(http.StatusForbidden, kindForbidden, "INVALID_ORIGIN", "Invalid origin")
-	}
-	return nil
-}
-
-// authorize enforces the operation's policy on /api/v1: user-only routes, then the addressed
-// organization, project or environment resolved in one query (a user who is not a member gets
-// 404, archived records 404 unless the operation restores them), then — for service accounts —
-// the own-project and environment-pin checks, then the permissions.
-func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		m := routeOf(c)
-		if m == nil || m.policy.public || !strings.HasPrefix(c.Request().URL.Path, "/api/v1/") {
-			return next(c)
-		}
-		ctx := c.Request().Context()
-		p := PrincipalFrom(ctx)
-		sa := p.ServiceAccount
-		if sa != nil && (m.policy.userOnly || m.policy.session) {
-			return ErrUserRequired
-		}
-		if m.policy.session {
-			return next(c)
-		}
-		ref, err := s.scopeRef(c, m)
-		if err != nil {
-			return err
-		}
-		userID := ""
-		if sa == nil {
-			userID = p.ID()
-		}
-		scope, err := s.store.ResolveScope(ctx, ref, userID)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && sa == nil && scope.MemberRole == "") {
-			return ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		if hidden := scope.OrganizationArchived || scope.ProjectArchived; hidden {
-			// A restore may address the archived record itself, never one under an archived parent.
-			restoringItself := m.policy.archivedTarget &&
-				(ref.ProjectID == "" || !scope.OrganizationArchived)
-			if !restoringItself {
-				return ErrNotFound
-			}
-		}
-		if sa != nil {
-			if err := s.authorizeServiceAccount(c.Request(), m, sa, scope); err != nil {
-				return err
-			}
-		} else {
-			for _, perm := range m.policy.permissions {
-				if !roleGrants(scope.MemberRole, perm) {
-					return ErrPermission
-				}
-			}
-		}
-		setContext(c, scopeKey{}, scope)
-		return next(c)
-	}
-}
-
-// scopeRef names what the request addresses: the most specific of the path's environment,
-// project and organization, or the body member the operation names (x-scope-from-body).
-func (s *Server) scopeRef(c echo.Context, m *matchedRoute) (store.ScopeRef, error) {
-	switch {
-	case m.params["environmentId"] != "":
-		return store.ScopeRef{EnvironmentID: m.params["environmentId"]}, nil
-	case m.params["projectId"] != "":
-		return store.ScopeRef{ProjectID: m.params["projectId"]}, nil
-	case m.params["organizationId"] != "":
-		return store.ScopeRef{OrganizationID: m.params["organizationId"]}, nil
-	case m.policy.scopeFromBody != "":
-		id, _ := m.bodyMember(m.policy.scopeFromBody).(string)
-		if id == "" {
-			return store.ScopeRef{}, ErrNotFound
-		}
-		return store.ScopeRef{ProjectID: id}, nil
-	}
-	return store.ScopeRef{}, fmt.Errorf("server: %s needs a permission but addresses no organization", m.route.Operation.OperationID)
-}
-
-// authorizeServiceAccount: a service account acts only on its own project (or, on
-// organization-level routes, its project's organization); a pinned one only on its
-// environment, whether named in the path, an environmentId query parameter or body member —
-// checked before the permission; then its scopes must grant every permission.
-func (s *Server) authorizeServiceAccount(req *http.Request, m *matchedRoute, sa *ServiceAccountPrincipal, scope store.Scope) error {
-	switch {
-	case scope.ProjectID != "" && scope.ProjectID != sa.ProjectID:
-		return ErrPermission
-	case scope.ProjectID == "" && scope.OrganizationID != sa.OrganizationID:
-		return ErrPermission
-	}
-	if sa.EnvironmentID != "" {
-		for _, env := range []string{scope.EnvironmentID, req.URL.Query().Get("environmentId")} {
-			if env != "" && env != sa.EnvironmentID {
-				return ErrEnvScoped
-			}
-		}
-		if env, _ := m.bodyMember("environmentId").(string); env != "" && env != sa.EnvironmentID {
-			return ErrEnvScoped
-		}
-	}
-	perms := m.policy.permissions
-	if m.policy.saPermissions != nil {
-		perms = m.policy.saPermissions
-	}
-	for _, perm := range perms {
-		if !sa.allows(perm) {
-			return ErrPermission
-		}
 	}
 	return nil
 }

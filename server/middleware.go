@@ -2,35 +2,31 @@ package server
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
-	"net/http"
-	"net/netip"
-	"runtime/debug"
-	"strings"
-	"time"
+	"strconv"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 )
 
+// The middleware chain, outermost first: recover → request id → access log → CORS → security
+// headers → body limit → (route) → match the spec operation → authenticate → validate →
+// authorize → handler. Everything but the request id, which validates what it echoes, and the
+// Gatehouse-specific stages is echo's own middleware, configured here.
+
 // recoverer turns a panic into a 500 problem; the panic and its stack are logged with the
-// request id by the error handler's internal-error path.
-func (s *Server) recoverer(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) (err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				if r == http.ErrAbortHandler {
-					panic(r)
-				}
-				s.log.ErrorContext(c.Request().Context(), "panic", "panic", fmt.Sprint(r),
-					"request_id", RequestID(c.Request().Context()), "stack", string(debug.Stack()))
-				err = fmt.Errorf("panic: %v", r)
-				c.Error(err)
-				err = nil
-			}
-		}()
-		return next(c)
-	}
+// request id, and the error handler writes the problem.
+func (s *Server) recoverer() echo.MiddlewareFunc {
+	return middleware.RecoverWithConfig(middleware.RecoverConfig{
+		DisableStackAll: true,
+		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
+			s.log.ErrorContext(c.Request().Context(), "panic", "panic", err.Error(),
+				"request_id", RequestID(c.Request().Context()), "stack", string(stack))
+			return fmt.Errorf("panic: %w", err)
+		},
+	})
 }
 
 // requestID echoes a valid x-request-id (1–128 characters of A-Z a-z 0-9 . _ : -) or generates
@@ -45,7 +41,7 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 		c.Response().Header().Set(echo.HeaderXRequestID, id)
 		req := c.Request()
 		meta := &requestMeta{
-			ID: id, IP: s.clientIP(req), UserAgent: truncate(req.UserAgent(), 512),
+			ID: id, IP: c.RealIP(), UserAgent: truncate(req.UserAgent(), 512),
 			header: c.Response().Header(),
 		}
 		c.SetRequest(req.WithContext(withRequestMeta(req.Context(), meta)))
@@ -68,71 +64,46 @@ func validRequestID(id string) bool {
 
 // accessLog writes one line per request: method, path (never the query string, which may carry
 // codes or tokens), route, status, duration, size, client IP and request id. Credentials and
-// cookies are never logged.
-func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		start := time.Now()
-		err := next(c)
-		if err != nil {
-			c.Error(err)
-		}
-		req, res := c.Request(), c.Response()
-		attrs := []any{
-			"method", req.Method,
-			"path", req.URL.Path,
-			"route", c.Path(),
-			"status", res.Status,
-			"duration_ms", float64(time.Since(start).Microseconds()) / 1000,
-			"bytes", res.Size,
-			"ip", requestMetaFrom(req.Context()).IP,
-			"request_id", RequestID(req.Context()),
-		}
-		if d := requestMetaFrom(req.Context()).DecisionID; d != "" {
-			attrs = append(attrs, "decision_id", d)
-		}
-		s.log.InfoContext(req.Context(), "request", attrs...)
-		return nil
-	}
+// cookies are never logged. Errors are handed to the error handler first, so the line has the
+// status the client got.
+func (s *Server) accessLog() echo.MiddlewareFunc {
+	return middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
+		HandleError: true, LogStatus: true, LogLatency: true, LogResponseSize: true,
+		LogMethod: true, LogURIPath: true, LogRoutePath: true,
+		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
+			ctx := c.Request().Context()
+			attrs := []slog.Attr{
+				slog.String("method", v.Method),
+				slog.String("path", v.URIPath),
+				slog.String("route", v.RoutePath),
+				slog.Int("status", v.Status),
+				slog.Float64("duration_ms", float64(v.Latency.Microseconds())/1000),
+				slog.Int64("bytes", v.ResponseSize),
+				slog.String("ip", requestMetaFrom(ctx).IP),
+				slog.String("request_id", RequestID(ctx)),
+			}
+			if d := requestMetaFrom(ctx).DecisionID; d != "" {
+				attrs = append(attrs, slog.String("decision_id", d))
+			}
+			s.log.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
+			return nil
+		},
+	})
 }
-
-// CORS: the methods and request headers a browser may use cross-origin.
-const (
-	corsMethods = "GET, POST, PUT, PATCH, DELETE, OPTIONS"
-	corsHeaders = "content-type, authorization, x-api-key, x-request-id, idempotency-key"
-)
 
 // cors answers credentialed cross-origin requests only for the base URL and the trusted
 // origins, compared as normalised origins (so "null", an http:// variant of an https origin or
 // a look-alike host never match). A disallowed origin gets no CORS headers at all. Preflights
 // end here with 204.
-func (s *Server) cors(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		req, h := c.Request(), c.Response().Header()
-		origin := req.Header.Get(echo.HeaderOrigin)
-		preflight := req.Method == http.MethodOptions && origin != "" && req.Header.Get(echo.HeaderAccessControlRequestMethod) != ""
-		h.Add(echo.HeaderVary, echo.HeaderOrigin)
-		if preflight {
-			h.Add(echo.HeaderVary, echo.HeaderAccessControlRequestMethod)
-			h.Add(echo.HeaderVary, echo.HeaderAccessControlRequestHeaders)
-		}
-		allowed := origin != "" && s.trustedOrigin(origin)
-		if allowed {
-			h.Set(echo.HeaderAccessControlAllowOrigin, origin)
-			h.Set(echo.HeaderAccessControlAllowCredentials, "true")
-			if !preflight {
-				h.Set(echo.HeaderAccessControlExposeHeaders, "x-request-id, retry-after, etag, location")
-			}
-		}
-		if !preflight {
-			return next(c)
-		}
-		if allowed {
-			h.Set(echo.HeaderAccessControlAllowMethods, corsMethods)
-			h.Set(echo.HeaderAccessControlAllowHeaders, corsHeaders)
-			h.Set(echo.HeaderAccessControlMaxAge, "600")
-		}
-		return c.NoContent(http.StatusNoContent)
-	}
+func (s *Server) cors() echo.MiddlewareFunc {
+	return middleware.CORSWithConfig(middleware.CORSConfig{
+		AllowOriginFunc:  func(origin string) (bool, error) { return s.trustedOrigin(origin), nil },
+		AllowCredentials: true,
+		AllowMethods:     []string{"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"},
+		AllowHeaders:     []string{"content-type", "authorization", "x-api-key", "x-request-id", "idempotency-key"},
+		ExposeHeaders:    []string{"x-request-id", "retry-after", "etag", "location"},
+		MaxAge:           600,
+	})
 }
 
 // trustedOrigin reports whether origin is the base URL or a configured product origin.
@@ -154,66 +125,44 @@ func (s *Server) trustedOrigin(origin string) bool {
 
 // securityHeaders sets the headers every response carries. Pages that need a wider
 // Content-Security-Policy (the explorer) set their own.
-func (s *Server) securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		h := c.Response().Header()
-		h.Set(echo.HeaderXContentTypeOptions, "nosniff")
-		h.Set("Referrer-Policy", "strict-origin-when-cross-origin")
-		h.Set(echo.HeaderXFrameOptions, "DENY")
-		h.Set(echo.HeaderContentSecurityPolicy, "default-src 'none'; frame-ancestors 'none'")
-		if s.cfg.Secure() {
-			h.Set(echo.HeaderStrictTransportSecurity, "max-age=31536000; includeSubDomains")
+func (s *Server) securityHeaders() echo.MiddlewareFunc {
+	secure := middleware.SecureWithConfig(middleware.SecureConfig{
+		ContentTypeNosniff:    "nosniff",
+		XFrameOptions:         "DENY",
+		ContentSecurityPolicy: "default-src 'none'; frame-ancestors 'none'",
+		ReferrerPolicy:        "strict-origin-when-cross-origin",
+	})
+	if !s.cfg.Secure() {
+		return secure
+	}
+	// echo sends HSTS only to requests it sees arriving over TLS; Gatehouse usually sits behind
+	// a TLS-terminating proxy, so an https base URL decides.
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		h := secure(next)
+		return func(c echo.Context) error {
+			c.Response().Header().Set(echo.HeaderStrictTransportSecurity, "max-age=31536000; includeSubDomains")
+			return h(c)
 		}
-		return next(c)
 	}
 }
 
 // bodyLimit refuses request bodies over cfg.BodyLimit with 413, whether announced by
-// Content-Length or discovered while reading.
-func (s *Server) bodyLimit(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		req := c.Request()
-		if req.ContentLength > s.cfg.BodyLimit {
-			return ClientError(http.StatusRequestEntityTooLarge, "Request body too large")
-		}
-		if req.Body != nil && req.Body != http.NoBody {
-			req.Body = http.MaxBytesReader(c.Response(), req.Body, s.cfg.BodyLimit)
-		}
-		return next(c)
-	}
+// Content-Length or discovered while reading (chunked bodies).
+func (s *Server) bodyLimit() echo.MiddlewareFunc {
+	return middleware.BodyLimit(strconv.FormatInt(s.cfg.BodyLimit, 10) + "B")
 }
 
-// clientIP is the peer address, or the right-most untrusted X-Forwarded-For entry when the peer
-// is a trusted proxy.
-func (s *Server) clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
+// ipExtractor finds the client IP: the peer address, or the right-most untrusted
+// X-Forwarded-For entry when the peer is one of the trusted proxies (and the left-most entry
+// when every hop is trusted). Only the configured ranges are trusted: not loopback, link-local
+// or private networks by default.
+func ipExtractor(cfg Config) echo.IPExtractor {
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, p := range cfg.TrustedProxies {
+		addr := p.Addr()
+		opts = append(opts, echo.TrustIPRange(&net.IPNet{IP: net.IP(addr.AsSlice()), Mask: net.CIDRMask(p.Bits(), addr.BitLen())}))
 	}
-	peer, err := netip.ParseAddr(host)
-	if err != nil || !s.trustedProxy(peer.Unmap()) {
-		return host
-	}
-	hops := strings.Split(strings.Join(r.Header.Values(echo.HeaderXForwardedFor), ","), ",")
-	for i := len(hops) - 1; i >= 0; i-- {
-		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
-		if err != nil {
-			break
-		}
-		if !s.trustedProxy(a.Unmap()) {
-			return a.Unmap().String()
-		}
-	}
-	return peer.Unmap().String()
-}
-
-func (s *Server) trustedProxy(a netip.Addr) bool {
-	for _, p := range s.cfg.TrustedProxies {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
+	return echo.ExtractIPFromXFFHeader(opts...)
 }
 
 func truncate(s string, n int) string {

@@ -24,7 +24,7 @@ func TestPinnedAccountBodyEnvironment(t *testing.T) {
 		{"env_prod", ErrPermission}, // own environment: the permission decides
 		{"", ErrPermission},         // no environment named
 	} {
-		m := &matchedRoute{policy: policy{permissions: []string{PermBillingManage}}, body: map[string]any{"environmentId": tc.env}}
+		m := &matchedRoute{operation: &operation{policy: policy{permissions: []string{PermBillingManage}}}, body: map[string]any{"environmentId": tc.env}}
 		err := s.authorizeServiceAccount(httptest.NewRequest("POST", "/", nil), m, sa, scope)
 		if !errors.Is(err, tc.want) {
 			t.Errorf("body environment %q: %v, want %v", tc.env, err, tc.want)

@@ -34,6 +34,11 @@ const (
 	titleNotFound          = "Not found"
 	titleConflict          = "Conflict"
 	titleUnavailable       = "Service unavailable"
+	titleInUse             = "Still in use"
+	titleRecordArchived    = "Archived; restore it first"
+	titleLimit             = "Limit exceeded"
+	titleInvalid           = "Invalid request"
+	titleBodyTooLarge      = "Request body too large"
 	titleInternal          = "Internal server error"
 )
 
@@ -127,7 +132,8 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		return
 	}
 	p := s.toProblem(err, c)
-	if strings.HasPrefix(c.Request().URL.Path, "/api/auth/") && p.Code == "" {
+	surface := surfaceOf(c)
+	if surface == surfaceAuthJSON && p.Code == "" {
 		// better-auth clients read code and message.
 		cp := *p
 		cp.Code, cp.Message = authCode(p.Status), p.Title
@@ -147,16 +153,43 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		Code:      p.Code,
 		Message:   p.Message,
 	}
-	c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
+	var payload any = body
+	contentType := "application/problem+json"
+	if surface == surfaceProtocol {
+		// OAuth clients read RFC 6749 error bodies, not problems.
+		payload, contentType = oauthErrorBody(p), echo.MIMEApplicationJSON
+	}
+	c.Response().Header().Set(echo.HeaderContentType, contentType)
 	c.Response().Header().Set("Cache-Control", "no-store")
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(p.Status)
 		return
 	}
 	c.Response().WriteHeader(p.Status)
-	if werr := jsonEncode(c.Response(), body); werr != nil {
+	if werr := jsonEncode(c.Response(), payload); werr != nil {
 		s.log.DebugContext(c.Request().Context(), "write problem", "err", werr)
 	}
+}
+
+// oauthError is an RFC 6749 section 5.2 error body.
+type oauthError struct {
+	Error       string `json:"error"`
+	Description string `json:"error_description,omitempty"`
+}
+
+// oauthErrorBody renders a failure that reached the error handler from a protocol route
+// (fosite writes the protocol's own errors itself; these are the pipeline's: a panic, an
+// outage, a body over the limit) as RFC 6749 does.
+func oauthErrorBody(p *Error) oauthError {
+	switch {
+	case p.Status == http.StatusUnauthorized:
+		return oauthError{Error: "invalid_client", Description: p.Title}
+	case p.Status == http.StatusServiceUnavailable:
+		return oauthError{Error: "temporarily_unavailable", Description: p.Title}
+	case p.Status >= 500:
+		return oauthError{Error: "server_error", Description: p.Title}
+	}
+	return oauthError{Error: "invalid_request", Description: p.Title}
 }
 
 func (s *Server) toProblem(err error, c echo.Context) *Error {
@@ -171,6 +204,14 @@ func (s *Server) toProblem(err error, c echo.Context) *Error {
 		return ErrNotFound
 	case errors.Is(err, store.ErrConflict):
 		return Conflict(titleConflict)
+	case errors.Is(err, store.ErrInUse):
+		return Conflict(titleInUse)
+	case errors.Is(err, store.ErrArchived):
+		return Conflict(titleRecordArchived)
+	case errors.Is(err, store.ErrLimit):
+		return ClientError(http.StatusBadRequest, titleLimit)
+	case errors.Is(err, store.ErrInvalid):
+		return ClientError(http.StatusBadRequest, titleInvalid)
 	case errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil:
 		// The client went away; nobody reads the answer.
 		return &Error{Status: 499, Kind: kindClientError, Title: "Client closed request"}
@@ -189,6 +230,8 @@ func (s *Server) fromHTTPError(he *echo.HTTPError, c echo.Context) *Error {
 		return ErrUnauthenticated
 	case http.StatusForbidden:
 		return ErrPermission
+	case http.StatusRequestEntityTooLarge:
+		return ClientError(http.StatusRequestEntityTooLarge, titleBodyTooLarge)
 	case http.StatusBadRequest:
 		// Binding errors are rare because the spec validator runs first; their text may quote
 		// the input, so it is not sent.

@@ -28,8 +28,11 @@ type Server struct {
 	store     *store.Store
 	doc       *openapi3.T
 	validator *validator
-	policies  map[string]policy
-	spec      specDocument
+	// operations maps each echo route to the spec operation it serves; policies holds each
+	// operation's policy by operation id.
+	operations operations
+	policies   map[string]policy
+	spec       specDocument
 	// cookieKey signs session cookies; sessionCookieName depends on the base URL's scheme.
 	cookieKey         []byte
 	sessionCookieName string
@@ -45,8 +48,6 @@ type Server struct {
 	ipThrottle      *oauth.Throttle
 	// mailer delivers invitations: cfg.Mailer, or LogMailer by default.
 	mailer Mailer
-	// routed holds "METHOD /path" of every registered route, in echo's path syntax.
-	routed map[string]bool
 	echo   *echo.Echo
 }
 
@@ -75,7 +76,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	policies, err := loadPolicies(doc)
+	ops, err := loadOperations(doc, v)
 	if err != nil {
 		return nil, err
 	}
@@ -91,8 +92,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 		mailer = LogMailer{Log: log}
 	}
 	s := &Server{
-		cfg: cfg, log: log, store: st, doc: doc, validator: v, policies: policies, spec: spec,
-		routed:            map[string]bool{},
+		cfg: cfg, log: log, store: st, doc: doc, validator: v, operations: ops, policies: ops.policies(), spec: spec,
 		cookieKey:         oauth.DeriveKey(cfg.SecretKey, "session-cookie"),
 		sessionCookieName: oauth.SessionCookieName(cfg.Secure()),
 		apiKeyPepper:      oauth.DeriveKey(cfg.SecretKey, "api-key"),
@@ -105,7 +105,9 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
-	e.Use(s.recoverer, s.requestID, s.accessLog, s.cors, s.securityHeaders, s.bodyLimit,
+	e.IPExtractor = ipExtractor(cfg)
+	e.Pre(routeOnEscapedPath)
+	e.Use(s.recoverer(), s.requestID, s.accessLog(), s.cors(), s.securityHeaders(), s.bodyLimit(),
 		s.match, s.authenticate, s.validate, s.authorize)
 
 	gen.RegisterHandlers(e, gen.NewStrictHandler(s, nil))
@@ -114,9 +116,10 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	ui := docsui.New("/api/v1/openapi.json")
 	e.GET("/api/v1/docs", ui.Index)
 	e.GET("/docs/api-reference", ui.Index)
-	e.GET("/docs/assets/:file", ui.Asset)
-	for _, r := range e.Routes() {
-		s.routed[r.Method+" "+r.Path] = true
+	// The explorer's script and styles: static files, deliberately not API operations.
+	assets := e.GET("/docs/assets/:file", ui.Asset)
+	if err := ops.bind(e.Routes(), map[string]bool{routeKey(assets.Method, assets.Path): true}); err != nil {
+		return nil, err
 	}
 	s.echo = e
 	return s, nil
@@ -127,9 +130,9 @@ func (s *Server) Handler() http.Handler { return s.echo }
 
 // Routes lists the registered routes as "METHOD /path" in echo's syntax (":param").
 func (s *Server) Routes() []string {
-	out := make([]string, 0, len(s.routed))
-	for r := range s.routed {
-		out = append(out, r)
+	var out []string
+	for _, r := range s.echo.Routes() {
+		out = append(out, routeKey(r.Method, r.Path))
 	}
 	return out
 }

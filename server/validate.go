@@ -17,7 +17,6 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
-	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/labstack/echo/v4"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -25,8 +24,9 @@ import (
 
 // validator checks requests against the OpenAPI document before any handler runs.
 type validator struct {
-	router routers.Router
-	opts   *openapi3filter.Options
+	// spec is the document as kin-openapi's parameter validator reads it (see newValidator).
+	spec *openapi3.T
+	opts *openapi3filter.Options
 	// bodies holds, per operation id, the JSON request body's schema compiled once (kin-openapi
 	// would marshal and compile it again on every request).
 	bodies map[string]*jsonBody
@@ -45,19 +45,13 @@ func newValidator(doc *openapi3.T) (*validator, error) {
 	defineFormats.Do(func() {
 		openapi3.DefineStringFormatValidator("email", openapi3.NewCallbackValidator(validEmail))
 	})
-	// The router must match any host: the document's servers entry names only one origin.
-	rdoc := *doc
-	rdoc.Servers = nil
 	// kin-openapi validates a 3.1 document's parameters by compiling a JSON Schema 2020-12
 	// validator for every parameter of every request (a third of a request's CPU). JSON bodies
 	// are checked against schemas compiled once (compileBodies); parameters and form bodies use
 	// plain keywords (type, enum, pattern, bounds, lengths) that kin-openapi's own validator,
-	// which compiles nothing per request, checks the same way. The router's copy says so.
-	rdoc.OpenAPI = "3.0.3"
-	router, err := gorillamux.NewRouter(&rdoc)
-	if err != nil {
-		return nil, fmt.Errorf("server: openapi router: %w", err)
-	}
+	// which compiles nothing per request, checks the same way. Its copy of the document says so.
+	spec := *doc
+	spec.OpenAPI = "3.0.3"
 	bodies, err := compileBodies(doc)
 	if err != nil {
 		return nil, err
@@ -68,7 +62,14 @@ func newValidator(doc *openapi3.T) (*validator, error) {
 	}
 	paramOpts := *opts
 	paramOpts.ExcludeRequestBody = true
-	return &validator{router: router, bodies: bodies, opts: opts, paramOpts: &paramOpts}, nil
+	return &validator{spec: &spec, bodies: bodies, opts: opts, paramOpts: &paramOpts}, nil
+}
+
+// route is the operation at path and method in kin-openapi's terms. Echo does the routing:
+// this only names the operation a routed request is validated against.
+func (v *validator) route(path, method string) *routers.Route {
+	item := v.spec.Paths.Value(path)
+	return &routers.Route{Spec: v.spec, Path: path, PathItem: item, Method: method, Operation: item.GetOperation(method)}
 }
 
 // compileBodies compiles every operation's JSON request body schema, with JSON Schema 2020-12,
@@ -213,27 +214,12 @@ func validEmail(s string) error {
 	return nil
 }
 
-// findRoute returns the spec operation of r, or nil when the spec has no such path and method.
-func (v *validator) findRoute(r *http.Request) (*routers.Route, map[string]string, error) {
-	route, params, err := v.router.FindRoute(r)
-	if err != nil {
-		return nil, nil, err
-	}
-	// gorillamux hands back path parameters still percent-encoded.
-	for k, p := range params {
-		if d, err := url.PathUnescape(p); err == nil {
-			params[k] = d
-		}
-	}
-	return route, params, nil
-}
-
 // validate checks a matched operation's parameters and body against the spec. It runs after
 // authentication, so that an anonymous caller learns nothing about the request's shape.
 func (s *Server) validate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		m := routeOf(c)
-		if m == nil {
+		if m == nil || m.policy.surface == surfaceProtocol {
 			return next(c)
 		}
 		body, errs, err := s.validator.check(c.Request(), m.route, m.params)
