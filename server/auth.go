@@ -200,17 +200,22 @@ func (s *Server) sessionPrincipal(req *http.Request) (*Principal, error) {
 
 // checkOrigin refuses cross-site writes. An unsafe request that carries the session cookie (and,
 // on /api/v1, no API key) must name a trusted origin in Origin, or failing that in Referer; one
-// without the cookie is refused only when it names an untrusted origin, which stops login
-// CSRF from browsers while leaving non-browser clients alone.
+// without the cookie is refused when it names an untrusted origin, which stops login CSRF from
+// browsers while leaving non-browser clients (which send no Origin) alone. "Origin: null" —
+// what a browser sends from a sandboxed frame, a data: URL or after a cross-site redirect — is
+// untrusted like any other origin, cookie or not: it could otherwise sign a victim in.
 func (s *Server) checkOrigin(req *http.Request, authSurface bool) error {
 	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		return nil
 	}
+	origin := req.Header.Get(echo.HeaderOrigin)
+	if origin == "null" {
+		return authError(http.StatusForbidden, kindForbidden, "MISSING_OR_NULL_ORIGIN", "Missing or null Origin")
+	}
 	_, cookieErr := req.Cookie(s.sessionCookieName)
 	cookieAuth := cookieErr == nil && (authSurface || req.Header.Get("X-API-Key") == "")
-	origin := req.Header.Get(echo.HeaderOrigin)
-	if origin == "" || origin == "null" {
+	if origin == "" {
 		if ref := req.Header.Get("Referer"); ref != "" {
 			if u, err := url.Parse(ref); err == nil && u.Scheme != "" && u.Host != "" {
 				origin = u.Scheme + "://" + u.Host
@@ -218,7 +223,7 @@ func (s *Server) checkOrigin(req *http.Request, authSurface bool) error {
 		}
 	}
 	switch {
-	case origin == "" || origin == "null":
+	case origin == "":
 		if cookieAuth {
 			return authError(http.StatusForbidden, kindForbidden, "MISSING_OR_NULL_ORIGIN", "Missing or null Origin")
 		}

@@ -60,3 +60,35 @@ func TestCookieWritesNeedTrustedOrigin(t *testing.T) {
 		t.Fatalf("GET without Origin: %d", res.Code)
 	}
 }
+
+// TestNullOriginCannotSignIn: sign-in and sign-up, JSON or form, with "Origin: null" and no
+// cookie are refused before any credential is checked or session made (login CSRF from a
+// sandboxed frame); without any Origin (a non-browser client) they work.
+func TestNullOriginCannotSignIn(t *testing.T) {
+	app := newTestApp(t, storetest.Backends(t)[0].Open(t), testConfig())
+	app.newUser(t, "Ada", "ada@example.com")
+	cases := []struct {
+		name, path, contentType, body string
+	}{
+		{"sign-in json", "/api/auth/sign-in/email", "application/json", `{"email":"ada@example.com","password":"password-ada@example.com"}`},
+		{"sign-in form", "/api/auth/sign-in/email", "application/x-www-form-urlencoded", "email=ada%40example.com&password=password-ada%40example.com"},
+		{"sign-up json", "/api/auth/sign-up/email", "application/json", `{"name":"Eve","email":"eve@example.com","password":"correct horse battery"}`},
+		{"sign-up form", "/api/auth/sign-up/email", "application/x-www-form-urlencoded", "name=Eve&email=eve%40example.com&password=correct+horse+battery"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := app.do(request{method: http.MethodPost, path: tc.path, body: tc.body,
+				headers: map[string]string{"Origin": "null", "Content-Type": tc.contentType}})
+			res.wantProblem(t, http.StatusForbidden, "http-403", "Missing or null Origin")
+			if sc := res.Header().Values("Set-Cookie"); len(sc) > 0 {
+				t.Errorf("refused request set cookies: %v", sc)
+			}
+		})
+	}
+	// Nothing was created by the refused sign-ups; a client without Origin still signs up.
+	res := app.do(request{method: http.MethodPost, path: "/api/auth/sign-up/email",
+		body: `{"name":"Eve","email":"eve@example.com","password":"correct horse battery"}`})
+	if res.Code != http.StatusOK {
+		t.Fatalf("sign-up without Origin = %d %s", res.Code, res.Body)
+	}
+}
