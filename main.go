@@ -16,7 +16,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -106,14 +105,7 @@ func serve(ctx context.Context, cfg server.Config, getenv func(string) string, l
 	if err != nil {
 		return &server.ConfigError{Var: "GATEHOUSE_LISTEN_ADDR", Reason: err.Error()}
 	}
-	hs := &http.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	hs := srv.HTTPServer()
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(srv.Listener(ln)) }()
 	log.Info("gatehouse listening", "addr", ln.Addr().String(), "base_url", cfg.BaseURL, "database", string(st.Dialect()))

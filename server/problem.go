@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -212,6 +213,12 @@ func (s *Server) toProblem(err error, c echo.Context) *Error {
 		return ClientError(http.StatusBadRequest, titleLimit)
 	case errors.Is(err, store.ErrInvalid):
 		return ClientError(http.StatusBadRequest, titleInvalid)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// The connection's read deadline passed while the body was still arriving (ReadTimeout):
+		// the client is slow, the server is fine.
+		s.log.WarnContext(c.Request().Context(), "request body read timed out",
+			"method", c.Request().Method, "route", c.Path(), "request_id", RequestID(c.Request().Context()))
+		return &Error{Status: http.StatusRequestTimeout, Kind: kindClientError, Title: "Request timeout"}
 	case errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil:
 		// The client went away; nobody reads the answer.
 		return &Error{Status: 499, Kind: kindClientError, Title: "Client closed request"}

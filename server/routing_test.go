@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -161,5 +162,63 @@ func TestPathParametersDecodeOnce(t *testing.T) {
 	res := app.do(ten.members[RoleOwner].as(request{method: "GET", path: "/api/v1/organizations/" + strings.Replace(ten.org.ID, "_", "%5F", 1)}))
 	if res.Code != 200 {
 		t.Fatalf("an escaped form of the organization's own id = %d %s", res.Code, res.Body)
+	}
+}
+
+// TestOversizeChunkedBodyIs413: a body over the limit sent without Content-Length (chunked) is
+// refused with the same 413 problem as a declared one, and nothing is logged as an error.
+func TestOversizeChunkedBodyIs413(t *testing.T) {
+	app := newTestApp(t, storetest.Backends(t)[0].Open(t), testConfig())
+	addr := serveLoopback(t, app)
+	big := `{"name":"` + strings.Repeat("a", 1<<20+10) + `","email":"x@example.com","password":"correct horse battery"}`
+	var chunked strings.Builder
+	for rest := big; rest != ""; {
+		n := min(len(rest), 64<<10)
+		fmt.Fprintf(&chunked, "%x\r\n%s\r\n", n, rest[:n])
+		rest = rest[n:]
+	}
+	chunked.WriteString("0\r\n\r\n")
+	ada := app.newFixtureUser(t, "Ada", "ada@example.com")
+	signedIn := "Cookie: " + ada.Cookie + "\r\nOrigin: " + testBaseURL + "\r\n"
+	for path, auth := range map[string]string{"/api/auth/sign-up/email": "", "/api/v1/organizations": signedIn} {
+		res, body := rawRequest(t, addr, "POST "+path+" HTTP/1.1\r\nHost: x\r\n"+auth+"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"+chunked.String())
+		if res.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Fatalf("%s: status %d, want 413; body %s", path, res.StatusCode, body)
+		}
+		if p := decodeWireProblem(t, res, body); p.Type != testBaseURL+"/problems/http-4xx" || p.Title != "Request body too large" {
+			t.Errorf("%s: problem %+v", path, p)
+		}
+	}
+	if strings.Contains(app.logs.String(), "level=ERROR") {
+		t.Errorf("errors logged:\n%s", app.logs.String())
+	}
+}
+
+// TestSlowBodyIs408: a client that stops sending its body gets 408 (a problem) once the read
+// deadline passes, logged as a warning, never a 500.
+func TestSlowBodyIs408(t *testing.T) {
+	app := newTestApp(t, storetest.Backends(t)[0].Open(t), testConfig())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := app.srv.HTTPServer()
+	hs.ReadTimeout = 300 * time.Millisecond // the production value is ReadTimeout
+	go func() { _ = hs.Serve(app.srv.Listener(ln)) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	ada := app.newFixtureUser(t, "Ada", "ada@example.com")
+	signedIn := "Cookie: " + ada.Cookie + "\r\nOrigin: " + testBaseURL + "\r\n"
+	for path, auth := range map[string]string{"/api/auth/sign-up/email": "", "/api/v1/organizations": signedIn} {
+		res, body := rawRequest(t, ln.Addr().String(), "POST "+path+" HTTP/1.1\r\nHost: x\r\n"+auth+"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"name\":")
+		if res.StatusCode != http.StatusRequestTimeout {
+			t.Fatalf("%s: status %d, want 408; body %s", path, res.StatusCode, body)
+		}
+		if p := decodeWireProblem(t, res, body); p.Type != testBaseURL+"/problems/http-4xx" || p.Title != "Request timeout" {
+			t.Errorf("%s: problem %+v", path, p)
+		}
+	}
+	logs := app.logs.String()
+	if strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "level=WARN msg=\"request body read timed out\"") {
+		t.Errorf("logs:\n%s", logs)
 	}
 }
