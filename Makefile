@@ -17,7 +17,10 @@ run: assets
 build: assets
 	$(GO) build -o $(BIN) .
 
-## test: every Go test (store suite on SQLite, and on PostgreSQL when GATEHOUSE_TEST_POSTGRES_URL is set)
+## test: every Go test (store suite on SQLite, and on PostgreSQL when GATEHOUSE_TEST_POSTGRES_URL is set),
+## including the real clients in e2e/: better-auth's browser client, the openapi-typescript +
+## openapi-fetch client type-checked with tsc --strict, and oapi-codegen's Go client, the last
+## two generated from the committed openapi/openapi.json (node and npm ci are required)
 test: assets
 	GATEHOUSE_REQUIRE_NODE_E2E=1 $(GO) test -race -count=1 ./...
 
@@ -37,15 +40,17 @@ $(SCALAR_BUNDLE): node_modules/.package-lock.json
 	@cmp -s node_modules/@scalar/api-reference/dist/browser/standalone.js $@ || \
 		cp node_modules/@scalar/api-reference/dist/browser/standalone.js $@
 
-## generate: regenerate gen/ and the committed snapshot openapi/openapi.json from openapi/openapi.yaml
+## generate: regenerate gen/ and the committed snapshot openapi/openapi.json from openapi/openapi.yaml,
+## then the end-to-end tests' Go client e2e/goclient/ from that snapshot
 generate:
 	PRODUCTION_ORIGIN=$(PRODUCTION_ORIGIN) $(GO) generate ./gen/...
+	$(GO) generate ./e2e/goclient/...
 
 ## check: generation drift, formatting, vet, staticcheck, spec lint, migration parity
 check: assets
 	@$(MAKE) --no-print-directory generate
-	@git diff --exit-code -- gen openapi/openapi.json || { echo "check: gen/ or openapi/openapi.json is stale: run make generate and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- gen openapi)" || { git status --porcelain -- gen openapi; echo "check: untracked generated files"; exit 1; }
+	@git diff --exit-code -- gen openapi/openapi.json e2e/goclient || { echo "check: gen/, openapi/openapi.json or e2e/goclient/ is stale: run make generate and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- gen openapi e2e/goclient)" || { git status --porcelain -- gen openapi e2e/goclient; echo "check: untracked generated files"; exit 1; }
 	@fmt=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$fmt" || { echo "check: gofmt needed:"; echo "$$fmt"; exit 1; }
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...

@@ -509,7 +509,9 @@ type AuthSignInEmailBody struct {
 	CallbackURL *string             `json:"callbackURL,omitempty"`
 	Email       openapi_types.Email `json:"email"`
 	Password    string              `json:"password"`
-	RememberMe  *bool               `json:"rememberMe,omitempty"`
+
+	// RememberMe Defaults to true: the cookie outlives the browser session.
+	RememberMe *bool `json:"rememberMe,omitempty"`
 }
 
 // AuthSignInResponse defines model for AuthSignInResponse.
@@ -595,15 +597,17 @@ type ConfigEntry struct {
 	// UpdatedAt UTC, ISO 8601.
 	UpdatedAt Timestamp `json:"updatedAt"`
 
-	// Value Any JSON value; null when masked.
-	Value   interface{} `json:"value"`
-	Version int         `json:"version"`
+	// Value Any JSON value, exactly as stored (numbers keep every digit); null when masked.
+	Value   json.RawMessage `json:"value"`
+	Version int             `json:"version"`
 }
 
 // ConfigEntryPut defines model for ConfigEntryPut.
 type ConfigEntryPut struct {
 	Description *string `json:"description,omitempty"`
-	Secret      *bool   `json:"secret,omitempty"`
+
+	// Secret Encrypt the value at rest and mask it in lists and write responses. Defaults to false.
+	Secret *bool `json:"secret,omitempty"`
 
 	// Value Any JSON value, at most 64 KiB encoded; stored exactly as sent (numbers keep every digit).
 	Value json.RawMessage `json:"value"`
@@ -623,9 +627,9 @@ type ConfigVersion struct {
 	Masked      bool                      `json:"masked"`
 	Secret      bool                      `json:"secret"`
 
-	// Value The value written, or null for secrets.
-	Value   interface{} `json:"value"`
-	Version int         `json:"version"`
+	// Value The value written, exactly as stored (numbers keep every digit), or null for secrets.
+	Value   json.RawMessage `json:"value"`
+	Version int             `json:"version"`
 }
 
 // Environment defines model for Environment.
@@ -1124,7 +1128,7 @@ type AuthUpdateRoleJSONBody struct {
 }
 
 // RevokeOtherSessionsJSONBody defines parameters for RevokeOtherSessions.
-type RevokeOtherSessionsJSONBody = map[string]interface{}
+type RevokeOtherSessionsJSONBody map[string]interface{}
 
 // RevokeSessionJSONBody defines parameters for RevokeSession.
 type RevokeSessionJSONBody struct {
@@ -1132,7 +1136,7 @@ type RevokeSessionJSONBody struct {
 }
 
 // SignOutJSONBody defines parameters for SignOut.
-type SignOutJSONBody = map[string]interface{}
+type SignOutJSONBody map[string]interface{}
 
 // UpdateUserJSONBody defines parameters for UpdateUser.
 type UpdateUserJSONBody struct {
@@ -1240,7 +1244,7 @@ type AuthUpdateMemberRoleJSONRequestBody AuthUpdateMemberRoleJSONBody
 type AuthUpdateRoleJSONRequestBody AuthUpdateRoleJSONBody
 
 // RevokeOtherSessionsJSONRequestBody defines body for RevokeOtherSessions for application/json ContentType.
-type RevokeOtherSessionsJSONRequestBody = RevokeOtherSessionsJSONBody
+type RevokeOtherSessionsJSONRequestBody RevokeOtherSessionsJSONBody
 
 // RevokeSessionJSONRequestBody defines body for RevokeSession for application/json ContentType.
 type RevokeSessionJSONRequestBody RevokeSessionJSONBody
@@ -1252,7 +1256,7 @@ type SignInEmailJSONRequestBody = AuthSignInEmailBody
 type SignInEmailFormdataRequestBody = AuthSignInEmailBody
 
 // SignOutJSONRequestBody defines body for SignOut for application/json ContentType.
-type SignOutJSONRequestBody = SignOutJSONBody
+type SignOutJSONRequestBody SignOutJSONBody
 
 // SignUpEmailJSONRequestBody defines body for SignUpEmail for application/json ContentType.
 type SignUpEmailJSONRequestBody = AuthSignUpEmailBody
