@@ -286,24 +286,6 @@ func (e ListRoleBindingsParamsPrincipalType) Valid() bool {
 	}
 }
 
-// Defines values for GetDocsAssetParamsFile.
-const (
-	InitJs   GetDocsAssetParamsFile = "init.js"
-	ScalarJs GetDocsAssetParamsFile = "scalar.js"
-)
-
-// Valid indicates whether the value is a known member of the GetDocsAssetParamsFile enum.
-func (e GetDocsAssetParamsFile) Valid() bool {
-	switch e {
-	case InitJs:
-		return true
-	case ScalarJs:
-		return true
-	default:
-		return false
-	}
-}
-
 // ApiKey defines model for ApiKey.
 type ApiKey struct {
 	// CreatedAt UTC, ISO 8601.
@@ -1211,9 +1193,6 @@ type CreateServiceAccountKeyJSONBody struct {
 	// ExpiresAt In the future.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }
-
-// GetDocsAssetParamsFile defines parameters for GetDocsAsset.
-type GetDocsAssetParamsFile string
 
 // ChangePasswordJSONRequestBody defines body for ChangePassword for application/json ContentType.
 type ChangePasswordJSONRequestBody ChangePasswordJSONBody
@@ -2332,13 +2311,6 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /docs/api-reference (the `GetDocsApiReference` operationId).
 	GetDocsApiReference(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
-
-	// GetDocsAsset Get an explorer asset
-	//
-	// A static script of the explorer page.
-	//
-	// Corresponds with GET /docs/assets/{file} (the `GetDocsAsset` operationId).
-	GetDocsAsset(ctx context.Context, file GetDocsAssetParamsFile, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetDocsOpenApiDocument Get this OpenAPI document (docs alias)
 	//
@@ -4245,23 +4217,6 @@ func (c *Client) RevokeServiceAccountKey(ctx context.Context, projectId ProjectI
 // Corresponds with GET /docs/api-reference (the `GetDocsApiReference` operationId).
 func (c *Client) GetDocsApiReference(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetDocsApiReferenceRequest(c.Server)
-	if err != nil {
-		return nil, err
-	}
-	req = req.WithContext(ctx)
-	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
-		return nil, err
-	}
-	return c.Client.Do(req)
-}
-
-// GetDocsAsset Get an explorer asset
-//
-// A static script of the explorer page.
-//
-// Corresponds with GET /docs/assets/{file} (the `GetDocsAsset` operationId).
-func (c *Client) GetDocsAsset(ctx context.Context, file GetDocsAssetParamsFile, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetDocsAssetRequest(c.Server, file)
 	if err != nil {
 		return nil, err
 	}
@@ -7373,40 +7328,6 @@ func NewGetDocsApiReferenceRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
-// NewGetDocsAssetRequest constructs an http.Request for the GetDocsAsset method
-func NewGetDocsAssetRequest(server string, file GetDocsAssetParamsFile) (*http.Request, error) {
-	var err error
-
-	var pathParam0 string
-
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "file", file, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
-	if err != nil {
-		return nil, err
-	}
-
-	serverURL, err := url.Parse(server)
-	if err != nil {
-		return nil, err
-	}
-
-	operationPath := fmt.Sprintf("/docs/assets/%s", pathParam0)
-	if operationPath[0] == '/' {
-		operationPath = "." + operationPath
-	}
-
-	queryURL, err := serverURL.Parse(operationPath)
-	if err != nil {
-		return nil, err
-	}
-
-	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-
-	return req, nil
-}
-
 // NewGetDocsOpenApiDocumentRequest constructs an http.Request for the GetDocsOpenApiDocument method
 func NewGetDocsOpenApiDocumentRequest(server string) (*http.Request, error) {
 	var err error
@@ -8424,15 +8345,6 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /docs/api-reference (the `GetDocsApiReference` operationId).
 	GetDocsApiReferenceWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetDocsApiReferenceResponse, error)
-
-	// GetDocsAssetWithResponse Get an explorer asset
-	//
-	// A static script of the explorer page.
-	//
-	// Returns a wrapper object for the known response body format(s).
-	//
-	// Corresponds with GET /docs/assets/{file} (the `GetDocsAsset` operationId).
-	GetDocsAssetWithResponse(ctx context.Context, file GetDocsAssetParamsFile, reqEditors ...RequestEditorFn) (*GetDocsAssetResponse, error)
 
 	// GetDocsOpenApiDocumentWithResponse Get this OpenAPI document (docs alias)
 	//
@@ -13042,54 +12954,6 @@ func (r GetDocsApiReferenceResponse) ContentType() string {
 	return ""
 }
 
-type GetDocsAssetResponse struct {
-	Body         []byte
-	HTTPResponse *http.Response
-	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationproblemJSON400 *ValidationFailed
-	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationproblemJSON404 *NotFound
-}
-
-// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r GetDocsAssetResponse) GetApplicationproblemJSON400() *ValidationFailed {
-	return r.ApplicationproblemJSON400
-}
-
-// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r GetDocsAssetResponse) GetApplicationproblemJSON404() *NotFound {
-	return r.ApplicationproblemJSON404
-}
-
-// GetBody returns the raw response body bytes
-func (r GetDocsAssetResponse) GetBody() []byte {
-	return r.Body
-}
-
-// Status returns HTTPResponse.Status
-func (r GetDocsAssetResponse) Status() string {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.Status
-	}
-	return http.StatusText(0)
-}
-
-// StatusCode returns HTTPResponse.StatusCode
-func (r GetDocsAssetResponse) StatusCode() int {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.StatusCode
-	}
-	return 0
-}
-
-// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
-func (r GetDocsAssetResponse) ContentType() string {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.Header.Get("Content-Type")
-	}
-	return ""
-}
-
 // GetDocsOpenApiDocumentResponse200Headers the declared response headers of an HTTP 200 response for GetDocsOpenApiDocument
 type GetDocsOpenApiDocumentResponse200Headers struct {
 	ETag *string
@@ -14708,21 +14572,6 @@ func (c *ClientWithResponses) GetDocsApiReferenceWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParseGetDocsApiReferenceResponse(rsp)
-}
-
-// GetDocsAssetWithResponse Get an explorer asset
-//
-// A static script of the explorer page.
-//
-// Returns a wrapper object for the known response body format(s).
-//
-// Corresponds with GET /docs/assets/{file} (the `GetDocsAsset` operationId).
-func (c *ClientWithResponses) GetDocsAssetWithResponse(ctx context.Context, file GetDocsAssetParamsFile, reqEditors ...RequestEditorFn) (*GetDocsAssetResponse, error) {
-	rsp, err := c.GetDocsAsset(ctx, file, reqEditors...)
-	if err != nil {
-		return nil, err
-	}
-	return ParseGetDocsAssetResponse(rsp)
 }
 
 // GetDocsOpenApiDocumentWithResponse Get this OpenAPI document (docs alias)
@@ -18279,42 +18128,6 @@ func ParseGetDocsApiReferenceResponse(rsp *http.Response) (*GetDocsApiReferenceR
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
-
-	}
-
-	return response, nil
-}
-
-// ParseGetDocsAssetResponse parses an HTTP response from a GetDocsAssetWithResponse call
-func ParseGetDocsAssetResponse(rsp *http.Response) (*GetDocsAssetResponse, error) {
-	bodyBytes, err := io.ReadAll(rsp.Body)
-	defer func() { _ = rsp.Body.Close() }()
-	if err != nil {
-		return nil, err
-	}
-
-	response := &GetDocsAssetResponse{
-		Body:         bodyBytes,
-		HTTPResponse: rsp,
-	}
-
-	switch {
-	case rsp.StatusCode == 304:
-		break // No content-type
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest ValidationFailed
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON400 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest NotFound
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON404 = &dest
 
 	}
 
