@@ -311,6 +311,14 @@ type querier interface {
 	Rebind(query string) string
 }
 
+// reads holds the read methods that both Store and Tx offer (MemberByID,
+// OrgRole, PendingInvitation): each embeds it, so each query is written once.
+// On a Store, q is the reader pool; on a Tx, the transaction.
+type reads struct {
+	q     querier
+	store *Store
+}
+
 // qualify prefixes every column of a comma-separated list with table + ".".
 func qualify(table, columns string) string {
 	cols := strings.Split(columns, ", ")
@@ -435,9 +443,10 @@ func (s *Store) ListOrgRoles(ctx context.Context, orgID string) ([]OrgRole, erro
 }
 
 // OrgRole returns the dynamic role of organization orgID whose ID or, failing
-// that, name is idOrName. It returns ErrNotFound when there is none.
-func (s *Store) OrgRole(ctx context.Context, orgID, idOrName string) (OrgRole, error) {
-	return getOrgRole(ctx, s.reader, "organization role", orgID, idOrName)
+// that, name is idOrName. It returns ErrNotFound when there is none. On a Tx
+// it sees the transaction's own writes.
+func (r reads) OrgRole(ctx context.Context, orgID, idOrName string) (OrgRole, error) {
+	return getOrgRole(ctx, r.q, "organization role", orgID, idOrName)
 }
 
 // UpdateOrgRole renames (newName not nil) and/or replaces the permission

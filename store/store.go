@@ -91,6 +91,7 @@ func init() {
 
 // Store is a handle on the database. It is safe for concurrent use.
 type Store struct {
+	reads
 	dialect Dialect
 	// writer runs every transaction. On SQLite it holds one connection.
 	writer *sqlx.DB
@@ -134,6 +135,7 @@ func Open(ctx context.Context, databaseURL string, opts ...Option) (*Store, erro
 		_ = s.Close()
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
+	s.reads = reads{q: s.reader, store: s}
 	return s, nil
 }
 
@@ -367,6 +369,7 @@ func (s *Store) migrateDriver(ctx context.Context) (database.Driver, error) {
 // inside it. A Tx is valid only until InTx's fn returns and must not be used
 // from several goroutines at once.
 type Tx struct {
+	reads
 	tx    *sqlx.Tx
 	store *Store
 }
@@ -411,7 +414,7 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 		}
 	}()
 
-	err = fn(&Tx{tx: sqlTx, store: s})
+	err = fn(&Tx{reads: reads{q: sqlTx, store: s}, tx: sqlTx, store: s})
 	finished = true
 	if err != nil {
 		if rbErr := sqlTx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
