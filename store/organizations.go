@@ -244,14 +244,11 @@ func (tx *Tx) updateOrganization(ctx context.Context, op, id, sets string, args 
 // reference it). Read-count-write rules over an organization's children
 // (the last owner, the role limit) lock it first, so concurrent transactions
 // apply them one after the other; on SQLite transactions are serialised
-// already. This is the only dialect-specific SQL of the tenancy code.
+// already (see Dialect.lockClause).
 //
 // It returns sql.ErrNoRows (unwrapped) when the organization does not exist.
 func (tx *Tx) lockOrganization(ctx context.Context, orgID string) error {
-	query := "SELECT id FROM organizations WHERE id = ?"
-	if tx.store.dialect == Postgres {
-		query += " FOR NO KEY UPDATE"
-	}
+	query := "SELECT id FROM organizations WHERE id = ?" + tx.store.dialect.lockClause(lockForNoKeyUpdate)
 	var id string
 	return tx.tx.GetContext(ctx, &id, tx.tx.Rebind(query), orgID)
 }

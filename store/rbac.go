@@ -114,7 +114,7 @@ func (tx *Tx) CreateProjectRole(ctx context.Context, r *ProjectRole) error {
 // ProjectRole returns role roleID of project projectID. It returns
 // ErrNotFound when the project has no such role.
 func (s *Store) ProjectRole(ctx context.Context, projectID, roleID string) (ProjectRole, error) {
-	return getProjectRole(ctx, s.reader, "project role", projectID, roleID, false)
+	return getProjectRole(ctx, s.reader, "project role", projectID, roleID, "")
 }
 
 // UpdateProjectRole changes the fields of role roleID of project projectID
@@ -175,7 +175,7 @@ func (tx *Tx) UpdateProjectRole(ctx context.Context, projectID, roleID string, u
 // described.
 func (tx *Tx) DeleteProjectRole(ctx context.Context, projectID, roleID string, force bool) (ProjectRole, int, error) {
 	const op = "delete project role"
-	role, err := getProjectRole(ctx, tx.tx, op, projectID, roleID, tx.store.dialect == Postgres)
+	role, err := getProjectRole(ctx, tx.tx, op, projectID, roleID, tx.store.dialect.lockClause(lockForUpdate))
 	if err != nil {
 		return ProjectRole{}, 0, err
 	}
@@ -226,7 +226,7 @@ func (tx *Tx) CreateRoleBinding(ctx context.Context, b *RoleBinding) error {
 	if b.PrincipalType != PrincipalUser && b.PrincipalType != PrincipalServiceAccount {
 		return fmt.Errorf("store: %s: %w: principal type %q", op, ErrInvalid, b.PrincipalType)
 	}
-	role, err := getProjectRole(ctx, tx.tx, op, b.ProjectID, b.RoleID, false)
+	role, err := getProjectRole(ctx, tx.tx, op, b.ProjectID, b.RoleID, "")
 	if err != nil {
 		return err
 	}
@@ -472,14 +472,11 @@ func (r projectRoleRow) projectRole(op string) (ProjectRole, error) {
 	return role, nil
 }
 
-// getProjectRole reads role roleID of project projectID; forUpdate locks its
-// row until the transaction ends (PostgreSQL only: SQLite transactions are
-// serialised already), which also blocks new bindings of it.
-func getProjectRole(ctx context.Context, q querier, op, projectID, roleID string, forUpdate bool) (ProjectRole, error) {
-	query := "SELECT " + projectRoleColumns + " FROM project_roles WHERE id = ? AND project_id = ?"
-	if forUpdate {
-		query += " FOR UPDATE"
-	}
+// getProjectRole reads role roleID of project projectID, appending lock (a
+// Dialect.lockClause, or "" for none) to its SELECT: lockForUpdate also blocks
+// new bindings of the role until the transaction ends.
+func getProjectRole(ctx context.Context, q querier, op, projectID, roleID, lock string) (ProjectRole, error) {
+	query := "SELECT " + projectRoleColumns + " FROM project_roles WHERE id = ? AND project_id = ?" + lock
 	var r projectRoleRow
 	if err := q.GetContext(ctx, &r, q.Rebind(query), roleID, projectID); err != nil {
 		return ProjectRole{}, wrapError(op, err)
