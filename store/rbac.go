@@ -342,20 +342,19 @@ func (tx *Tx) DeleteRoleBinding(ctx context.Context, projectID, id string) (Role
 
 // decideQuery is the whole decision, one join: the slugs of the roles bound
 // to the principal in the project by bindings that have not expired at now,
-// each with the number (0, 1 or 2) of its permission rows that are the
-// requested permission or "*". role_bindings_decision_idx answers the WHERE
-// clause alone (it covers role_id and expires_at); each binding then costs a
-// primary-key probe into project_roles and two into project_role_permissions
-// (role_id, permission). A principal holds a role through one binding at
-// most, so a slug appears once. Decide sorts the few slugs itself, bytewise
-// on both dialects.
-const decideQuery = `SELECT r.slug, COUNT(p.role_id)
+// each with its permission row that is the requested permission or "*"
+// (NULL when it has neither; two rows when it has both).
+// role_bindings_decision_idx answers the WHERE clause alone (it covers
+// role_id and expires_at); each binding then costs a primary-key probe into
+// project_roles and two into project_role_permissions (role_id, permission).
+// Nothing is aggregated or sorted in SQL: Decide sorts the few slugs itself,
+// bytewise on both dialects, and drops the repeat.
+const decideQuery = `SELECT r.slug, p.permission
 	FROM role_bindings b
 		JOIN project_roles r ON r.id = b.role_id
 		LEFT JOIN project_role_permissions p ON p.role_id = b.role_id AND p.permission IN (?, '*')
 	WHERE b.project_id = ? AND b.principal_type = ? AND b.principal_id = ?
-		AND (b.expires_at IS NULL OR b.expires_at > ?)
-	GROUP BY r.id, r.slug`
+		AND (b.expires_at IS NULL OR b.expires_at > ?)`
 
 // Decide answers whether principal (principalType, principalID) holds
 // permission in project projectID at time now: allowed is true when any of
@@ -380,19 +379,19 @@ func (s *Store) Decide(ctx context.Context, projectID, principalType, principalI
 	defer rows.Close()
 	roles = []string{}
 	var slug string
-	var grants int
+	var granted sql.RawBytes
 	for rows.Next() {
-		if err := rows.Scan(&slug, &grants); err != nil {
+		if err := rows.Scan(&slug, &granted); err != nil {
 			return false, nil, wrapError(op, err)
 		}
-		allowed = allowed || grants > 0
+		allowed = allowed || granted != nil
 		roles = append(roles, slug)
 	}
 	if err := rows.Err(); err != nil {
 		return false, nil, wrapError(op, err)
 	}
 	slices.Sort(roles)
-	return allowed, roles, nil
+	return allowed, slices.Compact(roles), nil
 }
 
 // checkPermissions checks a role's permission list: at most
