@@ -10,7 +10,7 @@
 // SQLite conventions (the only place they are written down):
 //   - timestamps are TEXT in fixed-width RFC 3339 UTC with microseconds,
 //     "2006-01-02T15:04:05.000000Z", so they sort lexically in time order
-//     (the store formats and parses them; see store/time.go);
+//     (the store formats and parses them; see store/dialect.go);
 //   - JSON documents are TEXT holding a JSON object.
 //
 // PostgreSQL uses TIMESTAMPTZ and JSONB for the same columns, and

@@ -316,33 +316,44 @@ func (s *Server) AuthInviteMember(ctx context.Context, req gen.AuthInviteMemberR
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
-	pending, err := s.store.PendingInvitation(ctx, om.org.ID, email)
 	resend := b.Resend != nil && *b.Resend
-	switch {
-	case err == nil && !resend:
-		return nil, errAlreadyInvited
-	case err != nil && !errors.Is(err, store.ErrNotFound):
-		return nil, err
-	}
-
 	p := PrincipalFrom(ctx)
 	expires := s.store.Now().Add(invitationTTL)
-	inv := store.Invitation{OrganizationID: om.org.ID, Email: email, Role: strings.Join(roles, ","), InviterID: p.ID(), ExpiresAt: expires}
-	err = s.store.InTx(ctx, func(tx *store.Tx) error {
-		var err error
-		if resend && pending.ID != "" {
+	var inv store.Invitation
+	invite := func(tx *store.Tx) error {
+		// The check runs in the transaction; the store's one-pending-invitation rule stops a
+		// concurrent inviter that passed it too (ErrConflict, retried below).
+		pending, err := tx.PendingInvitation(ctx, om.org.ID, email)
+		refresh := err == nil
+		switch {
+		case refresh && !resend:
+			return errAlreadyInvited
+		case refresh:
 			if inv, err = tx.RefreshInvitation(ctx, pending.ID, expires); errors.Is(err, store.ErrNotFound) {
 				// Accepted, rejected or canceled meanwhile.
 				return errInvitationNotFound
 			} else if err != nil {
 				return err
 			}
-		} else if err = tx.CreateInvitation(ctx, &inv); err != nil {
+		case errors.Is(err, store.ErrNotFound):
+			inv = store.Invitation{OrganizationID: om.org.ID, Email: email, Role: strings.Join(roles, ","), InviterID: p.ID(), ExpiresAt: expires}
+			if err := tx.CreateInvitation(ctx, &inv); err != nil {
+				return err
+			}
+		default:
 			return err
 		}
 		return audit(ctx, tx, auditEvent{Action: "member.invite", TargetType: "invitation", TargetID: inv.ID,
-			OrganizationID: om.org.ID, Metadata: map[string]any{"email": inv.Email, "role": inv.Role, "resend": resend && pending.ID != ""}})
-	})
+			OrganizationID: om.org.ID, Metadata: map[string]any{"email": inv.Email, "role": inv.Role, "resend": refresh}})
+	}
+	// A transaction that lost the race to a concurrent inviter runs once more: it then sees the
+	// winner's invitation and answers as a sequential duplicate would.
+	if err = s.store.InTx(ctx, invite); errors.Is(err, store.ErrConflict) {
+		err = s.store.InTx(ctx, invite)
+	}
+	if errors.Is(err, store.ErrConflict) {
+		err = errAlreadyInvited
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -227,7 +227,7 @@ func (s *Store) ListConfigVersions(ctx context.Context, envID, key string) ([]Co
 	for i, r := range rows {
 		out[i] = ConfigVersion{
 			ID: r.ID, EntryID: r.EntryID, Version: r.Version, Secret: r.Secret, Value: r.Value,
-			Description: stringPtr(r.Description), ActorType: r.ActorType, ActorID: r.ActorID,
+			Description: nullStringPtr(r.Description), ActorType: r.ActorType, ActorID: r.ActorID,
 			CreatedAt: time.Time(r.CreatedAt),
 		}
 	}
@@ -320,18 +320,10 @@ func (r configRow) entry() ConfigEntry {
 		Key:           r.Key,
 		Secret:        r.Secret,
 		Value:         r.Value,
-		Description:   stringPtr(r.Description),
+		Description:   nullStringPtr(r.Description),
 		Version:       r.Version,
 		CreatedAt:     time.Time(r.CreatedAt),
 		UpdatedAt:     time.Time(r.UpdatedAt),
 		ArchivedAt:    timePtr(r.ArchivedAt),
 	}
-}
-
-// stringPtr converts a nullable scanned string.
-func stringPtr(s sql.NullString) *string {
-	if !s.Valid {
-		return nil
-	}
-	return &s.String
 }

@@ -124,9 +124,10 @@ func (s *Store) Member(ctx context.Context, orgID, userID string) (Member, error
 
 // MemberByID returns the member with the given ID in organization orgID. It
 // returns ErrNotFound when there is none (or it belongs to another
-// organization).
-func (s *Store) MemberByID(ctx context.Context, orgID, memberID string) (Member, error) {
-	return getMember(ctx, s.reader, "member by id", "organization_id = ? AND id = ?", orgID, memberID)
+// organization). On a Tx it sees the transaction's own writes and, after
+// LockOrganization or CountOwners, the latest committed role.
+func (r reads) MemberByID(ctx context.Context, orgID, memberID string) (Member, error) {
+	return getMember(ctx, r.q, "member by id", "organization_id = ? AND id = ?", orgID, memberID)
 }
 
 // MemberByEmail returns the membership of organization orgID held by the
@@ -341,10 +342,17 @@ type Invitation struct {
 // ExpiresAt in UTC at microsecond precision, and sets CreatedAt and UpdatedAt
 // to Store.Now.
 //
+// An organization holds at most one pending invitation per email (a unique
+// index enforces it, so of two concurrent transactions only one succeeds). A
+// pending inv first cancels the organization's expired pending invitation of
+// the same email, if any, bumping its UpdatedAt: an expired invitation never
+// blocks a new one.
+//
 // It returns ErrInvalid when Email (once normalised), Role or InviterID is
 // empty, ExpiresAt is zero or Status is not an invitation status,
-// ErrConflict when inv.ID is taken, and ErrNotFound when the organization or
-// the inviter does not exist.
+// ErrConflict when inv.ID is taken or inv is pending and the organization
+// already has an unexpired pending invitation of that email, and ErrNotFound
+// when the organization or the inviter does not exist.
 func (tx *Tx) CreateInvitation(ctx context.Context, inv *Invitation) error {
 	const op = "create invitation"
 	if inv.Status == "" {
@@ -366,6 +374,15 @@ func (tx *Tx) CreateInvitation(ctx context.Context, inv *Invitation) error {
 	now := tx.store.Now()
 	inv.CreatedAt, inv.UpdatedAt = now, now
 
+	if inv.Status == InvitationPending {
+		const expire = `UPDATE invitations SET status = ?, updated_at = ?
+			WHERE organization_id = ? AND email = ? AND status = ? AND expires_at <= ?`
+		_, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(expire),
+			InvitationCanceled, sqlTime(now), inv.OrganizationID, inv.Email, InvitationPending, sqlTime(now))
+		if err != nil {
+			return wrapError(op, err)
+		}
+	}
 	const query = `INSERT INTO invitations (id, organization_id, email, role, status, inviter_id,
 		expires_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	_, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(query),
@@ -388,20 +405,22 @@ func (s *Store) Invitation(ctx context.Context, id string) (Invitation, error) {
 	return r.invitation(), nil
 }
 
-// PendingInvitation returns the newest pending, unexpired (ExpiresAt after
-// Store.Now) invitation of email (normalised, see NormalizeEmail) to organization
-// orgID. It returns ErrNotFound when there is none.
-func (s *Store) PendingInvitation(ctx context.Context, orgID, email string) (Invitation, error) {
-	var r invitationRow
+// PendingInvitation returns the pending, unexpired (ExpiresAt after
+// Store.Now) invitation of email (normalised, see NormalizeEmail) to
+// organization orgID (there is at most one, see CreateInvitation). It returns
+// ErrNotFound when there is none. On a Tx it sees the transaction's own
+// writes.
+func (r reads) PendingInvitation(ctx context.Context, orgID, email string) (Invitation, error) {
+	var row invitationRow
 	query := "SELECT " + invitationColumns + ` FROM invitations
 		WHERE organization_id = ? AND email = ? AND status = ? AND expires_at > ?
 		ORDER BY created_at DESC, id DESC LIMIT 1`
-	err := s.reader.GetContext(ctx, &r, s.reader.Rebind(query),
-		orgID, NormalizeEmail(email), InvitationPending, sqlTime(s.Now()))
+	err := r.q.GetContext(ctx, &row, r.q.Rebind(query),
+		orgID, NormalizeEmail(email), InvitationPending, sqlTime(r.store.Now()))
 	if err != nil {
 		return Invitation{}, wrapError("pending invitation", err)
 	}
-	return r.invitation(), nil
+	return row.invitation(), nil
 }
 
 // SetInvitationStatus moves pending invitation id to status

@@ -23,21 +23,6 @@ func (tx *Tx) LockOrganization(ctx context.Context, orgID string) error {
 	return nil
 }
 
-// MemberByID is Store.MemberByID inside the transaction: it sees the
-// transaction's own writes and, after LockOrganization or CountOwners, the
-// latest committed role. It returns ErrNotFound when organization orgID has
-// no member memberID.
-func (tx *Tx) MemberByID(ctx context.Context, orgID, memberID string) (Member, error) {
-	return getMember(ctx, tx.tx, "member by id", "organization_id = ? AND id = ?", orgID, memberID)
-}
-
-// OrgRole is Store.OrgRole inside the transaction: the dynamic role of
-// organization orgID whose ID or, failing that, name is idOrName. It returns
-// ErrNotFound when there is none.
-func (tx *Tx) OrgRole(ctx context.Context, orgID, idOrName string) (OrgRole, error) {
-	return getOrgRole(ctx, tx.tx, "organization role", orgID, idOrName)
-}
-
 // CountRoleHolders returns how many members of organization orgID hold role
 // (alone or among comma-joined roles; spaces after commas are tolerated). It
 // locks the organization first (see LockOrganization), so that a role

@@ -244,14 +244,11 @@ func (tx *Tx) updateOrganization(ctx context.Context, op, id, sets string, args 
 // reference it). Read-count-write rules over an organization's children
 // (the last owner, the role limit) lock it first, so concurrent transactions
 // apply them one after the other; on SQLite transactions are serialised
-// already. This is the only dialect-specific SQL of the tenancy code.
+// already (see Dialect.lockClause).
 //
 // It returns sql.ErrNoRows (unwrapped) when the organization does not exist.
 func (tx *Tx) lockOrganization(ctx context.Context, orgID string) error {
-	query := "SELECT id FROM organizations WHERE id = ?"
-	if tx.store.dialect == Postgres {
-		query += " FOR NO KEY UPDATE"
-	}
+	query := "SELECT id FROM organizations WHERE id = ?" + tx.store.dialect.lockClause(lockForNoKeyUpdate)
 	var id string
 	return tx.tx.GetContext(ctx, &id, tx.tx.Rebind(query), orgID)
 }
@@ -309,6 +306,14 @@ type querier interface {
 	GetContext(ctx context.Context, dest any, query string, args ...any) error
 	SelectContext(ctx context.Context, dest any, query string, args ...any) error
 	Rebind(query string) string
+}
+
+// reads holds the read methods that both Store and Tx offer (MemberByID,
+// OrgRole, PendingInvitation): each embeds it, so each query is written once.
+// On a Store, q is the reader pool; on a Tx, the transaction.
+type reads struct {
+	q     querier
+	store *Store
 }
 
 // qualify prefixes every column of a comma-separated list with table + ".".
@@ -435,9 +440,10 @@ func (s *Store) ListOrgRoles(ctx context.Context, orgID string) ([]OrgRole, erro
 }
 
 // OrgRole returns the dynamic role of organization orgID whose ID or, failing
-// that, name is idOrName. It returns ErrNotFound when there is none.
-func (s *Store) OrgRole(ctx context.Context, orgID, idOrName string) (OrgRole, error) {
-	return getOrgRole(ctx, s.reader, "organization role", orgID, idOrName)
+// that, name is idOrName. It returns ErrNotFound when there is none. On a Tx
+// it sees the transaction's own writes.
+func (r reads) OrgRole(ctx context.Context, orgID, idOrName string) (OrgRole, error) {
+	return getOrgRole(ctx, r.q, "organization role", orgID, idOrName)
 }
 
 // UpdateOrgRole renames (newName not nil) and/or replaces the permission

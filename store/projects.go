@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -114,15 +113,14 @@ func (tx *Tx) CreateProject(ctx context.Context, p *Project) error {
 		environments[i] = e
 	}
 
-	const insertRole = `INSERT INTO project_roles (id, project_id, name, slug, description, permissions,
-		created_at, updated_at) VALUES (?, ?, ?, ?, '', ?, ?, ?)`
+	const insertRole = `INSERT INTO project_roles (id, project_id, name, slug, description,
+		created_at, updated_at) VALUES (?, ?, ?, ?, '', ?, ?)`
 	for _, r := range seededProjectRoles {
-		permissions, err := json.Marshal(r.permissions)
-		if err != nil {
-			return fmt.Errorf("store: %s: %w", op, err)
+		id := NewID("role")
+		_, err = tx.tx.ExecContext(ctx, tx.tx.Rebind(insertRole), id, p.ID, r.name, r.slug, sqlTime(now), sqlTime(now))
+		if err == nil {
+			err = tx.insertPermissions(ctx, id, r.permissions)
 		}
-		_, err = tx.tx.ExecContext(ctx, tx.tx.Rebind(insertRole),
-			NewID("role"), p.ID, r.name, r.slug, string(permissions), sqlTime(now), sqlTime(now))
 		if err != nil {
 			return wrapError(op, err)
 		}
@@ -217,19 +215,11 @@ func (tx *Tx) updateProject(ctx context.Context, op, id, sets string, args ...an
 // first). No match is an empty slice, not ErrNotFound.
 func (s *Store) ListProjectRoles(ctx context.Context, projectID string) ([]ProjectRole, error) {
 	const op = "list project roles"
-	const query = "SELECT " + projectRoleColumns + " FROM project_roles WHERE project_id = ? ORDER BY created_at, id"
-	var rows []projectRoleRow
-	if err := s.reader.SelectContext(ctx, &rows, s.reader.Rebind(query), projectID); err != nil {
+	roles, err := queryProjectRoles(ctx, s.reader, "r.project_id = ?", projectID)
+	if err != nil {
 		return nil, wrapError(op, err)
 	}
-	out := make([]ProjectRole, len(rows))
-	for i, r := range rows {
-		var err error
-		if out[i], err = r.projectRole(op); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return roles, nil
 }
 
 // projectColumns are the columns projectRow scans.

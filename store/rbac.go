@@ -1,9 +1,8 @@
 package store
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -92,8 +91,7 @@ func (tx *Tx) CreateProjectRole(ctx context.Context, r *ProjectRole) error {
 	if r.Permissions == nil {
 		r.Permissions = []string{}
 	}
-	permissions, err := encodePermissions(r.Permissions)
-	if err != nil {
+	if err := checkPermissions(r.Permissions); err != nil {
 		return fmt.Errorf("store: %s: %w", op, err)
 	}
 	if r.ID == "" {
@@ -101,20 +99,40 @@ func (tx *Tx) CreateProjectRole(ctx context.Context, r *ProjectRole) error {
 	}
 	now := tx.store.Now()
 	r.CreatedAt, r.UpdatedAt = now, now
-	const query = `INSERT INTO project_roles (id, project_id, name, slug, description, permissions,
-		created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
-	_, err = tx.tx.ExecContext(ctx, tx.tx.Rebind(query),
-		r.ID, r.ProjectID, r.Name, r.Slug, r.Description, permissions, sqlTime(now), sqlTime(now))
+	const query = `INSERT INTO project_roles (id, project_id, name, slug, description,
+		created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	_, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(query),
+		r.ID, r.ProjectID, r.Name, r.Slug, r.Description, sqlTime(now), sqlTime(now))
 	if err != nil {
 		return wrapWriteError(op, err)
 	}
+	if err := tx.insertPermissions(ctx, r.ID, r.Permissions); err != nil {
+		return wrapError(op, err)
+	}
 	return nil
+}
+
+// insertPermissions stores permissions as the rows of role roleID, in their
+// order, with one statement. It does not check them (see checkPermissions).
+func (tx *Tx) insertPermissions(ctx context.Context, roleID string, permissions []string) error {
+	if len(permissions) == 0 {
+		return nil
+	}
+	values := make([]string, len(permissions))
+	args := make([]any, 0, 3*len(permissions))
+	for i, p := range permissions {
+		values[i] = "(?, ?, ?)"
+		args = append(args, roleID, p, i)
+	}
+	query := "INSERT INTO project_role_permissions (role_id, permission, position) VALUES " + strings.Join(values, ", ")
+	_, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(query), args...)
+	return err
 }
 
 // ProjectRole returns role roleID of project projectID. It returns
 // ErrNotFound when the project has no such role.
 func (s *Store) ProjectRole(ctx context.Context, projectID, roleID string) (ProjectRole, error) {
-	return getProjectRole(ctx, s.reader, "project role", projectID, roleID, false)
+	return getProjectRole(ctx, s.reader, "project role", projectID, roleID, "")
 }
 
 // UpdateProjectRole changes the fields of role roleID of project projectID
@@ -144,16 +162,15 @@ func (tx *Tx) UpdateProjectRole(ctx context.Context, projectID, roleID string, u
 	if u.Description != nil {
 		sets, args = append(sets, "description = ?"), append(args, *u.Description)
 	}
+	var permissions []string
 	if u.Permissions != nil {
-		permissions := *u.Permissions
+		permissions = *u.Permissions
 		if permissions == nil {
 			permissions = []string{}
 		}
-		encoded, err := encodePermissions(permissions)
-		if err != nil {
+		if err := checkPermissions(permissions); err != nil {
 			return ProjectRole{}, fmt.Errorf("store: %s: %w", op, err)
 		}
-		sets, args = append(sets, "permissions = ?"), append(args, encoded)
 	}
 	sets, args = append(sets, "updated_at = ?"), append(args, sqlTime(tx.store.Now()))
 	query := "UPDATE project_roles SET " + strings.Join(sets, ", ") +
@@ -162,7 +179,23 @@ func (tx *Tx) UpdateProjectRole(ctx context.Context, projectID, roleID string, u
 	if err := tx.tx.GetContext(ctx, &r, tx.tx.Rebind(query), append(args, roleID, projectID)...); err != nil {
 		return ProjectRole{}, wrapError(op, err)
 	}
-	return r.projectRole(op)
+	role := r.projectRole()
+	if permissions == nil {
+		var err error
+		if role.Permissions, err = rolePermissions(ctx, tx.tx, roleID); err != nil {
+			return ProjectRole{}, wrapError(op, err)
+		}
+		return role, nil
+	}
+	_, err := tx.tx.ExecContext(ctx, tx.tx.Rebind("DELETE FROM project_role_permissions WHERE role_id = ?"), roleID)
+	if err == nil {
+		err = tx.insertPermissions(ctx, roleID, permissions)
+	}
+	if err != nil {
+		return ProjectRole{}, wrapError(op, err)
+	}
+	role.Permissions = slices.Clone(permissions)
+	return role, nil
 }
 
 // DeleteProjectRole deletes role roleID of project projectID and returns it
@@ -175,7 +208,7 @@ func (tx *Tx) UpdateProjectRole(ctx context.Context, projectID, roleID string, u
 // described.
 func (tx *Tx) DeleteProjectRole(ctx context.Context, projectID, roleID string, force bool) (ProjectRole, int, error) {
 	const op = "delete project role"
-	role, err := getProjectRole(ctx, tx.tx, op, projectID, roleID, tx.store.dialect == Postgres)
+	role, err := getProjectRole(ctx, tx.tx, op, projectID, roleID, tx.store.dialect.lockClause(lockForUpdate))
 	if err != nil {
 		return ProjectRole{}, 0, err
 	}
@@ -226,7 +259,7 @@ func (tx *Tx) CreateRoleBinding(ctx context.Context, b *RoleBinding) error {
 	if b.PrincipalType != PrincipalUser && b.PrincipalType != PrincipalServiceAccount {
 		return fmt.Errorf("store: %s: %w: principal type %q", op, ErrInvalid, b.PrincipalType)
 	}
-	role, err := getProjectRole(ctx, tx.tx, op, b.ProjectID, b.RoleID, false)
+	role, err := getProjectRole(ctx, tx.tx, op, b.ProjectID, b.RoleID, "")
 	if err != nil {
 		return err
 	}
@@ -307,14 +340,19 @@ func (tx *Tx) DeleteRoleBinding(ctx context.Context, projectID, id string) (Role
 	return b, nil
 }
 
-// decideQuery is the whole decision: the slugs and permissions of the roles
-// bound to the principal in the project by bindings that have not expired at
-// now. role_bindings_decision_idx answers the WHERE clause alone (it covers
-// role_id and expires_at); each row then costs one primary-key probe into
-// project_roles. Decide sorts the few slugs itself, bytewise on both
-// dialects.
-const decideQuery = `SELECT r.slug, r.permissions
-	FROM role_bindings b JOIN project_roles r ON r.id = b.role_id
+// decideQuery is the whole decision, one join: the slugs of the roles bound
+// to the principal in the project by bindings that have not expired at now,
+// each with its permission row that is the requested permission or "*"
+// (NULL when it has neither; two rows when it has both).
+// role_bindings_decision_idx answers the WHERE clause alone (it covers
+// role_id and expires_at); each binding then costs a primary-key probe into
+// project_roles and two into project_role_permissions (role_id, permission).
+// Nothing is aggregated or sorted in SQL: Decide sorts the few slugs itself,
+// bytewise on both dialects, and drops the repeat.
+const decideQuery = `SELECT r.slug, p.permission
+	FROM role_bindings b
+		JOIN project_roles r ON r.id = b.role_id
+		LEFT JOIN project_role_permissions p ON p.role_id = b.role_id AND p.permission IN (?, '*')
 	WHERE b.project_id = ? AND b.principal_type = ? AND b.principal_id = ?
 		AND (b.expires_at IS NULL OR b.expires_at > ?)`
 
@@ -326,135 +364,84 @@ const decideQuery = `SELECT r.slug, r.permissions
 // bindings' roles, sorted, whether or not they granted it (never nil).
 //
 // Decide runs exactly one read query and writes nothing. Allow and deny cost
-// the same: every row is read and every role's permissions are scanned in
-// full. An unknown project or principal is a deny, not ErrNotFound.
+// the same: every binding and its role's matching permission rows are read.
+// An unknown project or principal is a deny, not ErrNotFound.
 func (s *Store) Decide(ctx context.Context, projectID, principalType, principalID, permission string, now time.Time) (allowed bool, roles []string, err error) {
 	const op = "decide"
 	stmt, err := s.readStatement(ctx, decideQuery)
 	if err != nil {
 		return false, nil, wrapError(op, err)
 	}
-	rows, err := stmt.QueryContext(ctx, projectID, principalType, principalID, sqlTime(now))
+	rows, err := stmt.QueryContext(ctx, permission, projectID, principalType, principalID, sqlTime(now))
 	if err != nil {
 		return false, nil, wrapError(op, err)
 	}
 	defer rows.Close()
 	roles = []string{}
 	var slug string
-	var permissions []byte
+	var granted sql.RawBytes
 	for rows.Next() {
-		if err := rows.Scan(&slug, &permissions); err != nil {
+		if err := rows.Scan(&slug, &granted); err != nil {
 			return false, nil, wrapError(op, err)
 		}
-		grants, err := permissionsGrant(permissions, permission)
-		if err != nil {
-			return false, nil, fmt.Errorf("store: %s: role %s: permissions: %w", op, slug, err)
-		}
-		allowed = allowed || grants
+		allowed = allowed || granted != nil
 		roles = append(roles, slug)
 	}
 	if err := rows.Err(); err != nil {
 		return false, nil, wrapError(op, err)
 	}
 	slices.Sort(roles)
-	return allowed, roles, nil
+	return allowed, slices.Compact(roles), nil
 }
 
-// permissionsGrant reports whether the JSON array of permission strings raw
-// contains want or "*". It scans the whole array whatever it finds, without
-// allocating, when no string holds an escape (permission strings never do);
-// otherwise it decodes raw with encoding/json.
-func permissionsGrant(raw []byte, want string) (bool, error) {
-	if bytes.IndexByte(raw, '\\') >= 0 {
-		var list []string
-		if err := json.Unmarshal(raw, &list); err != nil {
-			return false, err
-		}
-		return slices.Contains(list, want) || slices.Contains(list, "*"), nil
-	}
-	grants := false
-	i := skipSpace(raw, 0)
-	if i >= len(raw) || raw[i] != '[' {
-		return false, errors.New("not a JSON array")
-	}
-	i = skipSpace(raw, i+1)
-	if i < len(raw) && raw[i] == ']' {
-		return false, nil
-	}
-	for {
-		if i >= len(raw) || raw[i] != '"' {
-			return false, errors.New("not an array of strings")
-		}
-		end := bytes.IndexByte(raw[i+1:], '"')
-		if end < 0 {
-			return false, errors.New("unterminated string")
-		}
-		s := raw[i+1 : i+1+end]
-		if string(s) == want || string(s) == "*" {
-			grants = true
-		}
-		i = skipSpace(raw, i+end+2)
-		switch {
-		case i < len(raw) && raw[i] == ',':
-			i = skipSpace(raw, i+1)
-		case i < len(raw) && raw[i] == ']':
-			if skipSpace(raw, i+1) != len(raw) {
-				return false, errors.New("trailing data")
-			}
-			return grants, nil
-		default:
-			return false, errors.New("not an array of strings")
-		}
-	}
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// encodePermissions checks a role's permission list and encodes it as the
-// JSON array project_roles.permissions holds.
-func encodePermissions(permissions []string) (string, error) {
+// checkPermissions checks a role's permission list: at most
+// MaxRolePermissions (ErrLimit), none empty or repeated (ErrInvalid).
+func checkPermissions(permissions []string) error {
 	if len(permissions) > MaxRolePermissions {
-		return "", fmt.Errorf("%w: a project role holds at most %d permissions", ErrLimit, MaxRolePermissions)
+		return fmt.Errorf("%w: a project role holds at most %d permissions", ErrLimit, MaxRolePermissions)
 	}
 	seen := make(map[string]bool, len(permissions))
 	for _, p := range permissions {
 		if p == "" {
-			return "", fmt.Errorf("%w: empty permission", ErrInvalid)
+			return fmt.Errorf("%w: empty permission", ErrInvalid)
 		}
 		if seen[p] {
-			return "", fmt.Errorf("%w: permission %q repeated", ErrInvalid, p)
+			return fmt.Errorf("%w: permission %q repeated", ErrInvalid, p)
 		}
 		seen[p] = true
 	}
-	b, err := json.Marshal(permissions)
-	if err != nil {
-		return "", fmt.Errorf("%w: permissions: %v", ErrInvalid, err)
+	return nil
+}
+
+// rolePermissions reads the permissions of role roleID in their order (an
+// empty list, never nil, for none).
+func rolePermissions(ctx context.Context, q querier, roleID string) ([]string, error) {
+	permissions := []string{}
+	const query = "SELECT permission FROM project_role_permissions WHERE role_id = ? ORDER BY position"
+	if err := q.SelectContext(ctx, &permissions, q.Rebind(query), roleID); err != nil {
+		return nil, err
 	}
-	return string(b), nil
+	return permissions, nil
 }
 
 // projectRoleColumns are the columns projectRoleRow scans.
-const projectRoleColumns = "id, project_id, name, slug, description, permissions, created_at, updated_at"
+const projectRoleColumns = "id, project_id, name, slug, description, created_at, updated_at"
 
-// projectRoleRow is a project_roles row as scanned.
+// projectRoleRow is a project_roles row as scanned (its permissions are rows
+// of project_role_permissions).
 type projectRoleRow struct {
 	ID          string  `db:"id"`
 	ProjectID   string  `db:"project_id"`
 	Name        string  `db:"name"`
 	Slug        string  `db:"slug"`
 	Description string  `db:"description"`
-	Permissions string  `db:"permissions"`
 	CreatedAt   sqlTime `db:"created_at"`
 	UpdatedAt   sqlTime `db:"updated_at"`
 }
 
-func (r projectRoleRow) projectRole(op string) (ProjectRole, error) {
-	role := ProjectRole{
+// projectRole returns the role without its permissions (Permissions nil).
+func (r projectRoleRow) projectRole() ProjectRole {
+	return ProjectRole{
 		ID:          r.ID,
 		ProjectID:   r.ProjectID,
 		Name:        r.Name,
@@ -463,28 +450,57 @@ func (r projectRoleRow) projectRole(op string) (ProjectRole, error) {
 		CreatedAt:   time.Time(r.CreatedAt),
 		UpdatedAt:   time.Time(r.UpdatedAt),
 	}
-	if err := json.Unmarshal([]byte(r.Permissions), &role.Permissions); err != nil {
-		return ProjectRole{}, fmt.Errorf("store: %s: project role %s: permissions: %w", op, r.ID, err)
-	}
-	if role.Permissions == nil {
-		role.Permissions = []string{}
-	}
-	return role, nil
 }
 
-// getProjectRole reads role roleID of project projectID; forUpdate locks its
-// row until the transaction ends (PostgreSQL only: SQLite transactions are
-// serialised already), which also blocks new bindings of it.
-func getProjectRole(ctx context.Context, q querier, op, projectID, roleID string, forUpdate bool) (ProjectRole, error) {
-	query := "SELECT " + projectRoleColumns + " FROM project_roles WHERE id = ? AND project_id = ?"
-	if forUpdate {
-		query += " FOR UPDATE"
+// getProjectRole reads role roleID of project projectID. A non-empty lock (a
+// Dialect.lockClause) first locks the role's row until the transaction ends:
+// lockForUpdate also blocks new bindings of the role.
+func getProjectRole(ctx context.Context, q querier, op, projectID, roleID, lock string) (ProjectRole, error) {
+	if lock != "" {
+		var id string
+		query := "SELECT id FROM project_roles WHERE id = ? AND project_id = ?" + lock
+		if err := q.GetContext(ctx, &id, q.Rebind(query), roleID, projectID); err != nil {
+			return ProjectRole{}, wrapError(op, err)
+		}
 	}
-	var r projectRoleRow
-	if err := q.GetContext(ctx, &r, q.Rebind(query), roleID, projectID); err != nil {
+	roles, err := queryProjectRoles(ctx, q, "r.id = ? AND r.project_id = ?", roleID, projectID)
+	if err != nil {
 		return ProjectRole{}, wrapError(op, err)
 	}
-	return r.projectRole(op)
+	if len(roles) == 0 {
+		return ProjectRole{}, fmt.Errorf("store: %s: %w", op, ErrNotFound)
+	}
+	return roles[0], nil
+}
+
+// queryProjectRoles reads the project roles matching where (on project_roles
+// r) with their permissions, in one query: oldest first (by CreatedAt, then
+// ID), each role's permissions in their order (an empty list, never nil, for
+// none). No match is an empty slice.
+func queryProjectRoles(ctx context.Context, q querier, where string, args ...any) ([]ProjectRole, error) {
+	query := "SELECT " + qualify("r", projectRoleColumns) + `, p.permission
+		FROM project_roles r LEFT JOIN project_role_permissions p ON p.role_id = r.id
+		WHERE ` + where + " ORDER BY r.created_at, r.id, p.position"
+	var rows []struct {
+		projectRoleRow
+		Permission sql.NullString `db:"permission"`
+	}
+	if err := q.SelectContext(ctx, &rows, q.Rebind(query), args...); err != nil {
+		return nil, err
+	}
+	roles := []ProjectRole{}
+	for _, row := range rows {
+		if len(roles) == 0 || roles[len(roles)-1].ID != row.ID {
+			role := row.projectRoleRow.projectRole()
+			role.Permissions = []string{}
+			roles = append(roles, role)
+		}
+		if row.Permission.Valid {
+			last := &roles[len(roles)-1]
+			last.Permissions = append(last.Permissions, row.Permission.String)
+		}
+	}
+	return roles, nil
 }
 
 // roleBindingColumns are the columns roleBindingRow scans, from role_bindings

@@ -5,8 +5,9 @@
 // Queries are written once with ? placeholders and rebound for PostgreSQL
 // (sqlx Rebind). Because Rebind rewrites every ?, PostgreSQL's jsonb ?
 // operators cannot be used; use jsonb_exists and friends instead. The few
-// real dialect differences (column types, timestamp encoding) live in the
-// migrations and in time.go.
+// dialect differences live in two places: the schema (column types, one
+// migrations folder per dialect) and dialect.go (pool settings, time
+// encoding, row-lock clauses, driver error classification).
 //
 // Writes happen only inside Store.InTx; on SQLite they all go through one
 // writer connection, and reads outside a transaction use a separate pool.
@@ -29,14 +30,8 @@ import (
 	"time"
 
 	"github.com/golang-migrate/migrate/v4"
-	"github.com/golang-migrate/migrate/v4/database"
-	migratepostgres "github.com/golang-migrate/migrate/v4/database/postgres"
-	migratesqlite "github.com/golang-migrate/migrate/v4/database/sqlite"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jmoiron/sqlx"
-	"github.com/lib/pq"
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/gatehouse-dev/gatehouse/migrations"
 )
@@ -59,38 +54,9 @@ var (
 	ErrLimit = errors.New("limit exceeded")
 )
 
-// Dialect names a supported database engine.
-type Dialect string
-
-// The supported dialects. Their values name the folders of package
-// migrations.
-const (
-	SQLite   Dialect = "sqlite"
-	Postgres Dialect = "postgres"
-)
-
-// Pool sizes. SQLite allows one writer at a time, so the store holds exactly
-// one writer connection and serialises writes in Go instead of on
-// SQLITE_BUSY.
-const (
-	sqliteReaders      = 4
-	postgresMaxOpen    = 20
-	postgresMaxIdle    = 20
-	postgresMaxIdleAge = 5 * time.Minute
-)
-
-// sqlitePragmas apply to every SQLite connection (modernc _pragma DSN
-// parameters run on each new connection).
-const sqlitePragmas = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)" +
-	"&_pragma=foreign_keys(ON)&_pragma=synchronous(NORMAL)"
-
-func init() {
-	// sqlx knows lib/pq's "postgres" but not modernc's "sqlite".
-	sqlx.BindDriver("sqlite", sqlx.QUESTION)
-}
-
 // Store is a handle on the database. It is safe for concurrent use.
 type Store struct {
+	reads
 	dialect Dialect
 	// writer runs every transaction. On SQLite it holds one connection.
 	writer *sqlx.DB
@@ -134,6 +100,7 @@ func Open(ctx context.Context, databaseURL string, opts ...Option) (*Store, erro
 		_ = s.Close()
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
+	s.reads = reads{q: s.reader, store: s}
 	return s, nil
 }
 
@@ -149,9 +116,7 @@ func (s *Store) open(ctx context.Context, databaseURL string) error {
 		if err != nil {
 			return err
 		}
-		db.SetMaxOpenConns(postgresMaxOpen)
-		db.SetMaxIdleConns(postgresMaxIdle)
-		db.SetConnMaxIdleTime(postgresMaxIdleAge)
+		dialect.configurePool(db, true)
 		s.writer, s.reader = db, db
 		return ping(ctx, db)
 	}
@@ -159,21 +124,20 @@ func (s *Store) open(ctx context.Context, databaseURL string) error {
 	if err := os.MkdirAll(filepath.Dir(target), 0o700); err != nil {
 		return err
 	}
-	s.sqliteDSN = target + "?" + sqlitePragmas + "&_txlock=immediate"
+	s.sqliteDSN = sqliteWriterDSN(target)
 	if s.writer, err = sqlx.Open("sqlite", s.sqliteDSN); err != nil {
 		return err
 	}
-	s.writer.SetMaxOpenConns(1)
+	dialect.configurePool(s.writer, true)
 	// The writer connects first so that it switches the file to WAL before
 	// any reader opens it.
 	if err := ping(ctx, s.writer); err != nil {
 		return err
 	}
-	if s.reader, err = sqlx.Open("sqlite", target+"?"+sqlitePragmas+"&_pragma=query_only(1)"); err != nil {
+	if s.reader, err = sqlx.Open("sqlite", sqliteReaderDSN(target)); err != nil {
 		return err
 	}
-	s.reader.SetMaxOpenConns(sqliteReaders)
-	s.reader.SetMaxIdleConns(sqliteReaders)
+	dialect.configurePool(s.reader, false)
 	return ping(ctx, s.reader)
 }
 
@@ -245,6 +209,20 @@ func (s *Store) Dialect() Dialect { return s.dialect }
 // back compares equal.
 func (s *Store) Now() time.Time {
 	return s.clock().UTC().Truncate(time.Microsecond)
+}
+
+// stamps returns the creation and update times to store for a new row: the given ones, or
+// Store.Now when created is zero and the creation time when updated is zero, in UTC at
+// microsecond precision.
+func (tx *Tx) stamps(created, updated time.Time) (time.Time, time.Time) {
+	if created.IsZero() {
+		created = tx.store.Now()
+	}
+	created = created.UTC().Truncate(time.Microsecond)
+	if updated.IsZero() {
+		updated = created
+	}
+	return created, updated.UTC().Truncate(time.Microsecond)
 }
 
 // Ping checks that the database answers SELECT 1 on the read path. It returns
@@ -335,38 +313,11 @@ func (s *Store) migrate(ctx context.Context, op string, fn func(*migrate.Migrate
 	return nil
 }
 
-// migrateDriver returns a golang-migrate driver that owns a connection of
-// its own: closing it leaves the store's pools open.
-func (s *Store) migrateDriver(ctx context.Context) (database.Driver, error) {
-	if s.dialect == Postgres {
-		conn, err := s.writer.Conn(ctx)
-		if err != nil {
-			return nil, err
-		}
-		driver, err := migratepostgres.WithConnection(ctx, conn, &migratepostgres.Config{})
-		if err != nil {
-			_ = conn.Close()
-			return nil, err
-		}
-		return driver, nil
-	}
-	db, err := sql.Open("sqlite", s.sqliteDSN)
-	if err != nil {
-		return nil, err
-	}
-	db.SetMaxOpenConns(1)
-	driver, err := migratesqlite.WithInstance(db, &migratesqlite.Config{})
-	if err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	return driver, nil
-}
-
 // Tx is a transaction opened by InTx. Store methods with a *Tx receiver run
 // inside it. A Tx is valid only until InTx's fn returns and must not be used
 // from several goroutines at once.
 type Tx struct {
+	reads
 	tx    *sqlx.Tx
 	store *Store
 }
@@ -411,7 +362,7 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 		}
 	}()
 
-	err = fn(&Tx{tx: sqlTx, store: s})
+	err = fn(&Tx{reads: reads{q: sqlTx, store: s}, tx: sqlTx, store: s})
 	finished = true
 	if err != nil {
 		if rbErr := sqlTx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
@@ -437,19 +388,4 @@ func wrapError(op string, err error) error {
 	default:
 		return fmt.Errorf("store: %s: %w", op, err)
 	}
-}
-
-// isUniqueViolation reports whether err is a PRIMARY KEY or UNIQUE violation:
-// SQLSTATE 23505 from PostgreSQL, SQLITE_CONSTRAINT_UNIQUE or
-// SQLITE_CONSTRAINT_PRIMARYKEY from SQLite (modernc enables extended result
-// codes). Each driver only produces its own error type.
-func isUniqueViolation(err error) bool {
-	if pqErr, ok := errors.AsType[*pq.Error](err); ok {
-		return pqErr.SQLState() == "23505"
-	}
-	if liteErr, ok := errors.AsType[*sqlite.Error](err); ok {
-		code := liteErr.Code()
-		return code == sqlite3.SQLITE_CONSTRAINT_UNIQUE || code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
-	}
-	return false
 }

@@ -3,14 +3,9 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/lib/pq"
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // CredentialProvider is the accounts.provider_id of email+password sign-in
@@ -242,17 +237,4 @@ func oneRowAffected(op string, res sql.Result, err error) error {
 		return fmt.Errorf("store: %s: %w", op, ErrNotFound)
 	}
 	return nil
-}
-
-// isMissingReference reports whether err is a FOREIGN KEY violation: a row
-// referring to one that does not exist. SQLSTATE 23503 from PostgreSQL,
-// SQLITE_CONSTRAINT_FOREIGNKEY from SQLite.
-func isMissingReference(err error) bool {
-	if pqErr, ok := errors.AsType[*pq.Error](err); ok {
-		return pqErr.SQLState() == "23503"
-	}
-	if liteErr, ok := errors.AsType[*sqlite.Error](err); ok {
-		return liteErr.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
-	}
-	return false
 }

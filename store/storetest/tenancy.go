@@ -28,6 +28,7 @@ func runTenancy(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("LastOwnerRace", func(t *testing.T) { testLastOwnerRace(t, open) })
 	t.Run("Invitations", func(t *testing.T) { testInvitations(t, open) })
 	t.Run("InvitationsInvalid", func(t *testing.T) { testInvitationsInvalid(t, open) })
+	t.Run("PendingInvitationUnique", func(t *testing.T) { testPendingInvitationUnique(t, open) })
 	t.Run("OrgRoleLimit", func(t *testing.T) { testOrgRoleLimit(t, open) })
 	t.Run("OrgRoleLimitRace", func(t *testing.T) { testOrgRoleLimitRace(t, open) })
 	t.Run("OrgRoles", func(t *testing.T) { testOrgRoles(t, open) })
@@ -862,6 +863,78 @@ func testInvitationsInvalid(t *testing.T, open func(t *testing.T) *store.Store) 
 	})
 	if got, err := s.ListInvitations(ctx, o.ID); err != nil || len(got) != 0 {
 		t.Errorf("after invalid creations: %v, %v", got, err)
+	}
+}
+
+// testPendingInvitationUnique: an organization holds at most one pending
+// invitation per email (the schema enforces it, so concurrent inviters cannot
+// both succeed); accepted, rejected and canceled ones do not count, and an
+// expired pending one gives way to a new invitation.
+func testPendingInvitationUnique(t *testing.T, open func(t *testing.T) *store.Store) {
+	s := open(t)
+	ctx := testContext(t)
+	owner := newUser(t, s, "Owner", "owner@example.com")
+	o := newOrganization(t, s, "acme", owner.ID)
+	other := newOrganization(t, s, "other", owner.ID)
+	week := s.Now().Add(7 * 24 * time.Hour)
+	invite := func(orgID, email string) store.Invitation {
+		return store.Invitation{OrganizationID: orgID, Email: email, Role: "viewer", InviterID: owner.ID, ExpiresAt: week}
+	}
+	create := func(inv store.Invitation) store.Invitation {
+		t.Helper()
+		mustTx(t, s, func(tx *store.Tx) error { return tx.CreateInvitation(ctx, &inv) })
+		return inv
+	}
+
+	first := create(invite(o.ID, "a@example.com"))
+	wantErr(t, s, store.ErrConflict, "second pending invitation", func(tx *store.Tx) error {
+		inv := invite(o.ID, " A@Example.com")
+		return tx.CreateInvitation(ctx, &inv)
+	})
+	create(invite(other.ID, "a@example.com")) // another organization
+	create(invite(o.ID, "b@example.com"))     // another email
+
+	// Once the first is accepted, a new one may be pending; once that one is
+	// canceled, another.
+	for _, status := range []string{store.InvitationAccepted, store.InvitationCanceled, store.InvitationRejected} {
+		mustTx(t, s, func(tx *store.Tx) error {
+			_, err := tx.SetInvitationStatus(ctx, first.ID, status)
+			return err
+		})
+		first = create(invite(o.ID, "a@example.com"))
+	}
+	// Invitations that are not pending never conflict.
+	for range 2 {
+		inv := invite(o.ID, "c@example.com")
+		inv.Status = store.InvitationCanceled
+		create(inv)
+	}
+
+	// An expired pending invitation does not block a new one: it is canceled
+	// in the same transaction.
+	old := invite(o.ID, "old@example.com")
+	old.ExpiresAt = s.Now().Add(-time.Minute)
+	old = create(old)
+	renewed := create(invite(o.ID, "old@example.com"))
+	if got, err := s.PendingInvitation(ctx, o.ID, "old@example.com"); err != nil || got.ID != renewed.ID {
+		t.Errorf("PendingInvitation after re-invite = %+v, %v; want %s", got, err, renewed.ID)
+	}
+	if got, err := s.Invitation(ctx, old.ID); err != nil || got.Status != store.InvitationCanceled {
+		t.Errorf("expired invitation after re-invite = %+v, %v; want status %q", got, err, store.InvitationCanceled)
+	}
+
+	pending := 0
+	list, err := s.ListInvitations(ctx, o.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, inv := range list {
+		if inv.Email == "a@example.com" && inv.Status == store.InvitationPending {
+			pending++
+		}
+	}
+	if pending != 1 {
+		t.Errorf("%d pending invitations of a@example.com, want 1", pending)
 	}
 }
 

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS invitations_pending_email_idx;

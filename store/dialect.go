@@ -1,0 +1,217 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/golang-migrate/migrate/v4/database"
+	migratepostgres "github.com/golang-migrate/migrate/v4/database/postgres"
+	migratesqlite "github.com/golang-migrate/migrate/v4/database/sqlite"
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// This file holds everything the store does differently on SQLite and on
+// PostgreSQL, apart from the schema (the migrations have one folder per
+// dialect): pool settings and connection parameters, the migration driver,
+// time encoding, row-lock clauses and the classification of driver errors.
+// Queries elsewhere are written once, with ? placeholders that sqlx rebinds,
+// and call these helpers where the dialects differ.
+
+// Dialect names a supported database engine.
+type Dialect string
+
+// The supported dialects. Their values name the folders of package
+// migrations.
+const (
+	SQLite   Dialect = "sqlite"
+	Postgres Dialect = "postgres"
+)
+
+func init() {
+	// sqlx knows lib/pq's "postgres" but not modernc's "sqlite".
+	sqlx.BindDriver("sqlite", sqlx.QUESTION)
+}
+
+// ---- Pools and connections ----
+
+// Pool sizes. SQLite allows one writer at a time, so the store holds exactly
+// one writer connection and serialises writes in Go instead of on
+// SQLITE_BUSY.
+const (
+	sqliteReaders      = 4
+	postgresMaxOpen    = 20
+	postgresMaxIdle    = 20
+	postgresMaxIdleAge = 5 * time.Minute
+)
+
+// sqlitePragmas apply to every SQLite connection (modernc _pragma DSN
+// parameters run on each new connection).
+const sqlitePragmas = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)" +
+	"&_pragma=foreign_keys(ON)&_pragma=synchronous(NORMAL)"
+
+// sqliteWriterDSN and sqliteReaderDSN are the data source names of the SQLite
+// file at path: the writer begins every transaction IMMEDIATE (taking the
+// write lock up front), the readers cannot write.
+func sqliteWriterDSN(path string) string { return path + "?" + sqlitePragmas + "&_txlock=immediate" }
+func sqliteReaderDSN(path string) string {
+	return path + "?" + sqlitePragmas + "&_pragma=query_only(1)"
+}
+
+// configurePool applies the dialect's pool settings to db. On PostgreSQL one
+// pool serves reads and writes; on SQLite the writer pool (writer true) holds
+// a single connection and the reader pool sqliteReaders.
+func (d Dialect) configurePool(db *sqlx.DB, writer bool) {
+	switch {
+	case d == Postgres:
+		db.SetMaxOpenConns(postgresMaxOpen)
+		db.SetMaxIdleConns(postgresMaxIdle)
+		db.SetConnMaxIdleTime(postgresMaxIdleAge)
+	case writer:
+		db.SetMaxOpenConns(1)
+	default:
+		db.SetMaxOpenConns(sqliteReaders)
+		db.SetMaxIdleConns(sqliteReaders)
+	}
+}
+
+// migrateDriver returns a golang-migrate driver that owns a connection of
+// its own, so that closing it leaves the store's pools open: on PostgreSQL a
+// connection borrowed from the pool (returned on close), on SQLite a separate
+// single-connection handle on the same file. ctx bounds getting the
+// connection.
+func (s *Store) migrateDriver(ctx context.Context) (database.Driver, error) {
+	if s.dialect == Postgres {
+		conn, err := s.writer.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		driver, err := migratepostgres.WithConnection(ctx, conn, &migratepostgres.Config{})
+		if err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+		return driver, nil
+	}
+	db, err := sql.Open("sqlite", s.sqliteDSN)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	driver, err := migratesqlite.WithInstance(db, &migratesqlite.Config{})
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return driver, nil
+}
+
+// ---- Time encoding ----
+
+// sqliteTimeLayout is how timestamps are stored on SQLite: fixed-width
+// RFC 3339 in UTC with microseconds, so that text order is time order.
+// PostgreSQL stores the same values in TIMESTAMPTZ columns (which also keep
+// microseconds), and parses this layout when it arrives as a parameter.
+const sqliteTimeLayout = "2006-01-02T15:04:05.000000Z"
+
+// sqlTime is a time.Time as the store writes and reads it, on both dialects.
+// Write it as a query argument (sqlTime(t)) and scan into it; use *sqlTime for
+// nullable columns (database/sql stores nil for NULL).
+type sqlTime time.Time
+
+// Value formats t in UTC with sqliteTimeLayout.
+func (t sqlTime) Value() (driver.Value, error) {
+	return time.Time(t).UTC().Format(sqliteTimeLayout), nil
+}
+
+// Scan accepts a time.Time (PostgreSQL) or RFC 3339 text (SQLite) and keeps
+// it in UTC.
+func (t *sqlTime) Scan(src any) error {
+	switch v := src.(type) {
+	case time.Time:
+		*t = sqlTime(v.UTC())
+		return nil
+	case string:
+		return t.parse(v)
+	case []byte:
+		return t.parse(string(v))
+	default:
+		return fmt.Errorf("store: scan time: unsupported type %T", src)
+	}
+}
+
+func (t *sqlTime) parse(s string) error {
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return fmt.Errorf("store: scan time: %w", err)
+	}
+	*t = sqlTime(v.UTC())
+	return nil
+}
+
+// ---- Row locks ----
+
+// rowLock is a row-level lock a SELECT takes until its transaction ends.
+type rowLock int
+
+const (
+	// lockForUpdate excludes other lockers, updates and deletes of the row,
+	// and inserts of rows whose foreign key references it.
+	lockForUpdate rowLock = iota + 1
+	// lockForNoKeyUpdate excludes other lockers and updates of the row, but
+	// not inserts of rows that reference it.
+	lockForNoKeyUpdate
+)
+
+// lockClause returns the clause that, appended to a SELECT, takes lock on the
+// rows it reads. On SQLite it is empty: transactions are serialised (BEGIN
+// IMMEDIATE on the one writer connection), so a read inside one already
+// sees no concurrent write.
+func (d Dialect) lockClause(lock rowLock) string {
+	if d != Postgres {
+		return ""
+	}
+	switch lock {
+	case lockForUpdate:
+		return " FOR UPDATE"
+	case lockForNoKeyUpdate:
+		return " FOR NO KEY UPDATE"
+	}
+	return ""
+}
+
+// ---- Error classification ----
+
+// isUniqueViolation reports whether err is a PRIMARY KEY or UNIQUE violation:
+// SQLSTATE 23505 from PostgreSQL, SQLITE_CONSTRAINT_UNIQUE or
+// SQLITE_CONSTRAINT_PRIMARYKEY from SQLite (modernc enables extended result
+// codes). Each driver only produces its own error type.
+func isUniqueViolation(err error) bool {
+	if pqErr, ok := errors.AsType[*pq.Error](err); ok {
+		return pqErr.SQLState() == "23505"
+	}
+	if liteErr, ok := errors.AsType[*sqlite.Error](err); ok {
+		code := liteErr.Code()
+		return code == sqlite3.SQLITE_CONSTRAINT_UNIQUE || code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+	}
+	return false
+}
+
+// isMissingReference reports whether err is a FOREIGN KEY violation: a row
+// referring to one that does not exist. SQLSTATE 23503 from PostgreSQL,
+// SQLITE_CONSTRAINT_FOREIGNKEY from SQLite.
+func isMissingReference(err error) bool {
+	if pqErr, ok := errors.AsType[*pq.Error](err); ok {
+		return pqErr.SQLState() == "23503"
+	}
+	if liteErr, ok := errors.AsType[*sqlite.Error](err); ok {
+		return liteErr.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
+	}
+	return false
+}

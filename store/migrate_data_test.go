@@ -1,0 +1,109 @@
+package store
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/golang-migrate/migrate/v4"
+)
+
+// TestPermissionRowsMigration: migration 8 turns each project role's JSON
+// permission array into rows in the array's order, and its down migration
+// turns them back into the same array.
+func TestPermissionRowsMigration(t *testing.T) {
+	urls := map[Dialect]string{SQLite: filepath.Join(t.TempDir(), "m.db")}
+	if base := postgresTestURL(t); base != "" {
+		urls[Postgres] = base
+	}
+	for dialect, dbURL := range urls {
+		t.Run(string(dialect), func(t *testing.T) {
+			ctx := t.Context()
+			s, err := Open(ctx, dbURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			to := func(version uint) {
+				t.Helper()
+				if err := s.migrate(ctx, "migrate to", func(m *migrate.Migrate) error { return m.Migrate(version) }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			to(7)
+			now := sqlTime(s.Now())
+			for _, q := range []struct {
+				query string
+				args  []any
+			}{
+				{"INSERT INTO organizations (id, name, slug, created_at, updated_at) VALUES ('org_1', 'O', 'o', ?, ?)", []any{now, now}},
+				{"INSERT INTO projects (id, organization_id, name, slug, created_at, updated_at) VALUES ('prj_1', 'org_1', 'P', 'p', ?, ?)", []any{now, now}},
+				{`INSERT INTO project_roles (id, project_id, name, slug, description, permissions, created_at, updated_at)
+					VALUES ('role_1', 'prj_1', 'R', 'r', '', '["z:write", "*", "a:read"]', ?, ?)`, []any{now, now}},
+				{`INSERT INTO project_roles (id, project_id, name, slug, description, permissions, created_at, updated_at)
+					VALUES ('role_2', 'prj_1', 'E', 'e', '', '[]', ?, ?)`, []any{now, now}},
+			} {
+				if _, err := s.writer.ExecContext(ctx, s.writer.Rebind(q.query), q.args...); err != nil {
+					t.Fatalf("%s: %v", q.query, err)
+				}
+			}
+			to(8)
+			roles, err := s.ListProjectRoles(ctx, "prj_1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string][]string{}
+			for _, r := range roles {
+				got[r.ID] = r.Permissions
+			}
+			if want := map[string][]string{"role_1": {"z:write", "*", "a:read"}, "role_2": {}}; !reflect.DeepEqual(got, want) {
+				t.Errorf("permissions after up = %#v, want %#v", got, want)
+			}
+
+			to(7)
+			var back []string
+			if err := s.writer.SelectContext(ctx, &back, "SELECT CAST(permissions AS TEXT) FROM project_roles ORDER BY id"); err != nil {
+				t.Fatal(err)
+			}
+			if want := []string{`["z:write", "*", "a:read"]`, "[]"}; !reflect.DeepEqual(back, want) &&
+				!reflect.DeepEqual(back, []string{`["z:write","*","a:read"]`, "[]"}) {
+				t.Errorf("permissions after down = %q, want %q", back, want)
+			}
+		})
+	}
+}
+
+// postgresTestURL returns GATEHOUSE_TEST_POSTGRES_URL with a fresh schema of
+// its own as search_path (dropped when the test ends), or "" when it is unset.
+func postgresTestURL(t *testing.T) string {
+	base := os.Getenv("GATEHOUSE_TEST_POSTGRES_URL")
+	if base == "" {
+		return ""
+	}
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	schema := "gh_test_" + hex.EncodeToString(b)
+	admin, err := Open(t.Context(), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.writer.Exec("CREATE SCHEMA " + schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.writer.Exec("DROP SCHEMA " + schema + " CASCADE")
+		_ = admin.Close()
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
