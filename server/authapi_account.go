@@ -22,14 +22,6 @@ import (
 // better-auth client: sign-up, sign-in, sign-out, get-session (sliding expiry), the session list
 // and revocation, password change and profile update.
 
-// Session lifetimes, as better-auth's defaults: a session lasts sessionTTL from its creation or
-// last refresh; get-session extends it once it is sessionUpdateAge old, i.e. when less than
-// sessionTTL−sessionUpdateAge remains.
-const (
-	sessionTTL       = 7 * 24 * time.Hour
-	sessionUpdateAge = 24 * time.Hour
-)
-
 // Password throttling. Failed password checks are counted in fixed 15-minute windows:
 //
 //   - per account — key "email:<normalised email>" at sign-in (whether or not the account
@@ -168,12 +160,12 @@ func (s *Server) SignOut(ctx context.Context, _ gen.SignOutRequestObject) (gen.S
 			return nil, err
 		}
 	}
-	setCookie(ctx, oauth.ExpiredCookie(s.sessionCookieName, s.cfg.Secure()))
+	setCookie(ctx, s.sessions().ExpiredCookie())
 	return gen.SignOut200JSONResponse{Body: gen.AuthSuccess{Success: true}}, nil
 }
 
 // GetSession returns the caller's session and user, or null when signed out. A session with
-// less than sessionTTL−sessionUpdateAge left is extended to sessionTTL and its cookie set again,
+// less than oauth.SessionTTL−oauth.SessionUpdateAge left is extended to oauth.SessionTTL and its cookie set again,
 // unless disableRefresh is true.
 func (s *Server) GetSession(ctx context.Context, request gen.GetSessionRequestObject) (gen.GetSessionResponseObject, error) {
 	noStore(ctx)
@@ -183,8 +175,8 @@ func (s *Server) GetSession(ctx context.Context, request gen.GetSessionRequestOb
 	}
 	sess := p.Session
 	disable := request.Params.DisableRefresh != nil && isTrue(*request.Params.DisableRefresh)
-	if now := s.store.Now(); !disable && sess.ExpiresAt.Sub(now) <= sessionTTL-sessionUpdateAge {
-		expires := now.Add(sessionTTL)
+	if now := s.store.Now(); !disable && sess.ExpiresAt.Sub(now) <= oauth.SessionTTL-oauth.SessionUpdateAge {
+		expires := now.Add(oauth.SessionTTL)
 		err := s.store.InTx(ctx, func(tx *store.Tx) error { return tx.ExtendSession(ctx, sess.ID, expires) })
 		if errors.Is(err, store.ErrNotFound) {
 			// Signed out by another request meanwhile.
@@ -257,7 +249,7 @@ func (s *Server) RevokeSession(ctx context.Context, request gen.RevokeSessionReq
 		return nil, err
 	}
 	if target == p.Session.ID {
-		setCookie(ctx, oauth.ExpiredCookie(s.sessionCookieName, s.cfg.Secure()))
+		setCookie(ctx, s.sessions().ExpiredCookie())
 	}
 	return gen.RevokeSession200JSONResponse{Status: true}, nil
 }
@@ -443,38 +435,28 @@ func throttled(keys ...throttleKey) error {
 	return nil
 }
 
-// createSession starts a session for userID with a fresh token, expiring sessionTTL from now,
-// recording the request's IP and user agent. It returns the session and its raw token, which
-// only the cookie and the response ever carry.
+// sessions is the browser sessions of the server's store and cookie.
+func (s *Server) sessions() oauth.Sessions {
+	return oauth.NewSessions(s.store, s.cookieKey, s.sessionCookieName, s.cfg.Secure())
+}
+
+// createSession starts a session for userID (see oauth.Sessions.Create), recording the
+// request's IP and user agent. It returns the session and its raw token.
 func (s *Server) createSession(ctx context.Context, tx *store.Tx, userID string, remember bool, activeOrg *string) (store.Session, string, error) {
-	token, err := oauth.NewSessionToken()
-	if err != nil {
-		return store.Session{}, "", err
-	}
 	meta := requestMetaFrom(ctx)
-	sess := store.Session{
-		TokenHash:            oauth.HashToken(token),
+	return s.sessions().Create(ctx, tx, store.Session{
 		UserID:               userID,
-		ExpiresAt:            s.store.Now().Add(sessionTTL),
 		RememberMe:           remember,
 		IPAddress:            meta.IP,
 		UserAgent:            meta.UserAgent,
 		ActiveOrganizationID: activeOrg,
-	}
-	if err := tx.CreateSession(ctx, &sess); err != nil {
-		return store.Session{}, "", err
-	}
-	return sess, token, nil
+	})
 }
 
-// setSessionCookie sets the signed session cookie for token: Max-Age sessionTTL, or none (a
-// browser-session cookie) when the user chose not to be remembered.
+// setSessionCookie sets the signed session cookie for token: Max-Age oauth.SessionTTL, or none
+// (a browser-session cookie) when the user chose not to be remembered.
 func (s *Server) setSessionCookie(ctx context.Context, token string, remember bool) {
-	maxAge := time.Duration(0)
-	if remember {
-		maxAge = sessionTTL
-	}
-	setCookie(ctx, oauth.SessionCookie(s.sessionCookieName, oauth.CookieValue(s.cookieKey, token), maxAge, s.cfg.Secure()))
+	setCookie(ctx, s.sessions().Cookie(token, remember))
 }
 
 // checkCallbackURL accepts a path on the caller's own site ("/…", not "//…") or an absolute
