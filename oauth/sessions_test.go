@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,19 +13,9 @@ import (
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
-// testClock is a settable clock for the store.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *testClock) Set(t time.Time) { c.mu.Lock(); c.now = t; c.mu.Unlock() }
-
 // openSessions opens a migrated store on b with clock and returns its Sessions (cookie
 // "gatehouse.session_token", not secure) and a user.
-func openSessions(t *testing.T, b storetest.Backend, clock *testClock) (*store.Store, Sessions, store.User) {
+func openSessions(t *testing.T, b storetest.Backend, clock *fakeClock) (*store.Store, Sessions, store.User) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, b.URL(t), store.WithClock(clock.Now))
@@ -49,7 +38,7 @@ func TestSessions(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
 			start := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-			clock := &testClock{now: start}
+			clock := &fakeClock{now: start}
 			st, sessions, u := openSessions(t, b, clock)
 			org := "org_01jd8x3q0f5m6z1v2c4k7r9t0w"
 
@@ -106,7 +95,7 @@ func TestSessions(t *testing.T) {
 				}
 			}
 
-			clock.Set(time.Date(2030, 1, 9, 3, 4, 6, 0, time.UTC))
+			clock.Advance(7*24*time.Hour + time.Second)
 			if _, _, _, err := sessions.FromRequest(request(good)); !errors.Is(err, ErrNoSession) {
 				t.Errorf("expired session: FromRequest error = %v, want ErrNoSession", err)
 			}

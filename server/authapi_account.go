@@ -124,12 +124,10 @@ func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequest
 		return nil, err
 	}
 	noStore(ctx)
-	callback := nullable.NewNullNullable[string]()
 	if body.CallbackURL != nil {
 		if err := s.checkCallbackURL(*body.CallbackURL); err != nil {
 			return nil, err
 		}
-		callback.Set(*body.CallbackURL)
 	}
 	user, err := s.checkEmailPassword(ctx, string(body.Email), body.Password)
 	if err != nil {
@@ -148,7 +146,7 @@ func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequest
 	s.setSessionCookie(ctx, token, sess.RememberMe)
 	// better-auth answers redirect: true with the callbackURL as url, which its client follows.
 	return gen.SignInEmail200JSONResponse{Body: gen.AuthSignInResponse{
-		Redirect: body.CallbackURL != nil, Token: token, Url: callback, User: toAuthUser(user)}}, nil
+		Redirect: body.CallbackURL != nil, Token: token, Url: nullableOf(body.CallbackURL), User: toAuthUser(user)}}, nil
 }
 
 // SignOut deletes the caller's session, if any, and expires the cookie.
@@ -171,7 +169,7 @@ func (s *Server) GetSession(ctx context.Context, request gen.GetSessionRequestOb
 	noStore(ctx)
 	p := PrincipalFrom(ctx)
 	if p == nil {
-		return nullSession{}, nil
+		return jsonNull{}, nil
 	}
 	sess := p.Session
 	disable := request.Params.DisableRefresh != nil && isTrue(*request.Params.DisableRefresh)
@@ -180,7 +178,7 @@ func (s *Server) GetSession(ctx context.Context, request gen.GetSessionRequestOb
 		err := s.store.InTx(ctx, func(tx *store.Tx) error { return tx.ExtendSession(ctx, sess.ID, expires) })
 		if errors.Is(err, store.ErrNotFound) {
 			// Signed out by another request meanwhile.
-			return nullSession{}, nil
+			return jsonNull{}, nil
 		}
 		if err != nil {
 			return nil, err
@@ -189,18 +187,6 @@ func (s *Server) GetSession(ctx context.Context, request gen.GetSessionRequestOb
 		s.setSessionCookie(ctx, p.SessionToken, sess.RememberMe)
 	}
 	return gen.GetSession200JSONResponse{Session: toAuthSession(sess, p.SessionToken), User: toAuthUser(p.User)}, nil
-}
-
-// nullSession is get-session's answer when signed out: 200 with the JSON body null, which the
-// generated response type cannot express.
-type nullSession struct{}
-
-// VisitGetSessionResponse writes null.
-func (nullSession) VisitGetSessionResponse(w http.ResponseWriter) error {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, err := w.Write([]byte("null\n"))
-	return err
 }
 
 // ListSessions lists the caller's unexpired sessions, newest first. Only the caller's own
@@ -497,16 +483,12 @@ func noStore(ctx context.Context) { setResponseHeader(ctx, "Cache-Control", "no-
 
 // toAuthUser is a user in better-auth's wire form.
 func toAuthUser(u store.User) gen.AuthUser {
-	image := nullable.NewNullNullable[string]()
-	if u.Image != nil {
-		image.Set(*u.Image)
-	}
 	return gen.AuthUser{
 		Id:            u.ID,
 		Name:          u.Name,
 		Email:         openapi_types.Email(u.Email),
 		EmailVerified: u.EmailVerified,
-		Image:         image,
+		Image:         nullableOf(u.Image),
 		CreatedAt:     u.CreatedAt.UTC(),
 		UpdatedAt:     u.UpdatedAt.UTC(),
 	}
@@ -515,10 +497,6 @@ func toAuthUser(u store.User) gen.AuthUser {
 // toAuthSession is a session in better-auth's wire form; token is the raw token for the
 // caller's own session and the session id for any other.
 func toAuthSession(sess store.Session, token string) gen.AuthSession {
-	org := nullable.NewNullNullable[string]()
-	if sess.ActiveOrganizationID != nil {
-		org.Set(*sess.ActiveOrganizationID)
-	}
 	return gen.AuthSession{
 		Id:                   sess.ID,
 		Token:                token,
@@ -528,6 +506,6 @@ func toAuthSession(sess store.Session, token string) gen.AuthSession {
 		UpdatedAt:            sess.UpdatedAt.UTC(),
 		IpAddress:            sess.IPAddress,
 		UserAgent:            sess.UserAgent,
-		ActiveOrganizationId: org,
+		ActiveOrganizationId: nullableOf(sess.ActiveOrganizationID),
 	}
 }

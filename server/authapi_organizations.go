@@ -285,33 +285,12 @@ func (s *Server) fullOrganization(ctx context.Context, org store.Organization, m
 
 // ---- Wire forms ----
 
-// jsonNull is a 200 whose body is the JSON literal null: better-auth's answer when there is no
-// organization to show (set-active with null, get-full-organization without an active one).
-type jsonNull struct{}
-
-func (jsonNull) write(w http.ResponseWriter) error {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, err := w.Write([]byte("null\n"))
-	return err
-}
-
-// VisitAuthSetActiveOrganizationResponse implements gen.AuthSetActiveOrganizationResponseObject.
-func (n jsonNull) VisitAuthSetActiveOrganizationResponse(w http.ResponseWriter) error {
-	return n.write(w)
-}
-
-// VisitAuthGetFullOrganizationResponse implements gen.AuthGetFullOrganizationResponseObject.
-func (n jsonNull) VisitAuthGetFullOrganizationResponse(w http.ResponseWriter) error {
-	return n.write(w)
-}
-
 func authOrganizationJSON(o store.Organization) gen.AuthOrganization {
 	md := nullable.NewNullNullable[map[string]any]()
 	if len(o.Metadata) > 0 {
 		md = nullable.NewNullableWithValue(o.Metadata)
 	}
-	return gen.AuthOrganization{Id: o.ID, Name: o.Name, Slug: o.Slug, Logo: authOptString(o.Logo), Metadata: md, CreatedAt: o.CreatedAt}
+	return gen.AuthOrganization{Id: o.ID, Name: o.Name, Slug: o.Slug, Logo: nullableOf(o.Logo), Metadata: md, CreatedAt: o.CreatedAt}
 }
 
 func authMemberJSON(m store.Member) gen.AuthMember {
@@ -321,7 +300,7 @@ func authMemberJSON(m store.Member) gen.AuthMember {
 func authMemberWithUserJSON(m store.MemberWithUser) gen.AuthMemberWithUser {
 	return gen.AuthMemberWithUser{
 		Id: m.ID, OrganizationId: m.OrganizationID, UserId: m.UserID, Role: m.Role, CreatedAt: m.CreatedAt,
-		User: gen.AuthMemberUser{Id: m.UserID, Name: m.UserName, Email: m.UserEmail, Image: authOptString(m.UserImage)},
+		User: gen.AuthMemberUser{Id: m.UserID, Name: m.UserName, Email: m.UserEmail, Image: nullableOf(m.UserImage)},
 	}
 }
 
@@ -335,12 +314,4 @@ func authInvitationJSON(i store.Invitation) gen.AuthInvitation {
 func authRoleJSON(r store.OrgRole) gen.AuthRole {
 	return gen.AuthRole{Id: r.ID, OrganizationId: r.OrganizationID, Role: r.Role, Permission: r.Permission,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
-}
-
-// authOptString renders an optional string as a value or an explicit null.
-func authOptString(p *string) nullable.Nullable[string] {
-	if p == nil {
-		return nullable.NewNullNullable[string]()
-	}
-	return nullable.NewNullableWithValue(*p)
 }

@@ -240,8 +240,8 @@ func roleInput(in gen.AuthRoleInput) ([]string, error) {
 // splitRoles returns the roles of a comma-joined list, trimmed, without empties or duplicates.
 func splitRoles(list string) []string {
 	var out []string
-	for _, r := range strings.Split(list, ",") {
-		if r = strings.TrimSpace(r); r != "" && !slices.Contains(out, r) {
+	for r := range roleNames(list) {
+		if !slices.Contains(out, r) {
 			out = append(out, r)
 		}
 	}
@@ -249,7 +249,14 @@ func splitRoles(list string) []string {
 }
 
 // hasRole reports whether a comma-joined role list holds role.
-func hasRole(list, role string) bool { return slices.Contains(splitRoles(list), role) }
+func hasRole(list, role string) bool {
+	for r := range roleNames(list) {
+		if r == role {
+			return true
+		}
+	}
+	return false
+}
 
 // checkRoles refuses (400 ROLE_NOT_FOUND) an empty list or one holding a role that is neither
 // fixed nor, according to exists, one of the organization's dynamic roles.

@@ -173,3 +173,40 @@ func TestAuthOrgRoleLimit(t *testing.T) {
 		}
 	})
 }
+
+// TestRoleLists: every reader of a comma-joined role list trims entries and skips empty ones.
+func TestRoleLists(t *testing.T) {
+	if got := splitRoles(" admin, ,owner,admin ,"); strings.Join(got, "|") != "admin|owner" {
+		t.Errorf("splitRoles = %q, want [admin owner]", got)
+	}
+	if got := splitRoles(""); got != nil {
+		t.Errorf("splitRoles(\"\") = %q, want none", got)
+	}
+	for _, c := range []struct {
+		list, role string
+		want       bool
+	}{
+		{"admin, owner", "owner", true},
+		{"admin,owner2", "owner", false},
+		{" owner ", "owner", true},
+		{",,", "", false},
+	} {
+		if got := hasRole(c.list, c.role); got != c.want {
+			t.Errorf("hasRole(%q, %q) = %v, want %v", c.list, c.role, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		list, perm string
+		want       bool
+	}{
+		{"viewer, developer", "config:update", true},
+		{"viewer,,", "config:update", false},
+		{"auditor, viewer", "config:read", true},
+		{" billing ", "billing:manage", true},
+		{"owner2", "config:read", false},
+	} {
+		if got := roleGrants(c.list, c.perm); got != c.want {
+			t.Errorf("roleGrants(%q, %q) = %v, want %v", c.list, c.perm, got, c.want)
+		}
+	}
+}

@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/oapi-codegen/nullable"
-
 	"github.com/gatehouse-dev/gatehouse/gen"
 	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/store"
@@ -235,8 +233,8 @@ func serviceAccountJSON(sa store.ServiceAccount) gen.ServiceAccount {
 	}
 	return gen.ServiceAccount{
 		Id: sa.ID, ProjectId: sa.ProjectID, Name: sa.Name,
-		Description: nullableFromPtr(sa.Description), EnvironmentId: nullableFromPtr(sa.EnvironmentID),
-		Scopes: scopes, DisabledAt: nullableTime(sa.DisabledAt),
+		Description: nullableOf(sa.Description), EnvironmentId: nullableOf(sa.EnvironmentID),
+		Scopes: scopes, DisabledAt: nullableOf(sa.DisabledAt),
 		CreatedAt: sa.CreatedAt, UpdatedAt: sa.UpdatedAt, Keys: keys,
 	}
 }
@@ -244,22 +242,7 @@ func serviceAccountJSON(sa store.ServiceAccount) gen.ServiceAccount {
 // apiKeyJSON is a key's public view: ids and states, never secret material.
 func apiKeyJSON(k store.APIKey) gen.ApiKey {
 	return gen.ApiKey{
-		Id: k.ID, PublicId: k.PublicID, ExpiresAt: nullableTime(k.ExpiresAt),
-		RevokedAt: nullableTime(k.RevokedAt), LastUsedAt: nullableTime(k.LastUsedAt), CreatedAt: k.CreatedAt,
+		Id: k.ID, PublicId: k.PublicID, ExpiresAt: nullableOf(k.ExpiresAt),
+		RevokedAt: nullableOf(k.RevokedAt), LastUsedAt: nullableOf(k.LastUsedAt), CreatedAt: k.CreatedAt,
 	}
-}
-
-func nullableFromPtr[T any](v *T) nullable.Nullable[T] {
-	if v == nil {
-		return nullable.NewNullNullable[T]()
-	}
-	return nullable.NewNullableWithValue(*v)
-}
-
-// ptrValue is *v, or nil (JSON null) for a nil pointer.
-func ptrValue[T any](v *T) any {
-	if v == nil {
-		return nil
-	}
-	return *v
 }
