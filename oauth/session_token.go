@@ -2,7 +2,6 @@ package oauth
 
 import (
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -25,10 +24,6 @@ const (
 // SessionTokenLength is the length of a session token from NewSessionToken.
 const SessionTokenLength = 32
 
-// tokenAlphabet is the character set of session tokens (better-auth's
-// generateId alphabet).
-const tokenAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-
 // signatureLength is the length of base64std(HMAC-SHA256): 44 characters, the
 // last one '='.
 const signatureLength = 44
@@ -38,26 +33,14 @@ const signatureLength = 44
 // cookies are rejected without hashing them.
 const maxSignedTokenLength = 512
 
-// NewSessionToken returns a random session token: SessionTokenLength
-// characters from [A-Za-z0-9], drawn from crypto/rand by rejection sampling
-// (no modulo bias), about 190 bits of entropy. It fails only if crypto/rand
-// does.
+// NewSessionToken returns a random session token: SessionTokenLength characters from
+// [A-Za-z0-9] (RandomBase62), about 190 bits of entropy. It fails only if crypto/rand does.
 func NewSessionToken() (string, error) {
-	// 248 = 4·62: bytes below it map uniformly onto the alphabet.
-	const limit = 256 - 256%len(tokenAlphabet)
-	out := make([]byte, 0, SessionTokenLength)
-	buf := make([]byte, SessionTokenLength+SessionTokenLength/4)
-	for len(out) < SessionTokenLength {
-		if _, err := rand.Read(buf); err != nil {
-			return "", fmt.Errorf("oauth: new session token: %w", err)
-		}
-		for _, b := range buf {
-			if int(b) < limit && len(out) < SessionTokenLength {
-				out = append(out, tokenAlphabet[int(b)%len(tokenAlphabet)])
-			}
-		}
+	tok, err := RandomBase62(SessionTokenLength)
+	if err != nil {
+		return "", fmt.Errorf("oauth: new session token: %w", err)
 	}
-	return string(out), nil
+	return tok, nil
 }
 
 // SignToken returns token + "." + the standard base64 (padded, 44 characters)

@@ -35,8 +35,8 @@ func TestNewSessionToken(t *testing.T) {
 	}
 	// Every character of the alphabet shows up, roughly uniformly (expected
 	// 2000·32/62 ≈ 1032 each; a modulo bias would push the first 8 to ~1290).
-	if len(counts) != len(tokenAlphabet) {
-		t.Errorf("%d distinct characters, want %d", len(counts), len(tokenAlphabet))
+	if len(counts) != len(base62) {
+		t.Errorf("%d distinct characters, want %d", len(counts), len(base62))
 	}
 	for c, k := range counts {
 		if k < 800 || k > 1270 {

@@ -20,10 +20,7 @@ type auditEvent struct {
 // row commits exactly when the mutation does; an error fails the mutation.
 func audit(ctx context.Context, tx *store.Tx, ev auditEvent) error {
 	meta := requestMetaFrom(ctx)
-	actorType, actorID := store.ActorSystem, ""
-	if p := PrincipalFrom(ctx); p != nil {
-		actorType, actorID = string(p.Kind), p.ID()
-	}
+	actorType, actorID := actor(ctx)
 	return tx.AppendAudit(ctx, &store.AuditEntry{
 		ActorType:      actorType,
 		ActorID:        actorID,
@@ -37,4 +34,13 @@ func audit(ctx context.Context, tx *store.Tx, ev auditEvent) error {
 		UserAgent:      meta.UserAgent,
 		Metadata:       ev.Metadata,
 	})
+}
+
+// actor is who the request of ctx acts as, for audit rows and config versions: the caller's
+// principal kind and id, or store.ActorSystem and "" when there is no caller.
+func actor(ctx context.Context) (actorType, actorID string) {
+	if p := PrincipalFrom(ctx); p != nil {
+		return string(p.Kind), p.ID()
+	}
+	return store.ActorSystem, ""
 }

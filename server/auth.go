@@ -132,11 +132,11 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 // access; an unknown id, a wrong secret, a revoked or expired key, a disabled account and an
 // archived project all give the same 401. The secret is compared as an HMAC in constant time.
 func (s *Server) apiKeyPrincipal(ctx context.Context, key string) (*Principal, error) {
-	publicID, secret, ok := ParseAPIKey(key)
+	publicID, secret, ok := oauth.ParseAPIKey(key)
 	if !ok {
 		return nil, ErrUnauthenticated
 	}
-	sum := HashAPIKeySecret(s.apiKeyPepper, secret)
+	sum := oauth.HashAPIKeySecret(s.apiKeyPepper, secret)
 	k, err := s.store.APIKeyByPublicID(ctx, publicID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, ErrUnauthenticated
@@ -180,16 +180,8 @@ func (s *Server) touchAPIKey(keyID string, last *time.Time, now time.Time) {
 
 // sessionPrincipal returns the user of a valid, unexpired session cookie, or nil.
 func (s *Server) sessionPrincipal(req *http.Request) (*Principal, error) {
-	ck, err := req.Cookie(s.sessionCookieName)
-	if err != nil || ck.Value == "" {
-		return nil, nil
-	}
-	token, ok := oauth.VerifySignedToken(s.cookieKey, ck.Value)
-	if !ok {
-		return nil, nil
-	}
-	sess, user, err := s.store.SessionByTokenHash(req.Context(), oauth.HashToken(token))
-	if errors.Is(err, store.ErrNotFound) {
+	sess, user, token, err := s.sessions().FromRequest(req)
+	if errors.Is(err, oauth.ErrNoSession) {
 		return nil, nil
 	}
 	if err != nil {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"time"
 
 	"github.com/oapi-codegen/nullable"
 
@@ -100,24 +99,8 @@ func slugOrName(slug *string, name string) (string, error) {
 func organizationJSON(o store.Organization, role string) gen.Organization {
 	return gen.Organization{
 		Id: o.ID, Name: o.Name, Slug: o.Slug, Role: role,
-		CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt, ArchivedAt: nullableTime(o.ArchivedAt),
+		CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt, ArchivedAt: nullableOf(o.ArchivedAt),
 	}
-}
-
-// nullableTime renders an optional timestamp as a value or an explicit null.
-func nullableTime(t *time.Time) nullable.Nullable[time.Time] {
-	if t == nil {
-		return nullable.NewNullNullable[time.Time]()
-	}
-	return nullable.NewNullableWithValue(*t)
-}
-
-// nullableString renders "" as an explicit null.
-func nullableString(s string) nullable.Nullable[string] {
-	if s == "" {
-		return nullable.NewNullNullable[string]()
-	}
-	return nullable.NewNullableWithValue(s)
 }
 
 func auditJSON(entries []store.AuditEntry) []gen.AuditLogEntry {

@@ -25,7 +25,7 @@ func (s *Server) ListProjects(ctx context.Context, req gen.ListProjectsRequestOb
 	for i, p := range projects {
 		out[i] = gen.Project{
 			Id: p.ID, OrganizationId: p.OrganizationID, Name: p.Name, Slug: p.Slug,
-			CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, ArchivedAt: nullableTime(p.ArchivedAt),
+			CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, ArchivedAt: nullableOf(p.ArchivedAt),
 		}
 	}
 	return gen.ListProjects200JSONResponse{Data: out}, nil
@@ -130,7 +130,7 @@ func projectJSON(p store.Project) gen.ProjectWithEnvironments {
 	}
 	return gen.ProjectWithEnvironments{
 		Id: p.ID, OrganizationId: p.OrganizationID, Name: p.Name, Slug: p.Slug,
-		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, ArchivedAt: nullableTime(p.ArchivedAt),
+		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, ArchivedAt: nullableOf(p.ArchivedAt),
 		Environments: envs,
 	}
 }

@@ -229,6 +229,6 @@ func roleBindingJSON(b store.RoleBinding) gen.RoleBinding {
 	return gen.RoleBinding{
 		Id: b.ID, ProjectId: b.ProjectID, RoleId: b.RoleID, RoleSlug: b.RoleSlug,
 		PrincipalType: gen.PrincipalType(b.PrincipalType), PrincipalId: b.PrincipalID,
-		ExpiresAt: nullableTime(b.ExpiresAt), CreatedAt: b.CreatedAt,
+		ExpiresAt: nullableOf(b.ExpiresAt), CreatedAt: b.CreatedAt,
 	}
 }

@@ -6,14 +6,14 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/oapi-codegen/nullable"
-
 	"github.com/gatehouse-dev/gatehouse/gen"
+	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/store"
 )
 
 // Service accounts and their API keys. A key is shown once, in the response that mints it; the
-// store keeps HashAPIKeySecret of its secret, and audit rows name a key by its public id only.
+// store keeps oauth.HashAPIKeySecret of its secret, and audit rows name a key by its public id
+// only.
 
 // ListServiceAccounts lists a project's service accounts with their keys' public ids and states.
 func (s *Server) ListServiceAccounts(ctx context.Context, req gen.ListServiceAccountsRequestObject) (gen.ListServiceAccountsResponseObject, error) {
@@ -175,12 +175,12 @@ func (s *Server) RevokeServiceAccountKey(ctx context.Context, req gen.RevokeServ
 // mintAPIKey draws a new key and returns it ready for the store (public id and secret hash)
 // with the full key to show once.
 func (s *Server) mintAPIKey(expiresAt *time.Time) (store.APIKey, string, error) {
-	publicID, secret, full, err := NewAPIKey()
+	publicID, secret, full, err := oauth.NewAPIKey()
 	if err != nil {
 		return store.APIKey{}, "", err
 	}
 	return store.APIKey{
-		PublicID: publicID, SecretHash: HashAPIKeySecret(s.apiKeyPepper, secret), ExpiresAt: expiresAt,
+		PublicID: publicID, SecretHash: oauth.HashAPIKeySecret(s.apiKeyPepper, secret), ExpiresAt: expiresAt,
 	}, full, nil
 }
 
@@ -233,8 +233,8 @@ func serviceAccountJSON(sa store.ServiceAccount) gen.ServiceAccount {
 	}
 	return gen.ServiceAccount{
 		Id: sa.ID, ProjectId: sa.ProjectID, Name: sa.Name,
-		Description: nullableFromPtr(sa.Description), EnvironmentId: nullableFromPtr(sa.EnvironmentID),
-		Scopes: scopes, DisabledAt: nullableTime(sa.DisabledAt),
+		Description: nullableOf(sa.Description), EnvironmentId: nullableOf(sa.EnvironmentID),
+		Scopes: scopes, DisabledAt: nullableOf(sa.DisabledAt),
 		CreatedAt: sa.CreatedAt, UpdatedAt: sa.UpdatedAt, Keys: keys,
 	}
 }
@@ -242,22 +242,7 @@ func serviceAccountJSON(sa store.ServiceAccount) gen.ServiceAccount {
 // apiKeyJSON is a key's public view: ids and states, never secret material.
 func apiKeyJSON(k store.APIKey) gen.ApiKey {
 	return gen.ApiKey{
-		Id: k.ID, PublicId: k.PublicID, ExpiresAt: nullableTime(k.ExpiresAt),
-		RevokedAt: nullableTime(k.RevokedAt), LastUsedAt: nullableTime(k.LastUsedAt), CreatedAt: k.CreatedAt,
+		Id: k.ID, PublicId: k.PublicID, ExpiresAt: nullableOf(k.ExpiresAt),
+		RevokedAt: nullableOf(k.RevokedAt), LastUsedAt: nullableOf(k.LastUsedAt), CreatedAt: k.CreatedAt,
 	}
-}
-
-func nullableFromPtr[T any](v *T) nullable.Nullable[T] {
-	if v == nil {
-		return nullable.NewNullNullable[T]()
-	}
-	return nullable.NewNullableWithValue(*v)
-}
-
-// ptrValue is *v, or nil (JSON null) for a nil pointer.
-func ptrValue[T any](v *T) any {
-	if v == nil {
-		return nil
-	}
-	return *v
 }

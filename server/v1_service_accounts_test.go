@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/hmac"
 	"database/sql"
 	"encoding/base64"
 	"encoding/hex"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
@@ -194,7 +196,7 @@ func TestServiceAccountLifecycle(t *testing.T) {
 		if !apiKeyShape.MatchString(sa.APIKey) {
 			t.Fatalf("apiKey %q does not match the ApiKeySecret pattern", sa.APIKey)
 		}
-		publicID, secret, ok := ParseAPIKey(sa.APIKey)
+		publicID, secret, ok := oauth.ParseAPIKey(sa.APIKey)
 		if !ok {
 			t.Fatalf("ParseAPIKey refuses the minted key %q", sa.APIKey)
 		}
@@ -223,8 +225,8 @@ func TestServiceAccountLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hash := HashAPIKeySecret(app.srv.apiKeyPepper, secret)
-		if !APIKeySecretMatches(app.srv.apiKeyPepper, secret, auth.SecretHash) || auth.KeyID != first.ID ||
+		hash := oauth.HashAPIKeySecret(app.srv.apiKeyPepper, secret)
+		if !hmac.Equal(hash, auth.SecretHash) || auth.KeyID != first.ID ||
 			auth.AccountID != sa.ID || auth.EnvironmentID != prod || auth.OrganizationID != ten.org.ID {
 			t.Fatalf("auth lookup %+v", auth)
 		}
@@ -235,7 +237,7 @@ func TestServiceAccountLifecycle(t *testing.T) {
 		app.do(owner.as(request{method: "POST", path: base + "/" + sa.ID + "/keys",
 			body: fmt.Sprintf(`{"expiresAt":%q}`, expires.Add(time.Hour).Format(time.RFC3339))})).decode(t, http.StatusCreated, &third)
 		for _, m := range []saMinted{second.Data, third.Data} {
-			id, _, ok := ParseAPIKey(m.APIKey)
+			id, _, ok := oauth.ParseAPIKey(m.APIKey)
 			if !apiKeyShape.MatchString(m.APIKey) || !ok || id != m.Key.PublicID || !strings.HasPrefix(m.Key.ID, "key_") ||
 				m.Key.RevokedAt != nil || m.Key.LastUsedAt != nil {
 				t.Fatalf("minted %+v", m)
@@ -363,9 +365,9 @@ func TestServiceAccountLifecycle(t *testing.T) {
 			"database (raw rows)": dump,
 		}
 		for _, full := range []string{sa.APIKey, second.Data.APIKey, third.Data.APIKey, other.APIKey} {
-			_, sec, _ := ParseAPIKey(full)
+			_, sec, _ := oauth.ParseAPIKey(full)
 			needles := map[string]string{"key": full, "secret": sec}
-			h := HashAPIKeySecret(app.srv.apiKeyPepper, sec)
+			h := oauth.HashAPIKeySecret(app.srv.apiKeyPepper, sec)
 			needles["hash (hex)"] = hex.EncodeToString(h)
 			needles["hash (base64)"] = base64.StdEncoding.EncodeToString(h)
 			for where, text := range places {

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/oapi-codegen/nullable"
-
 	"github.com/gatehouse-dev/gatehouse/gen"
 	"github.com/gatehouse-dev/gatehouse/store"
 )
@@ -89,14 +87,11 @@ func (s *Server) PutConfigEntry(ctx context.Context, req gen.PutConfigEntryReque
 		Key:           req.Key,
 		Secret:        req.Body.Secret != nil && *req.Body.Secret,
 		Value:         string(raw),
-		ActorType:     store.ActorSystem,
 	}
 	if d := req.Body.Description; d != nil && *d != "" {
 		w.Description = d
 	}
-	if p := PrincipalFrom(ctx); p != nil {
-		w.ActorType, w.ActorID = string(p.Kind), p.ID()
-	}
+	w.ActorType, w.ActorID = actor(ctx)
 	if w.Secret {
 		if w.Value, err = s.keyring.Seal(raw, store.ConfigValueAAD(w.EnvironmentID, w.Key)); err != nil {
 			return nil, err
@@ -156,7 +151,7 @@ func (s *Server) ListConfigEntryVersions(ctx context.Context, req gen.ListConfig
 	for i, v := range versions {
 		out[i] = gen.ConfigVersion{
 			Version: v.Version, Secret: v.Secret, Masked: v.Secret,
-			Description: nullableStringPtr(v.Description),
+			Description: nullableOf(v.Description),
 			CreatedBy:   gen.AuditRef{Type: v.ActorType, Id: v.ActorID},
 			CreatedAt:   v.CreatedAt,
 		}
@@ -218,8 +213,8 @@ func encodeConfigValue(v any) ([]byte, error) {
 func configEntryJSON(e store.ConfigEntry, revealed []byte) (gen.ConfigEntry, error) {
 	out := gen.ConfigEntry{
 		Key: e.Key, Secret: e.Secret, Version: e.Version, EnvironmentId: e.EnvironmentID,
-		Description: nullableStringPtr(e.Description),
-		CreatedAt:   e.CreatedAt, UpdatedAt: e.UpdatedAt, ArchivedAt: nullableTime(e.ArchivedAt),
+		Description: nullableOf(e.Description),
+		CreatedAt:   e.CreatedAt, UpdatedAt: e.UpdatedAt, ArchivedAt: nullableOf(e.ArchivedAt),
 	}
 	var err error
 	switch {
@@ -243,12 +238,4 @@ func storedJSON(text string) (json.RawMessage, error) {
 		return nil, errors.New("stored value is not JSON")
 	}
 	return json.RawMessage(text), nil
-}
-
-// nullableStringPtr renders an optional string as a value or an explicit null.
-func nullableStringPtr(s *string) nullable.Nullable[string] {
-	if s == nil {
-		return nullable.NewNullNullable[string]()
-	}
-	return nullable.NewNullableWithValue(*s)
 }

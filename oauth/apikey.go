@@ -1,4 +1,4 @@
-package server
+package oauth
 
 import (
 	"crypto/hmac"
@@ -24,13 +24,6 @@ const (
 	// APIKeyLen is the exact length of a well-formed API key: 7 + 12 + 1 + 43 = 63.
 	APIKeyLen = apiKeySeparatorPos + 1 + apiKeySecretLen
 )
-
-// base62 is the public id alphabet.
-const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-// base62Limit is the largest multiple of 62 that fits in a byte (4 × 62): random bytes at or
-// above it are discarded, so that b % 62 is uniform (no modulo bias).
-const base62Limit = 248
 
 // Character classes of the key alphabet, indexed by byte.
 const (
@@ -61,27 +54,13 @@ var apiKeyClass = func() (t [256]uint8) {
 // "svc_sk_<publicID>_<secret>" that is shown to the caller once. It fails only when crypto/rand
 // does.
 func NewAPIKey() (publicID, secret, full string, err error) {
-	var id [apiKeyPublicIDLen]byte
-	var buf [32]byte
-	for n := 0; n < len(id); {
-		if _, err := rand.Read(buf[:]); err != nil {
-			return "", "", "", fmt.Errorf("server: new api key: %w", err)
-		}
-		for _, b := range buf {
-			if b >= base62Limit {
-				continue
-			}
-			id[n] = base62[b%62]
-			if n++; n == len(id) {
-				break
-			}
-		}
+	if publicID, err = RandomBase62(apiKeyPublicIDLen); err != nil {
+		return "", "", "", fmt.Errorf("oauth: new api key: %w", err)
 	}
 	var raw [apiKeySecretBytes]byte
 	if _, err := rand.Read(raw[:]); err != nil {
-		return "", "", "", fmt.Errorf("server: new api key: %w", err)
+		return "", "", "", fmt.Errorf("oauth: new api key: %w", err)
 	}
-	publicID = string(id[:])
 	secret = base64.RawURLEncoding.EncodeToString(raw[:])
 	return publicID, secret, apiKeyPrefix + publicID + "_" + secret, nil
 }
@@ -112,16 +91,11 @@ func ParseAPIKey(s string) (publicID, secret string, ok bool) {
 }
 
 // HashAPIKeySecret returns HMAC-SHA256(pepper, secret): what the store keeps of a key's
-// secret. pepper is derived from the master key (oauth.DeriveKey(masterKey, "api-key"), the
-// Server's apiKeyPepper), so a copy of the database alone does not let anyone test guesses.
-// Compare hashes with APIKeySecretMatches (constant time), never with bytes.Equal.
+// secret. pepper is derived from the master key (DeriveKey(masterKey, "api-key")), so a copy of
+// the database alone does not let anyone test guesses.
+// Compare hashes with hmac.Equal (constant time), never with bytes.Equal.
 func HashAPIKeySecret(pepper []byte, secret string) []byte {
 	m := hmac.New(sha256.New, pepper)
 	m.Write([]byte(secret))
 	return m.Sum(nil)
-}
-
-// APIKeySecretMatches reports in constant time whether secret hashes to stored under pepper.
-func APIKeySecretMatches(pepper []byte, secret string, stored []byte) bool {
-	return hmac.Equal(HashAPIKeySecret(pepper, secret), stored)
 }

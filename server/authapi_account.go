@@ -22,14 +22,6 @@ import (
 // better-auth client: sign-up, sign-in, sign-out, get-session (sliding expiry), the session list
 // and revocation, password change and profile update.
 
-// Session lifetimes, as better-auth's defaults: a session lasts sessionTTL from its creation or
-// last refresh; get-session extends it once it is sessionUpdateAge old, i.e. when less than
-// sessionTTL−sessionUpdateAge remains.
-const (
-	sessionTTL       = 7 * 24 * time.Hour
-	sessionUpdateAge = 24 * time.Hour
-)
-
 // Password throttling. Failed password checks are counted in fixed 15-minute windows:
 //
 //   - per account — key "email:<normalised email>" at sign-in (whether or not the account
@@ -132,12 +124,10 @@ func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequest
 		return nil, err
 	}
 	noStore(ctx)
-	callback := nullable.NewNullNullable[string]()
 	if body.CallbackURL != nil {
 		if err := s.checkCallbackURL(*body.CallbackURL); err != nil {
 			return nil, err
 		}
-		callback.Set(*body.CallbackURL)
 	}
 	user, err := s.checkEmailPassword(ctx, string(body.Email), body.Password)
 	if err != nil {
@@ -156,7 +146,7 @@ func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequest
 	s.setSessionCookie(ctx, token, sess.RememberMe)
 	// better-auth answers redirect: true with the callbackURL as url, which its client follows.
 	return gen.SignInEmail200JSONResponse{Body: gen.AuthSignInResponse{
-		Redirect: body.CallbackURL != nil, Token: token, Url: callback, User: toAuthUser(user)}}, nil
+		Redirect: body.CallbackURL != nil, Token: token, Url: nullableOf(body.CallbackURL), User: toAuthUser(user)}}, nil
 }
 
 // SignOut deletes the caller's session, if any, and expires the cookie.
@@ -168,27 +158,27 @@ func (s *Server) SignOut(ctx context.Context, _ gen.SignOutRequestObject) (gen.S
 			return nil, err
 		}
 	}
-	setCookie(ctx, oauth.ExpiredCookie(s.sessionCookieName, s.cfg.Secure()))
+	setCookie(ctx, s.sessions().ExpiredCookie())
 	return gen.SignOut200JSONResponse{Body: gen.AuthSuccess{Success: true}}, nil
 }
 
 // GetSession returns the caller's session and user, or null when signed out. A session with
-// less than sessionTTL−sessionUpdateAge left is extended to sessionTTL and its cookie set again,
+// less than oauth.SessionTTL−oauth.SessionUpdateAge left is extended to oauth.SessionTTL and its cookie set again,
 // unless disableRefresh is true.
 func (s *Server) GetSession(ctx context.Context, request gen.GetSessionRequestObject) (gen.GetSessionResponseObject, error) {
 	noStore(ctx)
 	p := PrincipalFrom(ctx)
 	if p == nil {
-		return nullSession{}, nil
+		return jsonNull{}, nil
 	}
 	sess := p.Session
 	disable := request.Params.DisableRefresh != nil && isTrue(*request.Params.DisableRefresh)
-	if now := s.store.Now(); !disable && sess.ExpiresAt.Sub(now) <= sessionTTL-sessionUpdateAge {
-		expires := now.Add(sessionTTL)
+	if now := s.store.Now(); !disable && sess.ExpiresAt.Sub(now) <= oauth.SessionTTL-oauth.SessionUpdateAge {
+		expires := now.Add(oauth.SessionTTL)
 		err := s.store.InTx(ctx, func(tx *store.Tx) error { return tx.ExtendSession(ctx, sess.ID, expires) })
 		if errors.Is(err, store.ErrNotFound) {
 			// Signed out by another request meanwhile.
-			return nullSession{}, nil
+			return jsonNull{}, nil
 		}
 		if err != nil {
 			return nil, err
@@ -197,18 +187,6 @@ func (s *Server) GetSession(ctx context.Context, request gen.GetSessionRequestOb
 		s.setSessionCookie(ctx, p.SessionToken, sess.RememberMe)
 	}
 	return gen.GetSession200JSONResponse{Session: toAuthSession(sess, p.SessionToken), User: toAuthUser(p.User)}, nil
-}
-
-// nullSession is get-session's answer when signed out: 200 with the JSON body null, which the
-// generated response type cannot express.
-type nullSession struct{}
-
-// VisitGetSessionResponse writes null.
-func (nullSession) VisitGetSessionResponse(w http.ResponseWriter) error {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, err := w.Write([]byte("null\n"))
-	return err
 }
 
 // ListSessions lists the caller's unexpired sessions, newest first. Only the caller's own
@@ -257,7 +235,7 @@ func (s *Server) RevokeSession(ctx context.Context, request gen.RevokeSessionReq
 		return nil, err
 	}
 	if target == p.Session.ID {
-		setCookie(ctx, oauth.ExpiredCookie(s.sessionCookieName, s.cfg.Secure()))
+		setCookie(ctx, s.sessions().ExpiredCookie())
 	}
 	return gen.RevokeSession200JSONResponse{Status: true}, nil
 }
@@ -443,38 +421,28 @@ func throttled(keys ...throttleKey) error {
 	return nil
 }
 
-// createSession starts a session for userID with a fresh token, expiring sessionTTL from now,
-// recording the request's IP and user agent. It returns the session and its raw token, which
-// only the cookie and the response ever carry.
+// sessions is the browser sessions of the server's store and cookie.
+func (s *Server) sessions() oauth.Sessions {
+	return oauth.NewSessions(s.store, s.cookieKey, s.sessionCookieName, s.cfg.Secure())
+}
+
+// createSession starts a session for userID (see oauth.Sessions.Create), recording the
+// request's IP and user agent. It returns the session and its raw token.
 func (s *Server) createSession(ctx context.Context, tx *store.Tx, userID string, remember bool, activeOrg *string) (store.Session, string, error) {
-	token, err := oauth.NewSessionToken()
-	if err != nil {
-		return store.Session{}, "", err
-	}
 	meta := requestMetaFrom(ctx)
-	sess := store.Session{
-		TokenHash:            oauth.HashToken(token),
+	return s.sessions().Create(ctx, tx, store.Session{
 		UserID:               userID,
-		ExpiresAt:            s.store.Now().Add(sessionTTL),
 		RememberMe:           remember,
 		IPAddress:            meta.IP,
 		UserAgent:            meta.UserAgent,
 		ActiveOrganizationID: activeOrg,
-	}
-	if err := tx.CreateSession(ctx, &sess); err != nil {
-		return store.Session{}, "", err
-	}
-	return sess, token, nil
+	})
 }
 
-// setSessionCookie sets the signed session cookie for token: Max-Age sessionTTL, or none (a
-// browser-session cookie) when the user chose not to be remembered.
+// setSessionCookie sets the signed session cookie for token: Max-Age oauth.SessionTTL, or none
+// (a browser-session cookie) when the user chose not to be remembered.
 func (s *Server) setSessionCookie(ctx context.Context, token string, remember bool) {
-	maxAge := time.Duration(0)
-	if remember {
-		maxAge = sessionTTL
-	}
-	setCookie(ctx, oauth.SessionCookie(s.sessionCookieName, oauth.CookieValue(s.cookieKey, token), maxAge, s.cfg.Secure()))
+	setCookie(ctx, s.sessions().Cookie(token, remember))
 }
 
 // checkCallbackURL accepts a path on the caller's own site ("/…", not "//…") or an absolute
@@ -515,16 +483,12 @@ func noStore(ctx context.Context) { setResponseHeader(ctx, "Cache-Control", "no-
 
 // toAuthUser is a user in better-auth's wire form.
 func toAuthUser(u store.User) gen.AuthUser {
-	image := nullable.NewNullNullable[string]()
-	if u.Image != nil {
-		image.Set(*u.Image)
-	}
 	return gen.AuthUser{
 		Id:            u.ID,
 		Name:          u.Name,
 		Email:         openapi_types.Email(u.Email),
 		EmailVerified: u.EmailVerified,
-		Image:         image,
+		Image:         nullableOf(u.Image),
 		CreatedAt:     u.CreatedAt.UTC(),
 		UpdatedAt:     u.UpdatedAt.UTC(),
 	}
@@ -533,10 +497,6 @@ func toAuthUser(u store.User) gen.AuthUser {
 // toAuthSession is a session in better-auth's wire form; token is the raw token for the
 // caller's own session and the session id for any other.
 func toAuthSession(sess store.Session, token string) gen.AuthSession {
-	org := nullable.NewNullNullable[string]()
-	if sess.ActiveOrganizationID != nil {
-		org.Set(*sess.ActiveOrganizationID)
-	}
 	return gen.AuthSession{
 		Id:                   sess.ID,
 		Token:                token,
@@ -546,6 +506,6 @@ func toAuthSession(sess store.Session, token string) gen.AuthSession {
 		UpdatedAt:            sess.UpdatedAt.UTC(),
 		IpAddress:            sess.IPAddress,
 		UserAgent:            sess.UserAgent,
-		ActiveOrganizationId: org,
+		ActiveOrganizationId: nullableOf(sess.ActiveOrganizationID),
 	}
 }
