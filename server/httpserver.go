@@ -18,6 +18,10 @@ const (
 	WriteTimeout = 60 * time.Second
 	// IdleTimeout closes keep-alive connections that send no new request for this long.
 	IdleTimeout = 120 * time.Second
+	// RequestTimeout bounds the work a request may do, database waits included: a request still
+	// waiting for a database connection then (the pool exhausted by a database that stopped
+	// answering) gets 503. PostgreSQL connection attempts give up sooner (connect_timeout=2).
+	RequestTimeout = 15 * time.Second
 )
 
 // HTTPServer returns the http.Server that serves the app, with the connection timeouts above

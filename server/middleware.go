@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -31,7 +32,8 @@ func (s *Server) recoverer() echo.MiddlewareFunc {
 
 // requestID echoes a valid x-request-id (1–128 characters of A-Z a-z 0-9 . _ : -) or generates
 // a UUID, sets it on the response before anything else can write, and puts it in the request's
-// context with the client IP and user agent, for handlers, audit rows and problems.
+// context with the client IP and user agent, for handlers, audit rows and problems. The context
+// ends after RequestTimeout.
 func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id := c.Request().Header.Get(echo.HeaderXRequestID)
@@ -44,7 +46,9 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 			ID: id, IP: c.RealIP(), UserAgent: truncate(req.UserAgent(), 512),
 			header: c.Response().Header(),
 		}
-		c.SetRequest(req.WithContext(withRequestMeta(req.Context(), meta)))
+		ctx, cancel := context.WithTimeout(withRequestMeta(req.Context(), meta), RequestTimeout)
+		defer cancel()
+		c.SetRequest(req.WithContext(ctx))
 		return next(c)
 	}
 }

@@ -75,7 +75,8 @@ var (
 	ErrUserRequired    = &Error{Status: http.StatusForbidden, Kind: kindForbidden, Title: titleUserRequired}
 	ErrEnvScoped       = &Error{Status: http.StatusForbidden, Kind: kindForbidden, Title: titleEnvironmentScoped}
 	ErrNotFound        = &Error{Status: http.StatusNotFound, Kind: kindNotFound, Title: titleNotFound}
-	ErrUnavailable     = &Error{Status: http.StatusServiceUnavailable, Kind: kindUnavailable, Title: titleUnavailable}
+	ErrUnavailable     = &Error{Status: http.StatusServiceUnavailable, Kind: kindUnavailable, Title: titleUnavailable,
+		Header: http.Header{"Retry-After": []string{"5"}}}
 )
 
 // Conflict is a 409 /problems/conflict with a title saying what already exists.
@@ -213,6 +214,10 @@ func (s *Server) toProblem(err error, c echo.Context) *Error {
 		return ClientError(http.StatusBadRequest, titleLimit)
 	case errors.Is(err, store.ErrInvalid):
 		return ClientError(http.StatusBadRequest, titleInvalid)
+	case errors.Is(err, store.ErrUnavailable):
+		s.log.WarnContext(c.Request().Context(), "database unavailable",
+			"err", err, "route", c.Path(), "request_id", RequestID(c.Request().Context()))
+		return ErrUnavailable
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		// The connection's read deadline passed while the body was still arriving (ReadTimeout):
 		// the client is slow, the server is fine.

@@ -6,6 +6,9 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
 	"time"
 
 	"github.com/golang-migrate/migrate/v4/database"
@@ -212,6 +215,33 @@ func isMissingReference(err error) bool {
 	}
 	if liteErr, ok := errors.AsType[*sqlite.Error](err); ok {
 		return liteErr.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
+	}
+	return false
+}
+
+// isUnavailable reports whether err means the database could not be reached or stopped
+// answering, rather than refusing the statement: a network error or timeout (including a
+// deadline that passed while waiting for a connection), a connection the driver gave up on,
+// PostgreSQL's connection exception (08), operator intervention (57: shutting down) and
+// insufficient resources (53: too many connections) classes, SQLite's busy file.
+func isUnavailable(err error) bool {
+	if _, ok := errors.AsType[net.Error](err); ok {
+		return true
+	}
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {
+		return true
+	}
+	if pqErr, ok := errors.AsType[*pq.Error](err); ok {
+		switch pqErr.Code.Class() {
+		case "08", "53", "57":
+			return true
+		}
+		return false
+	}
+	if liteErr, ok := errors.AsType[*sqlite.Error](err); ok {
+		code := liteErr.Code() & 0xff // primary result code
+		return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
 	}
 	return false
 }

@@ -23,7 +23,7 @@ func TestParseURL(t *testing.T) {
 		dialect Dialect
 		target  string
 	}{
-		{"postgres://u@h:5432/db?sslmode=disable", Postgres, "postgres://u@h:5432/db?connect_timeout=5&sslmode=disable"},
+		{"postgres://u@h:5432/db?sslmode=disable", Postgres, "postgres://u@h:5432/db?connect_timeout=2&sslmode=disable"},
 		{"postgresql://u@h/db?connect_timeout=2", Postgres, "postgresql://u@h/db?connect_timeout=2"},
 		{"sqlite:data/gatehouse.db", SQLite, "data/gatehouse.db"},
 		{"sqlite://data/gatehouse.db", SQLite, "data/gatehouse.db"},

@@ -52,6 +52,10 @@ var (
 	// ErrLimit: the write would exceed a fixed count limit (for example
 	// MaxOrgRoles dynamic roles per organization). Nothing was written.
 	ErrLimit = errors.New("limit exceeded")
+	// ErrUnavailable: the database could not be reached or stopped answering
+	// (connection refused or lost, a connect or wait timeout, the server
+	// shutting down). Retry later; whether a write in flight committed is unknown.
+	ErrUnavailable = errors.New("database unavailable")
 )
 
 // Store is a handle on the database. It is safe for concurrent use.
@@ -83,7 +87,7 @@ func WithClock(now func() time.Time) Option {
 // the ping. It does not migrate (see Migrate).
 //
 // Accepted URLs:
-//   - postgres://… or postgresql://… (lib/pq; connect_timeout=5 is added
+//   - postgres://… or postgresql://… (lib/pq; connect_timeout=2 is added
 //     when absent);
 //   - SQLite: sqlite:PATH, sqlite://PATH, file:PATH or a bare PATH. The parent
 //     directory is created (0700). In-memory databases and query parameters
@@ -154,7 +158,7 @@ func parseURL(databaseURL string) (Dialect, string, error) {
 		}
 		q := u.Query()
 		if !q.Has("connect_timeout") {
-			q.Set("connect_timeout", "5")
+			q.Set("connect_timeout", "2")
 			u.RawQuery = q.Encode()
 		}
 		return Postgres, u.String(), nil
@@ -231,7 +235,7 @@ func (tx *Tx) stamps(created, updated time.Time) (time.Time, time.Time) {
 // ctx.Err().
 func (s *Store) Ping(ctx context.Context) error {
 	if err := ping(ctx, s.reader); err != nil {
-		return fmt.Errorf("store: ping: %w", err)
+		return wrapError("ping", err)
 	}
 	return nil
 }
@@ -353,7 +357,7 @@ func (s *Store) readStatement(ctx context.Context, query string) (*sqlx.Stmt, er
 func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 	sqlTx, err := s.writer.BeginTxx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("store: begin: %w", err)
+		return wrapError("begin", err)
 	}
 	finished := false
 	defer func() {
@@ -385,6 +389,8 @@ func wrapError(op string, err error) error {
 		return fmt.Errorf("store: %s: %w", op, ErrNotFound)
 	case isUniqueViolation(err):
 		return fmt.Errorf("store: %s: %w: %v", op, ErrConflict, err)
+	case isUnavailable(err):
+		return fmt.Errorf("store: %s: %w: %w", op, ErrUnavailable, err)
 	default:
 		return fmt.Errorf("store: %s: %w", op, err)
 	}
