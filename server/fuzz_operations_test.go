@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -31,7 +32,7 @@ const fuzzSeed = 20260808
 // fuzzPerKind is how many variants of each kind but hostile paths (query, property type, huge
 // string, deep nesting, whole body, content type) a seeded sample sends per operation and
 // credential; every hostile-path variant is always sent.
-const fuzzPerKind = 2
+const fuzzPerKind = 4
 
 // fuzzCase is one hostile request.
 type fuzzCase struct {
@@ -169,7 +170,7 @@ func fuzzCases(t *testing.T, ten tenancy, fo fuzzOperation) []fuzzCase {
 	}
 	withProp := func(name string, raw string) string {
 		parts := []string{strconv.Quote(name) + ":" + raw}
-		for _, k := range slices.Sorted(mapKeys(base)) {
+		for _, k := range slices.Sorted(maps.Keys(base)) {
 			if k != name {
 				v, _ := json.Marshal(base[k])
 				parts = append(parts, strconv.Quote(k)+":"+string(v))
@@ -182,7 +183,7 @@ func fuzzCases(t *testing.T, ten tenancy, fo fuzzOperation) []fuzzCase {
 	huge := strconv.Quote(strings.Repeat("x", 100000))
 
 	// Wrong types, huge strings and deep nesting in each property.
-	for _, name := range slices.Sorted(mapKeys(jsonBody.Properties)) {
+	for _, name := range slices.Sorted(maps.Keys(jsonBody.Properties)) {
 		ref := jsonBody.Properties[name]
 		if ref == nil || ref.Value == nil {
 			continue
@@ -231,16 +232,6 @@ func fuzzCases(t *testing.T, ten tenancy, fo fuzzOperation) []fuzzCase {
 	add(fuzzCase{kind: "content-type", name: "content-type:xml", uri: good, contentType: "application/xml", body: "<a>1</a>", strict: true})
 	add(fuzzCase{kind: "content-type", name: "content-type:form-bad-escape", uri: good, contentType: "application/x-www-form-urlencoded", body: "name=%zz&email=%", strict: true})
 	return cases
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // schemaAccepts reports whether a JSON value of type typ is allowed by s's type list.
@@ -493,6 +484,9 @@ func TestPathOutsideSpecIsNotFound(t *testing.T) {
 
 // wireRequest writes one raw HTTP/1.1 request to the app served on a real loopback
 // connection, so that nothing cleans or re-encodes the request line, and records the answer.
+// net/http's own request-line parser refuses a path whose escapes do not decode with a bare
+// "400 Bad Request" text/plain before any handler runs; a fix for that lives at the connection,
+// and this helper must then serve the app the way main.go does.
 func wireRequest(t *testing.T, app *testApp, raw string) *httptest.ResponseRecorder {
 	t.Helper()
 	ts := httptest.NewServer(app.srv.Handler())
