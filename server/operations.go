@@ -201,7 +201,10 @@ func (m *matchedRoute) bodyMember(name string) any {
 	return members[name]
 }
 
-const matchedRouteKey = "gatehouse.route"
+const (
+	matchedRouteKey = "gatehouse.route"
+	badPathKey      = "gatehouse.bad-path"
+)
 
 func routeOf(c echo.Context) *matchedRoute {
 	m, _ := c.Get(matchedRouteKey).(*matchedRoute)
@@ -222,9 +225,19 @@ func surfaceOf(c echo.Context) surface {
 // parameters would arrive sometimes escaped and sometimes not; the generated handlers unescape
 // them once. Routing on the escaped path always gives each parameter exactly one decoding: an
 // id "a%zz" sent as a%25zz is the id "a%zz", and %2F stays inside its segment.
+//
+// A raw path that is not a valid encoding of the path is refused with 400. net/http never
+// produces one (it refuses such a request line itself, see Listener); a handler embedding
+// Gatehouse behind other code might.
 func routeOnEscapedPath(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		c.Request().URL.RawPath = c.Request().URL.EscapedPath()
+		u := c.Request().URL
+		escaped := u.EscapedPath()
+		if u.RawPath != "" && u.RawPath != escaped {
+			// Refused by match, once the request has its id.
+			c.Set(badPathKey, true)
+		}
+		u.RawPath = escaped
 		return next(c)
 	}
 }
@@ -235,6 +248,9 @@ func routeOnEscapedPath(next echo.HandlerFunc) echo.HandlerFunc {
 // parameter that is not valid percent-encoding is a 400.
 func (s *Server) match(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		if bad, _ := c.Get(badPathKey).(bool); bad {
+			return Validation(FieldError{Path: []string{"path"}, Message: "is not valid percent-encoding"})
+		}
 		op := s.operations[routeKey(c.Request().Method, c.Path())]
 		if op == nil {
 			return next(c)

@@ -21,7 +21,7 @@ func serveLoopback(t *testing.T, app *testApp) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: app.srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	hs := app.srv.HTTPServer()
 	go func() { _ = hs.Serve(app.srv.Listener(ln)) }()
 	t.Cleanup(func() { _ = hs.Close() })
 	return ln.Addr().String()

@@ -222,6 +222,11 @@ func (s *Server) validate(next echo.HandlerFunc) echo.HandlerFunc {
 		if m == nil || m.policy.surface == surfaceProtocol {
 			return next(c)
 		}
+		// url.Values silently drops pairs it cannot decode, so a parameter sent as "%zz" would
+		// read as absent; refuse the query instead.
+		if _, err := url.ParseQuery(c.Request().URL.RawQuery); err != nil {
+			return Validation(FieldError{Path: []string{"query"}, Message: "is not valid percent-encoding"})
+		}
 		body, errs, err := s.validator.check(c.Request(), m.route, m.params)
 		if err != nil {
 			return err
