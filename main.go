@@ -19,14 +19,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/gatehouse-dev/gatehouse/server"
 	"github.com/gatehouse-dev/gatehouse/store"
 )
-
-// shutdownTimeout bounds how long in-flight requests may run after a stop signal.
-const shutdownTimeout = 20 * time.Second
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -118,10 +114,16 @@ func serve(ctx context.Context, cfg server.Config, getenv func(string) string, l
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: draining in-flight requests", "timeout", shutdownTimeout.String())
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	log.Info("shutting down: draining in-flight requests", "timeout", cfg.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
+	if err := hs.Shutdown(sctx); errors.Is(err, context.DeadlineExceeded) {
+		// A requested stop that has run its course is a clean exit (status 0), even when it
+		// had to cut requests that outlived the drain: orchestrators read a non-zero status
+		// after SIGTERM as a crash.
+		log.Warn("drain timeout passed: closing the connections still open", "timeout", cfg.ShutdownTimeout.String())
+		_ = hs.Close()
+	} else if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	log.Info("stopped")

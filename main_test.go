@@ -81,3 +81,46 @@ func TestMigrateUpDown(t *testing.T) {
 		t.Fatalf("bad subcommand: exit %d", code)
 	}
 }
+
+// TestDrainTimeoutExitsZero: a request still running when the drain timeout passes (a client
+// that never finishes its body) is cut, and the requested stop still exits 0 — the README's
+// promise; before, the process exited 1.
+func TestDrainTimeoutExitsZero(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan net.Addr, 1)
+	done := make(chan int, 1)
+	var stderr lockedBuffer
+	go func() {
+		done <- run(ctx, []string{"serve"}, testEnv(t, map[string]string{"GATEHOUSE_SHUTDOWN_TIMEOUT": "300ms"}), &stderr, ready)
+	}()
+	var addr net.Addr
+	select {
+	case addr = <-ready:
+	case code := <-done:
+		t.Fatalf("exited early with %d: %s", code, stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("server did not start")
+	}
+	conn, err := net.Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Headers and half a body: the handler waits for the rest until ReadTimeout (30 s).
+	if _, err := conn.Write([]byte("POST /api/auth/sign-up/email HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"name\":")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // let the request reach its handler
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d after a drain that timed out: %s", code, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("server did not stop after its drain timeout")
+	}
+	if !strings.Contains(stderr.String(), "drain timeout passed") {
+		t.Errorf("the cut was not logged:\n%s", stderr.String())
+	}
+}

@@ -240,7 +240,7 @@ func roleInput(in gen.AuthRoleInput) ([]string, error) {
 // splitRoles returns the roles of a comma-joined list, trimmed, without empties or duplicates.
 func splitRoles(list string) []string {
 	var out []string
-	for r := range roleNames(list) {
+	for r := range store.RoleNames(list) {
 		if !slices.Contains(out, r) {
 			out = append(out, r)
 		}
@@ -250,7 +250,7 @@ func splitRoles(list string) []string {
 
 // hasRole reports whether a comma-joined role list holds role.
 func hasRole(list, role string) bool {
-	for r := range roleNames(list) {
+	for r := range store.RoleNames(list) {
 		if r == role {
 			return true
 		}

@@ -1,9 +1,6 @@
 package server
 
-import (
-	"iter"
-	"strings"
-)
+import "github.com/gatehouse-dev/gatehouse/store"
 
 // The control-plane permissions. Roles are fixed; which permission an operation needs is
 // declared in the spec (x-permission), never here.
@@ -65,25 +62,12 @@ func IsFixedRole(name string) bool { _, ok := rolePermissions[name]; return ok }
 // may include dynamic roles) grants perm through its fixed roles. Dynamic roles never widen
 // /api/v1 access.
 func roleGrants(memberRole, perm string) bool {
-	for r := range roleNames(memberRole) {
+	for r := range store.RoleNames(memberRole) {
 		if rolePermissions[r][perm] {
 			return true
 		}
 	}
 	return false
-}
-
-// roleNames yields the roles of a comma-joined role list, trimmed, skipping empty entries; a
-// role the list repeats is yielded again. It is the one parser of role lists: splitRoles,
-// hasRole and roleGrants read lists through it.
-func roleNames(list string) iter.Seq[string] {
-	return func(yield func(string) bool) {
-		for r := range strings.SplitSeq(list, ",") {
-			if r = strings.TrimSpace(r); r != "" && !yield(r) {
-				return
-			}
-		}
-	}
 }
 
 func set(items ...string) map[string]bool {

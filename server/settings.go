@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Config is the server's configuration, read from GATEHOUSE_* environment variables.
@@ -50,6 +51,9 @@ type Config struct {
 	// OldSecretKeys are earlier master keys (see LoadOldSecretKeys): secrets sealed under them
 	// still open, and `gatehouse keys rewrap` re-seals them under SecretKey.
 	OldSecretKeys [][]byte
+	// ShutdownTimeout is how long a stopping server lets in-flight requests finish before it
+	// closes their connections (GATEHOUSE_SHUTDOWN_TIMEOUT, a Go duration; default 20s).
+	ShutdownTimeout time.Duration
 	// Mailer delivers invitation messages; nil means LogMailer (log the accept link). It is
 	// wiring, not an environment variable.
 	Mailer Mailer
@@ -126,6 +130,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(get("GATEHOUSE_LOG_LEVEL", "info"))); err != nil {
 		return cfg, &ConfigError{"GATEHOUSE_LOG_LEVEL", "want debug, info, warn or error"}
+	}
+	if cfg.ShutdownTimeout, err = time.ParseDuration(get("GATEHOUSE_SHUTDOWN_TIMEOUT", "20s")); err != nil || cfg.ShutdownTimeout <= 0 {
+		return cfg, &ConfigError{"GATEHOUSE_SHUTDOWN_TIMEOUT", "want a positive duration such as 20s"}
 	}
 	return cfg, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"iter"
 	"math"
 	"strings"
 	"time"
@@ -526,5 +527,18 @@ func (r invitationRow) invitation() Invitation {
 		ExpiresAt:      time.Time(r.ExpiresAt),
 		CreatedAt:      time.Time(r.CreatedAt),
 		UpdatedAt:      time.Time(r.UpdatedAt),
+	}
+}
+
+// RoleNames yields the roles of a comma-joined role list (a member's or an invitation's role, as
+// better-auth stores several), trimmed, skipping empty entries; a role the list repeats is
+// yielded again. It is the one parser of role lists.
+func RoleNames(list string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for r := range strings.SplitSeq(list, ",") {
+			if r = strings.TrimSpace(r); r != "" && !yield(r) {
+				return
+			}
+		}
 	}
 }

@@ -98,12 +98,11 @@ func roleListPattern(role string) string {
 func renameInRoleList(list, from, to string) string {
 	var out []string
 	seen := map[string]bool{}
-	for _, r := range strings.Split(list, ",") {
-		r = strings.TrimSpace(r)
+	for r := range RoleNames(list) {
 		if r == from {
 			r = to
 		}
-		if r == "" || seen[r] {
+		if seen[r] {
 			continue
 		}
 		seen[r] = true
