@@ -105,7 +105,7 @@ var hostilePathValues = []struct{ name, raw string }{
 	{"encoded-traversal", "..%2f..%2fhealth"},
 	{"raw-traversal", "../../../health"},
 	{"5000-char-id", strings.Repeat("a", 5000)},
-	{"unicode", url.PathEscape("prj_ünïcødé‮✓")},
+	{"unicode", url.PathEscape("prj_ünïcødé\u202e✓")},
 	{"empty-segment", ""},
 }
 
