@@ -38,20 +38,35 @@ func TestInvalidConfigExitsWithOneLine(t *testing.T) {
 	}
 }
 
-func TestServeDrainsAndExitsZero(t *testing.T) {
+// serving is `gatehouse serve` running in the test: cancel is what SIGTERM does through
+// signal.NotifyContext, done receives the exit status.
+type serving struct {
+	addr   net.Addr
+	cancel context.CancelFunc
+	done   chan int
+	stderr *lockedBuffer
+}
+
+func startServe(t *testing.T, env func(string) string) serving {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	sv := serving{cancel: cancel, done: make(chan int, 1), stderr: &lockedBuffer{}}
 	ready := make(chan net.Addr, 1)
-	done := make(chan int, 1)
-	var stderr bytes.Buffer
-	go func() { done <- run(ctx, []string{"serve"}, testEnv(t, nil), &stderr, ready) }()
-	var addr net.Addr
+	go func() { sv.done <- run(ctx, []string{"serve"}, env, sv.stderr, ready) }()
 	select {
-	case addr = <-ready:
-	case code := <-done:
-		t.Fatalf("exited early with %d: %s", code, stderr.String())
+	case sv.addr = <-ready:
+	case code := <-sv.done:
+		t.Fatalf("exited early with %d: %s", code, sv.stderr.String())
 	case <-time.After(30 * time.Second):
 		t.Fatal("server did not start")
 	}
+	return sv
+}
+
+func TestServeDrainsAndExitsZero(t *testing.T) {
+	sv := startServe(t, testEnv(t, nil))
+	addr, cancel, done, stderr := sv.addr, sv.cancel, sv.done, sv.stderr
 	res, err := http.Get("http://" + addr.String() + "/api/v1/health")
 	if err != nil || res.StatusCode != http.StatusOK {
 		t.Fatalf("health: %v %v", res, err)
@@ -86,21 +101,8 @@ func TestMigrateUpDown(t *testing.T) {
 // that never finishes its body) is cut, and the requested stop still exits 0 — the README's
 // promise; before, the process exited 1.
 func TestDrainTimeoutExitsZero(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan net.Addr, 1)
-	done := make(chan int, 1)
-	var stderr lockedBuffer
-	go func() {
-		done <- run(ctx, []string{"serve"}, testEnv(t, map[string]string{"GATEHOUSE_SHUTDOWN_TIMEOUT": "300ms"}), &stderr, ready)
-	}()
-	var addr net.Addr
-	select {
-	case addr = <-ready:
-	case code := <-done:
-		t.Fatalf("exited early with %d: %s", code, stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("server did not start")
-	}
+	sv := startServe(t, testEnv(t, map[string]string{"GATEHOUSE_SHUTDOWN_TIMEOUT": "300ms"}))
+	addr, cancel, done, stderr := sv.addr, sv.cancel, sv.done, sv.stderr
 	conn, err := net.Dial("tcp", addr.String())
 	if err != nil {
 		t.Fatal(err)

@@ -144,22 +144,8 @@ func (ten tenancy) exampleRequest(t *testing.T, so specOperation, salt int) requ
 		if mt == nil || mt.Example == nil {
 			t.Fatalf("%s has a JSON body without an example", so.op.OperationID)
 		}
-		body, _ := mt.Example.(map[string]any)
-		// Ids in the example point at the fixture's own records.
-		copied := map[string]any{}
-		for k, v := range body {
-			if str, ok := v.(string); ok {
-				switch {
-				case strings.HasPrefix(str, "prj_"):
-					v = ten.project.ID
-				case strings.HasPrefix(str, "role_"):
-					v = ten.roleID
-				case strings.HasPrefix(str, "env_"):
-					v = ten.project.Environments[0].ID
-				}
-			}
-			copied[k] = v
-		}
+		example, _ := mt.Example.(map[string]any)
+		copied := ten.withFixtureIDs(example)
 		if _, ok := mt.Schema.Value.Properties["slug"]; ok {
 			copied["slug"] = fmt.Sprintf("slug-%d", salt) // a fresh slug: creations do not conflict
 		}
@@ -399,4 +385,26 @@ func TestUnauthenticated(t *testing.T) {
 			})
 		}
 	}
+}
+
+// withFixtureIDs copies a spec example body with the ids it names (by their prefixes) pointing
+// at the tenancy's own organization, project, role and first environment.
+func (ten *tenancy) withFixtureIDs(example map[string]any) map[string]any {
+	out := make(map[string]any, len(example))
+	for k, v := range example {
+		if str, ok := v.(string); ok {
+			switch {
+			case strings.HasPrefix(str, "org_"):
+				v = ten.org.ID
+			case strings.HasPrefix(str, "prj_"):
+				v = ten.project.ID
+			case strings.HasPrefix(str, "role_"):
+				v = ten.roleID
+			case strings.HasPrefix(str, "env_"):
+				v = ten.project.Environments[0].ID
+			}
+		}
+		out[k] = v
+	}
+	return out
 }

@@ -255,24 +255,8 @@ func fuzzBaseBody(ten tenancy, op *openapi3.Operation) (map[string]any, *openapi
 	if mt == nil || mt.Schema == nil || mt.Schema.Value == nil {
 		return nil, nil
 	}
-	body := map[string]any{}
 	example, _ := mt.Example.(map[string]any)
-	for k, v := range example {
-		if str, ok := v.(string); ok {
-			switch {
-			case strings.HasPrefix(str, "org_"):
-				v = ten.org.ID
-			case strings.HasPrefix(str, "prj_"):
-				v = ten.project.ID
-			case strings.HasPrefix(str, "role_"):
-				v = ten.roleID
-			case strings.HasPrefix(str, "env_"):
-				v = ten.project.Environments[0].ID
-			}
-		}
-		body[k] = v
-	}
-	return body, mt.Schema.Value
+	return ten.withFixtureIDs(example), mt.Schema.Value
 }
 
 // sampleFuzzCases keeps every hostile-path case and, of each other kind, fuzzPerKind cases
