@@ -1,6 +1,8 @@
 package oauth
 
 import (
+	"container/list"
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -8,6 +10,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"golang.org/x/crypto/argon2"
 	"golang.org/x/text/unicode/norm"
@@ -149,4 +153,154 @@ func decodePHC(encoded string) (argonParams, []byte, []byte, error) {
 		return malformed("key")
 	}
 	return p, salt, key, nil
+}
+
+// HashMemoryKiB is the memory one argon2id computation with the default parameters holds
+// (19 MiB), the unit a HashLimiter's budget is counted in.
+const HashMemoryKiB = argonMemory
+
+// ErrHashBusy is returned by the HashLimiter methods when no memory for the computation became
+// free within the limiter's wait: the server is at its hashing capacity.
+var ErrHashBusy = errors.New("oauth: password hashing at capacity")
+
+// HashLimiter bounds the memory of the argon2id computations running at once. Each computation
+// reserves its hash's memory parameter (HashMemoryKiB for the default; at most the whole
+// budget, so an unusually expensive stored hash still runs, alone) before it starts and frees it
+// when done. A computation that finds the budget used waits in line (first come, first served)
+// up to the limiter's wait, then fails with ErrHashBusy without hashing: memory stays within
+// the budget (plus the garbage collector's headroom) however many requests arrive.
+//
+// A HashLimiter is safe for concurrent use.
+type HashLimiter struct {
+	budget int64 // KiB
+	wait   time.Duration
+
+	mu      sync.Mutex
+	used    int64
+	waiters list.List // of *hashWaiter
+}
+
+type hashWaiter struct {
+	n     int64
+	ready chan struct{}
+}
+
+// NewHashLimiter returns a limiter for concurrency default-parameter hashes at once
+// (concurrency × HashMemoryKiB of budget), whose callers wait at most wait for their turn.
+// It panics if concurrency < 1 or wait < 0.
+func NewHashLimiter(concurrency int, wait time.Duration) *HashLimiter {
+	if concurrency < 1 || wait < 0 {
+		panic("oauth: new hash limiter: concurrency must be at least 1 and wait not negative")
+	}
+	return &HashLimiter{budget: int64(concurrency) * HashMemoryKiB, wait: wait}
+}
+
+// Wait is how long a computation waits for memory before ErrHashBusy.
+func (l *HashLimiter) Wait() time.Duration { return l.wait }
+
+// HashPassword is HashPassword within the limiter's budget.
+func (l *HashLimiter) HashPassword(ctx context.Context, pw string) (string, error) {
+	release, err := l.Acquire(ctx, argonMemory)
+	if err != nil {
+		return "", err
+	}
+	defer release()
+	return HashPassword(pw)
+}
+
+// VerifyPassword is VerifyPassword within the limiter's budget, reserving the memory encoded
+// asks for. A malformed encoded fails without waiting.
+func (l *HashLimiter) VerifyPassword(ctx context.Context, encoded, pw string) (bool, error) {
+	params, _, _, err := decodePHC(encoded)
+	if err != nil {
+		return false, err
+	}
+	release, err := l.Acquire(ctx, int64(params.memory))
+	if err != nil {
+		return false, err
+	}
+	defer release()
+	return VerifyPassword(encoded, pw)
+}
+
+// VerifyDummy is VerifyDummy within the limiter's budget.
+func (l *HashLimiter) VerifyDummy(ctx context.Context, pw string) error {
+	release, err := l.Acquire(ctx, argonMemory)
+	if err != nil {
+		return err
+	}
+	defer release()
+	VerifyDummy(pw)
+	return nil
+}
+
+// Acquire reserves kib KiB of the budget (capped at the whole budget), waiting in line up to
+// the limiter's wait or until ctx is done. It returns the function that frees the reservation
+// (call it exactly once), or ErrHashBusy (wrapping ctx's error when ctx ended the wait).
+func (l *HashLimiter) Acquire(ctx context.Context, kib int64) (release func(), err error) {
+	n := min(max(kib, 1), l.budget)
+	l.mu.Lock()
+	if l.waiters.Len() == 0 && l.used+n <= l.budget {
+		l.used += n
+		l.mu.Unlock()
+		return l.releaser(n), nil
+	}
+	w := &hashWaiter{n: n, ready: make(chan struct{})}
+	elem := l.waiters.PushBack(w)
+	l.mu.Unlock()
+
+	timer := time.NewTimer(l.wait)
+	defer timer.Stop()
+	var cause error
+	select {
+	case <-w.ready:
+		return l.releaser(n), nil
+	case <-timer.C:
+	case <-ctx.Done():
+		cause = ctx.Err()
+	}
+	l.mu.Lock()
+	select {
+	case <-w.ready:
+		// Granted while giving up: take it after all.
+		l.mu.Unlock()
+		return l.releaser(n), nil
+	default:
+	}
+	front := l.waiters.Front() == elem
+	l.waiters.Remove(elem)
+	if front {
+		// The next in line may fit where this one did not.
+		l.grantLocked()
+	}
+	l.mu.Unlock()
+	if cause != nil {
+		return nil, fmt.Errorf("%w: %w", ErrHashBusy, cause)
+	}
+	return nil, ErrHashBusy
+}
+
+func (l *HashLimiter) releaser(n int64) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			l.used -= n
+			l.grantLocked()
+			l.mu.Unlock()
+		})
+	}
+}
+
+// grantLocked hands free budget to the waiters in line order; l.mu is held.
+func (l *HashLimiter) grantLocked() {
+	for e := l.waiters.Front(); e != nil; e = l.waiters.Front() {
+		w := e.Value.(*hashWaiter)
+		if l.used+w.n > l.budget {
+			return
+		}
+		l.used += w.n
+		l.waiters.Remove(e)
+		close(w.ready)
+	}
 }

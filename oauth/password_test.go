@@ -1,11 +1,13 @@
 package oauth
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/argon2"
 )
@@ -133,5 +135,61 @@ func BenchmarkVerifyPassword(b *testing.B) {
 func BenchmarkVerifyDummy(b *testing.B) {
 	for b.Loop() {
 		VerifyDummy("benchmark password")
+	}
+}
+
+func TestHashLimiter(t *testing.T) {
+	ctx := context.Background()
+	l := NewHashLimiter(2, 50*time.Millisecond)
+	r1, err := l.Acquire(ctx, HashMemoryKiB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := l.Acquire(ctx, HashMemoryKiB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The budget is used: the next one waits its 50 ms and gives up, without hashing.
+	start := time.Now()
+	if _, err := l.HashPassword(ctx, "pw"); !errors.Is(err, ErrHashBusy) {
+		t.Fatalf("HashPassword at capacity = %v, want ErrHashBusy", err)
+	}
+	if took := time.Since(start); took < 50*time.Millisecond || took > time.Second {
+		t.Errorf("gave up after %v, want about 50ms", took)
+	}
+	if ok, err := l.VerifyPassword(ctx, dummyHash, "pw"); ok || !errors.Is(err, ErrHashBusy) {
+		t.Errorf("VerifyPassword at capacity = %v, %v", ok, err)
+	}
+	// A malformed hash fails at once, whatever the capacity.
+	if _, err := l.VerifyPassword(ctx, "nope", "pw"); !errors.Is(err, ErrMalformedHash) {
+		t.Errorf("malformed: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := l.VerifyDummy(cctx, "pw"); !errors.Is(err, ErrHashBusy) || !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled wait = %v", err)
+	}
+
+	// A waiter gets the memory freed while it waits.
+	wl := NewHashLimiter(1, 5*time.Second)
+	hold, _ := wl.Acquire(ctx, HashMemoryKiB)
+	done := make(chan error)
+	go func() { _, err := wl.HashPassword(ctx, "pw"); done <- err }()
+	time.Sleep(20 * time.Millisecond)
+	hold()
+	hold() // idempotent: frees once
+	if err := <-done; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	// A hash asking for more than the budget runs alone rather than never.
+	if release, err := wl.Acquire(ctx, 1<<20); err != nil {
+		t.Errorf("oversized: %v", err)
+	} else {
+		release()
+	}
+	r1()
+	r2()
+	if h, err := l.HashPassword(ctx, "pw"); err != nil || h == "" {
+		t.Errorf("after release: %q, %v", h, err)
 	}
 }

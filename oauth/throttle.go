@@ -1,129 +1,105 @@
 package oauth
 
 import (
-	"sync"
+	"context"
+	"sync/atomic"
 	"time"
+
+	"github.com/gatehouse-dev/gatehouse/store"
 )
 
-// MaxThrottleKeys bounds the number of keys a Throttle tracks. When a new key
-// would exceed it, expired entries are dropped first and then, if still full,
-// arbitrary ones, so memory stays bounded under a flood of distinct keys (at
-// the price of forgetting some counts during such a flood).
-const MaxThrottleKeys = 100_000
+// ThrottleStore keeps a Throttle's counts; *store.Store implements it with one database row per
+// key, so that every replica over the database shares them (see store.HitThrottle).
+type ThrottleStore interface {
+	HitThrottle(ctx context.Context, key string, window time.Duration, now time.Time) (store.ThrottleCount, error)
+	UndoThrottleHit(ctx context.Context, key string, expiresAt time.Time) error
+	DeleteThrottle(ctx context.Context, key string) error
+	DeleteExpiredThrottles(ctx context.Context, now time.Time) (int64, error)
+}
 
-// Throttle counts failures per key (callers use "email:<address>" and
-// "ip:<address>") in fixed windows: the first failure of a key opens a window
-// of the configured length; once limit failures were recorded in it, Allow
-// refuses the key until the window ends. Entries expire with their window, so
-// there is never a permanent lockout. The state is in memory and per
-// process: with N replicas an attacker gets at most N·limit attempts per
-// window.
+// ThrottleSweepInterval is how often, at most, a Throttle deletes expired counts (from a Hit).
+const ThrottleSweepInterval = time.Minute
+
+// Throttle counts attempts per key (callers use "email:<address>", "ip:<address>", …) in
+// fixed windows: the first hit of a key opens a window of the configured length; an attempt is
+// allowed while its hit is at most the limit-th of the window. Counts expire with their window,
+// so there is never a permanent lockout, and expired ones are deleted (at most once per
+// ThrottleSweepInterval per process), so the store holds only keys hit within the last window.
+//
+// Hit counts and checks in one atomic step in the shared store, so neither a burst of parallel
+// attempts nor attempts spread over replicas get past the limit. An attempt that turns out not
+// to count (it succeeded, or failed for a reason other than the caller's guess) is taken back
+// with Attempt.Undo.
 //
 // A Throttle is safe for concurrent use.
 type Throttle struct {
-	limit   int
-	window  time.Duration
-	now     func() time.Time
-	maxKeys int
-
-	mu        sync.Mutex
-	entries   map[string]throttleEntry
-	nextSweep time.Time
+	store  ThrottleStore
+	limit  int
+	window time.Duration
+	now    func() time.Time
+	// nextSweep is when the next sweep is due, in Unix nanoseconds.
+	nextSweep atomic.Int64
 }
 
-type throttleEntry struct {
-	failures int
-	// until is when the window opened by the key's first failure ends.
-	until time.Time
-}
-
-// NewThrottle returns a Throttle allowing limit failures per key per window.
-// now is the clock (nil means time.Now). It panics if limit < 1 or
-// window <= 0.
-func NewThrottle(limit int, window time.Duration, now func() time.Time) *Throttle {
-	if limit < 1 || window <= 0 {
-		panic("oauth: new throttle: limit must be at least 1 and window positive")
+// NewThrottle returns a Throttle allowing limit hits per key per window, counted in st. now is
+// the clock (nil means time.Now). It panics if st is nil, limit < 1 or window <= 0.
+func NewThrottle(st ThrottleStore, limit int, window time.Duration, now func() time.Time) *Throttle {
+	if st == nil || limit < 1 || window <= 0 {
+		panic("oauth: new throttle: need a store, a limit of at least 1 and a positive window")
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return &Throttle{
-		limit:   limit,
-		window:  window,
-		now:     now,
-		maxKeys: MaxThrottleKeys,
-		entries: make(map[string]throttleEntry),
-	}
+	return &Throttle{store: st, limit: limit, window: window, now: now}
 }
 
-// Allow reports whether key may make another attempt. When it may not,
-// retryAfter is how long until its window ends (always > 0); otherwise it is
-// 0. Allow records nothing: report the outcome with Fail or Reset.
-func (t *Throttle) Allow(key string) (ok bool, retryAfter time.Duration) {
+// Attempt is one hit of a key, as Hit counted it. The zero Attempt is allowed and its Undo does
+// nothing.
+type Attempt struct {
+	t     *Throttle
+	key   string
+	count store.ThrottleCount
+	at    time.Time
+}
+
+// Hit counts an attempt of key and reports through the Attempt whether it is within the limit.
+// An error (the store failed) means nothing is known; callers refuse the attempt.
+func (t *Throttle) Hit(ctx context.Context, key string) (Attempt, error) {
 	now := t.now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e, found := t.entries[key]
-	if !found {
-		return true, 0
+	count, err := t.store.HitThrottle(ctx, key, t.window, now)
+	if err != nil {
+		return Attempt{}, err
 	}
-	if !now.Before(e.until) {
-		delete(t.entries, key)
-		return true, 0
+	if next := t.nextSweep.Load(); now.UnixNano() >= next && t.nextSweep.CompareAndSwap(next, now.Add(ThrottleSweepInterval).UnixNano()) {
+		// Opportunistic: a failed sweep is retried at the next interval.
+		_, _ = t.store.DeleteExpiredThrottles(ctx, now)
 	}
-	if e.failures < t.limit {
-		return true, 0
-	}
-	return false, e.until.Sub(now)
+	return Attempt{t: t, key: key, count: count, at: now}, nil
 }
 
-// Fail records a failed attempt for key.
-func (t *Throttle) Fail(key string) {
-	now := t.now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !now.Before(t.nextSweep) {
-		t.sweep(now)
+// Allowed reports whether the attempt is within the limit of its window.
+func (a Attempt) Allowed() bool { return a.t == nil || a.count.Hits <= a.t.limit }
+
+// RetryAfter is how long until the attempt's window ends when it is not allowed (always > 0),
+// and 0 when it is.
+func (a Attempt) RetryAfter() time.Duration {
+	if a.Allowed() {
+		return 0
 	}
-	e, found := t.entries[key]
-	if !found || !now.Before(e.until) {
-		if !found && len(t.entries) >= t.maxKeys {
-			t.makeRoom(now)
-		}
-		e = throttleEntry{until: now.Add(t.window)}
-	}
-	e.failures++
-	t.entries[key] = e
+	return max(a.count.ExpiresAt.Sub(a.at), time.Nanosecond)
 }
 
-// Reset forgets key's failures; call it after a successful attempt.
-func (t *Throttle) Reset(key string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.entries, key)
+// Undo takes the attempt back: its key's count drops by one unless the window has ended since.
+// Call it when the attempt must not count (it was refused anyway, it succeeded, or it failed for
+// a reason that says nothing about the caller's guess, such as an outage).
+func (a Attempt) Undo(ctx context.Context) error {
+	if a.t == nil {
+		return nil
+	}
+	return a.t.store.UndoThrottleHit(ctx, a.key, a.count.ExpiresAt)
 }
 
-// sweep drops expired entries. Fail runs it at most once per window, so its
-// cost (one pass over at most maxKeys entries) is amortised.
-func (t *Throttle) sweep(now time.Time) {
-	for k, e := range t.entries {
-		if !now.Before(e.until) {
-			delete(t.entries, k)
-		}
-	}
-	t.nextSweep = now.Add(t.window)
-}
-
-// makeRoom frees space for a new key in a full map: expired entries first,
-// then arbitrary ones (map order), down to 99% of maxKeys so that a flood
-// does not pay for a full pass on every new key.
-func (t *Throttle) makeRoom(now time.Time) {
-	t.sweep(now)
-	target := t.maxKeys - max(1, t.maxKeys/100)
-	for k := range t.entries {
-		if len(t.entries) <= target {
-			break
-		}
-		delete(t.entries, k)
-	}
+// Reset forgets key's count; call it after a successful attempt on an account.
+func (t *Throttle) Reset(ctx context.Context, key string) error {
+	return t.store.DeleteThrottle(ctx, key)
 }

@@ -1,10 +1,15 @@
 package oauth
 
 import (
-	"strconv"
+	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gatehouse-dev/gatehouse/store"
+	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
 // fakeClock is a settable clock, safe for concurrent use.
@@ -29,133 +34,150 @@ func newClock() *fakeClock {
 	return &fakeClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
 }
 
-func checkAllow(t *testing.T, th *Throttle, key string, wantOK bool, wantRetry time.Duration) {
+// checkHit hits key, checks the verdict, and takes the hit back when it was refused (as
+// callers do: a refused attempt counts nothing).
+func checkHit(t *testing.T, th *Throttle, key string, wantOK bool, wantRetry time.Duration) Attempt {
 	t.Helper()
-	ok, retry := th.Allow(key)
-	if ok != wantOK || retry != wantRetry {
-		t.Errorf("Allow(%q) = %v, %v; want %v, %v", key, ok, retry, wantOK, wantRetry)
+	a, err := th.Hit(context.Background(), key)
+	if err != nil {
+		t.Fatalf("Hit(%q): %v", key, err)
 	}
+	if a.Allowed() != wantOK || a.RetryAfter() != wantRetry {
+		t.Errorf("Hit(%q) = %v, %v; want %v, %v", key, a.Allowed(), a.RetryAfter(), wantOK, wantRetry)
+	}
+	if !a.Allowed() {
+		if err := a.Undo(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a
 }
+
+func openStore(t *testing.T) *store.Store { return storetest.Backends(t)[0].Open(t) }
 
 func TestThrottleLimit(t *testing.T) {
 	clock := newClock()
-	th := NewThrottle(3, 15*time.Minute, clock.Now)
+	th := NewThrottle(openStore(t), 3, 15*time.Minute, clock.Now)
 	key := "email:ada@example.com"
 
-	checkAllow(t, th, key, true, 0)
-	th.Fail(key)
+	checkHit(t, th, key, true, 0)
 	clock.Advance(time.Minute)
-	th.Fail(key)
-	checkAllow(t, th, key, true, 0)
+	checkHit(t, th, key, true, 0)
 	clock.Advance(time.Minute)
-	th.Fail(key)
-	// Third failure two minutes after the first: blocked for the rest of
-	// the window.
-	checkAllow(t, th, key, false, 13*time.Minute)
-	checkAllow(t, th, "ip:192.0.2.1", true, 0)
+	checkHit(t, th, key, true, 0)
+	// A fourth attempt two minutes after the first: refused for the rest of the window.
+	checkHit(t, th, key, false, 13*time.Minute)
+	checkHit(t, th, "ip:192.0.2.1", true, 0)
 
-	// More failures while blocked do not extend the window.
-	th.Fail(key)
+	// Refused attempts (taken back) do not extend the window.
 	clock.Advance(12*time.Minute + 59*time.Second)
-	checkAllow(t, th, key, false, time.Second)
+	checkHit(t, th, key, false, time.Second)
 
-	// The window ends: allowed again, counting from zero.
+	// The window ends: allowed again, counting from one.
 	clock.Advance(time.Second)
-	checkAllow(t, th, key, true, 0)
-	th.Fail(key)
-	th.Fail(key)
-	checkAllow(t, th, key, true, 0)
-	th.Fail(key)
-	checkAllow(t, th, key, false, 15*time.Minute)
+	checkHit(t, th, key, true, 0)
+	checkHit(t, th, key, true, 0)
+	checkHit(t, th, key, true, 0)
+	checkHit(t, th, key, false, 15*time.Minute)
 }
 
-func TestThrottleReset(t *testing.T) {
+func TestThrottleResetAndUndo(t *testing.T) {
 	clock := newClock()
-	th := NewThrottle(2, time.Minute, clock.Now)
-	th.Fail("k")
-	th.Fail("k")
-	checkAllow(t, th, "k", false, time.Minute)
-	th.Reset("k")
-	checkAllow(t, th, "k", true, 0)
-	th.Fail("k")
-	checkAllow(t, th, "k", true, 0)
-	th.Reset("never seen") // no-op
+	th := NewThrottle(openStore(t), 2, time.Minute, clock.Now)
+	ctx := context.Background()
+	checkHit(t, th, "k", true, 0)
+	checkHit(t, th, "k", true, 0)
+	checkHit(t, th, "k", false, time.Minute)
+	if err := th.Reset(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	checkHit(t, th, "k", true, 0)
+	// An undone attempt does not count.
+	a := checkHit(t, th, "k", true, 0)
+	if err := a.Undo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkHit(t, th, "k", true, 0)
+	checkHit(t, th, "k", false, time.Minute)
+	if err := th.Reset(ctx, "never seen"); err != nil { // no-op
+		t.Error(err)
+	}
+	if err := (Attempt{}).Undo(ctx); err != nil || !(Attempt{}).Allowed() {
+		t.Error("the zero Attempt is not an allowed no-op")
+	}
 }
 
-func TestThrottleExpiredWindowRestarts(t *testing.T) {
-	clock := newClock()
-	th := NewThrottle(2, time.Minute, clock.Now)
-	th.Fail("k")
-	clock.Advance(time.Minute) // the first failure's window is over
-	th.Fail("k")
-	checkAllow(t, th, "k", true, 0)
-	th.Fail("k")
-	checkAllow(t, th, "k", false, time.Minute)
+// countingStore counts the sweeps of the store it wraps.
+type countingStore struct {
+	*store.Store
+	sweeps atomic.Int32
+}
+
+func (c *countingStore) DeleteExpiredThrottles(ctx context.Context, now time.Time) (int64, error) {
+	c.sweeps.Add(1)
+	return c.Store.DeleteExpiredThrottles(ctx, now)
 }
 
 func TestThrottleSweep(t *testing.T) {
 	clock := newClock()
-	th := NewThrottle(5, time.Minute, clock.Now)
+	st := &countingStore{Store: openStore(t)}
+	th := NewThrottle(st, 5, time.Minute, clock.Now)
 	for i := range 100 {
-		th.Fail("ip:" + strconv.Itoa(i))
+		checkHit(t, th, "ip:"+string(rune('a'+i%26))+string(rune('a'+i/26)), true, 0)
 	}
-	if n := len(th.entries); n != 100 {
-		t.Fatalf("%d entries, want 100", n)
+	if n := st.sweeps.Load(); n != 1 {
+		t.Fatalf("%d sweeps within one interval, want 1", n)
 	}
-	clock.Advance(time.Minute)
-	th.Fail("ip:new") // a window later: the sweep drops the expired keys
-	if n := len(th.entries); n != 1 {
-		t.Errorf("%d entries after sweep, want 1", n)
+	clock.Advance(ThrottleSweepInterval)
+	checkHit(t, th, "ip:new", true, 0) // an interval later: the sweep drops the expired keys
+	if n := st.sweeps.Load(); n != 2 {
+		t.Fatalf("%d sweeps, want 2", n)
+	}
+	if _, err := st.ThrottleCountOf(context.Background(), "ip:aa"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("an expired key survived the sweep: %v", err)
+	}
+	if c, err := st.ThrottleCountOf(context.Background(), "ip:new"); err != nil || c.Hits != 1 {
+		t.Errorf("ip:new = %+v, %v", c, err)
 	}
 }
 
-func TestThrottleBounded(t *testing.T) {
-	clock := newClock()
-	th := NewThrottle(2, time.Hour, clock.Now)
-	th.maxKeys = 1000
-	th.Fail("email:victim")
-	th.Fail("email:victim")
-	for i := range 5000 {
-		th.Fail("ip:" + strconv.Itoa(i))
-		if n := len(th.entries); n > th.maxKeys {
-			t.Fatalf("after %d keys: %d entries, want at most %d", i+1, n, th.maxKeys)
-		}
-	}
-	// Existing keys keep counting when the map is full.
-	th.Fail("ip:4999")
-	checkAllow(t, th, "ip:4999", false, time.Hour)
-}
-
+// TestThrottleConcurrent: a burst of parallel attempts on one key gets exactly limit through.
 func TestThrottleConcurrent(t *testing.T) {
-	th := NewThrottle(1000, time.Hour, nil)
+	th := NewThrottle(openStore(t), 10, time.Hour, nil)
+	var allowed atomic.Int32
 	var wg sync.WaitGroup
-	for g := range 8 {
+	for range 40 {
 		wg.Go(func() {
-			for i := range 200 {
-				key := "k" + strconv.Itoa(i%10)
-				th.Allow(key)
-				th.Fail(key)
-				if i%50 == 0 {
-					th.Reset("k" + strconv.Itoa(g))
-				}
+			a, err := th.Hit(context.Background(), "ip:192.0.2.7")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if a.Allowed() {
+				allowed.Add(1)
 			}
 		})
 	}
 	wg.Wait()
+	if n := allowed.Load(); n != 10 {
+		t.Errorf("%d of 40 parallel attempts allowed, want 10", n)
+	}
 }
 
 func TestNewThrottlePanics(t *testing.T) {
+	st := openStore(t)
 	for _, tc := range []struct {
+		st     ThrottleStore
 		limit  int
 		window time.Duration
-	}{{0, time.Minute}, {1, 0}, {-1, -time.Second}} {
+	}{{st, 0, time.Minute}, {st, 1, 0}, {st, -1, -time.Second}, {nil, 1, time.Minute}} {
 		func() {
 			defer func() {
 				if recover() == nil {
-					t.Errorf("NewThrottle(%d, %v) did not panic", tc.limit, tc.window)
+					t.Errorf("NewThrottle(%v, %d, %v) did not panic", tc.st != nil, tc.limit, tc.window)
 				}
 			}()
-			NewThrottle(tc.limit, tc.window, nil)
+			NewThrottle(tc.st, tc.limit, tc.window, nil)
 		}()
 	}
 }

@@ -22,7 +22,7 @@ import (
 // better-auth client: sign-up, sign-in, sign-out, get-session (sliding expiry), the session list
 // and revocation, password change and profile update.
 
-// Password throttling. Failed password checks are counted in fixed 15-minute windows:
+// Password throttling. Password checks are counted in fixed 15-minute windows:
 //
 //   - per account — key "email:<normalised email>" at sign-in (whether or not the account
 //     exists, so the throttle reveals nothing) and "user:<id>" at change-password — at most
@@ -34,26 +34,68 @@ import (
 //     office or campus behind one NAT address. Success does not reset it, so that an attacker
 //     cannot clear it by signing in to an account of their own.
 //
-// Once a key reached its limit every attempt (a correct password too) is refused with 429 and
-// Retry-After until its window ends; there is no permanent lockout. The throttle is checked
-// before any database read or password hash, so a refusal is cheap. The counts live in memory:
-// with N replicas an attacker gets at most N times these numbers.
+// Each attempt is counted before anything else, in one atomic step in the database (see
+// oauth.Throttle), so neither parallel bursts nor replicas get past the limits; every outcome
+// but a failed check — a wrong password, an unknown email, an account without a password —
+// takes its count back: success, a refusal, an outage, hashing at capacity. Once a key reached
+// its limit every attempt (a correct password too) is refused with 429 and Retry-After until its
+// window ends; there is no permanent lockout. A refusal is cheap: no user lookup, no hash.
+//
+// Sign-up is counted per client IP (key "ip:<address>" of its own throttle): cfg.SignUpLimit
+// attempts per SignUpWindow, default 10 per hour; refused and failed-by-outage ones do not count.
 const (
 	accountFailureLimit = 5
 	ipFailureLimit      = 30
 	failureWindow       = 15 * time.Minute
 )
 
-// newAccountThrottle returns the per-account (email or user id) failure throttle; now is its
-// clock, nil meaning time.Now.
-func newAccountThrottle(now func() time.Time) *oauth.Throttle {
-	return oauth.NewThrottle(accountFailureLimit, failureWindow, now)
+// newAccountThrottle returns the per-account (email or user id) failure throttle counting in
+// st; now is its clock, nil meaning time.Now.
+func newAccountThrottle(st oauth.ThrottleStore, now func() time.Time) *oauth.Throttle {
+	return oauth.NewThrottle(prefixedThrottleStore{st, "account:"}, accountFailureLimit, failureWindow, now)
 }
 
-// newIPThrottle returns the per-client-IP failure throttle; now is its clock, nil meaning
-// time.Now.
-func newIPThrottle(now func() time.Time) *oauth.Throttle {
-	return oauth.NewThrottle(ipFailureLimit, failureWindow, now)
+// newIPThrottle returns the per-client-IP failure throttle counting in st; now is its clock,
+// nil meaning time.Now.
+func newIPThrottle(st oauth.ThrottleStore, now func() time.Time) *oauth.Throttle {
+	return oauth.NewThrottle(prefixedThrottleStore{st, "sign-in:"}, ipFailureLimit, failureWindow, now)
+}
+
+// newSignUpThrottle returns the per-client-IP sign-up throttle counting in st: limit per
+// SignUpWindow (DefaultSignUpLimit when limit < 1); now is its clock, nil meaning time.Now.
+func newSignUpThrottle(st oauth.ThrottleStore, limit int, now func() time.Time) *oauth.Throttle {
+	if limit < 1 {
+		limit = DefaultSignUpLimit
+	}
+	return oauth.NewThrottle(prefixedThrottleStore{st, "sign-up:"}, limit, SignUpWindow, now)
+}
+
+// prefixedThrottleStore gives each throttle its own key space in the one counter table.
+type prefixedThrottleStore struct {
+	oauth.ThrottleStore
+	prefix string
+}
+
+func (p prefixedThrottleStore) HitThrottle(ctx context.Context, key string, window time.Duration, now time.Time) (store.ThrottleCount, error) {
+	return p.ThrottleStore.HitThrottle(ctx, p.prefix+key, window, now)
+}
+
+func (p prefixedThrottleStore) UndoThrottleHit(ctx context.Context, key string, expiresAt time.Time) error {
+	return p.ThrottleStore.UndoThrottleHit(ctx, p.prefix+key, expiresAt)
+}
+
+func (p prefixedThrottleStore) DeleteThrottle(ctx context.Context, key string) error {
+	return p.ThrottleStore.DeleteThrottle(ctx, p.prefix+key)
+}
+
+// newHashLimiter returns the password-hashing limiter of cfg: cfg.HashConcurrency() hashes at
+// once, waiting at most cfg.PasswordHashWait (DefaultPasswordHashWait when unset).
+func newHashLimiter(cfg Config) *oauth.HashLimiter {
+	wait := cfg.PasswordHashWait
+	if wait <= 0 {
+		wait = DefaultPasswordHashWait
+	}
+	return oauth.NewHashLimiter(cfg.HashConcurrency(), wait)
 }
 
 // Errors of the account routes, with better-auth's codes and messages.
@@ -79,6 +121,56 @@ func tooManyAttempts(retryAfter time.Duration) *Error {
 	return &Error{Status: http.StatusTooManyRequests, Kind: kindClientError, Title: "Too many requests",
 		Code: "TOO_MANY_REQUESTS", Message: "Too many failed attempts; try again later",
 		Header: http.Header{"Retry-After": {strconv.Itoa(secs)}}}
+}
+
+// hashingBusy is the 503 for a request that found password hashing at capacity (see
+// oauth.HashLimiter): a transient overload, retried after the limiter's wait.
+func (s *Server) hashingBusy() *Error {
+	secs := max(1, int((s.hashLimiter.Wait()+time.Second-1)/time.Second))
+	return &Error{Status: http.StatusServiceUnavailable, Kind: kindUnavailable, Title: titleUnavailable,
+		Header: http.Header{"Retry-After": {strconv.Itoa(secs)}}}
+}
+
+// hashErr maps oauth.ErrHashBusy to the 503 and returns any other error unchanged.
+func (s *Server) hashErr(err error) error {
+	if errors.Is(err, oauth.ErrHashBusy) {
+		return s.hashingBusy()
+	}
+	return err
+}
+
+// undo takes back throttle attempts that must not count. It runs even when the request's
+// context is done (the client left) and only logs a failure: the attempt's outcome is decided.
+func (s *Server) undo(ctx context.Context, attempts ...oauth.Attempt) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	for _, a := range attempts {
+		if err := a.Undo(uctx); err != nil {
+			s.log.WarnContext(ctx, "throttle: undo attempt", "err", err)
+		}
+	}
+}
+
+// hit counts one attempt on each throttle key. When any key is over its limit, it takes them
+// all back and returns the 429 with the longest wait; when the store fails, it takes back those
+// counted and returns the error.
+func (s *Server) hit(ctx context.Context, keys ...throttleKey) ([]oauth.Attempt, error) {
+	attempts := make([]oauth.Attempt, 0, len(keys))
+	var wait time.Duration
+	for _, k := range keys {
+		a, err := k.t.Hit(ctx, k.key)
+		if err != nil {
+			s.undo(ctx, attempts...)
+			return nil, err
+		}
+		attempts = append(attempts, a)
+		wait = max(wait, a.RetryAfter())
+	}
+	if wait > 0 {
+		s.undo(ctx, attempts...)
+		return nil, tooManyAttempts(wait)
+	}
+	return attempts, nil
 }
 
 // jsonOrForm returns whichever of a JSON and a form-encoded body the request carried.
@@ -265,9 +357,9 @@ func (s *Server) ChangePassword(ctx context.Context, request gen.ChangePasswordR
 	if err := s.checkCurrentPassword(ctx, p.ID(), request.Body.CurrentPassword); err != nil {
 		return nil, err
 	}
-	hash, err := oauth.HashPassword(request.Body.NewPassword)
+	hash, err := s.hashLimiter.HashPassword(ctx, request.Body.NewPassword)
 	if err != nil {
-		return nil, err
+		return nil, s.hashErr(err)
 	}
 	var sess store.Session
 	var token string
@@ -315,11 +407,25 @@ func (s *Server) UpdateUser(ctx context.Context, request gen.UpdateUserRequestOb
 }
 
 // signUp creates u with the password and the credential account, its first session and the
-// user.sign_up audit row in one transaction. A taken email is errUserExists.
+// user.sign_up audit row in one transaction. A taken email is errUserExists. The attempt is
+// counted per client IP first (429 past the limit); one that fails for the server's sake
+// (hashing at capacity, the database) is taken back.
 func (s *Server) signUp(ctx context.Context, u *store.User, password string, remember bool) (store.Session, string, error) {
-	hash, err := oauth.HashPassword(password)
+	attempts, err := s.hit(ctx, throttleKey{s.signUpThrottle, "ip:" + requestMetaFrom(ctx).IP})
 	if err != nil {
 		return store.Session{}, "", err
+	}
+	sess, token, err := s.createUser(ctx, u, password, remember)
+	if err != nil && !errors.Is(err, errUserExists) {
+		s.undo(ctx, attempts...)
+	}
+	return sess, token, err
+}
+
+func (s *Server) createUser(ctx context.Context, u *store.User, password string, remember bool) (store.Session, string, error) {
+	hash, err := s.hashLimiter.HashPassword(ctx, password)
+	if err != nil {
+		return store.Session{}, "", s.hashErr(err)
 	}
 	var sess store.Session
 	var token string
@@ -344,44 +450,77 @@ func (s *Server) signUp(ctx context.Context, u *store.User, password string, rem
 
 // checkEmailPassword returns the user whose email and password these are. Unknown emails,
 // accounts without a password and wrong passwords are the same errInvalidCredentials, after a
-// comparable amount of hashing; throttled keys are refused before any lookup.
+// comparable amount of hashing, and are the only outcomes that count against the email's and the
+// IP's throttles; throttled keys are refused before any lookup.
 func (s *Server) checkEmailPassword(ctx context.Context, email, password string) (store.User, error) {
 	emailKey := "email:" + store.NormalizeEmail(email)
-	ipKey := "ip:" + requestMetaFrom(ctx).IP
-	if err := throttled(throttleKey{s.accountThrottle, emailKey}, throttleKey{s.ipThrottle, ipKey}); err != nil {
+	attempts, err := s.hit(ctx, throttleKey{s.accountThrottle, emailKey},
+		throttleKey{s.ipThrottle, "ip:" + requestMetaFrom(ctx).IP})
+	if err != nil {
 		return store.User{}, err
 	}
-	// The account's failure is recorded before the slow hash, so that concurrent guesses cannot
-	// all pass the check above; success forgets it again.
-	s.accountThrottle.Fail(emailKey)
+	user, err := s.verifyEmailPassword(ctx, email, password)
+	switch {
+	case errors.Is(err, errInvalidCredentials):
+		// A failed guess: both counts stand.
+	case err != nil:
+		s.undo(ctx, attempts...)
+	default:
+		s.undo(ctx, attempts[1])
+		if err := s.accountThrottle.Reset(context.WithoutCancel(ctx), emailKey); err != nil {
+			s.log.WarnContext(ctx, "throttle: reset account", "err", err)
+		}
+	}
+	return user, err
+}
+
+// verifyEmailPassword is checkEmailPassword without the throttles.
+func (s *Server) verifyEmailPassword(ctx context.Context, email, password string) (store.User, error) {
 	user, hash, err := s.store.UserByEmail(ctx, email)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return store.User{}, err
 	}
 	if hash == "" {
-		oauth.VerifyDummy(password)
-		s.ipThrottle.Fail(ipKey)
+		if err := s.hashLimiter.VerifyDummy(ctx, password); err != nil {
+			return store.User{}, s.hashErr(err)
+		}
 		return store.User{}, errInvalidCredentials
 	}
-	ok, err := oauth.VerifyPassword(hash, password)
+	ok, err := s.hashLimiter.VerifyPassword(ctx, hash, password)
 	if err != nil {
+		if errors.Is(err, oauth.ErrHashBusy) {
+			return store.User{}, s.hashingBusy()
+		}
 		return store.User{}, fmt.Errorf("server: sign-in: user %s: %w", user.ID, err)
 	}
 	if !ok {
-		s.ipThrottle.Fail(ipKey)
 		return store.User{}, errInvalidCredentials
 	}
-	s.accountThrottle.Reset(emailKey)
 	return user, nil
 }
 
 // checkCurrentPassword checks the signed-in user's password, throttled per user id like
-// sign-in is per email.
+// sign-in is per email: only a wrong password counts.
 func (s *Server) checkCurrentPassword(ctx context.Context, userID, password string) error {
 	key := "user:" + userID
-	if err := throttled(throttleKey{s.accountThrottle, key}); err != nil {
+	attempts, err := s.hit(ctx, throttleKey{s.accountThrottle, key})
+	if err != nil {
 		return err
 	}
+	err = s.verifyCurrentPassword(ctx, userID, password)
+	switch {
+	case errors.Is(err, errInvalidPassword):
+	case err != nil:
+		s.undo(ctx, attempts...)
+	default:
+		if err := s.accountThrottle.Reset(context.WithoutCancel(ctx), key); err != nil {
+			s.log.WarnContext(ctx, "throttle: reset account", "err", err)
+		}
+	}
+	return err
+}
+
+func (s *Server) verifyCurrentPassword(ctx context.Context, userID, password string) error {
 	hash, err := s.store.PasswordHash(ctx, userID)
 	if err != nil {
 		return err
@@ -389,15 +528,16 @@ func (s *Server) checkCurrentPassword(ctx context.Context, userID, password stri
 	if hash == "" {
 		return errNoCredentialAccount
 	}
-	s.accountThrottle.Fail(key)
-	ok, err := oauth.VerifyPassword(hash, password)
+	ok, err := s.hashLimiter.VerifyPassword(ctx, hash, password)
 	if err != nil {
+		if errors.Is(err, oauth.ErrHashBusy) {
+			return s.hashingBusy()
+		}
 		return fmt.Errorf("server: change password: user %s: %w", userID, err)
 	}
 	if !ok {
 		return errInvalidPassword
 	}
-	s.accountThrottle.Reset(key)
 	return nil
 }
 
@@ -405,20 +545,6 @@ func (s *Server) checkCurrentPassword(ctx context.Context, userID, password stri
 type throttleKey struct {
 	t   *oauth.Throttle
 	key string
-}
-
-// throttled returns the 429 when any of the keys is refused, with the longest wait.
-func throttled(keys ...throttleKey) error {
-	var wait time.Duration
-	for _, k := range keys {
-		if ok, retry := k.t.Allow(k.key); !ok {
-			wait = max(wait, retry)
-		}
-	}
-	if wait > 0 {
-		return tooManyAttempts(wait)
-	}
-	return nil
 }
 
 // sessions is the browser sessions of the server's store and cookie.

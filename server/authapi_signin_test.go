@@ -178,7 +178,8 @@ func (c *authTestClock) Advance(d time.Duration) {
 }
 
 func TestSignInThrottle(t *testing.T) {
-	st := storetest.Backends(t)[0].Open(t)
+	// The counts live in the database: each subtest gets a store of its own.
+	open := storetest.Backends(t)[0].Open
 	signIn := func(app *testApp, email, password string) response {
 		return app.do(request{method: http.MethodPost, path: "/api/auth/sign-in/email",
 			body: `{"email":` + jsonString(email) + `,"password":` + jsonString(password) + `}`})
@@ -193,9 +194,10 @@ func TestSignInThrottle(t *testing.T) {
 	}
 
 	t.Run("per email", func(t *testing.T) {
+		st := open(t)
 		app := newTestApp(t, st, testConfig())
 		clock := &authTestClock{now: time.Now()}
-		app.srv.accountThrottle = newAccountThrottle(clock.Now)
+		app.srv.accountThrottle = newAccountThrottle(st, clock.Now)
 		u := app.newUser(t, "Ada", "throttle@example.com")
 		pw := "password-" + u.Email
 		for i := range accountFailureLimit {
@@ -229,6 +231,7 @@ func TestSignInThrottle(t *testing.T) {
 	})
 
 	t.Run("unknown email", func(t *testing.T) {
+		st := open(t)
 		app := newTestApp(t, st, testConfig())
 		for range accountFailureLimit {
 			signIn(app, "ghost@example.com", "wrong-password").wantAuthProblem(t, http.StatusUnauthorized, "http-401", "INVALID_EMAIL_OR_PASSWORD")
@@ -238,9 +241,10 @@ func TestSignInThrottle(t *testing.T) {
 	})
 
 	t.Run("per IP", func(t *testing.T) {
+		st := open(t)
 		app := newTestApp(t, st, testConfig())
 		clock := &authTestClock{now: time.Now()}
-		app.srv.ipThrottle = newIPThrottle(clock.Now)
+		app.srv.ipThrottle = newIPThrottle(st, clock.Now)
 		u := app.newUser(t, "Ada", "spray@example.com")
 		for i := range ipFailureLimit {
 			signIn(app, "user"+strconv.Itoa(i)+"@example.com", "wrong-password").

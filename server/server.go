@@ -43,9 +43,13 @@ type Server struct {
 	// keyring seals and opens secrets at rest: cfg.SecretKey, then cfg.OldSecretKeys.
 	keyring *seal.Keyring
 	// accountThrottle and ipThrottle count failed password checks per account (email or user
-	// id) and per client IP; see newAccountThrottle and newIPThrottle.
+	// id) and per client IP, signUpThrottle sign-ups per client IP, all in the database so that
+	// replicas share them; see newAccountThrottle, newIPThrottle and newSignUpThrottle.
 	accountThrottle *oauth.Throttle
 	ipThrottle      *oauth.Throttle
+	signUpThrottle  *oauth.Throttle
+	// hashLimiter bounds the memory of concurrent password hashing (cfg.HashConcurrency).
+	hashLimiter *oauth.HashLimiter
 	// mailer delivers invitations: cfg.Mailer, or LogMailer by default.
 	mailer Mailer
 	echo   *echo.Echo
@@ -98,8 +102,10 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 		apiKeyPepper:      oauth.DeriveKey(cfg.SecretKey, "api-key"),
 		keyring:           keyring,
 		mailer:            mailer,
-		accountThrottle:   newAccountThrottle(nil),
-		ipThrottle:        newIPThrottle(nil),
+		accountThrottle:   newAccountThrottle(st, nil),
+		ipThrottle:        newIPThrottle(st, nil),
+		signUpThrottle:    newSignUpThrottle(st, cfg.SignUpLimit, nil),
+		hashLimiter:       newHashLimiter(cfg),
 	}
 
 	e := echo.New()

@@ -12,9 +12,13 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gatehouse-dev/gatehouse/oauth"
 )
 
 // Config is the server's configuration, read from GATEHOUSE_* environment variables.
@@ -54,9 +58,50 @@ type Config struct {
 	// ShutdownTimeout is how long a stopping server lets in-flight requests finish before it
 	// closes their connections (GATEHOUSE_SHUTDOWN_TIMEOUT, a Go duration; default 20s).
 	ShutdownTimeout time.Duration
+	// PasswordHashConcurrency is how many argon2id password computations (19 MiB each) may run
+	// at once, on sign-up, sign-in and change-password (GATEHOUSE_PASSWORD_HASH_CONCURRENCY).
+	// 0 means derived from the cores and PasswordHashMemoryMB; see HashConcurrency.
+	PasswordHashConcurrency int
+	// PasswordHashMemoryMB is the memory, in MiB, that concurrent password hashing may hold
+	// (GATEHOUSE_PASSWORD_HASH_MEMORY_MB, default DefaultPasswordHashMemoryMB); it sizes the
+	// derived concurrency. 0 means the default.
+	PasswordHashMemoryMB int
+	// PasswordHashWait is how long a request waits for hashing capacity before it is answered
+	// 503 with Retry-After (GATEHOUSE_PASSWORD_HASH_WAIT, a Go duration, default
+	// DefaultPasswordHashWait). 0 means the default.
+	PasswordHashWait time.Duration
+	// SignUpLimit is how many sign-ups one client IP may attempt per SignUpWindow
+	// (GATEHOUSE_SIGN_UP_LIMIT, default DefaultSignUpLimit); more answer 429 with Retry-After.
+	// 0 means the default.
+	SignUpLimit int
 	// Mailer delivers invitation messages; nil means LogMailer (log the accept link). It is
 	// wiring, not an environment variable.
 	Mailer Mailer
+}
+
+// Defaults of the password-hashing and sign-up limits.
+const (
+	DefaultPasswordHashMemoryMB = 256
+	DefaultPasswordHashWait     = 2 * time.Second
+	DefaultSignUpLimit          = 10
+	// SignUpWindow is the window of SignUpLimit.
+	SignUpWindow = time.Hour
+)
+
+// HashConcurrency is the number of password computations that may run at once:
+// PasswordHashConcurrency when set, otherwise max(1, min(runtime.NumCPU(), memory / 19 MiB))
+// with memory PasswordHashMemoryMB (default 256 MiB). argon2id here is single-threaded, so more
+// computations than cores only add memory, not throughput. The heap they hold is at most
+// HashConcurrency × 19 MiB (see oauth.HashLimiter).
+func (c Config) HashConcurrency() int {
+	if c.PasswordHashConcurrency > 0 {
+		return c.PasswordHashConcurrency
+	}
+	memory := c.PasswordHashMemoryMB
+	if memory <= 0 {
+		memory = DefaultPasswordHashMemoryMB
+	}
+	return max(1, min(runtime.NumCPU(), memory*1024/oauth.HashMemoryKiB))
 }
 
 // Secure reports whether the base URL is https, which turns on HSTS, __Secure- cookies and the
@@ -122,6 +167,33 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return cfg, &ConfigError{"GATEHOUSE_INVITATION_URL", "its origin must be GATEHOUSE_BASE_URL or one of GATEHOUSE_TRUSTED_ORIGINS"}
 		}
 		cfg.InvitationURL = v
+	}
+	for _, v := range []struct {
+		name string
+		dst  *int
+		def  int
+		min  int
+	}{
+		{"GATEHOUSE_PASSWORD_HASH_CONCURRENCY", &cfg.PasswordHashConcurrency, 0, 1},
+		{"GATEHOUSE_PASSWORD_HASH_MEMORY_MB", &cfg.PasswordHashMemoryMB, DefaultPasswordHashMemoryMB, 19},
+		{"GATEHOUSE_SIGN_UP_LIMIT", &cfg.SignUpLimit, DefaultSignUpLimit, 1},
+	} {
+		*v.dst = v.def
+		if raw := get(v.name, ""); raw != "" {
+			n, err := strconv.Atoi(raw)
+			if err != nil || n < v.min {
+				return cfg, &ConfigError{v.name, fmt.Sprintf("want a whole number of at least %d", v.min)}
+			}
+			*v.dst = n
+		}
+	}
+	cfg.PasswordHashWait = DefaultPasswordHashWait
+	if raw := get("GATEHOUSE_PASSWORD_HASH_WAIT", ""); raw != "" {
+		d, err := time.ParseDuration(raw)
+		if err != nil || d <= 0 || d > time.Minute {
+			return cfg, &ConfigError{"GATEHOUSE_PASSWORD_HASH_WAIT", "want a duration such as 2s, above 0 and at most 1m"}
+		}
+		cfg.PasswordHashWait = d
 	}
 	switch cfg.LogFormat = get("GATEHOUSE_LOG_FORMAT", "text"); cfg.LogFormat {
 	case "text", "json":

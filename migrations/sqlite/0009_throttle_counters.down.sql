@@ -1,0 +1,2 @@
+DROP INDEX IF EXISTS throttle_counters_expires_idx;
+DROP TABLE IF EXISTS throttle_counters;
