@@ -932,6 +932,9 @@ type AuthTooManyRequests = AuthProblem
 // AuthUnauthorized A problem with the better-auth error members `code` and `message`.
 type AuthUnauthorized = AuthProblem
 
+// AuthUnavailable A problem with the better-auth error members `code` and `message`.
+type AuthUnavailable = AuthProblem
+
 // AuthUnprocessable A problem with the better-auth error members `code` and `message`.
 type AuthUnprocessable = AuthProblem
 
@@ -2817,6 +2820,15 @@ type AuthTooManyRequestsApplicationProblemPlusJSONResponse struct {
 
 type AuthUnauthorizedApplicationProblemPlusJSONResponse AuthProblem
 
+type AuthUnavailableResponseHeaders struct {
+	RetryAfter *int
+}
+type AuthUnavailableApplicationProblemPlusJSONResponse struct {
+	Body AuthProblem
+
+	Headers AuthUnavailableResponseHeaders
+}
+
 type AuthUnprocessableApplicationProblemPlusJSONResponse AuthProblem
 
 type ConflictApplicationProblemPlusJSONResponse Problem
@@ -2829,7 +2841,14 @@ type NotFoundApplicationProblemPlusJSONResponse Problem
 
 type UnauthenticatedApplicationProblemPlusJSONResponse Problem
 
-type UnavailableApplicationProblemPlusJSONResponse Problem
+type UnavailableResponseHeaders struct {
+	RetryAfter *int
+}
+type UnavailableApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers UnavailableResponseHeaders
+}
 
 type ValidationFailedApplicationProblemPlusJSONResponse Problem
 
@@ -2928,6 +2947,25 @@ func (response ChangePassword429ApplicationProblemPlusJSONResponse) VisitChangeP
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ChangePassword503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ChangePassword503ApplicationProblemPlusJSONResponse) VisitChangePasswordResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4995,6 +5033,25 @@ func (response SignInEmail429ApplicationProblemPlusJSONResponse) VisitSignInEmai
 	return err
 }
 
+type SignInEmail503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SignInEmail503ApplicationProblemPlusJSONResponse) VisitSignInEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type SignOutRequestObject struct {
 	Body *SignOutJSONRequestBody
 }
@@ -5120,6 +5177,44 @@ func (response SignUpEmail422ApplicationProblemPlusJSONResponse) VisitSignUpEmai
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SignUpEmail429ApplicationProblemPlusJSONResponse struct {
+	AuthTooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response SignUpEmail429ApplicationProblemPlusJSONResponse) VisitSignUpEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SignUpEmail503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SignUpEmail503ApplicationProblemPlusJSONResponse) VisitSignUpEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5819,10 +5914,13 @@ type GetHealth503ApplicationProblemPlusJSONResponse struct {
 func (response GetHealth503ApplicationProblemPlusJSONResponse) VisitGetHealthResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err

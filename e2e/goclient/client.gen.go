@@ -931,6 +931,9 @@ type AuthTooManyRequests = AuthProblem
 // AuthUnauthorized A problem with the better-auth error members `code` and `message`.
 type AuthUnauthorized = AuthProblem
 
+// AuthUnavailable A problem with the better-auth error members `code` and `message`.
+type AuthUnavailable = AuthProblem
+
 // AuthUnprocessable A problem with the better-auth error members `code` and `message`.
 type AuthUnprocessable = AuthProblem
 
@@ -1868,6 +1871,9 @@ type ClientInterface interface {
 	//
 	// Creates the user, signs them in (sets the session cookie) and returns the user. Emails are
 	// trimmed and lower-cased; passwords are 8–128 characters. Accepts JSON or a form post.
+	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
+	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
+	// `Retry-After` when it stays busy).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1878,6 +1884,9 @@ type ClientInterface interface {
 	//
 	// Creates the user, signs them in (sets the session cookie) and returns the user. Emails are
 	// trimmed and lower-cased; passwords are 8–128 characters. Accepts JSON or a form post.
+	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
+	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
+	// `Retry-After` when it stays busy).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1888,6 +1897,9 @@ type ClientInterface interface {
 	//
 	// Creates the user, signs them in (sets the session cookie) and returns the user. Emails are
 	// trimmed and lower-cased; passwords are 8–128 characters. Accepts JSON or a form post.
+	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
+	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
+	// `Retry-After` when it stays busy).
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
@@ -3243,6 +3255,9 @@ func (c *Client) SignOut(ctx context.Context, body SignOutJSONRequestBody, reqEd
 //
 // Creates the user, signs them in (sets the session cookie) and returns the user. Emails are
 // trimmed and lower-cased; passwords are 8–128 characters. Accepts JSON or a form post.
+// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
+// `Retry-After`), and password hashing runs under a concurrency bound (503 with
+// `Retry-After` when it stays busy).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3263,6 +3278,9 @@ func (c *Client) SignUpEmailWithBody(ctx context.Context, contentType string, bo
 //
 // Creates the user, signs them in (sets the session cookie) and returns the user. Emails are
 // trimmed and lower-cased; passwords are 8–128 characters. Accepts JSON or a form post.
+// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
+// `Retry-After`), and password hashing runs under a concurrency bound (503 with
+// `Retry-After` when it stays busy).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3283,6 +3301,9 @@ func (c *Client) SignUpEmail(ctx context.Context, body SignUpEmailJSONRequestBod
 //
 // Creates the user, signs them in (sets the session cookie) and returns the user. Emails are
 // trimmed and lower-cased; passwords are 8–128 characters. Accepts JSON or a form post.
+// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
+// `Retry-After`), and password hashing runs under a concurrency bound (503 with
+// `Retry-After` when it stays busy).
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
@@ -7848,6 +7869,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Creates the user, signs them in (sets the session cookie) and returns the user. Emails are
 	// trimmed and lower-cased; passwords are 8–128 characters. Accepts JSON or a form post.
+	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
+	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
+	// `Retry-After` when it stays busy).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7858,6 +7882,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Creates the user, signs them in (sets the session cookie) and returns the user. Emails are
 	// trimmed and lower-cased; passwords are 8–128 characters. Accepts JSON or a form post.
+	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
+	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
+	// `Retry-After` when it stays busy).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7868,6 +7895,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Creates the user, signs them in (sets the session cookie) and returns the user. Emails are
 	// trimmed and lower-cased; passwords are 8–128 characters. Accepts JSON or a form post.
+	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
+	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
+	// `Retry-After` when it stays busy).
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8366,6 +8396,11 @@ type ChangePasswordResponse429Headers struct {
 	RetryAfter *int
 }
 
+// ChangePasswordResponse503Headers the declared response headers of an HTTP 503 response for ChangePassword
+type ChangePasswordResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ChangePasswordResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8379,10 +8414,14 @@ type ChangePasswordResponse struct {
 	ApplicationproblemJSON403 *AuthForbidden
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *AuthTooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ChangePasswordResponse200Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ChangePasswordResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ChangePasswordResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8408,6 +8447,11 @@ func (r ChangePasswordResponse) GetApplicationproblemJSON403() *AuthForbidden {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r ChangePasswordResponse) GetApplicationproblemJSON429() *AuthTooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ChangePasswordResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10129,6 +10173,11 @@ type SignInEmailResponse429Headers struct {
 	RetryAfter *int
 }
 
+// SignInEmailResponse503Headers the declared response headers of an HTTP 503 response for SignInEmail
+type SignInEmailResponse503Headers struct {
+	RetryAfter *int
+}
+
 type SignInEmailResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10142,10 +10191,14 @@ type SignInEmailResponse struct {
 	ApplicationproblemJSON403 *AuthForbidden
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *AuthTooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *SignInEmailResponse200Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *SignInEmailResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SignInEmailResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10171,6 +10224,11 @@ func (r SignInEmailResponse) GetApplicationproblemJSON403() *AuthForbidden {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r SignInEmailResponse) GetApplicationproblemJSON429() *AuthTooManyRequests {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r SignInEmailResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10262,6 +10320,16 @@ type SignUpEmailResponse200Headers struct {
 	SetCookie *string
 }
 
+// SignUpEmailResponse429Headers the declared response headers of an HTTP 429 response for SignUpEmail
+type SignUpEmailResponse429Headers struct {
+	RetryAfter *int
+}
+
+// SignUpEmailResponse503Headers the declared response headers of an HTTP 503 response for SignUpEmail
+type SignUpEmailResponse503Headers struct {
+	RetryAfter *int
+}
+
 type SignUpEmailResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10273,8 +10341,16 @@ type SignUpEmailResponse struct {
 	ApplicationproblemJSON403 *AuthForbidden
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *AuthUnprocessable
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *AuthTooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *SignUpEmailResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SignUpEmailResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SignUpEmailResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10295,6 +10371,16 @@ func (r SignUpEmailResponse) GetApplicationproblemJSON403() *AuthForbidden {
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
 func (r SignUpEmailResponse) GetApplicationproblemJSON422() *AuthUnprocessable {
 	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r SignUpEmailResponse) GetApplicationproblemJSON429() *AuthTooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r SignUpEmailResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10910,6 +10996,11 @@ func (r ListConfigEntryVersionsResponse) ContentType() string {
 	return ""
 }
 
+// GetHealthResponse503Headers the declared response headers of an HTTP 503 response for GetHealth
+type GetHealthResponse503Headers struct {
+	RetryAfter *int
+}
+
 type GetHealthResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10919,6 +11010,8 @@ type GetHealthResponse struct {
 	ApplicationproblemJSON500 *Internal
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetHealthResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -13752,6 +13845,9 @@ func (c *ClientWithResponses) SignOutWithResponse(ctx context.Context, body Sign
 //
 // Creates the user, signs them in (sets the session cookie) and returns the user. Emails are
 // trimmed and lower-cased; passwords are 8–128 characters. Accepts JSON or a form post.
+// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
+// `Retry-After`), and password hashing runs under a concurrency bound (503 with
+// `Retry-After` when it stays busy).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13768,6 +13864,9 @@ func (c *ClientWithResponses) SignUpEmailWithBodyWithResponse(ctx context.Contex
 //
 // Creates the user, signs them in (sets the session cookie) and returns the user. Emails are
 // trimmed and lower-cased; passwords are 8–128 characters. Accepts JSON or a form post.
+// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
+// `Retry-After`), and password hashing runs under a concurrency bound (503 with
+// `Retry-After` when it stays busy).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13784,6 +13883,9 @@ func (c *ClientWithResponses) SignUpEmailWithResponse(ctx context.Context, body 
 //
 // Creates the user, signs them in (sets the session cookie) and returns the user. Emails are
 // trimmed and lower-cased; passwords are 8–128 characters. Accepts JSON or a form post.
+// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
+// `Retry-After`), and password hashing runs under a concurrency bound (503 with
+// `Retry-After` when it stays busy).
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14638,6 +14740,13 @@ func ParseChangePasswordResponse(rsp *http.Response) (*ChangePasswordResponse, e
 		}
 		response.ApplicationproblemJSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -14661,6 +14770,16 @@ func ParseChangePasswordResponse(rsp *http.Response) (*ChangePasswordResponse, e
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ChangePasswordResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15997,6 +16116,13 @@ func ParseSignInEmailResponse(rsp *http.Response) (*SignInEmailResponse, error) 
 		}
 		response.ApplicationproblemJSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -16020,6 +16146,16 @@ func ParseSignInEmailResponse(rsp *http.Response) (*SignInEmailResponse, error) 
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers SignInEmailResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16113,6 +16249,20 @@ func ParseSignUpEmailResponse(rsp *http.Response) (*SignUpEmailResponse, error) 
 		}
 		response.ApplicationproblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest AuthTooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -16126,6 +16276,26 @@ func ParseSignUpEmailResponse(rsp *http.Response) (*SignUpEmailResponse, error) 
 			headers.SetCookie = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers SignUpEmailResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers SignUpEmailResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16609,6 +16779,19 @@ func ParseGetHealthResponse(rsp *http.Response) (*GetHealthResponse, error) {
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers GetHealthResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
