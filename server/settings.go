@@ -14,6 +14,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/oauth"
 )
 
 // Config is the server's configuration, read from GATEHOUSE_* environment variables.
@@ -50,12 +53,20 @@ type Config struct {
 	// OldSecretKeys are earlier master keys (see LoadOldSecretKeys): secrets sealed under them
 	// still open, and `gatehouse keys rewrap` re-seals them under SecretKey.
 	OldSecretKeys [][]byte
+	// SessionIdleTimeout is how long a browser session lives unused
+	// (GATEHOUSE_SESSION_IDLE_TIMEOUT, a Go duration, default 168h): get-session extends a
+	// session to this from now once a day; zero means oauth.DefaultSessionIdleTimeout.
+	SessionIdleTimeout time.Duration
+	// SessionAbsoluteLifetime is how long a browser session lives after sign-in whatever its
+	// activity (GATEHOUSE_SESSION_ABSOLUTE_LIFETIME, a Go duration, default 720h); zero means
+	// oauth.DefaultSessionAbsoluteLifetime.
+	SessionAbsoluteLifetime time.Duration
 	// Mailer delivers invitation messages; nil means LogMailer (log the accept link). It is
 	// wiring, not an environment variable.
 	Mailer Mailer
 }
 
-// Secure reports whether the base URL is https, which turns on HSTS, __Secure- cookies and the
+// Secure reports whether the base URL is https, which turns on HSTS, __Host- cookies and the
 // requirement of an explicit secret key.
 func (c Config) Secure() bool { return strings.HasPrefix(c.BaseURL, "https://") }
 
@@ -127,7 +138,34 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if err := cfg.LogLevel.UnmarshalText([]byte(get("GATEHOUSE_LOG_LEVEL", "info"))); err != nil {
 		return cfg, &ConfigError{"GATEHOUSE_LOG_LEVEL", "want debug, info, warn or error"}
 	}
+	for _, d := range []struct {
+		name string
+		def  time.Duration
+		dst  *time.Duration
+	}{
+		{"GATEHOUSE_SESSION_IDLE_TIMEOUT", oauth.DefaultSessionIdleTimeout, &cfg.SessionIdleTimeout},
+		{"GATEHOUSE_SESSION_ABSOLUTE_LIFETIME", oauth.DefaultSessionAbsoluteLifetime, &cfg.SessionAbsoluteLifetime},
+	} {
+		v, err := parseLifetime(get(d.name, ""), d.def)
+		if err != nil {
+			return cfg, &ConfigError{d.name, err.Error()}
+		}
+		*d.dst = v
+	}
 	return cfg, nil
+}
+
+// parseLifetime parses a session lifetime: a Go duration (such as 720h or 90m) of at least a
+// minute; "" is def.
+func parseLifetime(v string, def time.Duration) (time.Duration, error) {
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Minute {
+		return 0, errors.New("want a Go duration of at least 1m, for example 720h")
+	}
+	return d, nil
 }
 
 // NormalizeOrigin returns the origin scheme://host[:port] of an absolute http(s) URL, lower-cased
