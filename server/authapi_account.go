@@ -163,9 +163,9 @@ func (s *Server) SignOut(ctx context.Context, _ gen.SignOutRequestObject) (gen.S
 }
 
 // GetSession returns the caller's session and user, or null when signed out. Unless
-// disableRefresh is true it slides the session's expiry (see oauth.Sessions.Refresh): once a
-// day (the update age) it extends it to the idle timeout from now, never past its absolute
-// deadline, and sets the cookie again with a Max-Age that follows the new expiry.
+// disableRefresh is true it slides the session's expiry (see oauth.Sessions.Refresh): once that
+// gains the update age (a day by default) it extends it to the idle timeout from now, never past
+// its absolute deadline, and sets the cookie again with a Max-Age that follows the new expiry.
 func (s *Server) GetSession(ctx context.Context, request gen.GetSessionRequestObject) (gen.GetSessionResponseObject, error) {
 	noStore(ctx)
 	p := PrincipalFrom(ctx)

@@ -55,7 +55,8 @@ type Config struct {
 	OldSecretKeys [][]byte
 	// SessionIdleTimeout is how long a browser session lives unused
 	// (GATEHOUSE_SESSION_IDLE_TIMEOUT, a Go duration, default 168h): get-session extends a
-	// session to this from now once a day; zero means oauth.DefaultSessionIdleTimeout.
+	// session to this from now once the extension gains the update age (a day, or a seventh of
+	// a shorter idle timeout); zero means oauth.DefaultSessionIdleTimeout.
 	SessionIdleTimeout time.Duration
 	// SessionAbsoluteLifetime is how long a browser session lives after sign-in whatever its
 	// activity (GATEHOUSE_SESSION_ABSOLUTE_LIFETIME, a Go duration, default 720h); zero means
