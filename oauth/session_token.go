@@ -13,12 +13,16 @@ import (
 )
 
 // Session cookie names: better-auth's "<prefix>.session_token" with the
-// prefix "gatehouse", and the __Secure- variant browsers accept only from
-// https origins with the Secure attribute.
+// prefix "gatehouse"; under https the __Host- variant, which browsers accept
+// only from a secure origin with Secure, Path=/ and no Domain, so that no
+// other host (a sibling subdomain, say) can set or shadow it; and the
+// __Secure- variant (Secure only) that https deployments used before.
 const (
-	sessionCookieName       = "gatehouse.session_token"
-	secureCookiePrefix      = "__Secure-"
-	secureSessionCookieName = secureCookiePrefix + sessionCookieName
+	sessionCookieName      = "gatehouse.session_token"
+	secureCookiePrefix     = "__Secure-"
+	hostCookiePrefix       = "__Host-"
+	hostSessionCookieName  = hostCookiePrefix + sessionCookieName
+	legacySecureCookieName = secureCookiePrefix + sessionCookieName
 )
 
 // SessionTokenLength is the length of a session token from NewSessionToken.
@@ -104,18 +108,31 @@ func HashToken(token string) string {
 }
 
 // SessionCookieName returns the session cookie's name:
-// "__Secure-gatehouse.session_token" when secure (the base URL is https),
-// else "gatehouse.session_token".
+// "__Host-gatehouse.session_token" when secure (the base URL is https), else
+// "gatehouse.session_token". Every reader and writer of the cookie takes its
+// name from here (or from LegacySessionCookieName).
 func SessionCookieName(secure bool) string {
 	if secure {
-		return secureSessionCookieName
+		return hostSessionCookieName
 	}
 	return sessionCookieName
 }
 
+// LegacySessionCookieName returns the name https deployments gave the session
+// cookie before the __Host- prefix, "__Secure-gatehouse.session_token", when
+// secure, else "" (none). Sessions still reads it, for one release, so that
+// sessions started before the upgrade survive it; the next refresh writes the
+// cookie under SessionCookieName. Remove it in the release after.
+func LegacySessionCookieName(secure bool) string {
+	if secure {
+		return legacySecureCookieName
+	}
+	return ""
+}
+
 // SessionCookie returns the session cookie: HttpOnly, SameSite=Lax, Path=/,
 // no Domain (host-only), Secure when secure or when name carries the
-// __Secure- prefix. maxAge > 0 sets Max-Age (whole seconds, at least 1);
+// __Secure- or __Host- prefix. maxAge > 0 sets Max-Age (whole seconds, at least 1);
 // maxAge == 0 omits it, making a browser-session cookie (rememberMe: false);
 // maxAge < 0 expires the cookie like ExpiredCookie.
 func SessionCookie(name, value string, maxAge time.Duration, secure bool) *http.Cookie {
@@ -125,7 +142,7 @@ func SessionCookie(name, value string, maxAge time.Duration, secure bool) *http.
 		Path:     "/",
 		HttpOnly: true,
 		SameSite: http.SameSiteLaxMode,
-		Secure:   secure || strings.HasPrefix(name, secureCookiePrefix),
+		Secure:   secure || strings.HasPrefix(name, secureCookiePrefix) || strings.HasPrefix(name, hostCookiePrefix),
 	}
 	switch {
 	case maxAge > 0:

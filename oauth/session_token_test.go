@@ -152,8 +152,14 @@ func TestSessionCookie(t *testing.T) {
 	if got := SessionCookieName(false); got != "gatehouse.session_token" {
 		t.Errorf("SessionCookieName(false) = %q", got)
 	}
-	if got := SessionCookieName(true); got != "__Secure-gatehouse.session_token" {
+	if got := SessionCookieName(true); got != "__Host-gatehouse.session_token" {
 		t.Errorf("SessionCookieName(true) = %q", got)
+	}
+	if got := LegacySessionCookieName(true); got != "__Secure-gatehouse.session_token" {
+		t.Errorf("LegacySessionCookieName(true) = %q", got)
+	}
+	if got := LegacySessionCookieName(false); got != "" {
+		t.Errorf("LegacySessionCookieName(false) = %q", got)
 	}
 	for _, tc := range []struct {
 		name   string
@@ -163,17 +169,19 @@ func TestSessionCookie(t *testing.T) {
 		{"remember", SessionCookie("gatehouse.session_token", "a.b%3D", 7*24*time.Hour, false),
 			"gatehouse.session_token=a.b%3D; Path=/; Max-Age=604800; HttpOnly; SameSite=Lax"},
 		{"secure", SessionCookie(SessionCookieName(true), "v", time.Hour, true),
-			"__Secure-gatehouse.session_token=v; Path=/; Max-Age=3600; HttpOnly; Secure; SameSite=Lax"},
+			"__Host-gatehouse.session_token=v; Path=/; Max-Age=3600; HttpOnly; Secure; SameSite=Lax"},
 		{"browser session", SessionCookie("gatehouse.session_token", "v", 0, false),
 			"gatehouse.session_token=v; Path=/; HttpOnly; SameSite=Lax"},
 		{"prefix forces Secure", SessionCookie("__Secure-x", "v", 0, false),
 			"__Secure-x=v; Path=/; HttpOnly; Secure; SameSite=Lax"},
+		{"host prefix forces Secure", SessionCookie("__Host-x", "v", 0, false),
+			"__Host-x=v; Path=/; HttpOnly; Secure; SameSite=Lax"},
 		{"sub-second", SessionCookie("x", "v", time.Millisecond, false),
 			"x=v; Path=/; Max-Age=1; HttpOnly; SameSite=Lax"},
 		{"expired", ExpiredCookie("gatehouse.session_token", false),
 			"gatehouse.session_token=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax"},
 		{"expired secure", ExpiredCookie(SessionCookieName(true), true),
-			"__Secure-gatehouse.session_token=; Path=/; Max-Age=0; HttpOnly; Secure; SameSite=Lax"},
+			"__Host-gatehouse.session_token=; Path=/; Max-Age=0; HttpOnly; Secure; SameSite=Lax"},
 	} {
 		if got := tc.cookie.String(); got != tc.want {
 			t.Errorf("%s: Set-Cookie %q, want %q", tc.name, got, tc.want)

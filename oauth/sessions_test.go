@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func openSessions(t *testing.T, b storetest.Backend, clock *fakeClock) (*store.S
 	if err := st.InTx(ctx, func(tx *store.Tx) error { return tx.CreateUser(ctx, &u, "") }); err != nil {
 		t.Fatal(err)
 	}
-	return st, NewSessions(st, []byte("0123456789abcdef0123456789abcdef"), "gatehouse.session_token", false), u
+	return st, NewSessions(st, []byte("0123456789abcdef0123456789abcdef"), false, SessionLifetimes{}), u
 }
 
 func TestSessions(t *testing.T) {
@@ -111,22 +112,42 @@ func TestSessionsCookies(t *testing.T) {
 		got  *http.Cookie
 		want string
 	}{
-		{"remembered", NewSessions(nil, key, "gatehouse.session_token", false).Cookie(token, true),
+		{"remembered", NewSessions(nil, key, false, SessionLifetimes{}).Cookie(token, true),
 			"gatehouse.session_token=" + CookieValue(key, token) + "; Path=/; Max-Age=604800; HttpOnly; SameSite=Lax"},
-		{"browser session", NewSessions(nil, key, "gatehouse.session_token", false).Cookie(token, false),
+		{"browser session", NewSessions(nil, key, false, SessionLifetimes{}).Cookie(token, false),
 			"gatehouse.session_token=" + CookieValue(key, token) + "; Path=/; HttpOnly; SameSite=Lax"},
-		{"secure", NewSessions(nil, key, "__Secure-gatehouse.session_token", true).Cookie(token, true),
-			"__Secure-gatehouse.session_token=" + CookieValue(key, token) + "; Path=/; Max-Age=604800; HttpOnly; Secure; SameSite=Lax"},
-		{"expired", NewSessions(nil, key, "gatehouse.session_token", false).ExpiredCookie(),
+		{"secure", NewSessions(nil, key, true, SessionLifetimes{}).Cookie(token, true),
+			"__Host-gatehouse.session_token=" + CookieValue(key, token) + "; Path=/; Max-Age=604800; HttpOnly; Secure; SameSite=Lax"},
+		{"idle timeout", NewSessions(nil, key, false, SessionLifetimes{Idle: 2 * time.Hour}).Cookie(token, true),
+			"gatehouse.session_token=" + CookieValue(key, token) + "; Path=/; Max-Age=7200; HttpOnly; SameSite=Lax"},
+		{"absolute shorter than idle", NewSessions(nil, key, false, SessionLifetimes{Absolute: 90 * time.Minute}).Cookie(token, true),
+			"gatehouse.session_token=" + CookieValue(key, token) + "; Path=/; Max-Age=5400; HttpOnly; SameSite=Lax"},
+		{"expired", NewSessions(nil, key, false, SessionLifetimes{}).ExpiredCookie(),
 			"gatehouse.session_token=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax"},
-		{"expired secure", NewSessions(nil, key, "__Secure-gatehouse.session_token", true).ExpiredCookie(),
-			"__Secure-gatehouse.session_token=; Path=/; Max-Age=0; HttpOnly; Secure; SameSite=Lax"},
+		{"expired secure", NewSessions(nil, key, true, SessionLifetimes{}).ExpiredCookie(),
+			"__Host-gatehouse.session_token=; Path=/; Max-Age=0; HttpOnly; Secure; SameSite=Lax"},
 	} {
 		if got := c.got.String(); got != c.want {
 			t.Errorf("%s: Set-Cookie %q, want %q", c.name, got, c.want)
 		}
 	}
-	if got := NewSessions(nil, key, "gatehouse.session_token", false).CookieName(); got != "gatehouse.session_token" {
+	if got := NewSessions(nil, key, false, SessionLifetimes{}).CookieName(); got != "gatehouse.session_token" {
 		t.Errorf("CookieName = %q", got)
+	}
+	if got := NewSessions(nil, key, true, SessionLifetimes{}).CookieName(); got != "__Host-gatehouse.session_token" {
+		t.Errorf("secure CookieName = %q", got)
+	}
+	var expired []string
+	for _, c := range NewSessions(nil, key, true, SessionLifetimes{}).ExpiredCookies() {
+		expired = append(expired, c.String())
+	}
+	if want := []string{
+		"__Host-gatehouse.session_token=; Path=/; Max-Age=0; HttpOnly; Secure; SameSite=Lax",
+		"__Secure-gatehouse.session_token=; Path=/; Max-Age=0; HttpOnly; Secure; SameSite=Lax",
+	}; !slices.Equal(expired, want) {
+		t.Errorf("secure ExpiredCookies = %q, want %q", expired, want)
+	}
+	if got := len(NewSessions(nil, key, false, SessionLifetimes{}).ExpiredCookies()); got != 1 {
+		t.Errorf("ExpiredCookies over http: %d cookies, want 1", got)
 	}
 }

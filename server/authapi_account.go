@@ -250,13 +250,14 @@ func (s *Server) SignOut(ctx context.Context, _ gen.SignOutRequestObject) (gen.S
 			return nil, err
 		}
 	}
-	setCookie(ctx, s.sessions().ExpiredCookie())
+	s.expireSessionCookies(ctx)
 	return gen.SignOut200JSONResponse{Body: gen.AuthSuccess{Success: true}}, nil
 }
 
-// GetSession returns the caller's session and user, or null when signed out. A session with
-// less than oauth.SessionTTL−oauth.SessionUpdateAge left is extended to oauth.SessionTTL and its cookie set again,
-// unless disableRefresh is true.
+// GetSession returns the caller's session and user, or null when signed out. Unless
+// disableRefresh is true it slides the session's expiry (see oauth.Sessions.Refresh): once that
+// gains the update age (a day by default) it extends it to the idle timeout from now, never past
+// its absolute deadline, and sets the cookie again with a Max-Age that follows the new expiry.
 func (s *Server) GetSession(ctx context.Context, request gen.GetSessionRequestObject) (gen.GetSessionResponseObject, error) {
 	noStore(ctx)
 	p := PrincipalFrom(ctx)
@@ -264,19 +265,19 @@ func (s *Server) GetSession(ctx context.Context, request gen.GetSessionRequestOb
 		return jsonNull{}, nil
 	}
 	sess := p.Session
-	disable := request.Params.DisableRefresh != nil && isTrue(*request.Params.DisableRefresh)
-	if now := s.store.Now(); !disable && sess.ExpiresAt.Sub(now) <= oauth.SessionTTL-oauth.SessionUpdateAge {
-		expires := now.Add(oauth.SessionTTL)
-		err := s.store.InTx(ctx, func(tx *store.Tx) error { return tx.ExtendSession(ctx, sess.ID, expires) })
-		if errors.Is(err, store.ErrNotFound) {
+	if disable := request.Params.DisableRefresh != nil && isTrue(*request.Params.DisableRefresh); !disable {
+		refreshed, cookie, err := s.sessions().Refresh(ctx, sess, p.SessionToken)
+		if errors.Is(err, oauth.ErrNoSession) {
 			// Signed out by another request meanwhile.
 			return jsonNull{}, nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		sess.ExpiresAt, sess.UpdatedAt = expires, now
-		s.setSessionCookie(ctx, p.SessionToken, sess.RememberMe)
+		if cookie != nil {
+			sess = refreshed
+			setCookie(ctx, cookie)
+		}
 	}
 	return gen.GetSession200JSONResponse{Session: toAuthSession(sess, p.SessionToken), User: toAuthUser(p.User)}, nil
 }
@@ -327,7 +328,7 @@ func (s *Server) RevokeSession(ctx context.Context, request gen.RevokeSessionReq
 		return nil, err
 	}
 	if target == p.Session.ID {
-		setCookie(ctx, s.sessions().ExpiredCookie())
+		s.expireSessionCookies(ctx)
 	}
 	return gen.RevokeSession200JSONResponse{Status: true}, nil
 }
@@ -547,9 +548,10 @@ type throttleKey struct {
 	key string
 }
 
-// sessions is the browser sessions of the server's store and cookie.
+// sessions is the browser sessions of the server's store, cookie and session lifetimes.
 func (s *Server) sessions() oauth.Sessions {
-	return oauth.NewSessions(s.store, s.cookieKey, s.sessionCookieName, s.cfg.Secure())
+	return oauth.NewSessions(s.store, s.cookieKey, s.cfg.Secure(), oauth.SessionLifetimes{
+		Idle: s.cfg.SessionIdleTimeout, Absolute: s.cfg.SessionAbsoluteLifetime})
 }
 
 // createSession starts a session for userID (see oauth.Sessions.Create), recording the
@@ -565,10 +567,18 @@ func (s *Server) createSession(ctx context.Context, tx *store.Tx, userID string,
 	})
 }
 
-// setSessionCookie sets the signed session cookie for token: Max-Age oauth.SessionTTL, or none
-// (a browser-session cookie) when the user chose not to be remembered.
+// setSessionCookie sets the signed session cookie for the token of a session started now:
+// Max-Age its lifetime (see oauth.Sessions.Cookie), or none (a browser-session cookie) when
+// the user chose not to be remembered.
 func (s *Server) setSessionCookie(ctx context.Context, token string, remember bool) {
 	setCookie(ctx, s.sessions().Cookie(token, remember))
+}
+
+// expireSessionCookies deletes the session cookie, under every name the server reads.
+func (s *Server) expireSessionCookies(ctx context.Context) {
+	for _, c := range s.sessions().ExpiredCookies() {
+		setCookie(ctx, c)
+	}
 }
 
 // checkCallbackURL accepts a path on the caller's own site ("/…", not "//…") or an absolute

@@ -70,7 +70,7 @@ func TestGetSession(t *testing.T) {
 				token, _ := oauth.NewSessionToken()
 				now := time.Now()
 				sess := store.Session{TokenHash: oauth.HashToken(token), UserID: u.ID, RememberMe: remember,
-					ExpiresAt: now.Add(left), CreatedAt: now.Add(left - oauth.SessionTTL), UpdatedAt: now.Add(left - oauth.SessionTTL)}
+					ExpiresAt: now.Add(left), CreatedAt: now.Add(left - oauth.DefaultSessionIdleTimeout), UpdatedAt: now.Add(left - oauth.DefaultSessionIdleTimeout)}
 				if err := st.InTx(ctx, func(tx *store.Tx) error { return tx.CreateSession(ctx, &sess) }); err != nil {
 					t.Fatal(err)
 				}
@@ -107,7 +107,7 @@ func TestGetSession(t *testing.T) {
 						}
 						return
 					}
-					if lo, hi := start.Add(oauth.SessionTTL-time.Second), time.Now().Add(oauth.SessionTTL); stored.ExpiresAt.Before(lo) || stored.ExpiresAt.After(hi) {
+					if lo, hi := start.Add(oauth.DefaultSessionIdleTimeout-time.Second), time.Now().Add(oauth.DefaultSessionIdleTimeout); stored.ExpiresAt.Before(lo) || stored.ExpiresAt.After(hi) {
 						t.Errorf("stored expiry %v, want about now+7d", stored.ExpiresAt)
 					}
 					if !got.Session.ExpiresAt.Equal(stored.ExpiresAt) || !got.Session.UpdatedAt.After(sess.UpdatedAt) {
@@ -127,7 +127,7 @@ func TestGetSession(t *testing.T) {
 		t.Run("expired", func(t *testing.T) {
 			token, _ := oauth.NewSessionToken()
 			past := time.Now().Add(-time.Hour)
-			sess := store.Session{TokenHash: oauth.HashToken(token), UserID: u.ID, ExpiresAt: past, CreatedAt: past.Add(-oauth.SessionTTL)}
+			sess := store.Session{TokenHash: oauth.HashToken(token), UserID: u.ID, ExpiresAt: past, CreatedAt: past.Add(-oauth.DefaultSessionIdleTimeout)}
 			if err := st.InTx(ctx, func(tx *store.Tx) error { return tx.CreateSession(ctx, &sess) }); err != nil {
 				t.Fatal(err)
 			}

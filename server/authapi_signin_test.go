@@ -23,7 +23,7 @@ func TestSignInCookie(t *testing.T) {
 		base, name, attrs string
 	}{
 		{"http://gatehouse.test", "gatehouse.session_token", "; Path=/; Max-Age=604800; HttpOnly; SameSite=Lax"},
-		{"https://gatehouse.test", "__Secure-gatehouse.session_token", "; Path=/; Max-Age=604800; HttpOnly; Secure; SameSite=Lax"},
+		{"https://gatehouse.test", "__Host-gatehouse.session_token", "; Path=/; Max-Age=604800; HttpOnly; Secure; SameSite=Lax"},
 	} {
 		t.Run(tc.base, func(t *testing.T) {
 			cfg := testConfig()

@@ -74,6 +74,15 @@ type Config struct {
 	// (GATEHOUSE_SIGN_UP_LIMIT, default DefaultSignUpLimit); more answer 429 with Retry-After.
 	// 0 means the default.
 	SignUpLimit int
+	// SessionIdleTimeout is how long a browser session lives unused
+	// (GATEHOUSE_SESSION_IDLE_TIMEOUT, a Go duration, default 168h): get-session extends a
+	// session to this from now once the extension gains the update age (a day, or a seventh of
+	// a shorter idle timeout); zero means oauth.DefaultSessionIdleTimeout.
+	SessionIdleTimeout time.Duration
+	// SessionAbsoluteLifetime is how long a browser session lives after sign-in whatever its
+	// activity (GATEHOUSE_SESSION_ABSOLUTE_LIFETIME, a Go duration, default 720h); zero means
+	// oauth.DefaultSessionAbsoluteLifetime.
+	SessionAbsoluteLifetime time.Duration
 	// Mailer delivers invitation messages; nil means LogMailer (log the accept link). It is
 	// wiring, not an environment variable.
 	Mailer Mailer
@@ -104,7 +113,7 @@ func (c Config) HashConcurrency() int {
 	return max(1, min(runtime.NumCPU(), memory*1024/oauth.HashMemoryKiB))
 }
 
-// Secure reports whether the base URL is https, which turns on HSTS, __Secure- cookies and the
+// Secure reports whether the base URL is https, which turns on HSTS, __Host- cookies and the
 // requirement of an explicit secret key.
 func (c Config) Secure() bool { return strings.HasPrefix(c.BaseURL, "https://") }
 
@@ -206,7 +215,34 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if cfg.ShutdownTimeout, err = time.ParseDuration(get("GATEHOUSE_SHUTDOWN_TIMEOUT", "20s")); err != nil || cfg.ShutdownTimeout <= 0 {
 		return cfg, &ConfigError{"GATEHOUSE_SHUTDOWN_TIMEOUT", "want a positive duration such as 20s"}
 	}
+	for _, d := range []struct {
+		name string
+		def  time.Duration
+		dst  *time.Duration
+	}{
+		{"GATEHOUSE_SESSION_IDLE_TIMEOUT", oauth.DefaultSessionIdleTimeout, &cfg.SessionIdleTimeout},
+		{"GATEHOUSE_SESSION_ABSOLUTE_LIFETIME", oauth.DefaultSessionAbsoluteLifetime, &cfg.SessionAbsoluteLifetime},
+	} {
+		v, err := parseLifetime(get(d.name, ""), d.def)
+		if err != nil {
+			return cfg, &ConfigError{d.name, err.Error()}
+		}
+		*d.dst = v
+	}
 	return cfg, nil
+}
+
+// parseLifetime parses a session lifetime: a Go duration (such as 720h or 90m) of at least a
+// minute; "" is def.
+func parseLifetime(v string, def time.Duration) (time.Duration, error) {
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Minute {
+		return 0, errors.New("want a Go duration of at least 1m, for example 720h")
+	}
+	return d, nil
 }
 
 // NormalizeOrigin returns the origin scheme://host[:port] of an absolute http(s) URL, lower-cased

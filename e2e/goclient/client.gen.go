@@ -1460,8 +1460,10 @@ type ClientInterface interface {
 
 	// GetSession Get the current session
 	//
-	// The session and user of the cookie, or `null` (200) when signed out. After a day of use the
-	// session is extended (sliding expiry) and the cookie is set again. `Cache-Control: no-store`.
+	// The session and user of the cookie, or `null` (200) when signed out. A day after the session
+	// was started or last extended, it is extended to the idle timeout from now (sliding expiry, 7
+	// days by default), never past its absolute lifetime (30 days after sign-in by default), and
+	// the cookie is set again with a Max-Age that follows the new expiry. `Cache-Control: no-store`.
 	//
 	// Corresponds with GET /api/auth/get-session (the `GetSession` operationId).
 	GetSession(ctx context.Context, params *GetSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2374,8 +2376,10 @@ func (c *Client) ChangePassword(ctx context.Context, body ChangePasswordJSONRequ
 
 // GetSession Get the current session
 //
-// The session and user of the cookie, or `null` (200) when signed out. After a day of use the
-// session is extended (sliding expiry) and the cookie is set again. `Cache-Control: no-store`.
+// The session and user of the cookie, or `null` (200) when signed out. A day after the session
+// was started or last extended, it is extended to the idle timeout from now (sliding expiry, 7
+// days by default), never past its absolute lifetime (30 days after sign-in by default), and
+// the cookie is set again with a Max-Age that follows the new expiry. `Cache-Control: no-store`.
 //
 // Corresponds with GET /api/auth/get-session (the `GetSession` operationId).
 func (c *Client) GetSession(ctx context.Context, params *GetSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7442,8 +7446,10 @@ type ClientWithResponsesInterface interface {
 
 	// GetSessionWithResponse Get the current session
 	//
-	// The session and user of the cookie, or `null` (200) when signed out. After a day of use the
-	// session is extended (sliding expiry) and the cookie is set again. `Cache-Control: no-store`.
+	// The session and user of the cookie, or `null` (200) when signed out. A day after the session
+	// was started or last extended, it is extended to the idle timeout from now (sliding expiry, 7
+	// days by default), never past its absolute lifetime (30 days after sign-in by default), and
+	// the cookie is set again with a Max-Age that follows the new expiry. `Cache-Control: no-store`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -13136,8 +13142,10 @@ func (c *ClientWithResponses) ChangePasswordWithResponse(ctx context.Context, bo
 
 // GetSessionWithResponse Get the current session
 //
-// The session and user of the cookie, or `null` (200) when signed out. After a day of use the
-// session is extended (sliding expiry) and the cookie is set again. `Cache-Control: no-store`.
+// The session and user of the cookie, or `null` (200) when signed out. A day after the session
+// was started or last extended, it is extended to the idle timeout from now (sliding expiry, 7
+// days by default), never past its absolute lifetime (30 days after sign-in by default), and
+// the cookie is set again with a Max-Age that follows the new expiry. `Cache-Control: no-store`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
