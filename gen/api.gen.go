@@ -80,6 +80,102 @@ func (e HealthStatus) Valid() bool {
 	}
 }
 
+// Defines values for OidcClientType.
+const (
+	OidcClientTypeNative OidcClientType = "native"
+	OidcClientTypeSpa    OidcClientType = "spa"
+	OidcClientTypeWeb    OidcClientType = "web"
+)
+
+// Valid indicates whether the value is a known member of the OidcClientType enum.
+func (e OidcClientType) Valid() bool {
+	switch e {
+	case OidcClientTypeNative:
+		return true
+	case OidcClientTypeSpa:
+		return true
+	case OidcClientTypeWeb:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OidcGrantType.
+const (
+	OidcGrantAuthorizationCode OidcGrantType = "authorization_code"
+	OidcGrantClientCredentials OidcGrantType = "client_credentials"
+	OidcGrantRefreshToken      OidcGrantType = "refresh_token"
+)
+
+// Valid indicates whether the value is a known member of the OidcGrantType enum.
+func (e OidcGrantType) Valid() bool {
+	switch e {
+	case OidcGrantAuthorizationCode:
+		return true
+	case OidcGrantClientCredentials:
+		return true
+	case OidcGrantRefreshToken:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OidcScope.
+const (
+	OidcScopeBilling       OidcScope = "billing"
+	OidcScopeEmail         OidcScope = "email"
+	OidcScopeEntitlements  OidcScope = "entitlements"
+	OidcScopeOfflineAccess OidcScope = "offline_access"
+	OidcScopeOpenid        OidcScope = "openid"
+	OidcScopeOrganization  OidcScope = "organization"
+	OidcScopeProfile       OidcScope = "profile"
+	OidcScopeRoles         OidcScope = "roles"
+)
+
+// Valid indicates whether the value is a known member of the OidcScope enum.
+func (e OidcScope) Valid() bool {
+	switch e {
+	case OidcScopeBilling:
+		return true
+	case OidcScopeEmail:
+		return true
+	case OidcScopeEntitlements:
+		return true
+	case OidcScopeOfflineAccess:
+		return true
+	case OidcScopeOpenid:
+		return true
+	case OidcScopeOrganization:
+		return true
+	case OidcScopeProfile:
+		return true
+	case OidcScopeRoles:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OidcTokenEndpointAuthMethod.
+const (
+	OidcAuthClientSecretBasic OidcTokenEndpointAuthMethod = "client_secret_basic"
+	OidcAuthNone              OidcTokenEndpointAuthMethod = "none"
+)
+
+// Valid indicates whether the value is a known member of the OidcTokenEndpointAuthMethod enum.
+func (e OidcTokenEndpointAuthMethod) Valid() bool {
+	switch e {
+	case OidcAuthClientSecretBasic:
+		return true
+	case OidcAuthNone:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PrincipalType.
 const (
 	PrincipalTypeServiceAccount PrincipalType = "service_account"
@@ -653,6 +749,75 @@ type Health struct {
 // HealthStatus Always `ok` on a 200.
 type HealthStatus string
 
+// OidcClient defines model for OidcClient.
+type OidcClient struct {
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt  Timestamp                    `json:"createdAt"`
+	DisabledAt nullable.Nullable[time.Time] `json:"disabledAt"`
+	GrantTypes []OidcGrantType              `json:"grantTypes"`
+
+	// Id The OAuth `client_id`.
+	Id                     string            `json:"id"`
+	Name                   string            `json:"name"`
+	PostLogoutRedirectUris []OidcRedirectUri `json:"postLogoutRedirectUris"`
+	ProjectId              string            `json:"projectId"`
+	RedirectUris           []OidcRedirectUri `json:"redirectUris"`
+	Scopes                 []OidcScope       `json:"scopes"`
+
+	// SkipConsent Sign-ins through this client skip the consent page.
+	SkipConsent bool `json:"skipConsent"`
+
+	// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+	TokenEndpointAuthMethod OidcTokenEndpointAuthMethod `json:"tokenEndpointAuthMethod"`
+
+	// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
+	Type OidcClientType `json:"type"`
+
+	// UpdatedAt UTC, ISO 8601.
+	UpdatedAt Timestamp `json:"updatedAt"`
+}
+
+// OidcClientCreate defines model for OidcClientCreate.
+type OidcClientCreate struct {
+	// GrantTypes `client_credentials` only for `web` clients; `refresh_token` only with `authorization_code`.
+	GrantTypes []OidcGrantType `json:"grantTypes"`
+	Name       string          `json:"name"`
+
+	// PostLogoutRedirectUris Same rules as `redirectUris`; none when omitted.
+	PostLogoutRedirectUris *[]OidcRedirectUri `json:"postLogoutRedirectUris,omitempty"`
+	RedirectUris           []OidcRedirectUri  `json:"redirectUris"`
+	Scopes                 []OidcScope        `json:"scopes"`
+
+	// SkipConsent Refused (400) for `native` and `spa` clients.
+	SkipConsent *bool `json:"skipConsent,omitempty"`
+
+	// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
+	Type OidcClientType `json:"type"`
+}
+
+// OidcClientResponse defines model for OidcClientResponse.
+type OidcClientResponse struct {
+	Data OidcClient `json:"data"`
+}
+
+// OidcClientSecret 32 random bytes, base64url without padding. Shown once; only its HMAC-SHA256 is stored.
+type OidcClientSecret = string
+
+// OidcClientType `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
+type OidcClientType string
+
+// OidcGrantType defines model for OidcGrantType.
+type OidcGrantType string
+
+// OidcRedirectUri An absolute URI without fragment or user information; `https`, or for a `native` client also `http` on `127.0.0.1`, `[::1]` or `localhost`.
+type OidcRedirectUri = string
+
+// OidcScope One of the eight scopes of the `oauth2` security scheme.
+type OidcScope string
+
+// OidcTokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+type OidcTokenEndpointAuthMethod string
+
 // Organization defines model for Organization.
 type Organization struct {
 	// ArchivedAt When it was archived; null while active.
@@ -895,6 +1060,9 @@ type Timestamp = time.Time
 
 // AccountId defines model for AccountId.
 type AccountId = string
+
+// ClientId defines model for ClientId.
+type ClientId = string
 
 // ConfigKey defines model for ConfigKey.
 type ConfigKey = string
@@ -1288,6 +1456,9 @@ type CreateProjectJSONRequestBody = ProjectCreate
 // UpdateProjectJSONRequestBody defines body for UpdateProject for application/json ContentType.
 type UpdateProjectJSONRequestBody = ProjectUpdate
 
+// CreateOidcClientJSONRequestBody defines body for CreateOidcClient for application/json ContentType.
+type CreateOidcClientJSONRequestBody = OidcClientCreate
+
 // CreateRoleBindingJSONRequestBody defines body for CreateRoleBinding for application/json ContentType.
 type CreateRoleBindingJSONRequestBody = RoleBindingCreate
 
@@ -1520,6 +1691,21 @@ type ServerInterface interface {
 	// ListProjectAuditLogs List a project's audit log
 	// (GET /api/v1/projects/{projectId}/audit-logs)
 	ListProjectAuditLogs(ctx echo.Context, projectId ProjectId) error
+	// ListOidcClients List a project's OIDC clients
+	// (GET /api/v1/projects/{projectId}/oidc-clients)
+	ListOidcClients(ctx echo.Context, projectId ProjectId) error
+	// CreateOidcClient Register an OIDC client
+	// (POST /api/v1/projects/{projectId}/oidc-clients)
+	CreateOidcClient(ctx echo.Context, projectId ProjectId) error
+	// DisableOidcClient Disable an OIDC client
+	// (POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/disable)
+	DisableOidcClient(ctx echo.Context, projectId ProjectId, clientId ClientId) error
+	// EnableOidcClient Re-enable an OIDC client
+	// (POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/enable)
+	EnableOidcClient(ctx echo.Context, projectId ProjectId, clientId ClientId) error
+	// RotateOidcClientSecret Replace a confidential client's secret
+	// (POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/rotate-secret)
+	RotateOidcClientSecret(ctx echo.Context, projectId ProjectId, clientId ClientId) error
 	// RestoreProject Restore an archived project
 	// (POST /api/v1/projects/{projectId}/restore)
 	RestoreProject(ctx echo.Context, projectId ProjectId) error
@@ -2352,6 +2538,110 @@ func (w *ServerInterfaceWrapper) ListProjectAuditLogs(ctx echo.Context) error {
 	return err
 }
 
+// ListOidcClients converts echo context to params.
+func (w *ServerInterfaceWrapper) ListOidcClients(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListOidcClients(ctx, projectId)
+	return err
+}
+
+// CreateOidcClient converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateOidcClient(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateOidcClient(ctx, projectId)
+	return err
+}
+
+// DisableOidcClient converts echo context to params.
+func (w *ServerInterfaceWrapper) DisableOidcClient(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "clientId" -------------
+	var clientId ClientId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "clientId", ctx.Param("clientId"), &clientId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter clientId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DisableOidcClient(ctx, projectId, clientId)
+	return err
+}
+
+// EnableOidcClient converts echo context to params.
+func (w *ServerInterfaceWrapper) EnableOidcClient(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "clientId" -------------
+	var clientId ClientId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "clientId", ctx.Param("clientId"), &clientId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter clientId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.EnableOidcClient(ctx, projectId, clientId)
+	return err
+}
+
+// RotateOidcClientSecret converts echo context to params.
+func (w *ServerInterfaceWrapper) RotateOidcClientSecret(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "clientId" -------------
+	var clientId ClientId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "clientId", ctx.Param("clientId"), &clientId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter clientId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RotateOidcClientSecret(ctx, projectId, clientId)
+	return err
+}
+
 // RestoreProject converts echo context to params.
 func (w *ServerInterfaceWrapper) RestoreProject(ctx echo.Context) error {
 	var err error
@@ -2754,6 +3044,11 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/api/v1/projects/:projectId/service-accounts/:accountId/enable", wrapper.EnableServiceAccount, options.OperationMiddlewares["enableServiceAccount"]...)
 	router.POST(options.BaseURL+"/api/v1/projects/:projectId/service-accounts/:accountId/keys", wrapper.CreateServiceAccountKey, options.OperationMiddlewares["createServiceAccountKey"]...)
 	router.POST(options.BaseURL+"/api/v1/projects/:projectId/service-accounts/:accountId/keys/:keyId/revoke", wrapper.RevokeServiceAccountKey, options.OperationMiddlewares["revokeServiceAccountKey"]...)
+	router.GET(options.BaseURL+"/api/v1/projects/:projectId/oidc-clients", wrapper.ListOidcClients, options.OperationMiddlewares["listOidcClients"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/oidc-clients", wrapper.CreateOidcClient, options.OperationMiddlewares["createOidcClient"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/oidc-clients/:clientId/disable", wrapper.DisableOidcClient, options.OperationMiddlewares["disableOidcClient"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/oidc-clients/:clientId/enable", wrapper.EnableOidcClient, options.OperationMiddlewares["enableOidcClient"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/oidc-clients/:clientId/rotate-secret", wrapper.RotateOidcClientSecret, options.OperationMiddlewares["rotateOidcClientSecret"]...)
 	router.GET(options.BaseURL+"/api/v1/environments/:environmentId/configs", wrapper.ListConfigEntries, options.OperationMiddlewares["listConfigEntries"]...)
 	router.DELETE(options.BaseURL+"/api/v1/environments/:environmentId/configs/:key", wrapper.ArchiveConfigEntry, options.OperationMiddlewares["archiveConfigEntry"]...)
 	router.GET(options.BaseURL+"/api/v1/environments/:environmentId/configs/:key", wrapper.GetConfigEntry, options.OperationMiddlewares["getConfigEntry"]...)
@@ -6972,6 +7267,452 @@ func (response ListProjectAuditLogs404ApplicationProblemPlusJSONResponse) VisitL
 	return err
 }
 
+type ListOidcClientsRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+}
+
+type ListOidcClientsResponseObject interface {
+	VisitListOidcClientsResponse(w http.ResponseWriter) error
+}
+
+type ListOidcClients200JSONResponse struct {
+	Data []OidcClient `json:"data"`
+}
+
+func (response ListOidcClients200JSONResponse) VisitListOidcClientsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOidcClients401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListOidcClients401ApplicationProblemPlusJSONResponse) VisitListOidcClientsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOidcClients403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListOidcClients403ApplicationProblemPlusJSONResponse) VisitListOidcClientsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOidcClients404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListOidcClients404ApplicationProblemPlusJSONResponse) VisitListOidcClientsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOidcClientRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	Body      *CreateOidcClientJSONRequestBody
+}
+
+type CreateOidcClientResponseObject interface {
+	VisitCreateOidcClientResponse(w http.ResponseWriter) error
+}
+
+type CreateOidcClient201JSONResponse struct {
+	Data struct {
+		// ClientSecret The client secret of a `web` client, shown this once; `null` for `native` and `spa` clients.
+		ClientSecret nullable.Nullable[OidcClientSecret] `json:"clientSecret"`
+
+		// CreatedAt UTC, ISO 8601.
+		CreatedAt  Timestamp                    `json:"createdAt"`
+		DisabledAt nullable.Nullable[time.Time] `json:"disabledAt"`
+		GrantTypes []OidcGrantType              `json:"grantTypes"`
+
+		// Id The OAuth `client_id`.
+		Id                     string            `json:"id"`
+		Name                   string            `json:"name"`
+		PostLogoutRedirectUris []OidcRedirectUri `json:"postLogoutRedirectUris"`
+		ProjectId              string            `json:"projectId"`
+		RedirectUris           []OidcRedirectUri `json:"redirectUris"`
+		Scopes                 []OidcScope       `json:"scopes"`
+
+		// SkipConsent Sign-ins through this client skip the consent page.
+		SkipConsent bool `json:"skipConsent"`
+
+		// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+		TokenEndpointAuthMethod OidcTokenEndpointAuthMethod `json:"tokenEndpointAuthMethod"`
+
+		// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
+		Type OidcClientType `json:"type"`
+
+		// UpdatedAt UTC, ISO 8601.
+		UpdatedAt Timestamp `json:"updatedAt"`
+	} `json:"data"`
+}
+
+func (response CreateOidcClient201JSONResponse) VisitCreateOidcClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOidcClient400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateOidcClient400ApplicationProblemPlusJSONResponse) VisitCreateOidcClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOidcClient401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateOidcClient401ApplicationProblemPlusJSONResponse) VisitCreateOidcClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOidcClient403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateOidcClient403ApplicationProblemPlusJSONResponse) VisitCreateOidcClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOidcClient404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateOidcClient404ApplicationProblemPlusJSONResponse) VisitCreateOidcClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableOidcClientRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	ClientId  ClientId  `json:"clientId"`
+}
+
+type DisableOidcClientResponseObject interface {
+	VisitDisableOidcClientResponse(w http.ResponseWriter) error
+}
+
+type DisableOidcClient200JSONResponse OidcClientResponse
+
+func (response DisableOidcClient200JSONResponse) VisitDisableOidcClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableOidcClient401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response DisableOidcClient401ApplicationProblemPlusJSONResponse) VisitDisableOidcClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableOidcClient403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DisableOidcClient403ApplicationProblemPlusJSONResponse) VisitDisableOidcClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableOidcClient404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DisableOidcClient404ApplicationProblemPlusJSONResponse) VisitDisableOidcClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableOidcClientRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	ClientId  ClientId  `json:"clientId"`
+}
+
+type EnableOidcClientResponseObject interface {
+	VisitEnableOidcClientResponse(w http.ResponseWriter) error
+}
+
+type EnableOidcClient200JSONResponse OidcClientResponse
+
+func (response EnableOidcClient200JSONResponse) VisitEnableOidcClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableOidcClient401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response EnableOidcClient401ApplicationProblemPlusJSONResponse) VisitEnableOidcClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableOidcClient403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response EnableOidcClient403ApplicationProblemPlusJSONResponse) VisitEnableOidcClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableOidcClient404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response EnableOidcClient404ApplicationProblemPlusJSONResponse) VisitEnableOidcClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateOidcClientSecretRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	ClientId  ClientId  `json:"clientId"`
+}
+
+type RotateOidcClientSecretResponseObject interface {
+	VisitRotateOidcClientSecretResponse(w http.ResponseWriter) error
+}
+
+type RotateOidcClientSecret200JSONResponse struct {
+	Data struct {
+		// ClientSecret 32 random bytes, base64url without padding. Shown once; only its HMAC-SHA256 is stored.
+		ClientSecret OidcClientSecret `json:"clientSecret"`
+
+		// CreatedAt UTC, ISO 8601.
+		CreatedAt  Timestamp                    `json:"createdAt"`
+		DisabledAt nullable.Nullable[time.Time] `json:"disabledAt"`
+		GrantTypes []OidcGrantType              `json:"grantTypes"`
+
+		// Id The OAuth `client_id`.
+		Id                     string            `json:"id"`
+		Name                   string            `json:"name"`
+		PostLogoutRedirectUris []OidcRedirectUri `json:"postLogoutRedirectUris"`
+		ProjectId              string            `json:"projectId"`
+		RedirectUris           []OidcRedirectUri `json:"redirectUris"`
+		Scopes                 []OidcScope       `json:"scopes"`
+
+		// SkipConsent Sign-ins through this client skip the consent page.
+		SkipConsent bool `json:"skipConsent"`
+
+		// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+		TokenEndpointAuthMethod OidcTokenEndpointAuthMethod `json:"tokenEndpointAuthMethod"`
+
+		// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
+		Type OidcClientType `json:"type"`
+
+		// UpdatedAt UTC, ISO 8601.
+		UpdatedAt Timestamp `json:"updatedAt"`
+	} `json:"data"`
+}
+
+func (response RotateOidcClientSecret200JSONResponse) VisitRotateOidcClientSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateOidcClientSecret401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response RotateOidcClientSecret401ApplicationProblemPlusJSONResponse) VisitRotateOidcClientSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateOidcClientSecret403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RotateOidcClientSecret403ApplicationProblemPlusJSONResponse) VisitRotateOidcClientSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateOidcClientSecret404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RotateOidcClientSecret404ApplicationProblemPlusJSONResponse) VisitRotateOidcClientSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateOidcClientSecret409ApplicationProblemPlusJSONResponse Problem
+
+func (response RotateOidcClientSecret409ApplicationProblemPlusJSONResponse) VisitRotateOidcClientSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RestoreProjectRequestObject struct {
 	ProjectId ProjectId `json:"projectId"`
 }
@@ -8337,6 +9078,21 @@ type StrictServerInterface interface {
 	// ListProjectAuditLogs List a project's audit log
 	// (GET /api/v1/projects/{projectId}/audit-logs)
 	ListProjectAuditLogs(ctx context.Context, request ListProjectAuditLogsRequestObject) (ListProjectAuditLogsResponseObject, error)
+	// ListOidcClients List a project's OIDC clients
+	// (GET /api/v1/projects/{projectId}/oidc-clients)
+	ListOidcClients(ctx context.Context, request ListOidcClientsRequestObject) (ListOidcClientsResponseObject, error)
+	// CreateOidcClient Register an OIDC client
+	// (POST /api/v1/projects/{projectId}/oidc-clients)
+	CreateOidcClient(ctx context.Context, request CreateOidcClientRequestObject) (CreateOidcClientResponseObject, error)
+	// DisableOidcClient Disable an OIDC client
+	// (POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/disable)
+	DisableOidcClient(ctx context.Context, request DisableOidcClientRequestObject) (DisableOidcClientResponseObject, error)
+	// EnableOidcClient Re-enable an OIDC client
+	// (POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/enable)
+	EnableOidcClient(ctx context.Context, request EnableOidcClientRequestObject) (EnableOidcClientResponseObject, error)
+	// RotateOidcClientSecret Replace a confidential client's secret
+	// (POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/rotate-secret)
+	RotateOidcClientSecret(ctx context.Context, request RotateOidcClientSecretRequestObject) (RotateOidcClientSecretResponseObject, error)
 	// RestoreProject Restore an archived project
 	// (POST /api/v1/projects/{projectId}/restore)
 	RestoreProject(ctx context.Context, request RestoreProjectRequestObject) (RestoreProjectResponseObject, error)
@@ -10293,6 +11049,157 @@ func (sh *strictHandler) ListProjectAuditLogs(ctx echo.Context, projectId Projec
 		return err
 	} else if validResponse, ok := response.(ListProjectAuditLogsResponseObject); ok {
 		return validResponse.VisitListProjectAuditLogsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListOidcClients operation middleware
+func (sh *strictHandler) ListOidcClients(ctx echo.Context, projectId ProjectId) error {
+	var request ListOidcClientsRequestObject
+
+	request.ProjectId = projectId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListOidcClients(ctx.Request().Context(), request.(ListOidcClientsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListOidcClients")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListOidcClientsResponseObject); ok {
+		return validResponse.VisitListOidcClientsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateOidcClient operation middleware
+func (sh *strictHandler) CreateOidcClient(ctx echo.Context, projectId ProjectId) error {
+	var request CreateOidcClientRequestObject
+
+	request.ProjectId = projectId
+
+	var body CreateOidcClientJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateOidcClient(ctx.Request().Context(), request.(CreateOidcClientRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateOidcClient")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateOidcClientResponseObject); ok {
+		return validResponse.VisitCreateOidcClientResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DisableOidcClient operation middleware
+func (sh *strictHandler) DisableOidcClient(ctx echo.Context, projectId ProjectId, clientId ClientId) error {
+	var request DisableOidcClientRequestObject
+
+	request.ProjectId = projectId
+	request.ClientId = clientId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DisableOidcClient(ctx.Request().Context(), request.(DisableOidcClientRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DisableOidcClient")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DisableOidcClientResponseObject); ok {
+		return validResponse.VisitDisableOidcClientResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// EnableOidcClient operation middleware
+func (sh *strictHandler) EnableOidcClient(ctx echo.Context, projectId ProjectId, clientId ClientId) error {
+	var request EnableOidcClientRequestObject
+
+	request.ProjectId = projectId
+	request.ClientId = clientId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.EnableOidcClient(ctx.Request().Context(), request.(EnableOidcClientRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EnableOidcClient")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(EnableOidcClientResponseObject); ok {
+		return validResponse.VisitEnableOidcClientResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RotateOidcClientSecret operation middleware
+func (sh *strictHandler) RotateOidcClientSecret(ctx echo.Context, projectId ProjectId, clientId ClientId) error {
+	var request RotateOidcClientSecretRequestObject
+
+	request.ProjectId = projectId
+	request.ClientId = clientId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RotateOidcClientSecret(ctx.Request().Context(), request.(RotateOidcClientSecretRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RotateOidcClientSecret")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RotateOidcClientSecretResponseObject); ok {
+		return validResponse.VisitRotateOidcClientSecretResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

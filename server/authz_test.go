@@ -28,8 +28,8 @@ type tenancy struct {
 	stranger testUser
 	// Made through the API by the owner, for operations that address them: a config entry in
 	// the first environment, a service account with its key, an unbound project role and a
-	// binding of the seeded member role.
-	configKey, accountID, keyID, roleID, bindingID string
+	// binding of the seeded member role; a web OIDC client.
+	configKey, accountID, keyID, roleID, bindingID, clientID string
 	// readerKey is the fixture account's API key (scope project:read); starKey has scope *.
 	readerKey, starKey string
 }
@@ -91,6 +91,8 @@ func (ten *tenancy) addFixtures(t *testing.T, a *testApp) {
 	ten.accountID, ten.keyID, ten.readerKey = id.Data.ID, id.Data.Keys[0].ID, id.Data.APIKey
 	call("POST", prj+"/service-accounts", `{"name":"fixture-star","scopes":["*"]}`, 201, &id)
 	ten.starKey = id.Data.APIKey
+	call("POST", prj+"/oidc-clients", `{"name":"Fixture web","type":"web","redirectUris":["https://app.example.com/cb"],"grantTypes":["authorization_code"],"scopes":["openid"]}`, 201, &id)
+	ten.clientID = id.Data.ID
 	call("POST", prj+"/roles", `{"name":"Fixture editor","permissions":["document:write"]}`, 201, &id)
 	ten.roleID = id.Data.ID
 	roles, err := a.store.ListProjectRoles(context.Background(), ten.project.ID)
@@ -137,6 +139,7 @@ func (ten tenancy) exampleRequest(t *testing.T, so specOperation, salt int) requ
 		"{keyId}", ten.keyID,
 		"{roleId}", ten.roleID,
 		"{bindingId}", ten.bindingID,
+		"{clientId}", ten.clientID,
 	).Replace(so.path)
 	r := request{method: strings.ToUpper(so.method), path: path}
 	if rb := so.op.RequestBody; rb != nil {

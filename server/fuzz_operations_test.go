@@ -123,6 +123,7 @@ func fuzzCases(t *testing.T, ten tenancy, fo fuzzOperation) []fuzzCase {
 			"{keyId}", ten.keyID,
 			"{roleId}", ten.roleID,
 			"{bindingId}", ten.bindingID,
+			"{clientId}", ten.clientID,
 		).Replace(path)
 	}
 	good := fill(fo.path)

@@ -40,6 +40,8 @@ type Server struct {
 	keyTouches sync.Map
 	// apiKeyPepper keys HashAPIKeySecret: oauth.DeriveKey(secret key, "api-key").
 	apiKeyPepper []byte
+	// clientSecretPepper keys HashClientSecret: oauth.DeriveKey(secret key, "oidc-client-secret").
+	clientSecretPepper []byte
 	// keyring seals and opens secrets at rest: cfg.SecretKey, then cfg.OldSecretKeys.
 	keyring *seal.Keyring
 	// accountThrottle and ipThrottle count failed password checks per account (email or user
@@ -97,15 +99,16 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: log, store: st, doc: doc, validator: v, operations: ops, policies: ops.policies(), spec: spec,
-		cookieKey:         oauth.DeriveKey(cfg.SecretKey, "session-cookie"),
-		sessionCookieName: oauth.SessionCookieName(cfg.Secure()),
-		apiKeyPepper:      oauth.DeriveKey(cfg.SecretKey, "api-key"),
-		keyring:           keyring,
-		mailer:            mailer,
-		accountThrottle:   newAccountThrottle(st, nil),
-		ipThrottle:        newIPThrottle(st, nil),
-		signUpThrottle:    newSignUpThrottle(st, cfg.SignUpLimit, nil),
-		hashLimiter:       newHashLimiter(cfg),
+		cookieKey:          oauth.DeriveKey(cfg.SecretKey, "session-cookie"),
+		sessionCookieName:  oauth.SessionCookieName(cfg.Secure()),
+		apiKeyPepper:       oauth.DeriveKey(cfg.SecretKey, "api-key"),
+		clientSecretPepper: oauth.DeriveKey(cfg.SecretKey, "oidc-client-secret"),
+		keyring:            keyring,
+		mailer:             mailer,
+		accountThrottle:    newAccountThrottle(st, nil),
+		ipThrottle:         newIPThrottle(st, nil),
+		signUpThrottle:     newSignUpThrottle(st, cfg.SignUpLimit, nil),
+		hashLimiter:        newHashLimiter(cfg),
 	}
 
 	e := echo.New()

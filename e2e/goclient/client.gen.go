@@ -79,6 +79,102 @@ func (e HealthStatus) Valid() bool {
 	}
 }
 
+// Defines values for OidcClientType.
+const (
+	OidcClientTypeNative OidcClientType = "native"
+	OidcClientTypeSpa    OidcClientType = "spa"
+	OidcClientTypeWeb    OidcClientType = "web"
+)
+
+// Valid indicates whether the value is a known member of the OidcClientType enum.
+func (e OidcClientType) Valid() bool {
+	switch e {
+	case OidcClientTypeNative:
+		return true
+	case OidcClientTypeSpa:
+		return true
+	case OidcClientTypeWeb:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OidcGrantType.
+const (
+	OidcGrantAuthorizationCode OidcGrantType = "authorization_code"
+	OidcGrantClientCredentials OidcGrantType = "client_credentials"
+	OidcGrantRefreshToken      OidcGrantType = "refresh_token"
+)
+
+// Valid indicates whether the value is a known member of the OidcGrantType enum.
+func (e OidcGrantType) Valid() bool {
+	switch e {
+	case OidcGrantAuthorizationCode:
+		return true
+	case OidcGrantClientCredentials:
+		return true
+	case OidcGrantRefreshToken:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OidcScope.
+const (
+	OidcScopeBilling       OidcScope = "billing"
+	OidcScopeEmail         OidcScope = "email"
+	OidcScopeEntitlements  OidcScope = "entitlements"
+	OidcScopeOfflineAccess OidcScope = "offline_access"
+	OidcScopeOpenid        OidcScope = "openid"
+	OidcScopeOrganization  OidcScope = "organization"
+	OidcScopeProfile       OidcScope = "profile"
+	OidcScopeRoles         OidcScope = "roles"
+)
+
+// Valid indicates whether the value is a known member of the OidcScope enum.
+func (e OidcScope) Valid() bool {
+	switch e {
+	case OidcScopeBilling:
+		return true
+	case OidcScopeEmail:
+		return true
+	case OidcScopeEntitlements:
+		return true
+	case OidcScopeOfflineAccess:
+		return true
+	case OidcScopeOpenid:
+		return true
+	case OidcScopeOrganization:
+		return true
+	case OidcScopeProfile:
+		return true
+	case OidcScopeRoles:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OidcTokenEndpointAuthMethod.
+const (
+	OidcAuthClientSecretBasic OidcTokenEndpointAuthMethod = "client_secret_basic"
+	OidcAuthNone              OidcTokenEndpointAuthMethod = "none"
+)
+
+// Valid indicates whether the value is a known member of the OidcTokenEndpointAuthMethod enum.
+func (e OidcTokenEndpointAuthMethod) Valid() bool {
+	switch e {
+	case OidcAuthClientSecretBasic:
+		return true
+	case OidcAuthNone:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PrincipalType.
 const (
 	PrincipalTypeServiceAccount PrincipalType = "service_account"
@@ -652,6 +748,75 @@ type Health struct {
 // HealthStatus Always `ok` on a 200.
 type HealthStatus string
 
+// OidcClient defines model for OidcClient.
+type OidcClient struct {
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt  Timestamp                    `json:"createdAt"`
+	DisabledAt nullable.Nullable[time.Time] `json:"disabledAt"`
+	GrantTypes []OidcGrantType              `json:"grantTypes"`
+
+	// Id The OAuth `client_id`.
+	Id                     string            `json:"id"`
+	Name                   string            `json:"name"`
+	PostLogoutRedirectUris []OidcRedirectUri `json:"postLogoutRedirectUris"`
+	ProjectId              string            `json:"projectId"`
+	RedirectUris           []OidcRedirectUri `json:"redirectUris"`
+	Scopes                 []OidcScope       `json:"scopes"`
+
+	// SkipConsent Sign-ins through this client skip the consent page.
+	SkipConsent bool `json:"skipConsent"`
+
+	// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+	TokenEndpointAuthMethod OidcTokenEndpointAuthMethod `json:"tokenEndpointAuthMethod"`
+
+	// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
+	Type OidcClientType `json:"type"`
+
+	// UpdatedAt UTC, ISO 8601.
+	UpdatedAt Timestamp `json:"updatedAt"`
+}
+
+// OidcClientCreate defines model for OidcClientCreate.
+type OidcClientCreate struct {
+	// GrantTypes `client_credentials` only for `web` clients; `refresh_token` only with `authorization_code`.
+	GrantTypes []OidcGrantType `json:"grantTypes"`
+	Name       string          `json:"name"`
+
+	// PostLogoutRedirectUris Same rules as `redirectUris`; none when omitted.
+	PostLogoutRedirectUris *[]OidcRedirectUri `json:"postLogoutRedirectUris,omitempty"`
+	RedirectUris           []OidcRedirectUri  `json:"redirectUris"`
+	Scopes                 []OidcScope        `json:"scopes"`
+
+	// SkipConsent Refused (400) for `native` and `spa` clients.
+	SkipConsent *bool `json:"skipConsent,omitempty"`
+
+	// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
+	Type OidcClientType `json:"type"`
+}
+
+// OidcClientResponse defines model for OidcClientResponse.
+type OidcClientResponse struct {
+	Data OidcClient `json:"data"`
+}
+
+// OidcClientSecret 32 random bytes, base64url without padding. Shown once; only its HMAC-SHA256 is stored.
+type OidcClientSecret = string
+
+// OidcClientType `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
+type OidcClientType string
+
+// OidcGrantType defines model for OidcGrantType.
+type OidcGrantType string
+
+// OidcRedirectUri An absolute URI without fragment or user information; `https`, or for a `native` client also `http` on `127.0.0.1`, `[::1]` or `localhost`.
+type OidcRedirectUri = string
+
+// OidcScope One of the eight scopes of the `oauth2` security scheme.
+type OidcScope string
+
+// OidcTokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+type OidcTokenEndpointAuthMethod string
+
 // Organization defines model for Organization.
 type Organization struct {
 	// ArchivedAt When it was archived; null while active.
@@ -894,6 +1059,9 @@ type Timestamp = time.Time
 
 // AccountId defines model for AccountId.
 type AccountId = string
+
+// ClientId defines model for ClientId.
+type ClientId = string
 
 // ConfigKey defines model for ConfigKey.
 type ConfigKey = string
@@ -1286,6 +1454,9 @@ type CreateProjectJSONRequestBody = ProjectCreate
 
 // UpdateProjectJSONRequestBody defines body for UpdateProject for application/json ContentType.
 type UpdateProjectJSONRequestBody = ProjectUpdate
+
+// CreateOidcClientJSONRequestBody defines body for CreateOidcClient for application/json ContentType.
+type CreateOidcClientJSONRequestBody = OidcClientCreate
 
 // CreateRoleBindingJSONRequestBody defines body for CreateRoleBinding for application/json ContentType.
 type CreateRoleBindingJSONRequestBody = RoleBindingCreate
@@ -2155,6 +2326,94 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/projects/{projectId}/audit-logs (the `ListProjectAuditLogs` operationId).
 	ListProjectAuditLogs(ctx context.Context, projectId ProjectId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListOidcClients List a project's OIDC clients
+	//
+	// Each client's registration and state, oldest first — never a secret or its hash.
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/oidc-clients (the `ListOidcClients` operationId).
+	ListOidcClients(ctx context.Context, projectId ProjectId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateOidcClientWithBody Register an OIDC client
+	//
+	// Registers an OAuth 2.1 / OpenID Connect client of this project. `data.id` is its OAuth
+	// `client_id` (`cli_…`).
+	//
+	// - `type`: `web` is a confidential client: it gets a secret, returned in
+	//   `data.clientSecret` exactly once (only its HMAC-SHA256 is stored), and authenticates
+	//   with `client_secret_basic` (the token endpoint also takes `client_secret_post`).
+	//   `native` and `spa` are public clients: `clientSecret` is `null`, their
+	//   `tokenEndpointAuthMethod` is `none`, and PKCE protects their code exchange.
+	// - `redirectUris` and `postLogoutRedirectUris`: absolute URIs without a fragment and
+	//   without user information, matched exactly at the protocol routes. They must be `https`,
+	//   except that a `native` client may also register `http` on the loopback interface
+	//   (`127.0.0.1`, `[::1]` or `localhost`, any port). Other schemes are refused.
+	// - `grantTypes`: `client_credentials` only for `web` clients; `refresh_token` only
+	//   together with `authorization_code`.
+	// - `scopes`: the scopes the client may request, a subset of the eight `oauth2` scopes.
+	// - `skipConsent`: sign-ins through this client skip the consent page. Refused for public
+	//   clients (`native`, `spa`).
+	//
+	// A rule the schema cannot state is reported like a schema issue: 400 with `errors[].path`
+	// naming the offending item, for example `[body, redirectUris, "0"]`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients (the `CreateOidcClient` operationId).
+	CreateOidcClientWithBody(ctx context.Context, projectId ProjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateOidcClient Register an OIDC client
+	//
+	// Registers an OAuth 2.1 / OpenID Connect client of this project. `data.id` is its OAuth
+	// `client_id` (`cli_…`).
+	//
+	// - `type`: `web` is a confidential client: it gets a secret, returned in
+	//   `data.clientSecret` exactly once (only its HMAC-SHA256 is stored), and authenticates
+	//   with `client_secret_basic` (the token endpoint also takes `client_secret_post`).
+	//   `native` and `spa` are public clients: `clientSecret` is `null`, their
+	//   `tokenEndpointAuthMethod` is `none`, and PKCE protects their code exchange.
+	// - `redirectUris` and `postLogoutRedirectUris`: absolute URIs without a fragment and
+	//   without user information, matched exactly at the protocol routes. They must be `https`,
+	//   except that a `native` client may also register `http` on the loopback interface
+	//   (`127.0.0.1`, `[::1]` or `localhost`, any port). Other schemes are refused.
+	// - `grantTypes`: `client_credentials` only for `web` clients; `refresh_token` only
+	//   together with `authorization_code`.
+	// - `scopes`: the scopes the client may request, a subset of the eight `oauth2` scopes.
+	// - `skipConsent`: sign-ins through this client skip the consent page. Refused for public
+	//   clients (`native`, `spa`).
+	//
+	// A rule the schema cannot state is reported like a schema issue: 400 with `errors[].path`
+	// naming the offending item, for example `[body, redirectUris, "0"]`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients (the `CreateOidcClient` operationId).
+	CreateOidcClient(ctx context.Context, projectId ProjectId, body CreateOidcClientJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DisableOidcClient Disable an OIDC client
+	//
+	// The client gets `invalid_client` at every protocol route and the tokens issued to it
+	// introspect inactive. Disabling again keeps the first `disabledAt`.
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/disable (the `DisableOidcClient` operationId).
+	DisableOidcClient(ctx context.Context, projectId ProjectId, clientId ClientId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EnableOidcClient Re-enable an OIDC client
+	//
+	// The client authenticates again with its current secret (a rotation while it was disabled stays in force).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/enable (the `EnableOidcClient` operationId).
+	EnableOidcClient(ctx context.Context, projectId ProjectId, clientId ClientId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotateOidcClientSecret Replace a confidential client's secret
+	//
+	// Draws a new secret for a `web` client and returns it in `data.clientSecret` exactly once.
+	// The previous secret stops authenticating at once; there is no overlap, so deploy the new
+	// secret right after rotating. A disabled client may be rotated and stays disabled.
+	// A public client (`native`, `spa`) has no secret: 409.
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/rotate-secret (the `RotateOidcClientSecret` operationId).
+	RotateOidcClientSecret(ctx context.Context, projectId ProjectId, clientId ClientId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RestoreProject Restore an archived project
 	//
@@ -3872,6 +4131,154 @@ func (c *Client) UpdateProject(ctx context.Context, projectId ProjectId, body Up
 // Corresponds with GET /api/v1/projects/{projectId}/audit-logs (the `ListProjectAuditLogs` operationId).
 func (c *Client) ListProjectAuditLogs(ctx context.Context, projectId ProjectId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListProjectAuditLogsRequest(c.Server, projectId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListOidcClients List a project's OIDC clients
+//
+// Each client's registration and state, oldest first — never a secret or its hash.
+//
+// Corresponds with GET /api/v1/projects/{projectId}/oidc-clients (the `ListOidcClients` operationId).
+func (c *Client) ListOidcClients(ctx context.Context, projectId ProjectId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListOidcClientsRequest(c.Server, projectId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateOidcClientWithBody Register an OIDC client
+//
+// Registers an OAuth 2.1 / OpenID Connect client of this project. `data.id` is its OAuth
+// `client_id` (`cli_…`).
+//
+//   - `type`: `web` is a confidential client: it gets a secret, returned in
+//     `data.clientSecret` exactly once (only its HMAC-SHA256 is stored), and authenticates
+//     with `client_secret_basic` (the token endpoint also takes `client_secret_post`).
+//     `native` and `spa` are public clients: `clientSecret` is `null`, their
+//     `tokenEndpointAuthMethod` is `none`, and PKCE protects their code exchange.
+//   - `redirectUris` and `postLogoutRedirectUris`: absolute URIs without a fragment and
+//     without user information, matched exactly at the protocol routes. They must be `https`,
+//     except that a `native` client may also register `http` on the loopback interface
+//     (`127.0.0.1`, `[::1]` or `localhost`, any port). Other schemes are refused.
+//   - `grantTypes`: `client_credentials` only for `web` clients; `refresh_token` only
+//     together with `authorization_code`.
+//   - `scopes`: the scopes the client may request, a subset of the eight `oauth2` scopes.
+//   - `skipConsent`: sign-ins through this client skip the consent page. Refused for public
+//     clients (`native`, `spa`).
+//
+// A rule the schema cannot state is reported like a schema issue: 400 with `errors[].path`
+// naming the offending item, for example `[body, redirectUris, "0"]`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients (the `CreateOidcClient` operationId).
+func (c *Client) CreateOidcClientWithBody(ctx context.Context, projectId ProjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateOidcClientRequestWithBody(c.Server, projectId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateOidcClient Register an OIDC client
+//
+// Registers an OAuth 2.1 / OpenID Connect client of this project. `data.id` is its OAuth
+// `client_id` (`cli_…`).
+//
+//   - `type`: `web` is a confidential client: it gets a secret, returned in
+//     `data.clientSecret` exactly once (only its HMAC-SHA256 is stored), and authenticates
+//     with `client_secret_basic` (the token endpoint also takes `client_secret_post`).
+//     `native` and `spa` are public clients: `clientSecret` is `null`, their
+//     `tokenEndpointAuthMethod` is `none`, and PKCE protects their code exchange.
+//   - `redirectUris` and `postLogoutRedirectUris`: absolute URIs without a fragment and
+//     without user information, matched exactly at the protocol routes. They must be `https`,
+//     except that a `native` client may also register `http` on the loopback interface
+//     (`127.0.0.1`, `[::1]` or `localhost`, any port). Other schemes are refused.
+//   - `grantTypes`: `client_credentials` only for `web` clients; `refresh_token` only
+//     together with `authorization_code`.
+//   - `scopes`: the scopes the client may request, a subset of the eight `oauth2` scopes.
+//   - `skipConsent`: sign-ins through this client skip the consent page. Refused for public
+//     clients (`native`, `spa`).
+//
+// A rule the schema cannot state is reported like a schema issue: 400 with `errors[].path`
+// naming the offending item, for example `[body, redirectUris, "0"]`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients (the `CreateOidcClient` operationId).
+func (c *Client) CreateOidcClient(ctx context.Context, projectId ProjectId, body CreateOidcClientJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateOidcClientRequest(c.Server, projectId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DisableOidcClient Disable an OIDC client
+//
+// The client gets `invalid_client` at every protocol route and the tokens issued to it
+// introspect inactive. Disabling again keeps the first `disabledAt`.
+//
+// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/disable (the `DisableOidcClient` operationId).
+func (c *Client) DisableOidcClient(ctx context.Context, projectId ProjectId, clientId ClientId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDisableOidcClientRequest(c.Server, projectId, clientId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EnableOidcClient Re-enable an OIDC client
+//
+// The client authenticates again with its current secret (a rotation while it was disabled stays in force).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/enable (the `EnableOidcClient` operationId).
+func (c *Client) EnableOidcClient(ctx context.Context, projectId ProjectId, clientId ClientId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEnableOidcClientRequest(c.Server, projectId, clientId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotateOidcClientSecret Replace a confidential client's secret
+//
+// Draws a new secret for a `web` client and returns it in `data.clientSecret` exactly once.
+// The previous secret stops authenticating at once; there is no overlap, so deploy the new
+// secret right after rotating. A disabled client may be rotated and stays disabled.
+// A public client (`native`, `spa`) has no secret: 409.
+//
+// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/rotate-secret (the `RotateOidcClientSecret` operationId).
+func (c *Client) RotateOidcClientSecret(ctx context.Context, projectId ProjectId, clientId ClientId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateOidcClientSecretRequest(c.Server, projectId, clientId)
 	if err != nil {
 		return nil, err
 	}
@@ -6627,6 +7034,210 @@ func NewListProjectAuditLogsRequest(server string, projectId ProjectId) (*http.R
 	return req, nil
 }
 
+// NewListOidcClientsRequest constructs an http.Request for the ListOidcClients method
+func NewListOidcClientsRequest(server string, projectId ProjectId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/oidc-clients", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateOidcClientRequest calls the generic CreateOidcClient builder with application/json body
+func NewCreateOidcClientRequest(server string, projectId ProjectId, body CreateOidcClientJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateOidcClientRequestWithBody(server, projectId, "application/json", bodyReader)
+}
+
+// NewCreateOidcClientRequestWithBody constructs an http.Request for the CreateOidcClient method, with any body, and a specified content type
+func NewCreateOidcClientRequestWithBody(server string, projectId ProjectId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/oidc-clients", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDisableOidcClientRequest constructs an http.Request for the DisableOidcClient method
+func NewDisableOidcClientRequest(server string, projectId ProjectId, clientId ClientId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "clientId", clientId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/oidc-clients/%s/disable", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewEnableOidcClientRequest constructs an http.Request for the EnableOidcClient method
+func NewEnableOidcClientRequest(server string, projectId ProjectId, clientId ClientId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "clientId", clientId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/oidc-clients/%s/enable", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRotateOidcClientSecretRequest constructs an http.Request for the RotateOidcClientSecret method
+func NewRotateOidcClientSecretRequest(server string, projectId ProjectId, clientId ClientId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "clientId", clientId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/oidc-clients/%s/rotate-secret", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewRestoreProjectRequest constructs an http.Request for the RestoreProject method
 func NewRestoreProjectRequest(server string, projectId ProjectId) (*http.Request, error) {
 	var err error
@@ -8191,6 +8802,102 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/projects/{projectId}/audit-logs (the `ListProjectAuditLogs` operationId).
 	ListProjectAuditLogsWithResponse(ctx context.Context, projectId ProjectId, reqEditors ...RequestEditorFn) (*ListProjectAuditLogsResponse, error)
+
+	// ListOidcClientsWithResponse List a project's OIDC clients
+	//
+	// Each client's registration and state, oldest first — never a secret or its hash.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/oidc-clients (the `ListOidcClients` operationId).
+	ListOidcClientsWithResponse(ctx context.Context, projectId ProjectId, reqEditors ...RequestEditorFn) (*ListOidcClientsResponse, error)
+
+	// CreateOidcClientWithBodyWithResponse Register an OIDC client
+	//
+	// Registers an OAuth 2.1 / OpenID Connect client of this project. `data.id` is its OAuth
+	// `client_id` (`cli_…`).
+	//
+	// - `type`: `web` is a confidential client: it gets a secret, returned in
+	//   `data.clientSecret` exactly once (only its HMAC-SHA256 is stored), and authenticates
+	//   with `client_secret_basic` (the token endpoint also takes `client_secret_post`).
+	//   `native` and `spa` are public clients: `clientSecret` is `null`, their
+	//   `tokenEndpointAuthMethod` is `none`, and PKCE protects their code exchange.
+	// - `redirectUris` and `postLogoutRedirectUris`: absolute URIs without a fragment and
+	//   without user information, matched exactly at the protocol routes. They must be `https`,
+	//   except that a `native` client may also register `http` on the loopback interface
+	//   (`127.0.0.1`, `[::1]` or `localhost`, any port). Other schemes are refused.
+	// - `grantTypes`: `client_credentials` only for `web` clients; `refresh_token` only
+	//   together with `authorization_code`.
+	// - `scopes`: the scopes the client may request, a subset of the eight `oauth2` scopes.
+	// - `skipConsent`: sign-ins through this client skip the consent page. Refused for public
+	//   clients (`native`, `spa`).
+	//
+	// A rule the schema cannot state is reported like a schema issue: 400 with `errors[].path`
+	// naming the offending item, for example `[body, redirectUris, "0"]`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients (the `CreateOidcClient` operationId).
+	CreateOidcClientWithBodyWithResponse(ctx context.Context, projectId ProjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateOidcClientResponse, error)
+
+	// CreateOidcClientWithResponse Register an OIDC client
+	//
+	// Registers an OAuth 2.1 / OpenID Connect client of this project. `data.id` is its OAuth
+	// `client_id` (`cli_…`).
+	//
+	// - `type`: `web` is a confidential client: it gets a secret, returned in
+	//   `data.clientSecret` exactly once (only its HMAC-SHA256 is stored), and authenticates
+	//   with `client_secret_basic` (the token endpoint also takes `client_secret_post`).
+	//   `native` and `spa` are public clients: `clientSecret` is `null`, their
+	//   `tokenEndpointAuthMethod` is `none`, and PKCE protects their code exchange.
+	// - `redirectUris` and `postLogoutRedirectUris`: absolute URIs without a fragment and
+	//   without user information, matched exactly at the protocol routes. They must be `https`,
+	//   except that a `native` client may also register `http` on the loopback interface
+	//   (`127.0.0.1`, `[::1]` or `localhost`, any port). Other schemes are refused.
+	// - `grantTypes`: `client_credentials` only for `web` clients; `refresh_token` only
+	//   together with `authorization_code`.
+	// - `scopes`: the scopes the client may request, a subset of the eight `oauth2` scopes.
+	// - `skipConsent`: sign-ins through this client skip the consent page. Refused for public
+	//   clients (`native`, `spa`).
+	//
+	// A rule the schema cannot state is reported like a schema issue: 400 with `errors[].path`
+	// naming the offending item, for example `[body, redirectUris, "0"]`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients (the `CreateOidcClient` operationId).
+	CreateOidcClientWithResponse(ctx context.Context, projectId ProjectId, body CreateOidcClientJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateOidcClientResponse, error)
+
+	// DisableOidcClientWithResponse Disable an OIDC client
+	//
+	// The client gets `invalid_client` at every protocol route and the tokens issued to it
+	// introspect inactive. Disabling again keeps the first `disabledAt`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/disable (the `DisableOidcClient` operationId).
+	DisableOidcClientWithResponse(ctx context.Context, projectId ProjectId, clientId ClientId, reqEditors ...RequestEditorFn) (*DisableOidcClientResponse, error)
+
+	// EnableOidcClientWithResponse Re-enable an OIDC client
+	//
+	// The client authenticates again with its current secret (a rotation while it was disabled stays in force).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/enable (the `EnableOidcClient` operationId).
+	EnableOidcClientWithResponse(ctx context.Context, projectId ProjectId, clientId ClientId, reqEditors ...RequestEditorFn) (*EnableOidcClientResponse, error)
+
+	// RotateOidcClientSecretWithResponse Replace a confidential client's secret
+	//
+	// Draws a new secret for a `web` client and returns it in `data.clientSecret` exactly once.
+	// The previous secret stops authenticating at once; there is no overlap, so deploy the new
+	// secret right after rotating. A disabled client may be rotated and stays disabled.
+	// A public client (`native`, `spa`) has no secret: 409.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/rotate-secret (the `RotateOidcClientSecret` operationId).
+	RotateOidcClientSecretWithResponse(ctx context.Context, projectId ProjectId, clientId ClientId, reqEditors ...RequestEditorFn) (*RotateOidcClientSecretResponse, error)
 
 	// RestoreProjectWithResponse Restore an archived project
 	//
@@ -11989,6 +12696,454 @@ func (r ListProjectAuditLogsResponse) ContentType() string {
 	return ""
 }
 
+type ListOidcClientsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Data []OidcClient `json:"data"`
+	}
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListOidcClientsResponse) GetJSON200() *struct {
+	Data []OidcClient `json:"data"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListOidcClientsResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListOidcClientsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListOidcClientsResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ListOidcClientsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListOidcClientsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListOidcClientsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListOidcClientsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateOidcClientResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *struct {
+		Data struct {
+			// ClientSecret The client secret of a `web` client, shown this once; `null` for `native` and `spa` clients.
+			ClientSecret nullable.Nullable[OidcClientSecret] `json:"clientSecret"`
+
+			// CreatedAt UTC, ISO 8601.
+			CreatedAt  Timestamp                    `json:"createdAt"`
+			DisabledAt nullable.Nullable[time.Time] `json:"disabledAt"`
+			GrantTypes []OidcGrantType              `json:"grantTypes"`
+
+			// Id The OAuth `client_id`.
+			Id                     string            `json:"id"`
+			Name                   string            `json:"name"`
+			PostLogoutRedirectUris []OidcRedirectUri `json:"postLogoutRedirectUris"`
+			ProjectId              string            `json:"projectId"`
+			RedirectUris           []OidcRedirectUri `json:"redirectUris"`
+			Scopes                 []OidcScope       `json:"scopes"`
+
+			// SkipConsent Sign-ins through this client skip the consent page.
+			SkipConsent bool `json:"skipConsent"`
+
+			// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+			TokenEndpointAuthMethod OidcTokenEndpointAuthMethod `json:"tokenEndpointAuthMethod"`
+
+			// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
+			Type OidcClientType `json:"type"`
+
+			// UpdatedAt UTC, ISO 8601.
+			UpdatedAt Timestamp `json:"updatedAt"`
+		} `json:"data"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateOidcClientResponse) GetJSON201() *struct {
+	Data struct {
+		// ClientSecret The client secret of a `web` client, shown this once; `null` for `native` and `spa` clients.
+		ClientSecret nullable.Nullable[OidcClientSecret] `json:"clientSecret"`
+
+		// CreatedAt UTC, ISO 8601.
+		CreatedAt  Timestamp                    `json:"createdAt"`
+		DisabledAt nullable.Nullable[time.Time] `json:"disabledAt"`
+		GrantTypes []OidcGrantType              `json:"grantTypes"`
+
+		// Id The OAuth `client_id`.
+		Id                     string            `json:"id"`
+		Name                   string            `json:"name"`
+		PostLogoutRedirectUris []OidcRedirectUri `json:"postLogoutRedirectUris"`
+		ProjectId              string            `json:"projectId"`
+		RedirectUris           []OidcRedirectUri `json:"redirectUris"`
+		Scopes                 []OidcScope       `json:"scopes"`
+
+		// SkipConsent Sign-ins through this client skip the consent page.
+		SkipConsent bool `json:"skipConsent"`
+
+		// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+		TokenEndpointAuthMethod OidcTokenEndpointAuthMethod `json:"tokenEndpointAuthMethod"`
+
+		// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
+		Type OidcClientType `json:"type"`
+
+		// UpdatedAt UTC, ISO 8601.
+		UpdatedAt Timestamp `json:"updatedAt"`
+	} `json:"data"`
+} {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateOidcClientResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateOidcClientResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateOidcClientResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateOidcClientResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateOidcClientResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateOidcClientResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateOidcClientResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateOidcClientResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DisableOidcClientResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OidcClientResponse
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DisableOidcClientResponse) GetJSON200() *OidcClientResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DisableOidcClientResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DisableOidcClientResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DisableOidcClientResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r DisableOidcClientResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DisableOidcClientResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DisableOidcClientResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DisableOidcClientResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type EnableOidcClientResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OidcClientResponse
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EnableOidcClientResponse) GetJSON200() *OidcClientResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r EnableOidcClientResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r EnableOidcClientResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r EnableOidcClientResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r EnableOidcClientResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EnableOidcClientResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EnableOidcClientResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EnableOidcClientResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RotateOidcClientSecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Data struct {
+			// ClientSecret 32 random bytes, base64url without padding. Shown once; only its HMAC-SHA256 is stored.
+			ClientSecret OidcClientSecret `json:"clientSecret"`
+
+			// CreatedAt UTC, ISO 8601.
+			CreatedAt  Timestamp                    `json:"createdAt"`
+			DisabledAt nullable.Nullable[time.Time] `json:"disabledAt"`
+			GrantTypes []OidcGrantType              `json:"grantTypes"`
+
+			// Id The OAuth `client_id`.
+			Id                     string            `json:"id"`
+			Name                   string            `json:"name"`
+			PostLogoutRedirectUris []OidcRedirectUri `json:"postLogoutRedirectUris"`
+			ProjectId              string            `json:"projectId"`
+			RedirectUris           []OidcRedirectUri `json:"redirectUris"`
+			Scopes                 []OidcScope       `json:"scopes"`
+
+			// SkipConsent Sign-ins through this client skip the consent page.
+			SkipConsent bool `json:"skipConsent"`
+
+			// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+			TokenEndpointAuthMethod OidcTokenEndpointAuthMethod `json:"tokenEndpointAuthMethod"`
+
+			// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
+			Type OidcClientType `json:"type"`
+
+			// UpdatedAt UTC, ISO 8601.
+			UpdatedAt Timestamp `json:"updatedAt"`
+		} `json:"data"`
+	}
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RotateOidcClientSecretResponse) GetJSON200() *struct {
+	Data struct {
+		// ClientSecret 32 random bytes, base64url without padding. Shown once; only its HMAC-SHA256 is stored.
+		ClientSecret OidcClientSecret `json:"clientSecret"`
+
+		// CreatedAt UTC, ISO 8601.
+		CreatedAt  Timestamp                    `json:"createdAt"`
+		DisabledAt nullable.Nullable[time.Time] `json:"disabledAt"`
+		GrantTypes []OidcGrantType              `json:"grantTypes"`
+
+		// Id The OAuth `client_id`.
+		Id                     string            `json:"id"`
+		Name                   string            `json:"name"`
+		PostLogoutRedirectUris []OidcRedirectUri `json:"postLogoutRedirectUris"`
+		ProjectId              string            `json:"projectId"`
+		RedirectUris           []OidcRedirectUri `json:"redirectUris"`
+		Scopes                 []OidcScope       `json:"scopes"`
+
+		// SkipConsent Sign-ins through this client skip the consent page.
+		SkipConsent bool `json:"skipConsent"`
+
+		// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+		TokenEndpointAuthMethod OidcTokenEndpointAuthMethod `json:"tokenEndpointAuthMethod"`
+
+		// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
+		Type OidcClientType `json:"type"`
+
+		// UpdatedAt UTC, ISO 8601.
+		UpdatedAt Timestamp `json:"updatedAt"`
+	} `json:"data"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RotateOidcClientSecretResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RotateOidcClientSecretResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RotateOidcClientSecretResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RotateOidcClientSecretResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetBody returns the raw response body bytes
+func (r RotateOidcClientSecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RotateOidcClientSecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RotateOidcClientSecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RotateOidcClientSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type RestoreProjectResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -14372,6 +15527,138 @@ func (c *ClientWithResponses) ListProjectAuditLogsWithResponse(ctx context.Conte
 		return nil, err
 	}
 	return ParseListProjectAuditLogsResponse(rsp)
+}
+
+// ListOidcClientsWithResponse List a project's OIDC clients
+//
+// Each client's registration and state, oldest first — never a secret or its hash.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/projects/{projectId}/oidc-clients (the `ListOidcClients` operationId).
+func (c *ClientWithResponses) ListOidcClientsWithResponse(ctx context.Context, projectId ProjectId, reqEditors ...RequestEditorFn) (*ListOidcClientsResponse, error) {
+	rsp, err := c.ListOidcClients(ctx, projectId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListOidcClientsResponse(rsp)
+}
+
+// CreateOidcClientWithBodyWithResponse Register an OIDC client
+//
+// Registers an OAuth 2.1 / OpenID Connect client of this project. `data.id` is its OAuth
+// `client_id` (`cli_…`).
+//
+//   - `type`: `web` is a confidential client: it gets a secret, returned in
+//     `data.clientSecret` exactly once (only its HMAC-SHA256 is stored), and authenticates
+//     with `client_secret_basic` (the token endpoint also takes `client_secret_post`).
+//     `native` and `spa` are public clients: `clientSecret` is `null`, their
+//     `tokenEndpointAuthMethod` is `none`, and PKCE protects their code exchange.
+//   - `redirectUris` and `postLogoutRedirectUris`: absolute URIs without a fragment and
+//     without user information, matched exactly at the protocol routes. They must be `https`,
+//     except that a `native` client may also register `http` on the loopback interface
+//     (`127.0.0.1`, `[::1]` or `localhost`, any port). Other schemes are refused.
+//   - `grantTypes`: `client_credentials` only for `web` clients; `refresh_token` only
+//     together with `authorization_code`.
+//   - `scopes`: the scopes the client may request, a subset of the eight `oauth2` scopes.
+//   - `skipConsent`: sign-ins through this client skip the consent page. Refused for public
+//     clients (`native`, `spa`).
+//
+// A rule the schema cannot state is reported like a schema issue: 400 with `errors[].path`
+// naming the offending item, for example `[body, redirectUris, "0"]`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients (the `CreateOidcClient` operationId).
+func (c *ClientWithResponses) CreateOidcClientWithBodyWithResponse(ctx context.Context, projectId ProjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateOidcClientResponse, error) {
+	rsp, err := c.CreateOidcClientWithBody(ctx, projectId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateOidcClientResponse(rsp)
+}
+
+// CreateOidcClientWithResponse Register an OIDC client
+//
+// Registers an OAuth 2.1 / OpenID Connect client of this project. `data.id` is its OAuth
+// `client_id` (`cli_…`).
+//
+//   - `type`: `web` is a confidential client: it gets a secret, returned in
+//     `data.clientSecret` exactly once (only its HMAC-SHA256 is stored), and authenticates
+//     with `client_secret_basic` (the token endpoint also takes `client_secret_post`).
+//     `native` and `spa` are public clients: `clientSecret` is `null`, their
+//     `tokenEndpointAuthMethod` is `none`, and PKCE protects their code exchange.
+//   - `redirectUris` and `postLogoutRedirectUris`: absolute URIs without a fragment and
+//     without user information, matched exactly at the protocol routes. They must be `https`,
+//     except that a `native` client may also register `http` on the loopback interface
+//     (`127.0.0.1`, `[::1]` or `localhost`, any port). Other schemes are refused.
+//   - `grantTypes`: `client_credentials` only for `web` clients; `refresh_token` only
+//     together with `authorization_code`.
+//   - `scopes`: the scopes the client may request, a subset of the eight `oauth2` scopes.
+//   - `skipConsent`: sign-ins through this client skip the consent page. Refused for public
+//     clients (`native`, `spa`).
+//
+// A rule the schema cannot state is reported like a schema issue: 400 with `errors[].path`
+// naming the offending item, for example `[body, redirectUris, "0"]`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients (the `CreateOidcClient` operationId).
+func (c *ClientWithResponses) CreateOidcClientWithResponse(ctx context.Context, projectId ProjectId, body CreateOidcClientJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateOidcClientResponse, error) {
+	rsp, err := c.CreateOidcClient(ctx, projectId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateOidcClientResponse(rsp)
+}
+
+// DisableOidcClientWithResponse Disable an OIDC client
+//
+// The client gets `invalid_client` at every protocol route and the tokens issued to it
+// introspect inactive. Disabling again keeps the first `disabledAt`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/disable (the `DisableOidcClient` operationId).
+func (c *ClientWithResponses) DisableOidcClientWithResponse(ctx context.Context, projectId ProjectId, clientId ClientId, reqEditors ...RequestEditorFn) (*DisableOidcClientResponse, error) {
+	rsp, err := c.DisableOidcClient(ctx, projectId, clientId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDisableOidcClientResponse(rsp)
+}
+
+// EnableOidcClientWithResponse Re-enable an OIDC client
+//
+// The client authenticates again with its current secret (a rotation while it was disabled stays in force).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/enable (the `EnableOidcClient` operationId).
+func (c *ClientWithResponses) EnableOidcClientWithResponse(ctx context.Context, projectId ProjectId, clientId ClientId, reqEditors ...RequestEditorFn) (*EnableOidcClientResponse, error) {
+	rsp, err := c.EnableOidcClient(ctx, projectId, clientId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEnableOidcClientResponse(rsp)
+}
+
+// RotateOidcClientSecretWithResponse Replace a confidential client's secret
+//
+// Draws a new secret for a `web` client and returns it in `data.clientSecret` exactly once.
+// The previous secret stops authenticating at once; there is no overlap, so deploy the new
+// secret right after rotating. A disabled client may be rotated and stays disabled.
+// A public client (`native`, `spa`) has no secret: 409.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/rotate-secret (the `RotateOidcClientSecret` operationId).
+func (c *ClientWithResponses) RotateOidcClientSecretWithResponse(ctx context.Context, projectId ProjectId, clientId ClientId, reqEditors ...RequestEditorFn) (*RotateOidcClientSecretResponse, error) {
+	rsp, err := c.RotateOidcClientSecret(ctx, projectId, clientId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateOidcClientSecretResponse(rsp)
 }
 
 // RestoreProjectWithResponse Restore an archived project
@@ -17519,6 +18806,317 @@ func ParseListProjectAuditLogsResponse(rsp *http.Response) (*ListProjectAuditLog
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListOidcClientsResponse parses an HTTP response from a ListOidcClientsWithResponse call
+func ParseListOidcClientsResponse(rsp *http.Response) (*ListOidcClientsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListOidcClientsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Data []OidcClient `json:"data"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateOidcClientResponse parses an HTTP response from a CreateOidcClientWithResponse call
+func ParseCreateOidcClientResponse(rsp *http.Response) (*CreateOidcClientResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateOidcClientResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest struct {
+			Data struct {
+				// ClientSecret The client secret of a `web` client, shown this once; `null` for `native` and `spa` clients.
+				ClientSecret nullable.Nullable[OidcClientSecret] `json:"clientSecret"`
+
+				// CreatedAt UTC, ISO 8601.
+				CreatedAt  Timestamp                    `json:"createdAt"`
+				DisabledAt nullable.Nullable[time.Time] `json:"disabledAt"`
+				GrantTypes []OidcGrantType              `json:"grantTypes"`
+
+				// Id The OAuth `client_id`.
+				Id                     string            `json:"id"`
+				Name                   string            `json:"name"`
+				PostLogoutRedirectUris []OidcRedirectUri `json:"postLogoutRedirectUris"`
+				ProjectId              string            `json:"projectId"`
+				RedirectUris           []OidcRedirectUri `json:"redirectUris"`
+				Scopes                 []OidcScope       `json:"scopes"`
+
+				// SkipConsent Sign-ins through this client skip the consent page.
+				SkipConsent bool `json:"skipConsent"`
+
+				// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+				TokenEndpointAuthMethod OidcTokenEndpointAuthMethod `json:"tokenEndpointAuthMethod"`
+
+				// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
+				Type OidcClientType `json:"type"`
+
+				// UpdatedAt UTC, ISO 8601.
+				UpdatedAt Timestamp `json:"updatedAt"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDisableOidcClientResponse parses an HTTP response from a DisableOidcClientWithResponse call
+func ParseDisableOidcClientResponse(rsp *http.Response) (*DisableOidcClientResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DisableOidcClientResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OidcClientResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseEnableOidcClientResponse parses an HTTP response from a EnableOidcClientWithResponse call
+func ParseEnableOidcClientResponse(rsp *http.Response) (*EnableOidcClientResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EnableOidcClientResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OidcClientResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRotateOidcClientSecretResponse parses an HTTP response from a RotateOidcClientSecretWithResponse call
+func ParseRotateOidcClientSecretResponse(rsp *http.Response) (*RotateOidcClientSecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RotateOidcClientSecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Data struct {
+				// ClientSecret 32 random bytes, base64url without padding. Shown once; only its HMAC-SHA256 is stored.
+				ClientSecret OidcClientSecret `json:"clientSecret"`
+
+				// CreatedAt UTC, ISO 8601.
+				CreatedAt  Timestamp                    `json:"createdAt"`
+				DisabledAt nullable.Nullable[time.Time] `json:"disabledAt"`
+				GrantTypes []OidcGrantType              `json:"grantTypes"`
+
+				// Id The OAuth `client_id`.
+				Id                     string            `json:"id"`
+				Name                   string            `json:"name"`
+				PostLogoutRedirectUris []OidcRedirectUri `json:"postLogoutRedirectUris"`
+				ProjectId              string            `json:"projectId"`
+				RedirectUris           []OidcRedirectUri `json:"redirectUris"`
+				Scopes                 []OidcScope       `json:"scopes"`
+
+				// SkipConsent Sign-ins through this client skip the consent page.
+				SkipConsent bool `json:"skipConsent"`
+
+				// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+				TokenEndpointAuthMethod OidcTokenEndpointAuthMethod `json:"tokenEndpointAuthMethod"`
+
+				// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
+				Type OidcClientType `json:"type"`
+
+				// UpdatedAt UTC, ISO 8601.
+				UpdatedAt Timestamp `json:"updatedAt"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
 
 	}
 

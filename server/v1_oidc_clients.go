@@ -1,0 +1,281 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/oapi-codegen/nullable"
+
+	"github.com/gatehouse-dev/gatehouse/gen"
+	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/store"
+)
+
+// OIDC clients of a project. A web (confidential) client's secret is shown once, in the
+// response that draws it (creation, rotation); the store keeps oauth.HashClientSecret of it, and
+// audit rows never name it. Native and spa clients are public: no secret, no skipConsent.
+
+// errPublicClientSecret answers a secret rotation on a public client.
+var errPublicClientSecret = Conflict("Public clients have no client secret")
+
+// ListOidcClients lists a project's OIDC clients, never with secret material.
+func (s *Server) ListOidcClients(ctx context.Context, req gen.ListOidcClientsRequestObject) (gen.ListOidcClientsResponseObject, error) {
+	clients, err := s.store.ListOIDCClients(ctx, req.ProjectId)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]gen.OidcClient, len(clients))
+	for i, c := range clients {
+		out[i] = oidcClientJSON(c)
+	}
+	return gen.ListOidcClients200JSONResponse{Data: out}, nil
+}
+
+// CreateOidcClient registers a client; a web client's secret is returned this once.
+func (s *Server) CreateOidcClient(ctx context.Context, req gen.CreateOidcClientRequestObject) (gen.CreateOidcClientResponseObject, error) {
+	body := req.Body
+	if problems := checkOidcClient(body); len(problems) > 0 {
+		return nil, Validation(problems...)
+	}
+	c := store.OIDCClient{
+		ProjectID: req.ProjectId, Name: body.Name, Type: string(body.Type),
+		RedirectURIs: slices.Clone(body.RedirectUris), PostLogoutRedirectURIs: []string{},
+		GrantTypes: enumStrings(body.GrantTypes), Scopes: enumStrings(body.Scopes),
+	}
+	if body.PostLogoutRedirectUris != nil {
+		c.PostLogoutRedirectURIs = slices.Clone(*body.PostLogoutRedirectUris)
+	}
+	if body.SkipConsent != nil {
+		c.SkipConsent = *body.SkipConsent
+	}
+	secret := nullable.NewNullNullable[string]()
+	if !c.Public() {
+		plain, hash, err := s.mintClientSecret()
+		if err != nil {
+			return nil, err
+		}
+		c.SecretHash, secret = hash, nullable.NewNullableWithValue(plain)
+	}
+	err := s.store.InTx(ctx, func(tx *store.Tx) error {
+		if err := tx.CreateOIDCClient(ctx, &c); err != nil {
+			return err
+		}
+		return audit(ctx, tx, auditEvent{Action: "oidc_client.create", TargetType: "oidc_client", TargetID: c.ID,
+			OrganizationID: ScopeFrom(ctx).OrganizationID, ProjectID: c.ProjectID, Metadata: map[string]any{
+				"name": c.Name, "type": c.Type, "redirectUris": c.RedirectURIs,
+				"postLogoutRedirectUris": c.PostLogoutRedirectURIs, "grantTypes": c.GrantTypes,
+				"scopes": c.Scopes, "skipConsent": c.SkipConsent,
+			}})
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := oidcClientJSON(c)
+	resp := gen.CreateOidcClient201JSONResponse{}
+	d := &resp.Data
+	d.Id, d.ProjectId, d.Name, d.Type = out.Id, out.ProjectId, out.Name, out.Type
+	d.RedirectUris, d.PostLogoutRedirectUris = out.RedirectUris, out.PostLogoutRedirectUris
+	d.GrantTypes, d.Scopes, d.SkipConsent = out.GrantTypes, out.Scopes, out.SkipConsent
+	d.TokenEndpointAuthMethod, d.DisabledAt = out.TokenEndpointAuthMethod, out.DisabledAt
+	d.CreatedAt, d.UpdatedAt, d.ClientSecret = out.CreatedAt, out.UpdatedAt, secret
+	return resp, nil
+}
+
+// DisableOidcClient disables a client: the protocol routes refuse it with invalid_client.
+func (s *Server) DisableOidcClient(ctx context.Context, req gen.DisableOidcClientRequestObject) (gen.DisableOidcClientResponseObject, error) {
+	c, err := s.setOidcClientDisabled(ctx, req.ProjectId, req.ClientId, true)
+	if err != nil {
+		return nil, err
+	}
+	return gen.DisableOidcClient200JSONResponse{Data: oidcClientJSON(c)}, nil
+}
+
+// EnableOidcClient re-enables a client.
+func (s *Server) EnableOidcClient(ctx context.Context, req gen.EnableOidcClientRequestObject) (gen.EnableOidcClientResponseObject, error) {
+	c, err := s.setOidcClientDisabled(ctx, req.ProjectId, req.ClientId, false)
+	if err != nil {
+		return nil, err
+	}
+	return gen.EnableOidcClient200JSONResponse{Data: oidcClientJSON(c)}, nil
+}
+
+func (s *Server) setOidcClientDisabled(ctx context.Context, projectID, clientID string, disabled bool) (store.OIDCClient, error) {
+	action := "oidc_client.enable"
+	if disabled {
+		action = "oidc_client.disable"
+	}
+	var c store.OIDCClient
+	err := s.store.InTx(ctx, func(tx *store.Tx) error {
+		var err error
+		if c, err = tx.SetOIDCClientDisabled(ctx, projectID, clientID, disabled); err != nil {
+			return err
+		}
+		return audit(ctx, tx, auditEvent{Action: action, TargetType: "oidc_client", TargetID: c.ID,
+			OrganizationID: ScopeFrom(ctx).OrganizationID, ProjectID: projectID})
+	})
+	return c, err
+}
+
+// RotateOidcClientSecret replaces a web client's secret; the new one is returned this once and
+// the old one stops matching at once. A public client has none: 409.
+func (s *Server) RotateOidcClientSecret(ctx context.Context, req gen.RotateOidcClientSecretRequestObject) (gen.RotateOidcClientSecretResponseObject, error) {
+	plain, hash, err := s.mintClientSecret()
+	if err != nil {
+		return nil, err
+	}
+	var c store.OIDCClient
+	err = s.store.InTx(ctx, func(tx *store.Tx) error {
+		var err error
+		if c, err = tx.SetOIDCClientSecretHash(ctx, req.ProjectId, req.ClientId, hash); err != nil {
+			return err
+		}
+		return audit(ctx, tx, auditEvent{Action: "oidc_client.rotate_secret", TargetType: "oidc_client", TargetID: c.ID,
+			OrganizationID: ScopeFrom(ctx).OrganizationID, ProjectID: req.ProjectId})
+	})
+	if errors.Is(err, store.ErrNoClientSecret) {
+		return nil, errPublicClientSecret
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := oidcClientJSON(c)
+	resp := gen.RotateOidcClientSecret200JSONResponse{}
+	d := &resp.Data
+	d.Id, d.ProjectId, d.Name, d.Type = out.Id, out.ProjectId, out.Name, out.Type
+	d.RedirectUris, d.PostLogoutRedirectUris = out.RedirectUris, out.PostLogoutRedirectUris
+	d.GrantTypes, d.Scopes, d.SkipConsent = out.GrantTypes, out.Scopes, out.SkipConsent
+	d.TokenEndpointAuthMethod, d.DisabledAt = out.TokenEndpointAuthMethod, out.DisabledAt
+	d.CreatedAt, d.UpdatedAt, d.ClientSecret = out.CreatedAt, out.UpdatedAt, plain
+	return resp, nil
+}
+
+// mintClientSecret draws a client secret and returns it with its stored form.
+func (s *Server) mintClientSecret() (plain string, hash []byte, err error) {
+	if plain, err = oauth.NewClientSecret(); err != nil {
+		return "", nil, err
+	}
+	return plain, oauth.HashClientSecret(s.clientSecretPepper, plain), nil
+}
+
+// checkOidcClient applies the registration rules the schema cannot state, each reported at the
+// item it concerns; messages never echo the submitted value.
+func checkOidcClient(body *gen.CreateOidcClientJSONRequestBody) []FieldError {
+	public := body.Type != gen.OidcClientTypeWeb
+	native := body.Type == gen.OidcClientTypeNative
+	var problems []FieldError
+	for i, u := range body.RedirectUris {
+		if msg := checkRedirectURI(u, native); msg != "" {
+			problems = append(problems, FieldError{Path: []string{"body", "redirectUris", strconv.Itoa(i)}, Message: msg})
+		}
+	}
+	if body.PostLogoutRedirectUris != nil {
+		for i, u := range *body.PostLogoutRedirectUris {
+			if msg := checkRedirectURI(u, native); msg != "" {
+				problems = append(problems, FieldError{Path: []string{"body", "postLogoutRedirectUris", strconv.Itoa(i)}, Message: msg})
+			}
+		}
+	}
+	for i, g := range body.GrantTypes {
+		path := []string{"body", "grantTypes", strconv.Itoa(i)}
+		switch {
+		case g == gen.OidcGrantClientCredentials && public:
+			problems = append(problems, FieldError{Path: path, Message: "client_credentials is only for web (confidential) clients"})
+		case g == gen.OidcGrantRefreshToken && !slices.Contains(body.GrantTypes, gen.OidcGrantAuthorizationCode):
+			problems = append(problems, FieldError{Path: path, Message: "refresh_token requires authorization_code"})
+		}
+	}
+	if public && body.SkipConsent != nil && *body.SkipConsent {
+		problems = append(problems, FieldError{Path: []string{"body", "skipConsent"}, Message: "public clients (native, spa) may not skip consent"})
+	}
+	return problems
+}
+
+// checkRedirectURI returns what is wrong with a redirect or post-logout redirect URI, or "": it
+// must be an absolute RFC 3986 URI with a host, no fragment and no user information, over
+// https, or for a native client also http on the loopback interface (127.0.0.1, [::1] or
+// localhost, any port; RFC 8252 section 7.3).
+func checkRedirectURI(raw string, native bool) string {
+	const notURI = "must be an absolute URI"
+	for i := 0; i < len(raw); i++ {
+		if !isURIChar(raw[i]) {
+			return notURI
+		}
+	}
+	if strings.Contains(raw, "#") {
+		return "must not have a fragment"
+	}
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() || u.Opaque != "" || u.Hostname() == "" {
+		return notURI
+	}
+	if u.User != nil {
+		return "must not contain user information"
+	}
+	switch {
+	case u.Scheme == "https":
+		return ""
+	case native && u.Scheme == "http" && isLoopbackHost(u.Hostname()):
+		return ""
+	case native:
+		return "must use https, or http on 127.0.0.1, [::1] or localhost"
+	}
+	return "must use https"
+}
+
+// isLoopbackHost reports whether host (without brackets or port) names the loopback interface
+// as RFC 8252 allows for native clients.
+func isLoopbackHost(host string) bool {
+	return host == "127.0.0.1" || host == "::1" || strings.EqualFold(host, "localhost")
+}
+
+// isURIChar reports whether b may appear in an RFC 3986 URI: unreserved, reserved or '%'.
+func isURIChar(b byte) bool {
+	switch {
+	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		return true
+	}
+	return strings.IndexByte("-._~:/?#[]@!$&'()*+,;=%", b) >= 0
+}
+
+// enumStrings converts a list of generated enum values to plain strings.
+func enumStrings[T ~string](in []T) []string {
+	out := make([]string, len(in))
+	for i, v := range in {
+		out[i] = string(v)
+	}
+	return out
+}
+
+// oidcClientJSON is a client's public view: its registration and state, never secret material.
+func oidcClientJSON(c store.OIDCClient) gen.OidcClient {
+	grants := make([]gen.OidcGrantType, len(c.GrantTypes))
+	for i, g := range c.GrantTypes {
+		grants[i] = gen.OidcGrantType(g)
+	}
+	scopes := make([]gen.OidcScope, len(c.Scopes))
+	for i, sc := range c.Scopes {
+		scopes[i] = gen.OidcScope(sc)
+	}
+	method := gen.OidcAuthClientSecretBasic
+	if c.Public() {
+		method = gen.OidcAuthNone
+	}
+	post := c.PostLogoutRedirectURIs
+	if post == nil {
+		post = []string{}
+	}
+	redirects := c.RedirectURIs
+	if redirects == nil {
+		redirects = []string{}
+	}
+	return gen.OidcClient{
+		Id: c.ID, ProjectId: c.ProjectID, Name: c.Name, Type: gen.OidcClientType(c.Type),
+		RedirectUris: redirects, PostLogoutRedirectUris: post, GrantTypes: grants, Scopes: scopes,
+		SkipConsent: c.SkipConsent, TokenEndpointAuthMethod: method,
+		DisabledAt: nullableOf(c.DisabledAt), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
+	}
+}
