@@ -50,7 +50,7 @@ type Server struct {
 	mailer Mailer
 	// signingKeys sign tokens and make the JWKS: cfg.SigningKeys, or a KeySet over the store.
 	signingKeys *oauth.KeySet
-	echo   *echo.Echo
+	echo        *echo.Echo
 }
 
 var _ gen.StrictServerInterface = (*Server)(nil)
