@@ -4,6 +4,9 @@
 //	gatehouse [serve]          migrate the database, then serve until SIGINT/SIGTERM
 //	gatehouse migrate up|down  apply or roll back every migration, then exit
 //	gatehouse keys rewrap      re-seal every secret at rest under the current secret key
+//	gatehouse keys rotate-signing
+//	                           publish the next token signing key; it signs after the publish
+//	                           delay, and the current key stays published until its tokens expire
 //
 // Configuration comes from GATEHOUSE_* environment variables (see README.md). An invalid value
 // exits with status 2 and one line naming the variable.
@@ -20,8 +23,10 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/server"
 	"github.com/gatehouse-dev/gatehouse/store"
+	"github.com/gatehouse-dev/gatehouse/store/seal"
 )
 
 func main() {
@@ -51,8 +56,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		err = migrate(ctx, cfg, args[1], log)
 	case cmd == "keys" && len(args) == 2 && args[1] == "rewrap":
 		err = rewrap(ctx, cfg, getenv, stderr, log)
+	case cmd == "keys" && len(args) == 2 && args[1] == "rotate-signing":
+		err = rotateSigning(ctx, cfg, getenv, stderr, log)
 	default:
-		fmt.Fprintln(stderr, "usage: gatehouse [serve] | gatehouse migrate up|down | gatehouse keys rewrap")
+		fmt.Fprintln(stderr, "usage: gatehouse [serve] | gatehouse migrate up|down | gatehouse keys rewrap|rotate-signing")
 		return 2
 	}
 	var cerr *server.ConfigError
@@ -92,6 +99,16 @@ func serve(ctx context.Context, cfg server.Config, getenv func(string) string, l
 	if err := st.Migrate(ctx); err != nil {
 		return err
 	}
+	ring, err := seal.NewKeyring(cfg.SecretKey, cfg.OldSecretKeys...)
+	if err != nil {
+		return &server.ConfigError{Var: "GATEHOUSE_SECRET_KEYS_OLD", Reason: err.Error()}
+	}
+	cfg.SigningKeys = oauth.NewKeySet(st, ring, oauth.KeySetOptions{})
+	signing, err := cfg.SigningKeys.Ensure(ctx)
+	if err != nil {
+		return fmt.Errorf("token signing key (sealed under GATEHOUSE_SECRET_KEY or GATEHOUSE_SECRET_KEYS_OLD): %w", err)
+	}
+	log.Info("token signing key", "kid", signing.ID, "signs_since", signing.ActivatesAt)
 	srv, err := server.New(cfg, st, log)
 	if err != nil {
 		return err

@@ -24,34 +24,15 @@ import (
 // A value that no configured key opens fails the whole run and nothing is changed. The run
 // never generates a key: without GATEHOUSE_SECRET_KEY (or the development key file) it refuses.
 func rewrap(ctx context.Context, cfg server.Config, getenv func(string) string, out io.Writer, log *slog.Logger) error {
-	if strings.TrimSpace(getenv("GATEHOUSE_SECRET_KEY")) == "" {
-		if _, err := os.Stat(filepath.Join(cfg.DataDir, server.SecretKeyFile)); err != nil {
-			return &server.ConfigError{Var: "GATEHOUSE_SECRET_KEY", Reason: "required by keys rewrap: the key to re-seal under"}
-		}
-	}
-	key, err := server.LoadSecretKey(cfg, getenv, log)
+	ring, err := loadKeyring(cfg, getenv, log, "keys rewrap", "the key to re-seal under")
 	if err != nil {
 		return err
 	}
-	old, err := server.LoadOldSecretKeys(getenv)
-	if err != nil {
-		return err
-	}
-	ring, err := seal.NewKeyring(key, old...)
-	if err != nil {
-		return &server.ConfigError{Var: "GATEHOUSE_SECRET_KEYS_OLD", Reason: err.Error()}
-	}
-
-	st, err := store.Open(ctx, cfg.DatabaseURL)
+	st, err := openMigrated(ctx, cfg, "keys rewrap")
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if v, _, err := st.Version(ctx); err != nil {
-		return err
-	} else if v == 0 {
-		return errors.New("keys rewrap: the database has no schema; run `gatehouse migrate up` first")
-	}
 
 	var rewrapped, total int
 	err = st.InTx(ctx, func(tx *store.Tx) error {
@@ -75,4 +56,44 @@ func rewrap(ctx context.Context, cfg server.Config, getenv func(string) string, 
 	log.Info("keys rewrapped", "rewrapped", rewrapped, "sealed_values", total, "key_id", ring.KeyID())
 	fmt.Fprintf(out, "gatehouse: rewrapped %d of %d sealed values; all are now under key %s\n", rewrapped, total, ring.KeyID())
 	return nil
+}
+
+// loadKeyring builds the sealing keyring of a keys command from GATEHOUSE_SECRET_KEY (or the
+// development key file) and GATEHOUSE_SECRET_KEYS_OLD. It never generates a key: without one
+// it refuses, naming the command and what it needs the key for.
+func loadKeyring(cfg server.Config, getenv func(string) string, log *slog.Logger, command, why string) (*seal.Keyring, error) {
+	if strings.TrimSpace(getenv("GATEHOUSE_SECRET_KEY")) == "" {
+		if _, err := os.Stat(filepath.Join(cfg.DataDir, server.SecretKeyFile)); err != nil {
+			return nil, &server.ConfigError{Var: "GATEHOUSE_SECRET_KEY", Reason: "required by " + command + ": " + why}
+		}
+	}
+	key, err := server.LoadSecretKey(cfg, getenv, log)
+	if err != nil {
+		return nil, err
+	}
+	old, err := server.LoadOldSecretKeys(getenv)
+	if err != nil {
+		return nil, err
+	}
+	ring, err := seal.NewKeyring(key, old...)
+	if err != nil {
+		return nil, &server.ConfigError{Var: "GATEHOUSE_SECRET_KEYS_OLD", Reason: err.Error()}
+	}
+	return ring, nil
+}
+
+// openMigrated opens the database of a keys command, which must have a schema already.
+func openMigrated(ctx context.Context, cfg server.Config, command string) (*store.Store, error) {
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if v, _, err := st.Version(ctx); err != nil {
+		st.Close()
+		return nil, err
+	} else if v == 0 {
+		st.Close()
+		return nil, errors.New(command + ": the database has no schema; run `gatehouse migrate up` first")
+	}
+	return st, nil
 }

@@ -162,6 +162,32 @@ func sealedKeyIDs(t *testing.T, env func(string) string) []string {
 	return ids
 }
 
+// signingKeySet returns a key set over the fixture's database with master as the only secret
+// key; the store closes when the test ends.
+func signingKeySet(t *testing.T, env func(string) string, master []byte) *oauth.KeySet {
+	t.Helper()
+	st, err := store.Open(context.Background(), env("GATEHOUSE_DATABASE_URL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ring, err := seal.NewKeyring(master)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return oauth.NewKeySet(st, ring, oauth.KeySetOptions{})
+}
+
+// currentSigningKID opens the signing key with master alone and returns its kid.
+func currentSigningKID(t *testing.T, env func(string) string, master []byte) string {
+	t.Helper()
+	k, err := signingKeySet(t, env, master).Current(context.Background())
+	if err != nil {
+		t.Fatalf("signing key under %s: %v", keyIDOf(t, master), err)
+	}
+	return k.ID
+}
+
 func keyIDOf(t *testing.T, master []byte) string {
 	t.Helper()
 	k, err := seal.NewKeyring(master)
@@ -201,9 +227,11 @@ func TestKeysRewrap(t *testing.T) {
 			t.Fatalf("put plain: %d %s", code, out)
 		}
 	})
-	if ids := sealedKeyIDs(t, f.env); len(ids) != 3 || !allEqual(ids, keyIDOf(t, a)) {
-		t.Fatalf("before rewrap: key ids %v, want 3 × %s", ids, keyIDOf(t, a))
+	// Serving also created the token signing key, sealed under A.
+	if ids := sealedKeyIDs(t, f.env); len(ids) != 4 || !allEqual(ids, keyIDOf(t, a)) {
+		t.Fatalf("before rewrap: key ids %v, want 4 × %s", ids, keyIDOf(t, a))
 	}
+	signingKID := currentSigningKID(t, f.env, a)
 
 	rewrapWith := func(env func(string) string) (int, string) {
 		var stderr bytes.Buffer
@@ -223,14 +251,21 @@ func TestKeysRewrap(t *testing.T) {
 	}
 
 	code, out := rewrapWith(f.withKeys(bText, cText+", "+aText))
-	if code != 0 || !strings.Contains(out, "rewrapped 3 of 3 sealed values") {
+	if code != 0 || !strings.Contains(out, "rewrapped 4 of 4 sealed values") {
 		t.Fatalf("rewrap: exit %d: %s", code, out)
 	}
-	if ids := sealedKeyIDs(t, f.env); len(ids) != 3 || !allEqual(ids, keyIDOf(t, b)) {
-		t.Fatalf("after rewrap: key ids %v, want 3 × %s", ids, keyIDOf(t, b))
+	if ids := sealedKeyIDs(t, f.env); len(ids) != 4 || !allEqual(ids, keyIDOf(t, b)) {
+		t.Fatalf("after rewrap: key ids %v, want 4 × %s", ids, keyIDOf(t, b))
 	}
-	if code, out := rewrapWith(f.withKeys(bText, aText)); code != 0 || !strings.Contains(out, "rewrapped 0 of 3") {
+	if code, out := rewrapWith(f.withKeys(bText, aText)); code != 0 || !strings.Contains(out, "rewrapped 0 of 4") {
 		t.Fatalf("second rewrap: exit %d: %s", code, out)
+	}
+	// The signing key is the same key, now opened by B alone and no longer by A.
+	if kid := currentSigningKID(t, f.env, b); kid != signingKID {
+		t.Fatalf("signing key after rewrap: %s, want %s", kid, signingKID)
+	}
+	if _, err := signingKeySet(t, f.env, a).Current(context.Background()); err == nil {
+		t.Fatal("the old secret key still opens the rewrapped signing key")
 	}
 
 	// B alone now reveals the secret; the plain value and the history are intact.

@@ -54,7 +54,9 @@ type Server struct {
 	hashLimiter *oauth.HashLimiter
 	// mailer delivers invitations: cfg.Mailer, or LogMailer by default.
 	mailer Mailer
-	echo   *echo.Echo
+	// signingKeys sign tokens and make the JWKS: cfg.SigningKeys, or a KeySet over the store.
+	signingKeys *oauth.KeySet
+	echo        *echo.Echo
 }
 
 var _ gen.StrictServerInterface = (*Server)(nil)
@@ -97,6 +99,10 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	if mailer == nil {
 		mailer = LogMailer{Log: log}
 	}
+	signingKeys := cfg.SigningKeys
+	if signingKeys == nil {
+		signingKeys = oauth.NewKeySet(st, keyring, oauth.KeySetOptions{})
+	}
 	s := &Server{
 		cfg: cfg, log: log, store: st, doc: doc, validator: v, operations: ops, policies: ops.policies(), spec: spec,
 		cookieKey:          oauth.DeriveKey(cfg.SecretKey, "session-cookie"),
@@ -105,6 +111,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 		clientSecretPepper: oauth.DeriveKey(cfg.SecretKey, "oidc-client-secret"),
 		keyring:            keyring,
 		mailer:             mailer,
+		signingKeys:        signingKeys,
 		accountThrottle:    newAccountThrottle(st, nil),
 		ipThrottle:         newIPThrottle(st, nil),
 		signUpThrottle:     newSignUpThrottle(st, cfg.SignUpLimit, nil),
@@ -122,6 +129,8 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	gen.RegisterHandlers(e, gen.NewStrictHandler(s, nil))
 	e.GET("/api/v1/openapi.json", s.getOpenAPIDocument)
 	e.GET("/docs/openapi.json", s.getOpenAPIDocument)
+	// Protocol routes: documented in the spec, excluded from the generated interface.
+	e.GET("/.well-known/jwks.json", s.getJWKS)
 	ui := docsui.New("/api/v1/openapi.json")
 	e.GET("/api/v1/docs", ui.Index)
 	e.GET("/docs/api-reference", ui.Index)

@@ -86,6 +86,11 @@ type Config struct {
 	// Mailer delivers invitation messages; nil means LogMailer (log the accept link). It is
 	// wiring, not an environment variable.
 	Mailer Mailer
+	// SigningKeys are the OAuth provider's token signing keys, published at
+	// /.well-known/jwks.json; main builds them and ensures a key at start-up. nil means a
+	// KeySet over the store and the secret key with the default timings. Wiring, not an
+	// environment variable.
+	SigningKeys *oauth.KeySet
 }
 
 // Defaults of the password-hashing and sign-up limits.

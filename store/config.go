@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -243,21 +244,31 @@ type SealedValue struct {
 	Sealed string
 }
 
-// ResealValues calls fn for every sealed value in the database — today the secret values of
-// config_entries and config_versions, in that order, each by id — and stores the new sealed
-// string for each call that reports changed, in tx. It returns how many values it replaced.
-// Re-sealing changes neither UpdatedAt nor Version: the plaintext is the same.
+// ResealValues calls fn for every sealed value in the database — the secret values of
+// config_entries and config_versions, then the private keys of signing_keys, in that order,
+// each by id — and stores the new sealed string for each call that reports changed, in tx. It
+// returns how many values it replaced. Re-sealing changes neither UpdatedAt nor Version: the
+// plaintext is the same.
 //
 // The first error of fn stops the walk and is returned as is; the caller's transaction then
 // rolls back every replacement. fn must not use tx.
 func (tx *Tx) ResealValues(ctx context.Context, fn func(v SealedValue) (newSealed string, changed bool, err error)) (int, error) {
 	const op = "reseal values"
-	sources := []struct{ table, query string }{
+	sources := []struct {
+		table, query, column string
+		args                 []any
+		aad                  func(environmentID, key, id string) []byte
+	}{
 		{"config_entries", `SELECT id, environment_id, key, value FROM config_entries
-			WHERE secret = ? ORDER BY id`},
+			WHERE secret = ? ORDER BY id`, "value", []any{true},
+			func(env, key, _ string) []byte { return ConfigValueAAD(env, key) }},
 		{"config_versions", `SELECT v.id, e.environment_id, e.key, v.value
 			FROM config_versions v JOIN config_entries e ON e.id = v.entry_id
-			WHERE v.secret = ? ORDER BY v.id`},
+			WHERE v.secret = ? ORDER BY v.id`, "value", []any{true},
+			func(env, key, _ string) []byte { return ConfigValueAAD(env, key) }},
+		{"signing_keys", `SELECT id, '' AS environment_id, '' AS key, private_key AS value
+			FROM signing_keys ORDER BY id`, "private_key", nil,
+			func(_, _, id string) []byte { return SigningKeyAAD(id) }},
 	}
 	n := 0
 	for _, src := range sources {
@@ -269,13 +280,13 @@ func (tx *Tx) ResealValues(ctx context.Context, fn func(v SealedValue) (newSeale
 			Key           string `db:"key"`
 			Value         string `db:"value"`
 		}
-		if err := tx.tx.SelectContext(ctx, &rows, tx.tx.Rebind(src.query), true); err != nil {
+		if err := tx.tx.SelectContext(ctx, &rows, tx.tx.Rebind(src.query), src.args...); err != nil {
 			return n, wrapError(op, err)
 		}
-		update := tx.tx.Rebind("UPDATE " + src.table + " SET value = ? WHERE id = ? AND value = ?")
+		update := tx.tx.Rebind("UPDATE " + src.table + " SET " + src.column + " = ? WHERE id = ? AND " + src.column + " = ?")
 		for _, r := range rows {
 			sealed, changed, err := fn(SealedValue{
-				Table: src.table, ID: r.ID, AAD: ConfigValueAAD(r.EnvironmentID, r.Key), Sealed: r.Value,
+				Table: src.table, ID: r.ID, AAD: src.aad(r.EnvironmentID, r.Key, r.ID), Sealed: r.Value,
 			})
 			if err != nil {
 				return n, err
@@ -283,7 +294,7 @@ func (tx *Tx) ResealValues(ctx context.Context, fn func(v SealedValue) (newSeale
 			if !changed {
 				continue
 			}
-			if sealed == "" || json.Valid([]byte(sealed)) {
+			if sealed == "" || json.Valid([]byte(sealed)) || (src.table == "signing_keys" && !strings.HasPrefix(sealed, "v1.")) {
 				return n, fmt.Errorf("store: %s: %s %s: %w: the new value is not sealed", op, src.table, r.ID, ErrInvalid)
 			}
 			res, err := tx.tx.ExecContext(ctx, update, sealed, r.ID, r.Value)

@@ -43,6 +43,51 @@ func (e AuthInvitationStatus) Valid() bool {
 	}
 }
 
+// Defines values for AuthJwkAlg.
+const (
+	RS256 AuthJwkAlg = "RS256"
+)
+
+// Valid indicates whether the value is a known member of the AuthJwkAlg enum.
+func (e AuthJwkAlg) Valid() bool {
+	switch e {
+	case RS256:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuthJwkKty.
+const (
+	RSA AuthJwkKty = "RSA"
+)
+
+// Valid indicates whether the value is a known member of the AuthJwkKty enum.
+func (e AuthJwkKty) Valid() bool {
+	switch e {
+	case RSA:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuthJwkUse.
+const (
+	Sig AuthJwkUse = "sig"
+)
+
+// Valid indicates whether the value is a known member of the AuthJwkUse enum.
+func (e AuthJwkUse) Valid() bool {
+	switch e {
+	case Sig:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EnvironmentName.
 const (
 	Development EnvironmentName = "development"
@@ -475,6 +520,36 @@ type AuthInvitationStatus string
 // AuthInvitationIdBody defines model for AuthInvitationIdBody.
 type AuthInvitationIdBody struct {
 	InvitationId string `json:"invitationId"`
+}
+
+// AuthJwk An RSA public signing key (RFC 7517, RFC 7518 section 6.3.1). Never holds private members.
+type AuthJwk struct {
+	Alg AuthJwkAlg `json:"alg"`
+
+	// E The public exponent, base64url without padding.
+	E string `json:"e"`
+
+	// Kid The key id that token headers name.
+	Kid string     `json:"kid"`
+	Kty AuthJwkKty `json:"kty"`
+
+	// N The modulus, base64url without padding.
+	N   string     `json:"n"`
+	Use AuthJwkUse `json:"use"`
+}
+
+// AuthJwkAlg defines model for AuthJwk.Alg.
+type AuthJwkAlg string
+
+// AuthJwkKty defines model for AuthJwk.Kty.
+type AuthJwkKty string
+
+// AuthJwkUse defines model for AuthJwk.Use.
+type AuthJwkUse string
+
+// AuthJwks A JSON Web Key Set (RFC 7517 section 5).
+type AuthJwks struct {
+	Keys []AuthJwk `json:"keys"`
 }
 
 // AuthMember defines model for AuthMember.
@@ -1609,6 +1684,21 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// GetJwks Get the token signing keys (JWKS)
+	//
+	// The JSON Web Key Set (RFC 7517) of the keys that sign access and ID tokens: RS256, 2048-bit
+	// RSA, public members only. Find the key by the `kid` of the token's header.
+	//
+	// More than one key is listed around a rotation (`gatehouse keys rotate-signing`): the next
+	// key is published an hour (`GATEHOUSE_SIGNING_KEY_PUBLISH_DELAY`) before it starts to
+	// sign, and the previous key stays listed until every token it signed has expired (1 h
+	// token lifetime plus 5 minutes of clock skew after it stopped signing). The newest key
+	// comes first. Cache the set for at most `max-age` and refetch it when a token names an
+	// unknown `kid`.
+	//
+	// Corresponds with GET /.well-known/jwks.json (the `GetJwks` operationId).
+	GetJwks(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ChangePasswordWithBody Change the password
 	//
 	// Checks the current password, stores the new one, ends every other session and rotates the
@@ -2591,6 +2681,31 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /docs/openapi.json (the `GetDocsOpenApiDocument` operationId).
 	GetDocsOpenApiDocument(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// GetJwks Get the token signing keys (JWKS)
+//
+// The JSON Web Key Set (RFC 7517) of the keys that sign access and ID tokens: RS256, 2048-bit
+// RSA, public members only. Find the key by the `kid` of the token's header.
+//
+// More than one key is listed around a rotation (`gatehouse keys rotate-signing`): the next
+// key is published an hour (`GATEHOUSE_SIGNING_KEY_PUBLISH_DELAY`) before it starts to
+// sign, and the previous key stays listed until every token it signed has expired (1 h
+// token lifetime plus 5 minutes of clock skew after it stopped signing). The newest key
+// comes first. Cache the set for at most `max-age` and refetch it when a token names an
+// unknown `kid`.
+//
+// Corresponds with GET /.well-known/jwks.json (the `GetJwks` operationId).
+func (c *Client) GetJwks(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetJwksRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // ChangePasswordWithBody Change the password
@@ -4674,6 +4789,33 @@ func (c *Client) GetDocsOpenApiDocument(ctx context.Context, reqEditors ...Reque
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewGetJwksRequest constructs an http.Request for the GetJwks method
+func NewGetJwksRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/.well-known/jwks.json")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewChangePasswordRequest calls the generic ChangePassword builder with application/json body
@@ -8035,6 +8177,23 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// GetJwksWithResponse Get the token signing keys (JWKS)
+	//
+	// The JSON Web Key Set (RFC 7517) of the keys that sign access and ID tokens: RS256, 2048-bit
+	// RSA, public members only. Find the key by the `kid` of the token's header.
+	//
+	// More than one key is listed around a rotation (`gatehouse keys rotate-signing`): the next
+	// key is published an hour (`GATEHOUSE_SIGNING_KEY_PUBLISH_DELAY`) before it starts to
+	// sign, and the previous key stays listed until every token it signed has expired (1 h
+	// token lifetime plus 5 minutes of clock skew after it stopped signing). The newest key
+	// comes first. Cache the set for at most `max-age` and refetch it when a token names an
+	// unknown `kid`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /.well-known/jwks.json (the `GetJwks` operationId).
+	GetJwksWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetJwksResponse, error)
+
 	// ChangePasswordWithBodyWithResponse Change the password
 	//
 	// Checks the current password, stores the new one, ends every other session and rotates the
@@ -9097,6 +9256,80 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /docs/openapi.json (the `GetDocsOpenApiDocument` operationId).
 	GetDocsOpenApiDocumentWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetDocsOpenApiDocumentResponse, error)
+}
+
+// GetJwksResponse200Headers the declared response headers of an HTTP 200 response for GetJwks
+type GetJwksResponse200Headers struct {
+	CacheControl *string
+}
+
+type GetJwksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthJwks
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *struct {
+		Error            string  `json:"error"`
+		ErrorDescription *string `json:"error_description,omitempty"`
+	}
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error            string  `json:"error"`
+		ErrorDescription *string `json:"error_description,omitempty"`
+	}
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetJwksResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetJwksResponse) GetJSON200() *AuthJwks {
+	return r.JSON200
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetJwksResponse) GetJSON500() *struct {
+	Error            string  `json:"error"`
+	ErrorDescription *string `json:"error_description,omitempty"`
+} {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetJwksResponse) GetJSON503() *struct {
+	Error            string  `json:"error"`
+	ErrorDescription *string `json:"error_description,omitempty"`
+} {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetJwksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetJwksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetJwksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetJwksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // ChangePasswordResponse200Headers the declared response headers of an HTTP 200 response for ChangePassword
@@ -14263,6 +14496,29 @@ func (r GetDocsOpenApiDocumentResponse) ContentType() string {
 	return ""
 }
 
+// GetJwksWithResponse Get the token signing keys (JWKS)
+//
+// The JSON Web Key Set (RFC 7517) of the keys that sign access and ID tokens: RS256, 2048-bit
+// RSA, public members only. Find the key by the `kid` of the token's header.
+//
+// More than one key is listed around a rotation (`gatehouse keys rotate-signing`): the next
+// key is published an hour (`GATEHOUSE_SIGNING_KEY_PUBLISH_DELAY`) before it starts to
+// sign, and the previous key stays listed until every token it signed has expired (1 h
+// token lifetime plus 5 minutes of clock skew after it stopped signing). The newest key
+// comes first. Cache the set for at most `max-age` and refetch it when a token names an
+// unknown `kid`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /.well-known/jwks.json (the `GetJwks` operationId).
+func (c *ClientWithResponses) GetJwksWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetJwksResponse, error) {
+	rsp, err := c.GetJwks(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetJwksResponse(rsp)
+}
+
 // ChangePasswordWithBodyWithResponse Change the password
 //
 // Checks the current password, stores the new one, ends every other session and rotates the
@@ -15984,6 +16240,65 @@ func (c *ClientWithResponses) GetDocsOpenApiDocumentWithResponse(ctx context.Con
 		return nil, err
 	}
 	return ParseGetDocsOpenApiDocumentResponse(rsp)
+}
+
+// ParseGetJwksResponse parses an HTTP response from a GetJwksWithResponse call
+func ParseGetJwksResponse(rsp *http.Response) (*GetJwksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetJwksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthJwks
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest struct {
+			Error            string  `json:"error"`
+			ErrorDescription *string `json:"error_description,omitempty"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error            string  `json:"error"`
+			ErrorDescription *string `json:"error_description,omitempty"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetJwksResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseChangePasswordResponse parses an HTTP response from a ChangePasswordWithResponse call

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/server"
+)
+
+// publishDelayVar sets how long `keys rotate-signing` publishes the next key before it signs.
+const publishDelayVar = "GATEHOUSE_SIGNING_KEY_PUBLISH_DELAY"
+
+// rotateSigning is `gatehouse keys rotate-signing`: it generates the next token signing key,
+// publishes it in the JWKS at once and lets it sign after the publish delay
+// (GATEHOUSE_SIGNING_KEY_PUBLISH_DELAY, a Go duration ≥ 0, default 1h), and schedules the
+// current key's retirement for when the last token it signs has expired (activation + 1 h token
+// lifetime + 5 min clock skew); see package oauth. Running replicas pick the new key up within
+// a minute and switch at the activation time; nothing needs a restart.
+//
+// It refuses while an earlier rotation has not activated yet. A delay of 0 makes the new key
+// sign at once: relying parties that cached the JWKS refuse its tokens until they refetch.
+func rotateSigning(ctx context.Context, cfg server.Config, getenv func(string) string, out io.Writer, log *slog.Logger) error {
+	delay := oauth.DefaultPublishDelay
+	if v := strings.TrimSpace(getenv(publishDelayVar)); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return &server.ConfigError{Var: publishDelayVar, Reason: "want a duration of 0s or more, such as 1h or 90m"}
+		}
+		delay = d
+	}
+	ring, err := loadKeyring(cfg, getenv, log, "keys rotate-signing", "the key that seals signing keys")
+	if err != nil {
+		return err
+	}
+	st, err := openMigrated(ctx, cfg, "keys rotate-signing")
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	r, err := oauth.NewKeySet(st, ring, oauth.KeySetOptions{}).Rotate(ctx, delay)
+	if err != nil {
+		return err
+	}
+	log.Info("signing key rotated", "kid", r.KeyID, "signs_from", r.ActivatesAt, "previous_kid", r.RetiredKeyID, "previous_retires_at", r.RetiresAt)
+	if r.RetiredKeyID == "" {
+		fmt.Fprintf(out, "gatehouse: signing key %s created; it signs from now on\n", r.KeyID)
+		return nil
+	}
+	fmt.Fprintf(out, "gatehouse: signing key %s published; it signs from %s; key %s stays published until %s\n",
+		r.KeyID, r.ActivatesAt.Format(time.RFC3339), r.RetiredKeyID, r.RetiresAt.Format(time.RFC3339))
+	return nil
+}
