@@ -38,7 +38,7 @@ func TestSessionsRefresh(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
 			start := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-			clock := &fakeClock{now: start}
+			clock := storetest.NewClock(start)
 			st, _, u := openSessions(t, b, clock)
 			sessions := NewSessions(st, []byte("0123456789abcdef0123456789abcdef"), false,
 				SessionLifetimes{Idle: 7 * time.Hour, Absolute: 20 * time.Hour})
@@ -69,7 +69,7 @@ func TestSessionsRefresh(t *testing.T) {
 			// the cookie's Max-Age in seconds (-1: no cookie, nothing written).
 			at := func(at, wantExpires time.Duration, wantMaxAge int) {
 				t.Helper()
-				clock.now = start.Add(at)
+				clock.Set(start.Add(at))
 				cur, err := lookup()
 				if err != nil {
 					t.Fatalf("at %v: FromRequest: %v", at, err)
@@ -95,7 +95,7 @@ func TestSessionsRefresh(t *testing.T) {
 				case c.MaxAge != wantMaxAge || c.Value != CookieValue([]byte("0123456789abcdef0123456789abcdef"), token):
 					t.Errorf("at %v: cookie %v, want Max-Age %d", at, c, wantMaxAge)
 				default:
-					if !got.UpdatedAt.Equal(clock.now) || !stored.UpdatedAt.Equal(clock.now) {
+					if !got.UpdatedAt.Equal(clock.Now()) || !stored.UpdatedAt.Equal(clock.Now()) {
 						t.Errorf("at %v: UpdatedAt %v, stored %v", at, got.UpdatedAt, stored.UpdatedAt)
 					}
 				}
@@ -107,7 +107,7 @@ func TestSessionsRefresh(t *testing.T) {
 			at(13*time.Hour, 20*time.Hour, 7*3600) // gains 30 minutes, but reaches the deadline
 			at(14*time.Hour, 20*time.Hour, -1)     // at the deadline already
 			at(19*time.Hour+59*time.Minute+59*time.Second+time.Millisecond, 20*time.Hour, -1)
-			clock.now = start.Add(20 * time.Hour)
+			clock.Set(start.Add(20 * time.Hour))
 			if _, err := lookup(); !errors.Is(err, ErrNoSession) {
 				t.Errorf("at the deadline: FromRequest error %v, want ErrNoSession", err)
 			}
@@ -121,7 +121,7 @@ func TestSessionsRefresh(t *testing.T) {
 			if _, err := lookup(); !errors.Is(err, ErrNoSession) {
 				t.Errorf("past the deadline, stored expiry later: FromRequest error %v, want ErrNoSession", err)
 			}
-			clock.now = start.Add(19 * time.Hour)
+			clock.Set(start.Add(19 * time.Hour))
 			cur, err := lookup()
 			if err != nil {
 				t.Fatal(err)
@@ -160,7 +160,7 @@ func TestSessionsLegacyCookie(t *testing.T) {
 	for _, b := range storetest.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
-			clock := &fakeClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+			clock := storetest.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 			st, _, u := openSessions(t, b, clock)
 			key := []byte("0123456789abcdef0123456789abcdef")
 			sessions := NewSessions(st, key, true, SessionLifetimes{})

@@ -16,7 +16,7 @@ import (
 
 // openSessions opens a migrated store on b with clock and returns its Sessions (cookie
 // "gatehouse.session_token", not secure) and a user.
-func openSessions(t *testing.T, b storetest.Backend, clock *fakeClock) (*store.Store, Sessions, store.User) {
+func openSessions(t *testing.T, b storetest.Backend, clock *storetest.Clock) (*store.Store, Sessions, store.User) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, b.URL(t), store.WithClock(clock.Now))
@@ -39,7 +39,7 @@ func TestSessions(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
 			start := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-			clock := &fakeClock{now: start}
+			clock := storetest.NewClock(start)
 			st, sessions, u := openSessions(t, b, clock)
 			org := "org_01jd8x3q0f5m6z1v2c4k7r9t0w"
 

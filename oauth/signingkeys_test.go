@@ -21,24 +21,6 @@ import (
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
-// clock is a settable clock for the key timeline.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
-
 func testRing(t *testing.T, b byte) *seal.Keyring {
 	t.Helper()
 	r, err := seal.NewKeyring(bytes.Repeat([]byte{b}, 32))
@@ -94,7 +76,7 @@ func TestSigningKeyTimeline(t *testing.T) {
 			ctx := context.Background()
 			st := b.Open(t)
 			t0 := time.Date(2031, 3, 4, 10, 0, 0, 0, time.UTC)
-			clk := &clock{t: t0}
+			clk := storetest.NewClock(t0)
 			ks := oauth.NewKeySet(st, testRing(t, 1), oauth.KeySetOptions{Now: clk.Now})
 			// A replica with the default cache, on the same clock.
 			replica := oauth.NewKeySet(st, testRing(t, 1), oauth.KeySetOptions{Now: clk.Now})

@@ -12,26 +12,8 @@ import (
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
-// fakeClock is a settable clock, safe for concurrent use.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func newClock() *fakeClock {
-	return &fakeClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+func newClock() *storetest.Clock {
+	return storetest.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 }
 
 // checkHit hits key, checks the verdict, and takes the hit back when it was refused (as

@@ -21,7 +21,7 @@ import (
 func TestSessionConfiguredLifetimes(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
 		start := time.Now().UTC().Truncate(time.Second)
-		clock := &authTestClock{now: start}
+		clock := storetest.NewClock(start)
 		cfg := testConfig()
 		cfg.SessionIdleTimeout, cfg.SessionAbsoluteLifetime = 2*time.Hour, 5*time.Hour
 		app, busy := clockedApp(t, b, clock, cfg)
@@ -86,7 +86,7 @@ func TestSessionHostCookie(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
 		ctx := context.Background()
 		start := time.Now().UTC().Truncate(time.Second)
-		clock := &authTestClock{now: start}
+		clock := storetest.NewClock(start)
 		cfg := testConfig()
 		cfg.BaseURL = base
 		app, cookie := clockedApp(t, b, clock, cfg)

@@ -15,7 +15,7 @@ const day = 24 * time.Hour
 
 // clockedApp is a test app over a fresh store whose clock is clock, with a user Ada signed in
 // through the API at the clock's start; it returns the app and Ada's Cookie header.
-func clockedApp(t *testing.T, b storetest.Backend, clock *authTestClock, cfg Config) (*testApp, string) {
+func clockedApp(t *testing.T, b storetest.Backend, clock *storetest.Clock, cfg Config) (*testApp, string) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, b.URL(t), store.WithClock(clock.Now))
@@ -54,7 +54,7 @@ func getSession(t *testing.T, app *testApp, cookie, query string) (response, *se
 func TestSessionAbsoluteLifetime(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
 		start := time.Now().UTC().Truncate(time.Second)
-		clock := &authTestClock{now: start}
+		clock := storetest.NewClock(start)
 		app, cookie := clockedApp(t, b, clock, testConfig())
 		deadline := start.Add(30 * day)
 
@@ -113,7 +113,7 @@ func TestSessionAbsoluteLifetime(t *testing.T) {
 func TestSessionPastDeadlineInStore(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
 		start := time.Now().UTC().Truncate(time.Second)
-		clock := &authTestClock{now: start}
+		clock := storetest.NewClock(start)
 		app, cookie := clockedApp(t, b, clock, testConfig())
 		ctx := context.Background()
 		_, got := getSession(t, app, cookie, "")
@@ -141,7 +141,7 @@ func TestSessionPastDeadlineInStore(t *testing.T) {
 func TestSessionIdleTimeout(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
 		start := time.Now().UTC().Truncate(time.Second)
-		clock := &authTestClock{now: start}
+		clock := storetest.NewClock(start)
 		app, cookie := clockedApp(t, b, clock, testConfig())
 
 		clock.Advance(7*day - time.Second)

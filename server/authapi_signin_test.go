@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -159,24 +158,6 @@ func TestSignIn(t *testing.T) {
 	})
 }
 
-// authTestClock is a settable clock (for throttles and the store), safe for concurrent use.
-type authTestClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *authTestClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *authTestClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 func TestSignInThrottle(t *testing.T) {
 	// The counts live in the database: each subtest gets a store of its own.
 	open := storetest.Backends(t)[0].Open
@@ -196,7 +177,7 @@ func TestSignInThrottle(t *testing.T) {
 	t.Run("per email", func(t *testing.T) {
 		st := open(t)
 		app := newTestApp(t, st, testConfig())
-		clock := &authTestClock{now: time.Now()}
+		clock := storetest.NewClock(time.Now())
 		app.srv.accountThrottle = newAccountThrottle(st, clock.Now)
 		u := app.newUser(t, "Ada", "throttle@example.com")
 		pw := "password-" + u.Email
@@ -243,7 +224,7 @@ func TestSignInThrottle(t *testing.T) {
 	t.Run("per IP", func(t *testing.T) {
 		st := open(t)
 		app := newTestApp(t, st, testConfig())
-		clock := &authTestClock{now: time.Now()}
+		clock := storetest.NewClock(time.Now())
 		app.srv.ipThrottle = newIPThrottle(st, clock.Now)
 		u := app.newUser(t, "Ada", "spray@example.com")
 		for i := range ipFailureLimit {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,26 +16,8 @@ import (
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
-// jwksClock is a settable clock for the signing keys of a test app.
-type jwksClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *jwksClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *jwksClock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
-
 // newJWKSApp returns an app whose signing keys run on clk, with a first key ensured.
-func newJWKSApp(t *testing.T, st *store.Store, clk *jwksClock) (*testApp, *oauth.KeySet) {
+func newJWKSApp(t *testing.T, st *store.Store, clk *storetest.Clock) (*testApp, *oauth.KeySet) {
 	t.Helper()
 	cfg := testConfig()
 	ring, err := seal.NewKeyring(cfg.SecretKey)
@@ -54,7 +35,7 @@ func newJWKSApp(t *testing.T, st *store.Store, clk *jwksClock) (*testApp, *oauth
 // cacheable for five minutes, and a token signed with the current key verifies against it.
 func TestJWKS(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
-		clk := &jwksClock{t: time.Date(2031, 3, 4, 10, 0, 0, 0, time.UTC)}
+		clk := storetest.NewClock(time.Date(2031, 3, 4, 10, 0, 0, 0, time.UTC))
 		app, keys := newJWKSApp(t, b.Open(t), clk)
 		res := app.do(request{method: http.MethodGet, path: "/.well-known/jwks.json"})
 		if res.Code != http.StatusOK || res.Header().Get("Content-Type") != "application/json" ||

@@ -125,7 +125,7 @@ func TestAPIKeyAuthentication(t *testing.T) {
 			}
 		})
 		t.Run("expired key (injected clock)", func(t *testing.T) {
-			clock := &authTestClock{now: time.Now().UTC()}
+			clock := storetest.NewClock(time.Now().UTC())
 			st, err := store.Open(ctx, b.URL(t), store.WithClock(clock.Now))
 			if err != nil {
 				t.Fatal(err)
