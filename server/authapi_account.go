@@ -191,10 +191,8 @@ func (s *Server) SignUpEmail(ctx context.Context, request gen.SignUpEmailRequest
 		return nil, err
 	}
 	noStore(ctx)
-	if body.CallbackURL != nil {
-		if err := s.checkCallbackURL(*body.CallbackURL); err != nil {
-			return nil, err
-		}
+	if err := s.checkCallbackURL(body.CallbackURL); err != nil {
+		return nil, err
 	}
 	u := store.User{Name: body.Name, Email: store.NormalizeEmail(string(body.Email))}
 	if img, err := body.Image.Get(); err == nil {
@@ -216,10 +214,8 @@ func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequest
 		return nil, err
 	}
 	noStore(ctx)
-	if body.CallbackURL != nil {
-		if err := s.checkCallbackURL(*body.CallbackURL); err != nil {
-			return nil, err
-		}
+	if err := s.checkCallbackURL(body.CallbackURL); err != nil {
+		return nil, err
 	}
 	user, err := s.checkEmailPassword(ctx, string(body.Email), body.Password)
 	if err != nil {
@@ -584,8 +580,12 @@ func (s *Server) expireSessionCookies(ctx context.Context) {
 // checkCallbackURL accepts a path on the caller's own site ("/…", not "//…") or an absolute
 // http(s) URL on the base URL or a trusted origin, so that the client's redirect is never an
 // open redirect. Back-slashes, white space and control characters, which browsers strip or
-// read as slashes, are refused outright.
-func (s *Server) checkCallbackURL(raw string) error {
+// read as slashes, are refused outright. No callbackURL (nil) is fine.
+func (s *Server) checkCallbackURL(callbackURL *string) error {
+	if callbackURL == nil {
+		return nil
+	}
+	raw := *callbackURL
 	for i := 0; i < len(raw); i++ {
 		if c := raw[i]; c <= ' ' || c == 0x7f || c == '\\' {
 			return errInvalidCallbackURL
