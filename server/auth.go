@@ -180,7 +180,7 @@ func (s *Server) touchAPIKey(keyID string, last *time.Time, now time.Time) {
 
 // sessionPrincipal returns the user of a valid, unexpired session cookie, or nil.
 func (s *Server) sessionPrincipal(req *http.Request) (*Principal, error) {
-	sess, user, token, err := s.sessions().FromRequest(req)
+	sess, user, token, err := s.sessions.FromRequest(req)
 	if errors.Is(err, oauth.ErrNoSession) {
 		return nil, nil
 	}
@@ -205,7 +205,7 @@ func (s *Server) checkOrigin(req *http.Request, authSurface bool) error {
 	if origin == "null" {
 		return authError(http.StatusForbidden, kindForbidden, "MISSING_OR_NULL_ORIGIN", "Missing or null Origin")
 	}
-	cookieAuth := s.sessions().HasCookie(req) && (authSurface || req.Header.Get("X-API-Key") == "")
+	cookieAuth := s.sessions.HasCookie(req) && (authSurface || req.Header.Get("X-API-Key") == "")
 	if origin == "" {
 		if ref := req.Header.Get("Referer"); ref != "" {
 			if u, err := url.Parse(ref); err == nil && u.Scheme != "" && u.Host != "" {

@@ -262,7 +262,7 @@ func (s *Server) GetSession(ctx context.Context, request gen.GetSessionRequestOb
 	}
 	sess := p.Session
 	if disable := request.Params.DisableRefresh != nil && isTrue(*request.Params.DisableRefresh); !disable {
-		refreshed, cookie, err := s.sessions().Refresh(ctx, sess, p.SessionToken)
+		refreshed, cookie, err := s.sessions.Refresh(ctx, sess, p.SessionToken)
 		if errors.Is(err, oauth.ErrNoSession) {
 			// Signed out by another request meanwhile.
 			return jsonNull{}, nil
@@ -544,17 +544,11 @@ type throttleKey struct {
 	key string
 }
 
-// sessions is the browser sessions of the server's store, cookie and session lifetimes.
-func (s *Server) sessions() oauth.Sessions {
-	return oauth.NewSessions(s.store, s.cookieKey, s.cfg.Secure(), oauth.SessionLifetimes{
-		Idle: s.cfg.SessionIdleTimeout, Absolute: s.cfg.SessionAbsoluteLifetime})
-}
-
 // createSession starts a session for userID (see oauth.Sessions.Create), recording the
 // request's IP and user agent. It returns the session and its raw token.
 func (s *Server) createSession(ctx context.Context, tx *store.Tx, userID string, remember bool, activeOrg *string) (store.Session, string, error) {
 	meta := requestMetaFrom(ctx)
-	return s.sessions().Create(ctx, tx, store.Session{
+	return s.sessions.Create(ctx, tx, store.Session{
 		UserID:               userID,
 		RememberMe:           remember,
 		IPAddress:            meta.IP,
@@ -567,12 +561,12 @@ func (s *Server) createSession(ctx context.Context, tx *store.Tx, userID string,
 // Max-Age its lifetime (see oauth.Sessions.Cookie), or none (a browser-session cookie) when
 // the user chose not to be remembered.
 func (s *Server) setSessionCookie(ctx context.Context, token string, remember bool) {
-	setCookie(ctx, s.sessions().Cookie(token, remember))
+	setCookie(ctx, s.sessions.Cookie(token, remember))
 }
 
 // expireSessionCookies deletes the session cookie, under every name the server reads.
 func (s *Server) expireSessionCookies(ctx context.Context) {
-	for _, c := range s.sessions().ExpiredCookies() {
+	for _, c := range s.sessions.ExpiredCookies() {
 		setCookie(ctx, c)
 	}
 }

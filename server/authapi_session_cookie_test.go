@@ -90,7 +90,7 @@ func TestSessionHostCookie(t *testing.T) {
 		cfg := testConfig()
 		cfg.BaseURL = base
 		app, cookie := clockedApp(t, b, clock, cfg)
-		if !strings.HasPrefix(cookie, hostName+"=") || app.srv.sessions().CookieName() != hostName {
+		if !strings.HasPrefix(cookie, hostName+"=") || app.srv.sessions.CookieName() != hostName {
 			t.Fatalf("sign-in cookie %q, want the %s name", cookie, hostName)
 		}
 		do := func(method, path, cookie string, headers map[string]string) response {

@@ -36,6 +36,8 @@ type Server struct {
 	// cookieKey signs session cookies; sessionCookieName depends on the base URL's scheme.
 	cookieKey         []byte
 	sessionCookieName string
+	// sessions are the browser sessions: the store's, under the cookie and lifetimes configured.
+	sessions oauth.Sessions
 	// keyTouches remembers, per API key id, when its use was last recorded (time.Time).
 	keyTouches sync.Map
 	// apiKeyPepper keys HashAPIKeySecret: oauth.DeriveKey(secret key, "api-key").
@@ -117,6 +119,9 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 		signUpThrottle:     newSignUpThrottle(st, cfg.SignUpLimit, nil),
 		hashLimiter:        newHashLimiter(cfg),
 	}
+
+	s.sessions = oauth.NewSessions(st, s.cookieKey, cfg.Secure(), oauth.SessionLifetimes{
+		Idle: cfg.SessionIdleTimeout, Absolute: cfg.SessionAbsoluteLifetime})
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
