@@ -80,13 +80,15 @@ func (t *Throttle) Hit(ctx context.Context, key string) (Attempt, error) {
 // Allowed reports whether the attempt is within the limit of its window.
 func (a Attempt) Allowed() bool { return a.t == nil || a.count.Hits <= a.t.limit }
 
-// RetryAfter is how long until the attempt's window ends when it is not allowed (always > 0),
-// and 0 when it is.
+// RetryAfter is how long until the attempt's window ends when it is not allowed (always > 0,
+// never more than the window), and 0 when it is. A concurrent attempt that read the clock a
+// little later may have opened the window, so its end can lie slightly more than one window
+// after this attempt's clock reading; the answer is capped at the window.
 func (a Attempt) RetryAfter() time.Duration {
 	if a.Allowed() {
 		return 0
 	}
-	return max(a.count.ExpiresAt.Sub(a.at), time.Nanosecond)
+	return min(max(a.count.ExpiresAt.Sub(a.at), time.Nanosecond), a.t.window)
 }
 
 // Undo takes the attempt back: its key's count drops by one unless the window has ended since.

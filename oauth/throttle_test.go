@@ -163,3 +163,16 @@ func TestNewThrottlePanics(t *testing.T) {
 		}()
 	}
 }
+
+// TestThrottleRetryAfterCappedAtWindow: an attempt whose clock reading is a little older than
+// the one that opened the window (concurrent requests) still answers at most one window, never
+// 901 s for a 15-minute window (seen in a burst under load).
+func TestThrottleRetryAfterCappedAtWindow(t *testing.T) {
+	st := openStore(t)
+	opener := newClock()
+	opener.Advance(time.Second)
+	first := NewThrottle(st, 1, 15*time.Minute, opener.Now)
+	checkHit(t, first, "ip:192.0.2.1", true, 0)
+	late := NewThrottle(st, 1, 15*time.Minute, newClock().Now) // read the clock a second earlier
+	checkHit(t, late, "ip:192.0.2.1", false, 15*time.Minute)
+}
