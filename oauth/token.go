@@ -1,0 +1,145 @@
+package oauth
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/ory/fosite"
+)
+
+// The provider's token-side endpoints. Each is an http.Handler func that server mounts on its
+// protocol route; every body is fosite's (RFC 6749 errors: {"error", "error_description"}).
+
+// maxFormBytes bounds a protocol request body.
+const maxFormBytes = 64 << 10
+
+// clientAuthError rewrites a client-authentication failure as RFC 6749 invalid_client (401)
+// and adds WWW-Authenticate: Basic (RFC 6749 section 5.2).
+func clientAuthError(w http.ResponseWriter, err error) error {
+	if err == nil {
+		return nil
+	}
+	rfc := fosite.ErrorToRFC6749Error(err)
+	if rfc.ErrorField == fosite.ErrInvalidClient.ErrorField || errors.Is(err, fosite.ErrRequestUnauthorized) {
+		w.Header().Set("WWW-Authenticate", `Basic realm="gatehouse", charset="UTF-8"`)
+		if rfc.ErrorField != fosite.ErrInvalidClient.ErrorField {
+			return fosite.ErrInvalidClient.WithWrap(err).WithDebug(rfc.GetDescription())
+		}
+	}
+	return err
+}
+
+// bothClientAuthMethods reports whether r authenticates its client twice: an Authorization
+// header and a client_secret in the body (RFC 6749 section 2.3: one method per request).
+func bothClientAuthMethods(r *http.Request) bool {
+	_, _, basic := r.BasicAuth()
+	return basic && r.PostForm.Get("client_secret") != ""
+}
+
+// parseForm reads the url-encoded body (at most maxFormBytes).
+func parseForm(w http.ResponseWriter, r *http.Request) error {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		return fosite.ErrInvalidRequest.WithHint("The request body must be a form (application/x-www-form-urlencoded).")
+	}
+	return nil
+}
+
+// Token serves POST /api/auth/oauth2/token: the authorization_code, refresh_token and
+// client_credentials grants. Clients authenticate with client_secret_basic or
+// client_secret_post (both at once is invalid_request); public clients send only client_id.
+// The response carries Cache-Control: no-store. A client-credentials token's subject is the
+// client id (cli_…), which never collides with a user id (usr_…); its audience is the
+// requested audience (which must be among the client's) or, by default, the client id.
+func (p *Provider) Token(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	if err := parseForm(w, r); err != nil {
+		p.WriteAccessError(ctx, w, nil, err)
+		return
+	}
+	if bothClientAuthMethods(r) {
+		p.WriteAccessError(ctx, w, nil, fosite.ErrInvalidRequest.WithHint(
+			"The client authenticated with both the Authorization header and client_secret in the body; use one."))
+		return
+	}
+	session := NewSession("")
+	ar, err := p.NewAccessRequest(ctx, r, session)
+	if err != nil {
+		p.WriteAccessError(ctx, w, ar, clientAuthError(w, err))
+		return
+	}
+	if ar.GetGrantTypes().ExactOne("client_credentials") {
+		client := ar.GetClient()
+		session.Subject, session.ClientID = client.GetID(), client.GetID()
+		session.GrantedAt = ar.GetRequestedAt()
+		for _, scope := range ar.GetRequestedScopes() {
+			ar.GrantScope(scope)
+		}
+		if len(ar.GetRequestedAudience()) == 0 {
+			ar.GrantAudience(client.GetID())
+		}
+		for _, aud := range ar.GetRequestedAudience() {
+			ar.GrantAudience(aud)
+		}
+	}
+	resp, err := p.NewAccessResponse(ctx, ar)
+	if err != nil {
+		p.WriteAccessError(ctx, w, ar, err)
+		return
+	}
+	p.WriteAccessResponse(ctx, w, ar, resp)
+}
+
+// Introspect serves POST /api/auth/oauth2/introspect (RFC 7662). The caller authenticates as a
+// client with client_secret_basic; a failure is 401 invalid_client. An unknown, expired,
+// revoked or malformed token, or one whose client is disabled, answers exactly
+// {"active":false}.
+func (p *Provider) Introspect(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	if err := parseForm(w, r); err != nil {
+		p.WriteIntrospectionError(ctx, w, err)
+		return
+	}
+	resp, err := p.NewIntrospectionRequest(ctx, r, NewSession(""))
+	if err != nil {
+		if errors.Is(err, fosite.ErrRequestUnauthorized) {
+			p.WriteAccessError(ctx, w, nil, clientAuthError(w, err))
+			return
+		}
+		if errors.Is(err, fosite.ErrInactiveToken) || !errors.Is(err, fosite.ErrInvalidRequest) {
+			writeInactive(w)
+			return
+		}
+		p.WriteIntrospectionError(ctx, w, err)
+		return
+	}
+	p.WriteIntrospectionResponse(ctx, w, resp)
+}
+
+// writeInactive writes the one body an inactive token gets: {"active":false}.
+func writeInactive(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(struct {
+		Active bool `json:"active"`
+	}{})
+}
+
+// Revoke serves POST /api/auth/oauth2/revoke (RFC 7009). The client authenticates as at the
+// token endpoint. Revoking a refresh token revokes the access tokens of its grant too; an
+// unknown or already revoked token is 200 with an empty body.
+func (p *Provider) Revoke(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	if err := parseForm(w, r); err != nil {
+		p.WriteRevocationResponse(ctx, w, err)
+		return
+	}
+	if bothClientAuthMethods(r) {
+		p.WriteRevocationResponse(ctx, w, fosite.ErrInvalidRequest.WithHint(
+			"The client authenticated with both the Authorization header and client_secret in the body; use one."))
+		return
+	}
+	err := p.NewRevocationRequest(ctx, r)
+	p.WriteRevocationResponse(ctx, w, clientAuthError(w, err))
+}
