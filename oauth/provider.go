@@ -189,4 +189,6 @@ func (s *Session) Clone() fosite.Session {
 }
 
 // String is for debugging.
-func (s *Session) String() string { return fmt.Sprintf("session(sub=%s client=%s)", s.Subject, s.ClientID) }
+func (s *Session) String() string {
+	return fmt.Sprintf("session(sub=%s client=%s)", s.Subject, s.ClientID)
+}

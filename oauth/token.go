@@ -46,6 +46,10 @@ func parseForm(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// grantTypes are the grants the token endpoint knows; any other is unsupported_grant_type
+// (fosite itself would answer invalid_request).
+var grantTypes = map[string]bool{"authorization_code": true, "refresh_token": true, "client_credentials": true}
+
 // Token serves POST /api/auth/oauth2/token: the authorization_code, refresh_token and
 // client_credentials grants. Clients authenticate with client_secret_basic or
 // client_secret_post (both at once is invalid_request); public clients send only client_id.
@@ -63,9 +67,18 @@ func (p *Provider) Token(w http.ResponseWriter, r *http.Request) {
 			"The client authenticated with both the Authorization header and client_secret in the body; use one."))
 		return
 	}
+	if gt := r.PostForm.Get("grant_type"); gt != "" && !grantTypes[gt] {
+		p.WriteAccessError(ctx, w, nil, fosite.ErrUnsupportedGrantType.WithHintf(
+			"The grant type '%s' is not supported; use authorization_code, refresh_token or client_credentials.", gt))
+		return
+	}
 	session := NewSession("")
 	ar, err := p.NewAccessRequest(ctx, r, session)
 	if err != nil {
+		if ar != nil && ar.GetClient() != nil && ar.GetClient().IsPublic() && ar.GetGrantTypes().ExactOne("client_credentials") {
+			// fosite says invalid_grant; RFC 6749 section 5.2 calls this unauthorized_client.
+			err = fosite.ErrUnauthorizedClient.WithHint("Public clients may not use the client_credentials grant.").WithWrap(err)
+		}
 		p.WriteAccessError(ctx, w, ar, clientAuthError(w, err))
 		return
 	}
@@ -102,16 +115,19 @@ func (p *Provider) Introspect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp, err := p.NewIntrospectionRequest(ctx, r, NewSession(""))
-	if err != nil {
-		if errors.Is(err, fosite.ErrRequestUnauthorized) {
-			p.WriteAccessError(ctx, w, nil, clientAuthError(w, err))
-			return
-		}
-		if errors.Is(err, fosite.ErrInactiveToken) || !errors.Is(err, fosite.ErrInvalidRequest) {
-			writeInactive(w)
-			return
-		}
-		p.WriteIntrospectionError(ctx, w, err)
+	switch {
+	case err == nil:
+	case errors.Is(err, fosite.ErrInactiveToken):
+		writeInactive(w)
+		return
+	case errors.Is(err, fosite.ErrRequestUnauthorized):
+		p.WriteAccessError(ctx, w, nil, clientAuthError(w, err))
+		return
+	case errors.Is(err, fosite.ErrInvalidRequest):
+		p.WriteAccessError(ctx, w, nil, err)
+		return
+	default:
+		writeInactive(w)
 		return
 	}
 	p.WriteIntrospectionResponse(ctx, w, resp)
@@ -128,18 +144,26 @@ func writeInactive(w http.ResponseWriter) {
 
 // Revoke serves POST /api/auth/oauth2/revoke (RFC 7009). The client authenticates as at the
 // token endpoint. Revoking a refresh token revokes the access tokens of its grant too; an
-// unknown or already revoked token is 200 with an empty body.
+// unknown or already revoked token is 200 with an empty body; a token of another client is
+// 400 unauthorized_client and stays active.
 func (p *Provider) Revoke(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	if err := parseForm(w, r); err != nil {
-		p.WriteRevocationResponse(ctx, w, err)
+		p.WriteAccessError(ctx, w, nil, err)
 		return
 	}
 	if bothClientAuthMethods(r) {
-		p.WriteRevocationResponse(ctx, w, fosite.ErrInvalidRequest.WithHint(
+		p.WriteAccessError(ctx, w, nil, fosite.ErrInvalidRequest.WithHint(
 			"The client authenticated with both the Authorization header and client_secret in the body; use one."))
 		return
 	}
-	err := p.NewRevocationRequest(ctx, r)
-	p.WriteRevocationResponse(ctx, w, clientAuthError(w, err))
+	// fosite's WriteRevocationResponse answers 200 to a token of another client
+	// (unauthorized_client) and to a storage failure (temporarily_unavailable); both are
+	// errors here, with their RFC 6749 status.
+	if err := p.NewRevocationRequest(ctx, r); err != nil {
+		p.WriteAccessError(ctx, w, nil, clientAuthError(w, err))
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
 }

@@ -274,3 +274,104 @@ func jsonStrings(v any, want ...string) bool {
 	}
 	return true
 }
+
+// TestOAuthProviderErrors is the token side's negative table: exact RFC 6749 error codes and
+// statuses, disabled clients, revocation and introspection of dead tokens.
+func TestOAuthProviderErrors(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
+		env := newProviderEnv(t, b)
+		const token = "/api/auth/oauth2/token"
+		cc := url.Values{"grant_type": {"client_credentials"}}
+		post := func(form url.Values, kv ...string) url.Values {
+			out := url.Values{}
+			for k, v := range form {
+				out[k] = v
+			}
+			for i := 0; i < len(kv); i += 2 {
+				out.Set(kv[i], kv[i+1])
+			}
+			return out
+		}
+
+		for _, c := range []struct {
+			name        string
+			form        url.Values
+			basicID     string
+			basicSecret string
+			status      int
+			code        string
+		}{
+			{"password grant", url.Values{"grant_type": {"password"}, "username": {"a@example.com"}, "password": {"pw"}},
+				env.web.ID, env.webSecret, 400, "unsupported_grant_type"},
+			{"implicit-style grant", url.Values{"grant_type": {"implicit"}}, env.web.ID, env.webSecret, 400, "unsupported_grant_type"},
+			{"no grant type", url.Values{"scope": {"roles"}}, env.web.ID, env.webSecret, 400, "invalid_request"},
+			{"unknown client (basic)", cc, "cli_00000000000000000000000000", "x", 401, "invalid_client"},
+			{"unknown client (post)", post(cc, "client_id", "cli_00000000000000000000000000", "client_secret", "x"), "", "", 401, "invalid_client"},
+			{"wrong secret (basic)", cc, env.web.ID, env.peerSecret, 401, "invalid_client"},
+			{"wrong secret (post)", post(cc, "client_id", env.web.ID, "client_secret", env.peerSecret), "", "", 401, "invalid_client"},
+			{"no secret", post(cc, "client_id", env.web.ID), "", "", 401, "invalid_client"},
+			{"no client", cc, "", "", 400, "invalid_request"},
+			{"both auth methods", post(cc, "client_id", env.web.ID, "client_secret", env.webSecret), env.web.ID, env.webSecret, 400, "invalid_request"},
+			{"public client asks for client_credentials", post(cc, "client_id", env.spa.ID), "", "", 400, "unauthorized_client"},
+			{"unknown scope", post(cc, "scope", "admin"), env.web.ID, env.webSecret, 400, "invalid_scope"},
+			{"foreign audience", post(cc, "audience", env.peer.ID), env.web.ID, env.webSecret, 400, "invalid_request"},
+			{"bad refresh token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {"ory_rt_x.y"}}, env.web.ID, env.webSecret, 400, "invalid_grant"},
+			{"bad code", url.Values{"grant_type": {"authorization_code"}, "code": {"ory_ac_x.y"}, "redirect_uri": {"https://shop.example.com/cb"},
+				"code_verifier": {strings.Repeat("v", 43)}}, env.web.ID, env.webSecret, 400, "invalid_grant"},
+		} {
+			env.post(t, token, c.form, c.basicID, c.basicSecret).wantOAuthError(t, c.name, c.status, c.code)
+		}
+
+		inactive := func(name string, res protocolResponse) {
+			t.Helper()
+			if res.status != http.StatusOK || strings.TrimSpace(res.body) != `{"active":false}` {
+				t.Errorf("%s: %d %q; want 200 {\"active\":false}", name, res.status, res.body)
+			}
+		}
+		active := func(name string, res protocolResponse) {
+			t.Helper()
+			if res.status != http.StatusOK || !strings.HasPrefix(res.body, `{"active":true`) {
+				t.Errorf("%s: %d %q; want an active token", name, res.status, res.body)
+			}
+		}
+
+		// Introspection is client-authenticated.
+		tok := env.clientCredentials(t, env.web.ID, env.webSecret, oauth2.AuthStyleInHeader, "roles")
+		env.post(t, "/api/auth/oauth2/introspect", url.Values{"token": {tok.AccessToken}}, "", "").
+			wantOAuthError(t, "introspect without client", 401, "invalid_client")
+		env.post(t, "/api/auth/oauth2/introspect", url.Values{"token": {tok.AccessToken}}, env.peer.ID, env.webSecret).
+			wantOAuthError(t, "introspect with a wrong secret", 401, "invalid_client")
+		inactive("garbage token", env.introspect(t, "not-a-token"))
+		inactive("forged token", env.introspect(t, tok.AccessToken[:len(tok.AccessToken)-4]+"AAAA"))
+		active("fresh token", env.introspect(t, tok.AccessToken))
+
+		// Revocation, then introspection: inactive. Revoking again is still 200.
+		for i := range 2 {
+			res := env.post(t, "/api/auth/oauth2/revoke", url.Values{"token": {tok.AccessToken}}, env.web.ID, env.webSecret)
+			if res.status != http.StatusOK {
+				t.Errorf("revoke #%d: %d %s", i+1, res.status, res.body)
+			}
+		}
+		inactive("revoked token", env.introspect(t, tok.AccessToken))
+		// Another client cannot revoke a token it does not own.
+		other := env.clientCredentials(t, env.web.ID, env.webSecret, oauth2.AuthStyleInHeader)
+		res := env.post(t, "/api/auth/oauth2/revoke", url.Values{"token": {other.AccessToken}}, env.peer.ID, env.peerSecret)
+		res.wantOAuthError(t, "revoke another client's token", 400, "unauthorized_client")
+		active("token another client failed to revoke", env.introspect(t, other.AccessToken))
+		env.post(t, "/api/auth/oauth2/revoke", url.Values{"token": {other.AccessToken}}, env.web.ID, env.peerSecret).
+			wantOAuthError(t, "revoke with a wrong secret", 401, "invalid_client")
+		env.post(t, "/api/auth/oauth2/revoke", url.Values{"token": {other.AccessToken}, "client_id": {env.web.ID}, "client_secret": {env.webSecret}},
+			env.web.ID, env.webSecret).wantOAuthError(t, "revoke with both auth methods", 400, "invalid_request")
+
+		// A disabled client: invalid_client everywhere, and its earlier token is inactive.
+		env.disable(t, env.web.ID)
+		env.post(t, token, cc, env.web.ID, env.webSecret).wantOAuthError(t, "disabled client", 401, "invalid_client")
+		env.post(t, token, post(cc, "client_id", env.web.ID, "client_secret", env.webSecret), "", "").
+			wantOAuthError(t, "disabled client (post)", 401, "invalid_client")
+		inactive("token of a disabled client", env.introspect(t, other.AccessToken))
+		env.post(t, "/api/auth/oauth2/introspect", url.Values{"token": {other.AccessToken}}, env.web.ID, env.webSecret).
+			wantOAuthError(t, "disabled client introspects", 401, "invalid_client")
+		env.post(t, "/api/auth/oauth2/revoke", url.Values{"token": {other.AccessToken}}, env.web.ID, env.webSecret).
+			wantOAuthError(t, "disabled client revokes", 401, "invalid_client")
+	})
+}

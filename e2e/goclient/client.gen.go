@@ -1991,7 +1991,8 @@ type ClientInterface interface {
 	//
 	// Revokes an access or refresh token of the calling client, which authenticates as at the
 	// token endpoint. Revoking a refresh token also revokes every access token of its grant.
-	// An unknown or already revoked token is still 200.
+	// An unknown or already revoked token is still 200; a token issued to another client is
+	// 400 `unauthorized_client` and stays active.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2002,7 +2003,8 @@ type ClientInterface interface {
 	//
 	// Revokes an access or refresh token of the calling client, which authenticates as at the
 	// token endpoint. Revoking a refresh token also revokes every access token of its grant.
-	// An unknown or already revoked token is still 200.
+	// An unknown or already revoked token is still 200; a token issued to another client is
+	// 400 `unauthorized_client` and stays active.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
@@ -3190,7 +3192,8 @@ func (c *Client) PostOauth2IntrospectWithFormdataBody(ctx context.Context, body 
 //
 // Revokes an access or refresh token of the calling client, which authenticates as at the
 // token endpoint. Revoking a refresh token also revokes every access token of its grant.
-// An unknown or already revoked token is still 200.
+// An unknown or already revoked token is still 200; a token issued to another client is
+// 400 `unauthorized_client` and stays active.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3211,7 +3214,8 @@ func (c *Client) PostOauth2RevokeWithBody(ctx context.Context, contentType strin
 //
 // Revokes an access or refresh token of the calling client, which authenticates as at the
 // token endpoint. Revoking a refresh token also revokes every access token of its grant.
-// An unknown or already revoked token is still 200.
+// An unknown or already revoked token is still 200; a token issued to another client is
+// 400 `unauthorized_client` and stays active.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
@@ -8968,7 +8972,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Revokes an access or refresh token of the calling client, which authenticates as at the
 	// token endpoint. Revoking a refresh token also revokes every access token of its grant.
-	// An unknown or already revoked token is still 200.
+	// An unknown or already revoked token is still 200; a token issued to another client is
+	// 400 `unauthorized_client` and stays active.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8979,7 +8984,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Revokes an access or refresh token of the calling client, which authenticates as at the
 	// token endpoint. Revoking a refresh token also revokes every access token of its grant.
-	// An unknown or already revoked token is still 200.
+	// An unknown or already revoked token is still 200; a token issued to another client is
+	// 400 `unauthorized_client` and stays active.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -15758,7 +15764,8 @@ func (c *ClientWithResponses) PostOauth2IntrospectWithFormdataBodyWithResponse(c
 //
 // Revokes an access or refresh token of the calling client, which authenticates as at the
 // token endpoint. Revoking a refresh token also revokes every access token of its grant.
-// An unknown or already revoked token is still 200.
+// An unknown or already revoked token is still 200; a token issued to another client is
+// 400 `unauthorized_client` and stays active.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -15775,7 +15782,8 @@ func (c *ClientWithResponses) PostOauth2RevokeWithBodyWithResponse(ctx context.C
 //
 // Revokes an access or refresh token of the calling client, which authenticates as at the
 // token endpoint. Revoking a refresh token also revokes every access token of its grant.
-// An unknown or already revoked token is still 200.
+// An unknown or already revoked token is still 200; a token issued to another client is
+// 400 `unauthorized_client` and stays active.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
