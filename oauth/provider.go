@@ -11,6 +11,7 @@ import (
 	"github.com/mohae/deepcopy"
 	"github.com/ory/fosite"
 	"github.com/ory/fosite/compose"
+	"github.com/ory/fosite/handler/oauth2"
 	"github.com/ory/fosite/handler/openid"
 	"github.com/ory/fosite/token/jwt"
 
@@ -110,7 +111,7 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 	}
 	hmacStrategy := compose.NewOAuth2HMACStrategy(conf)
 	strategy := &compose.CommonStrategy{
-		CoreStrategy:               compose.NewOAuth2JWTStrategy(keyGetter, hmacStrategy, conf),
+		CoreStrategy:               accessTokenStrategy{compose.NewOAuth2JWTStrategy(keyGetter, hmacStrategy, conf)},
 		OpenIDConnectTokenStrategy: compose.NewOpenIDConnectStrategy(keyGetter, conf),
 		Signer:                     &jwt.DefaultSigner{GetPrivateKey: keyGetter},
 	}
@@ -125,6 +126,27 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 		compose.OAuth2TokenRevocationFactory,
 	)
 	return &Provider{OAuth2Provider: provider, config: conf, store: fs, baseURL: base}, nil
+}
+
+// accessTokenStrategy is fosite's RFC 9068 JWT access-token strategy (codes and refresh tokens
+// stay HMAC) with storage-backed validation. fosite always looks an access token up by its
+// signature before validating it (introspection, revocation), and the stored request, never
+// the token's payload, is what it answers from; so ValidateAccessToken checks the stored
+// expiry instead of verifying the RSA signature again with the current key. That saves an RSA
+// verification per introspection and keeps tokens signed by a key that has since been rotated
+// out of signing valid until they expire.
+type accessTokenStrategy struct{ *oauth2.DefaultJWTStrategy }
+
+// ValidateAccessToken accepts the token when its stored request r has not expired.
+func (s accessTokenStrategy) ValidateAccessToken(_ context.Context, r fosite.Requester, _ string) error {
+	if r == nil || r.GetSession() == nil {
+		return fosite.ErrRequestUnauthorized.WithDebug("no stored request for the access token")
+	}
+	exp := r.GetSession().GetExpiresAt(fosite.AccessToken)
+	if exp.IsZero() || !time.Now().Before(exp) {
+		return fosite.ErrTokenExpired.WithHint("The access token expired.")
+	}
+	return nil
 }
 
 // Issuer returns the issuer: the base URL.
