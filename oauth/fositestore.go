@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/ory/fosite"
@@ -39,15 +40,13 @@ const MaxRefreshGrantAge = 90 * 24 * time.Hour
 // exist for fosite: GetClient returns fosite.ErrNotFound (invalid_client), and so does every
 // token read of its tokens (they introspect inactive and refresh no more).
 type FositeStore struct {
-	st     *store.Store
-	pepper []byte
-	clock  func() time.Time
+	st    *store.Store
+	clock func() time.Time
 }
 
-// NewFositeStore returns the storage over st; pepper keys the client-secret HMAC
-// (DeriveKey(secret key, "oidc-client-secret")).
-func NewFositeStore(st *store.Store, pepper []byte) *FositeStore {
-	return &FositeStore{st: st, pepper: pepper, clock: time.Now}
+// NewFositeStore returns the storage over st.
+func NewFositeStore(st *store.Store) *FositeStore {
+	return &FositeStore{st: st, clock: time.Now}
 }
 
 var (
@@ -122,10 +121,48 @@ type Client struct {
 	ProjectID string
 }
 
+// clientMemo remembers the clients one protocol request has looked up, so that an
+// introspection whose caller is also the token's client reads it once. It lives in the
+// request's context (withClientMemo) and dies with the request: a client disabled meanwhile is
+// seen by the next request.
+type clientMemo struct {
+	mu      sync.Mutex
+	clients map[string]*Client
+}
+
+type clientMemoKey struct{}
+
+// withClientMemo returns ctx with an empty per-request client memo.
+func withClientMemo(ctx context.Context) context.Context {
+	return context.WithValue(ctx, clientMemoKey{}, &clientMemo{clients: map[string]*Client{}})
+}
+
 // GetClient returns client id when it exists and is usable; otherwise fosite.ErrNotFound.
 // Public clients (native, spa) are fosite public clients with the response type "code" only;
 // a client's audience is its own id.
 func (f *FositeStore) GetClient(ctx context.Context, id string) (fosite.Client, error) {
+	memo, _ := ctx.Value(clientMemoKey{}).(*clientMemo)
+	if memo != nil {
+		memo.mu.Lock()
+		c, ok := memo.clients[id]
+		memo.mu.Unlock()
+		if ok {
+			return c, nil
+		}
+	}
+	c, err := f.lookupClient(ctx, id)
+	if err == nil && memo != nil {
+		memo.mu.Lock()
+		memo.clients[id] = c
+		memo.mu.Unlock()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (f *FositeStore) lookupClient(ctx context.Context, id string) (*Client, error) {
 	c, err := f.st.OIDCClientByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fosite.ErrNotFound.WithDebug("unknown client")

@@ -101,7 +101,7 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 		ClientSecretsHasher:            SecretHasher{Pepper: pepper},
 		MinParameterEntropy:            fosite.MinParameterEntropy,
 	}
-	fs := NewFositeStore(cfg.Store, pepper)
+	fs := NewFositeStore(cfg.Store)
 	keyGetter := func(ctx context.Context) (interface{}, error) {
 		k, err := cfg.Keys.Current(ctx)
 		if err != nil {

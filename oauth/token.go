@@ -57,7 +57,8 @@ var grantTypes = map[string]bool{"authorization_code": true, "refresh_token": tr
 // client id (cli_…), which never collides with a user id (usr_…); its audience is the
 // requested audience (which must be among the client's) or, by default, the client id.
 func (p *Provider) Token(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
+	ctx := withClientMemo(r.Context())
+	r = r.WithContext(ctx)
 	if err := parseForm(w, r); err != nil {
 		p.WriteAccessError(ctx, w, nil, err)
 		return
@@ -109,7 +110,8 @@ func (p *Provider) Token(w http.ResponseWriter, r *http.Request) {
 // revoked or malformed token, or one whose client is disabled, answers exactly
 // {"active":false}.
 func (p *Provider) Introspect(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
+	ctx := withClientMemo(r.Context())
+	r = r.WithContext(ctx)
 	if err := parseForm(w, r); err != nil {
 		p.WriteIntrospectionError(ctx, w, err)
 		return
@@ -147,7 +149,8 @@ func writeInactive(w http.ResponseWriter) {
 // unknown or already revoked token is 200 with an empty body; a token of another client is
 // 400 unauthorized_client and stays active.
 func (p *Provider) Revoke(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
+	ctx := withClientMemo(r.Context())
+	r = r.WithContext(ctx)
 	if err := parseForm(w, r); err != nil {
 		p.WriteAccessError(ctx, w, nil, err)
 		return
