@@ -196,6 +196,13 @@ var secretFormKeys = []string{"client_secret", "code", "code_verifier", "refresh
 	"client_assertion", "token"}
 
 func (f *FositeStore) create(ctx context.Context, kind, signature, accessSignature string, r fosite.Requester) error {
+	if s, ok := r.GetSession().(*Session); ok && s.GrantedAt.IsZero() {
+		// The first token of a grant: the absolute refresh lifetime counts from now on.
+		s.GrantedAt = r.GetRequestedAt()
+		if s.GrantedAt.IsZero() {
+			s.GrantedAt = f.clock()
+		}
+	}
 	session, err := json.Marshal(r.GetSession())
 	if err != nil {
 		return fmt.Errorf("oauth: store %s: session: %w", kind, err)
