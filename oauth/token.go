@@ -1,9 +1,11 @@
 package oauth
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 
 	"github.com/ory/fosite"
 )
@@ -107,8 +109,8 @@ func (p *Provider) Token(w http.ResponseWriter, r *http.Request) {
 
 // Introspect serves POST /api/auth/oauth2/introspect (RFC 7662). The caller authenticates as a
 // client with client_secret_basic; a failure is 401 invalid_client. An unknown, expired,
-// revoked or malformed token, or one whose client is disabled, answers exactly
-// {"active":false}.
+// revoked or malformed token, one whose client is disabled, or one issued to a client of
+// another project answers exactly {"active":false}.
 func (p *Provider) Introspect(w http.ResponseWriter, r *http.Request) {
 	ctx := withClientMemo(r.Context())
 	r = r.WithContext(ctx)
@@ -132,7 +134,31 @@ func (p *Provider) Introspect(w http.ResponseWriter, r *http.Request) {
 		writeInactive(w)
 		return
 	}
+	if !p.sameProject(ctx, r, resp.GetAccessRequester().GetClient()) {
+		// A client sees only its own project's tokens: another project's are unknown to it.
+		writeInactive(w)
+		return
+	}
 	p.WriteIntrospectionResponse(ctx, w, resp)
+}
+
+// sameProject reports whether the client that authenticated r (HTTP Basic; fosite has checked
+// it) belongs to the project of tokenClient.
+func (p *Provider) sameProject(ctx context.Context, r *http.Request, tokenClient fosite.Client) bool {
+	id, _, ok := r.BasicAuth()
+	if !ok {
+		return false
+	}
+	if unescaped, err := url.QueryUnescape(id); err == nil {
+		id = unescaped
+	}
+	caller, err := p.store.GetClient(ctx, id)
+	if err != nil {
+		return false
+	}
+	a, okA := caller.(*Client)
+	b, okB := tokenClient.(*Client)
+	return okA && okB && a.ProjectID == b.ProjectID
 }
 
 // writeInactive writes the one body an inactive token gets: {"active":false}.

@@ -345,6 +345,14 @@ func TestOAuthProviderErrors(t *testing.T) {
 		inactive("forged token", env.introspect(t, tok.AccessToken[:len(tok.AccessToken)-4]+"AAAA"))
 		active("fresh token", env.introspect(t, tok.AccessToken))
 
+		// A client of another project (same organization) cannot see the token.
+		foreignProject := saProject(t, env.app, tenancy{org: store.Organization{ID: env.project.OrganizationID}}, "oauth-foreign")
+		var foreign envelope[oidcClientBody]
+		env.app.do(env.owner.as(request{method: "POST", path: "/api/v1/projects/" + foreignProject.ID + "/oidc-clients",
+			body: webClientBody})).decode(t, http.StatusCreated, &foreign)
+		inactive("another project's client introspects", env.post(t, "/api/auth/oauth2/introspect",
+			url.Values{"token": {tok.AccessToken}}, foreign.Data.ID, *foreign.Data.ClientSecret))
+
 		// Revocation, then introspection: inactive. Revoking again is still 200.
 		for i := range 2 {
 			res := env.post(t, "/api/auth/oauth2/revoke", url.Values{"token": {tok.AccessToken}}, env.web.ID, env.webSecret)

@@ -1967,8 +1967,8 @@ type ClientInterface interface {
 	//
 	// Tells a resource server whether a token is active. The caller authenticates as an OIDC
 	// client with HTTP Basic (`client_secret_basic`); a failure is 401 `invalid_client`. An
-	// unknown, expired, revoked or malformed token, or a token whose client is disabled,
-	// answers exactly `{"active":false}`.
+	// unknown, expired, revoked or malformed token, a token whose client is disabled, and a
+	// token issued to a client of another project answer exactly `{"active":false}`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1979,8 +1979,8 @@ type ClientInterface interface {
 	//
 	// Tells a resource server whether a token is active. The caller authenticates as an OIDC
 	// client with HTTP Basic (`client_secret_basic`); a failure is 401 `invalid_client`. An
-	// unknown, expired, revoked or malformed token, or a token whose client is disabled,
-	// answers exactly `{"active":false}`.
+	// unknown, expired, revoked or malformed token, a token whose client is disabled, and a
+	// token issued to a client of another project answer exactly `{"active":false}`.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
@@ -3148,8 +3148,8 @@ func (c *Client) ListSessions(ctx context.Context, reqEditors ...RequestEditorFn
 //
 // Tells a resource server whether a token is active. The caller authenticates as an OIDC
 // client with HTTP Basic (`client_secret_basic`); a failure is 401 `invalid_client`. An
-// unknown, expired, revoked or malformed token, or a token whose client is disabled,
-// answers exactly `{"active":false}`.
+// unknown, expired, revoked or malformed token, a token whose client is disabled, and a
+// token issued to a client of another project answer exactly `{"active":false}`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3170,8 +3170,8 @@ func (c *Client) PostOauth2IntrospectWithBody(ctx context.Context, contentType s
 //
 // Tells a resource server whether a token is active. The caller authenticates as an OIDC
 // client with HTTP Basic (`client_secret_basic`); a failure is 401 `invalid_client`. An
-// unknown, expired, revoked or malformed token, or a token whose client is disabled,
-// answers exactly `{"active":false}`.
+// unknown, expired, revoked or malformed token, a token whose client is disabled, and a
+// token issued to a client of another project answer exactly `{"active":false}`.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
@@ -8948,8 +8948,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Tells a resource server whether a token is active. The caller authenticates as an OIDC
 	// client with HTTP Basic (`client_secret_basic`); a failure is 401 `invalid_client`. An
-	// unknown, expired, revoked or malformed token, or a token whose client is disabled,
-	// answers exactly `{"active":false}`.
+	// unknown, expired, revoked or malformed token, a token whose client is disabled, and a
+	// token issued to a client of another project answer exactly `{"active":false}`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8960,8 +8960,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Tells a resource server whether a token is active. The caller authenticates as an OIDC
 	// client with HTTP Basic (`client_secret_basic`); a failure is 401 `invalid_client`. An
-	// unknown, expired, revoked or malformed token, or a token whose client is disabled,
-	// answers exactly `{"active":false}`.
+	// unknown, expired, revoked or malformed token, a token whose client is disabled, and a
+	// token issued to a client of another project answer exactly `{"active":false}`.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -15728,8 +15728,8 @@ func (c *ClientWithResponses) ListSessionsWithResponse(ctx context.Context, reqE
 //
 // Tells a resource server whether a token is active. The caller authenticates as an OIDC
 // client with HTTP Basic (`client_secret_basic`); a failure is 401 `invalid_client`. An
-// unknown, expired, revoked or malformed token, or a token whose client is disabled,
-// answers exactly `{"active":false}`.
+// unknown, expired, revoked or malformed token, a token whose client is disabled, and a
+// token issued to a client of another project answer exactly `{"active":false}`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -15746,8 +15746,8 @@ func (c *ClientWithResponses) PostOauth2IntrospectWithBodyWithResponse(ctx conte
 //
 // Tells a resource server whether a token is active. The caller authenticates as an OIDC
 // client with HTTP Basic (`client_secret_basic`); a failure is 401 `invalid_client`. An
-// unknown, expired, revoked or malformed token, or a token whose client is disabled,
-// answers exactly `{"active":false}`.
+// unknown, expired, revoked or malformed token, a token whose client is disabled, and a
+// token issued to a client of another project answer exactly `{"active":false}`.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
