@@ -19,24 +19,6 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
-// Defines values for AuthIntrospectionTokenUse.
-const (
-	AuthIntrospectionTokenUseAccessToken  AuthIntrospectionTokenUse = "access_token"
-	AuthIntrospectionTokenUseRefreshToken AuthIntrospectionTokenUse = "refresh_token"
-)
-
-// Valid indicates whether the value is a known member of the AuthIntrospectionTokenUse enum.
-func (e AuthIntrospectionTokenUse) Valid() bool {
-	switch e {
-	case AuthIntrospectionTokenUseAccessToken:
-		return true
-	case AuthIntrospectionTokenUseRefreshToken:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for AuthIntrospectionRequestTokenTypeHint.
 const (
 	AuthIntrospectionRequestTokenTypeHintAccessToken  AuthIntrospectionRequestTokenTypeHint = "access_token"
@@ -576,19 +558,14 @@ type AuthFullOrganization struct {
 
 // AuthIntrospection An introspection response (RFC 7662 section 2.2). An inactive token has `active` only.
 type AuthIntrospection struct {
-	Active    bool                       `json:"active"`
-	Aud       *[]string                  `json:"aud,omitempty"`
-	ClientId  *string                    `json:"client_id,omitempty"`
-	Exp       *int                       `json:"exp,omitempty"`
-	Iat       *int                       `json:"iat,omitempty"`
-	Scope     *string                    `json:"scope,omitempty"`
-	Sub       *string                    `json:"sub,omitempty"`
-	TokenType *string                    `json:"token_type,omitempty"`
-	TokenUse  *AuthIntrospectionTokenUse `json:"token_use,omitempty"`
+	Active   bool      `json:"active"`
+	Aud      *[]string `json:"aud,omitempty"`
+	ClientId *string   `json:"client_id,omitempty"`
+	Exp      *int      `json:"exp,omitempty"`
+	Iat      *int      `json:"iat,omitempty"`
+	Scope    *string   `json:"scope,omitempty"`
+	Sub      *string   `json:"sub,omitempty"`
 }
-
-// AuthIntrospectionTokenUse defines model for AuthIntrospection.TokenUse.
-type AuthIntrospectionTokenUse string
 
 // AuthIntrospectionRequest defines model for AuthIntrospectionRequest.
 type AuthIntrospectionRequest struct {
