@@ -47,7 +47,8 @@ type ProviderConfig struct {
 	// SecretKey is the master key; the HMAC secret of codes and refresh tokens and the
 	// client-secret pepper derive from it.
 	SecretKey []byte
-	Store     *store.Store
+	// Store holds clients and grant state; it is first used by a request, not by NewProvider.
+	Store *store.Store
 	// Keys signs access and ID tokens (RS256, kid in the header).
 	Keys *KeySet
 }
@@ -77,8 +78,8 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 	if len(cfg.SecretKey) < 32 {
 		return nil, errors.New("oauth: new provider: the secret key must be 32 bytes")
 	}
-	if cfg.Store == nil || cfg.Keys == nil || cfg.BaseURL == "" {
-		return nil, errors.New("oauth: new provider: store, keys and base url are required")
+	if cfg.Keys == nil || cfg.BaseURL == "" {
+		return nil, errors.New("oauth: new provider: keys and base url are required")
 	}
 	base := strings.TrimRight(cfg.BaseURL, "/")
 	pepper := DeriveKey(cfg.SecretKey, "oidc-client-secret")
