@@ -291,10 +291,13 @@ func (f *FositeStore) get(ctx context.Context, kind, signature string, session f
 	return req, row, nil
 }
 
+// deleteRow deletes a row; deleting a missing row is not an error (as in fosite's MemoryStore):
+// when concurrent redemptions of one code all read its PKCE request, the losers' deletes find
+// nothing, and they must fail at the code's invalidation (invalid_grant), not here (a 500).
 func (f *FositeStore) deleteRow(ctx context.Context, kind, signature string) error {
 	err := f.write(ctx, func(tx *store.Tx) error { return tx.DeleteOAuthToken(ctx, kind, signature) })
 	if errors.Is(err, store.ErrNotFound) {
-		return fosite.ErrNotFound
+		return nil
 	}
 	return err
 }

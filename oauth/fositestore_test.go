@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -249,19 +250,32 @@ func TestCodeConcurrentRedemption(t *testing.T) {
 				t.Fatal(err)
 			}
 			var wins atomic.Int32
+			var mu sync.Mutex
+			losers := map[string]int{}
 			var wg sync.WaitGroup
 			for range 50 {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					if env.exchange(code, flowVerifier).status == http.StatusOK {
+					res := env.exchange(code, flowVerifier)
+					if res.status == http.StatusOK {
 						wins.Add(1)
+						return
 					}
+					mu.Lock()
+					losers[fmt.Sprintf("%d %v", res.status, res.body["error"])]++
+					mu.Unlock()
 				}()
 			}
 			wg.Wait()
 			if n := wins.Load(); n != 1 {
 				t.Errorf("%d successful redemptions, want exactly 1", n)
+			}
+			// Every loser is told the code is spent: 400 invalid_grant, never a server error.
+			for answer, n := range losers {
+				if answer != "400 invalid_grant" {
+					t.Errorf("%d losers got %s, want 400 invalid_grant", n, answer)
+				}
 			}
 		})
 	}

@@ -101,6 +101,11 @@ func (p *Provider) Token(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := p.NewAccessResponse(ctx, ar)
 	if err != nil {
+		if errors.Is(err, fosite.ErrInvalidatedAuthorizeCode) {
+			// A concurrent redemption of the same code won (FositeStore.InvalidateAuthorizeCodeSession);
+			// fosite reports it as server_error.
+			err = fosite.ErrInvalidGrant.WithHint("The authorization code has already been used.").WithWrap(err)
+		}
 		p.WriteAccessError(ctx, w, ar, err)
 		return
 	}
