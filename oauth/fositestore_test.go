@@ -280,3 +280,45 @@ func TestCodeConcurrentRedemption(t *testing.T) {
 		})
 	}
 }
+
+// TestRefreshConcurrentReuse: 10 concurrent refreshes with one refresh token give one success at
+// most; every other answer is 400 invalid_grant, and the family is revoked (the winner's new
+// tokens included), since using one refresh token twice is reuse however close together.
+func TestRefreshConcurrentReuse(t *testing.T) {
+	for _, b := range storetest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			env := newFlowEnv(t, b)
+			code, err := env.authorize(t, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, refresh := env.exchange(code, flowVerifier).tokens(t)
+			results := make([]flowResult, 10)
+			var wg sync.WaitGroup
+			for i := range results {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					results[i] = env.refresh(refresh)
+				}()
+			}
+			wg.Wait()
+			wins := 0
+			for _, res := range results {
+				switch {
+				case res.status == http.StatusOK:
+					wins++
+					access, newRefresh := res.tokens(t)
+					if env.active(t, access) || env.active(t, newRefresh) {
+						t.Error("the winner's tokens survived the reuse")
+					}
+				case res.status != http.StatusBadRequest || res.body["error"] != "invalid_grant":
+					t.Errorf("loser got %d %s, want 400 invalid_grant", res.status, res.raw)
+				}
+			}
+			if wins > 1 {
+				t.Errorf("%d successful refreshes, want at most 1", wins)
+			}
+		})
+	}
+}

@@ -101,15 +101,42 @@ func (p *Provider) Token(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := p.NewAccessResponse(ctx, ar)
 	if err != nil {
-		if errors.Is(err, fosite.ErrInvalidatedAuthorizeCode) {
+		switch {
+		case errors.Is(err, fosite.ErrInvalidatedAuthorizeCode):
 			// A concurrent redemption of the same code won (FositeStore.InvalidateAuthorizeCodeSession);
 			// fosite reports it as server_error.
 			err = fosite.ErrInvalidGrant.WithHint("The authorization code has already been used.").WithWrap(err)
+		case ar.GetGrantTypes().ExactOne("refresh_token") && errors.Is(err, fosite.ErrInactiveToken):
+			// A concurrent refresh with the same token rotated it first (FositeStore.RotateRefreshToken):
+			// that is reuse too, so the family goes, as fosite does for a sequential reuse
+			// (which it answers invalid_grant; for this race it would say invalid_request).
+			if rerr := p.revokeFamily(ctx, ar.GetID()); rerr != nil {
+				err = rerr
+				break
+			}
+			err = fosite.ErrInvalidGrant.WithHint("The refresh token has already been used.").WithWrap(err)
 		}
 		p.WriteAccessError(ctx, w, ar, err)
 		return
 	}
 	p.WriteAccessResponse(ctx, w, ar, resp)
+}
+
+// revokeFamily revokes every refresh and access token of grant requestID, in one transaction.
+func (p *Provider) revokeFamily(ctx context.Context, requestID string) error {
+	tctx, err := p.store.BeginTX(ctx)
+	if err != nil {
+		return err
+	}
+	if err := p.store.RevokeRefreshToken(tctx, requestID); err != nil {
+		_ = p.store.Rollback(tctx)
+		return err
+	}
+	if err := p.store.RevokeAccessToken(tctx, requestID); err != nil {
+		_ = p.store.Rollback(tctx)
+		return err
+	}
+	return p.store.Commit(tctx)
 }
 
 // Introspect serves POST /api/auth/oauth2/introspect (RFC 7662). The caller authenticates as a
