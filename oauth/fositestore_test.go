@@ -37,6 +37,7 @@ var flowMasterKey = []byte("0123456789abcdef0123456789abcdef")
 type flowEnv struct {
 	p        *oauth.Provider
 	st       *store.Store
+	keys     *oauth.KeySet
 	clientID string
 }
 
@@ -67,12 +68,12 @@ func newFlowEnv(t *testing.T, b storetest.Backend) *flowEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := oauth.NewProvider(oauth.ProviderConfig{BaseURL: flowBase, SecretKey: flowMasterKey, Store: st,
-		Keys: oauth.NewKeySet(st, testRing(t, 1), oauth.KeySetOptions{})})
+	keys := oauth.NewKeySet(st, testRing(t, 1), oauth.KeySetOptions{CacheTTL: -1})
+	p, err := oauth.NewProvider(oauth.ProviderConfig{BaseURL: flowBase, SecretKey: flowMasterKey, Store: st, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &flowEnv{p: p, st: st, clientID: client.ID}
+	return &flowEnv{p: p, st: st, keys: keys, clientID: client.ID}
 }
 
 func s256(verifier string) string {
@@ -320,5 +321,43 @@ func TestRefreshConcurrentReuse(t *testing.T) {
 				t.Errorf("%d successful refreshes, want at most 1", wins)
 			}
 		})
+	}
+}
+
+// TestIntrospectionAcrossKeyRotation: a token signed by a key that has since stopped signing
+// introspects active until it expires (fosite's JWT strategy would verify it with the current
+// key only and call it inactive).
+func TestIntrospectionAcrossKeyRotation(t *testing.T) {
+	env := newFlowEnv(t, storetest.Backends(t)[0])
+	ctx := context.Background()
+	cc := url.Values{"grant_type": {"client_credentials"}}
+	old := env.call(env.p.Token, oauth.TokenPath, cc)
+	oldToken, _ := old.body["access_token"].(string)
+	if old.status != http.StatusOK || oldToken == "" {
+		t.Fatalf("token: %d %s", old.status, old.raw)
+	}
+	before, err := env.keys.Current(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.keys.Rotate(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	after, err := env.keys.Current(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ID == before.ID {
+		t.Fatalf("rotation kept key %s signing", before.ID)
+	}
+	fresh := env.call(env.p.Token, oauth.TokenPath, cc)
+	if fresh.status != http.StatusOK {
+		t.Fatalf("token after rotation: %d %s", fresh.status, fresh.raw)
+	}
+	if !env.active(t, oldToken) {
+		t.Error("a token of the previous signing key introspects inactive")
+	}
+	if !env.active(t, fresh.body["access_token"].(string)) {
+		t.Error("a token of the new signing key introspects inactive")
 	}
 }
