@@ -105,6 +105,12 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	if signingKeys == nil {
 		signingKeys = oauth.NewKeySet(st, keyring, oauth.KeySetOptions{})
 	}
+	provider, err := oauth.NewProvider(oauth.ProviderConfig{
+		BaseURL: cfg.BaseURL, SecretKey: cfg.SecretKey, Store: st, Keys: signingKeys,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	s := &Server{
 		cfg: cfg, log: log, store: st, doc: doc, validator: v, operations: ops, policies: ops.policies(), spec: spec,
 		cookieKey:          oauth.DeriveKey(cfg.SecretKey, "session-cookie"),
@@ -136,6 +142,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	e.GET("/docs/openapi.json", s.getOpenAPIDocument)
 	// Protocol routes: documented in the spec, excluded from the generated interface.
 	e.GET("/.well-known/jwks.json", s.getJWKS)
+	s.routeProvider(e, provider)
 	ui := docsui.New("/api/v1/openapi.json")
 	e.GET("/api/v1/docs", ui.Index)
 	e.GET("/docs/api-reference", ui.Index)

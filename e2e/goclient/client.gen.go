@@ -19,6 +19,24 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// Defines values for AuthIntrospectionRequestTokenTypeHint.
+const (
+	AuthIntrospectionRequestTokenTypeHintAccessToken  AuthIntrospectionRequestTokenTypeHint = "access_token"
+	AuthIntrospectionRequestTokenTypeHintRefreshToken AuthIntrospectionRequestTokenTypeHint = "refresh_token"
+)
+
+// Valid indicates whether the value is a known member of the AuthIntrospectionRequestTokenTypeHint enum.
+func (e AuthIntrospectionRequestTokenTypeHint) Valid() bool {
+	switch e {
+	case AuthIntrospectionRequestTokenTypeHintAccessToken:
+		return true
+	case AuthIntrospectionRequestTokenTypeHintRefreshToken:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AuthInvitationStatus.
 const (
 	Accepted AuthInvitationStatus = "accepted"
@@ -82,6 +100,45 @@ const (
 func (e AuthJwkUse) Valid() bool {
 	switch e {
 	case Sig:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuthRevocationRequestTokenTypeHint.
+const (
+	AuthRevocationRequestTokenTypeHintAccessToken  AuthRevocationRequestTokenTypeHint = "access_token"
+	AuthRevocationRequestTokenTypeHintRefreshToken AuthRevocationRequestTokenTypeHint = "refresh_token"
+)
+
+// Valid indicates whether the value is a known member of the AuthRevocationRequestTokenTypeHint enum.
+func (e AuthRevocationRequestTokenTypeHint) Valid() bool {
+	switch e {
+	case AuthRevocationRequestTokenTypeHintAccessToken:
+		return true
+	case AuthRevocationRequestTokenTypeHintRefreshToken:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuthTokenRequestGrantType.
+const (
+	AuthTokenRequestGrantTypeAuthorizationCode AuthTokenRequestGrantType = "authorization_code"
+	AuthTokenRequestGrantTypeClientCredentials AuthTokenRequestGrantType = "client_credentials"
+	AuthTokenRequestGrantTypeRefreshToken      AuthTokenRequestGrantType = "refresh_token"
+)
+
+// Valid indicates whether the value is a known member of the AuthTokenRequestGrantType enum.
+func (e AuthTokenRequestGrantType) Valid() bool {
+	switch e {
+	case AuthTokenRequestGrantTypeAuthorizationCode:
+		return true
+	case AuthTokenRequestGrantTypeClientCredentials:
+		return true
+	case AuthTokenRequestGrantTypeRefreshToken:
 		return true
 	default:
 		return false
@@ -499,6 +556,26 @@ type AuthFullOrganization struct {
 	Slug        string                                    `json:"slug"`
 }
 
+// AuthIntrospection An introspection response (RFC 7662 section 2.2). An inactive token has `active` only.
+type AuthIntrospection struct {
+	Active   bool      `json:"active"`
+	Aud      *[]string `json:"aud,omitempty"`
+	ClientId *string   `json:"client_id,omitempty"`
+	Exp      *int      `json:"exp,omitempty"`
+	Iat      *int      `json:"iat,omitempty"`
+	Scope    *string   `json:"scope,omitempty"`
+	Sub      *string   `json:"sub,omitempty"`
+}
+
+// AuthIntrospectionRequest defines model for AuthIntrospectionRequest.
+type AuthIntrospectionRequest struct {
+	Token         string                                 `json:"token"`
+	TokenTypeHint *AuthIntrospectionRequestTokenTypeHint `json:"token_type_hint,omitempty"`
+}
+
+// AuthIntrospectionRequestTokenTypeHint defines model for AuthIntrospectionRequest.TokenTypeHint.
+type AuthIntrospectionRequestTokenTypeHint string
+
 // AuthInvitation defines model for AuthInvitation.
 type AuthInvitation struct {
 	// CreatedAt UTC, ISO 8601.
@@ -585,6 +662,14 @@ type AuthMemberWithUser struct {
 	UserId string         `json:"userId"`
 }
 
+// AuthOauthError An RFC 6749 section 5.2 error body.
+type AuthOauthError struct {
+	// Error `invalid_request`, `invalid_client`, `invalid_grant`, `unauthorized_client`,
+	// `unsupported_grant_type`, `invalid_scope`, `server_error`, ...
+	Error            string  `json:"error"`
+	ErrorDescription *string `json:"error_description,omitempty"`
+}
+
 // AuthOrganization defines model for AuthOrganization.
 type AuthOrganization struct {
 	// CreatedAt UTC, ISO 8601.
@@ -619,6 +704,40 @@ type AuthProblem struct {
 	// Type `{base_url}/problems/<kind>`: validation, http-401, http-403, http-404, conflict, http-4xx, unavailable, internal.
 	Type string `json:"type"`
 }
+
+// AuthProviderMetadata OpenID Provider / OAuth 2.0 authorization server metadata.
+type AuthProviderMetadata struct {
+	AuthorizationEndpoint                      *string   `json:"authorization_endpoint,omitempty"`
+	AuthorizationResponseIssParameterSupported *bool     `json:"authorization_response_iss_parameter_supported,omitempty"`
+	CodeChallengeMethodsSupported              *[]string `json:"code_challenge_methods_supported,omitempty"`
+	EndSessionEndpoint                         *string   `json:"end_session_endpoint,omitempty"`
+	GrantTypesSupported                        *[]string `json:"grant_types_supported,omitempty"`
+	IdTokenSigningAlgValuesSupported           []string  `json:"id_token_signing_alg_values_supported"`
+	IntrospectionEndpoint                      *string   `json:"introspection_endpoint,omitempty"`
+	IntrospectionEndpointAuthMethodsSupported  *[]string `json:"introspection_endpoint_auth_methods_supported,omitempty"`
+	Issuer                                     string    `json:"issuer"`
+	JwksUri                                    string    `json:"jwks_uri"`
+	ResponseModesSupported                     *[]string `json:"response_modes_supported,omitempty"`
+	ResponseTypesSupported                     []string  `json:"response_types_supported"`
+	RevocationEndpoint                         *string   `json:"revocation_endpoint,omitempty"`
+	RevocationEndpointAuthMethodsSupported     *[]string `json:"revocation_endpoint_auth_methods_supported,omitempty"`
+	ScopesSupported                            *[]string `json:"scopes_supported,omitempty"`
+	SubjectTypesSupported                      []string  `json:"subject_types_supported"`
+	TokenEndpoint                              string    `json:"token_endpoint"`
+	TokenEndpointAuthMethodsSupported          *[]string `json:"token_endpoint_auth_methods_supported,omitempty"`
+	UserinfoEndpoint                           *string   `json:"userinfo_endpoint,omitempty"`
+}
+
+// AuthRevocationRequest defines model for AuthRevocationRequest.
+type AuthRevocationRequest struct {
+	ClientId      *string                             `json:"client_id,omitempty"`
+	ClientSecret  *string                             `json:"client_secret,omitempty"`
+	Token         string                              `json:"token"`
+	TokenTypeHint *AuthRevocationRequestTokenTypeHint `json:"token_type_hint,omitempty"`
+}
+
+// AuthRevocationRequestTokenTypeHint defines model for AuthRevocationRequest.TokenTypeHint.
+type AuthRevocationRequestTokenTypeHint string
 
 // AuthRole defines model for AuthRole.
 type AuthRole struct {
@@ -716,6 +835,56 @@ type AuthStatus struct {
 // AuthSuccess defines model for AuthSuccess.
 type AuthSuccess struct {
 	Success bool `json:"success"`
+}
+
+// AuthTokenRequest A token request (RFC 6749 sections 4.1.3, 4.4.2 and 6).
+type AuthTokenRequest struct {
+	// Audience Space-separated audiences (client_credentials); the client id by default.
+	Audience *string `json:"audience,omitempty"`
+
+	// ClientId The client id (client_secret_post and public clients).
+	ClientId *string `json:"client_id,omitempty"`
+
+	// ClientSecret The client secret (client_secret_post only).
+	ClientSecret *string `json:"client_secret,omitempty"`
+
+	// Code The authorization code (authorization_code).
+	Code *string `json:"code,omitempty"`
+
+	// CodeVerifier The PKCE verifier (authorization_code).
+	CodeVerifier *string                   `json:"code_verifier,omitempty"`
+	GrantType    AuthTokenRequestGrantType `json:"grant_type"`
+
+	// RedirectUri The redirect URI of the authorization request (authorization_code).
+	RedirectUri *string `json:"redirect_uri,omitempty"`
+
+	// RefreshToken The refresh token (refresh_token).
+	RefreshToken *string `json:"refresh_token,omitempty"`
+
+	// Scope Space-separated scopes (client_credentials; a subset on refresh_token).
+	Scope *string `json:"scope,omitempty"`
+}
+
+// AuthTokenRequestGrantType defines model for AuthTokenRequest.GrantType.
+type AuthTokenRequestGrantType string
+
+// AuthTokenResponse A successful token response (RFC 6749 section 5.1).
+type AuthTokenResponse struct {
+	// AccessToken An RFC 9068 JWT.
+	AccessToken string `json:"access_token"`
+
+	// ExpiresIn Seconds until the access token expires.
+	ExpiresIn int `json:"expires_in"`
+
+	// IdToken With openid only (authorization_code and refresh_token).
+	IdToken *string `json:"id_token,omitempty"`
+
+	// RefreshToken With offline_access only.
+	RefreshToken *string `json:"refresh_token,omitempty"`
+	Scope        *string `json:"scope,omitempty"`
+
+	// TokenType `bearer`.
+	TokenType string `json:"token_type"`
 }
 
 // AuthUser defines model for AuthUser.
@@ -1168,6 +1337,15 @@ type AuthForbidden = AuthProblem
 // AuthNotFound A problem with the better-auth error members `code` and `message`.
 type AuthNotFound = AuthProblem
 
+// AuthOauthBadRequest An RFC 6749 section 5.2 error body.
+type AuthOauthBadRequest = AuthOauthError
+
+// AuthOauthInvalidClient An RFC 6749 section 5.2 error body.
+type AuthOauthInvalidClient = AuthOauthError
+
+// AuthOauthServerError An RFC 6749 section 5.2 error body.
+type AuthOauthServerError = AuthOauthError
+
 // AuthTooManyRequests A problem with the better-auth error members `code` and `message`.
 type AuthTooManyRequests = AuthProblem
 
@@ -1443,6 +1621,15 @@ type CreateServiceAccountKeyJSONBody struct {
 // ChangePasswordJSONRequestBody defines body for ChangePassword for application/json ContentType.
 type ChangePasswordJSONRequestBody ChangePasswordJSONBody
 
+// PostOauth2IntrospectFormdataRequestBody defines body for PostOauth2Introspect for application/x-www-form-urlencoded ContentType.
+type PostOauth2IntrospectFormdataRequestBody = AuthIntrospectionRequest
+
+// PostOauth2RevokeFormdataRequestBody defines body for PostOauth2Revoke for application/x-www-form-urlencoded ContentType.
+type PostOauth2RevokeFormdataRequestBody = AuthRevocationRequest
+
+// PostOauth2TokenFormdataRequestBody defines body for PostOauth2Token for application/x-www-form-urlencoded ContentType.
+type PostOauth2TokenFormdataRequestBody = AuthTokenRequest
+
 // AuthAcceptInvitationJSONRequestBody defines body for AuthAcceptInvitation for application/json ContentType.
 type AuthAcceptInvitationJSONRequestBody = AuthInvitationIdBody
 
@@ -1699,6 +1886,22 @@ type ClientInterface interface {
 	// Corresponds with GET /.well-known/jwks.json (the `GetJwks` operationId).
 	GetJwks(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetOauthAuthorizationServer OAuth 2.0 authorization server metadata (RFC 8414)
+	//
+	// The same document as `/.well-known/openid-configuration`, with the same issuer.
+	//
+	// Corresponds with GET /.well-known/oauth-authorization-server (the `GetOauthAuthorizationServer` operationId).
+	GetOauthAuthorizationServer(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetOpenidConfiguration OpenID Connect discovery document
+	//
+	// OpenID Provider Metadata (OpenID Connect Discovery 1.0). The issuer is the service
+	// origin, identical in `/.well-known/oauth-authorization-server`. Only endpoints that this
+	// instance serves are listed.
+	//
+	// Corresponds with GET /.well-known/openid-configuration (the `GetOpenidConfiguration` operationId).
+	GetOpenidConfiguration(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ChangePasswordWithBody Change the password
 	//
 	// Checks the current password, stores the new one, ends every other session and rotates the
@@ -1736,6 +1939,102 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/auth/list-sessions (the `ListSessions` operationId).
 	ListSessions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostOauth2IntrospectWithBody Token introspection (RFC 7662)
+	//
+	// Tells a resource server whether a token is active. The caller authenticates as an OIDC
+	// client with HTTP Basic (`client_secret_basic`); a failure is 401 `invalid_client`. An
+	// unknown, expired, revoked or malformed token, a token whose client is disabled, and a
+	// token issued to a client of another project answer exactly `{"active":false}`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/oauth2/introspect (the `PostOauth2Introspect` operationId).
+	PostOauth2IntrospectWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostOauth2IntrospectWithFormdataBody Token introspection (RFC 7662)
+	//
+	// Tells a resource server whether a token is active. The caller authenticates as an OIDC
+	// client with HTTP Basic (`client_secret_basic`); a failure is 401 `invalid_client`. An
+	// unknown, expired, revoked or malformed token, a token whose client is disabled, and a
+	// token issued to a client of another project answer exactly `{"active":false}`.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /api/auth/oauth2/introspect (the `PostOauth2Introspect` operationId).
+	PostOauth2IntrospectWithFormdataBody(ctx context.Context, body PostOauth2IntrospectFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostOauth2RevokeWithBody Token revocation (RFC 7009)
+	//
+	// Revokes an access or refresh token of the calling client, which authenticates as at the
+	// token endpoint. Revoking a refresh token also revokes every access token of its grant.
+	// An unknown or already revoked token is still 200; a token issued to another client is
+	// 400 `unauthorized_client` and stays active.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/oauth2/revoke (the `PostOauth2Revoke` operationId).
+	PostOauth2RevokeWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostOauth2RevokeWithFormdataBody Token revocation (RFC 7009)
+	//
+	// Revokes an access or refresh token of the calling client, which authenticates as at the
+	// token endpoint. Revoking a refresh token also revokes every access token of its grant.
+	// An unknown or already revoked token is still 200; a token issued to another client is
+	// 400 `unauthorized_client` and stays active.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /api/auth/oauth2/revoke (the `PostOauth2Revoke` operationId).
+	PostOauth2RevokeWithFormdataBody(ctx context.Context, body PostOauth2RevokeFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostOauth2TokenWithBody Token endpoint (RFC 6749 section 3.2)
+	//
+	// Exchanges a grant for tokens. Grants: `authorization_code` (with the PKCE
+	// `code_verifier`, S256 only), `refresh_token` (rotated on every use; a reused refresh
+	// token revokes its whole family) and `client_credentials` (confidential clients only). The
+	// implicit, hybrid and password grants do not exist (`unsupported_grant_type`).
+	//
+	// Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
+	// secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
+	// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
+	// failed client authentication, an unknown client and a disabled client are 401
+	// `invalid_client` with `WWW-Authenticate: Basic`.
+	//
+	// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
+	// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
+	// hour. A client-credentials token's `sub` is the client id (`cli_…`), which never
+	// collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
+	// id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/oauth2/token (the `PostOauth2Token` operationId).
+	PostOauth2TokenWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostOauth2TokenWithFormdataBody Token endpoint (RFC 6749 section 3.2)
+	//
+	// Exchanges a grant for tokens. Grants: `authorization_code` (with the PKCE
+	// `code_verifier`, S256 only), `refresh_token` (rotated on every use; a reused refresh
+	// token revokes its whole family) and `client_credentials` (confidential clients only). The
+	// implicit, hybrid and password grants do not exist (`unsupported_grant_type`).
+	//
+	// Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
+	// secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
+	// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
+	// failed client authentication, an unknown client and a disabled client are 401
+	// `invalid_client` with `WWW-Authenticate: Basic`.
+	//
+	// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
+	// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
+	// hour. A client-credentials token's `sub` is the client id (`cli_…`), which never
+	// collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
+	// id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /api/auth/oauth2/token (the `PostOauth2Token` operationId).
+	PostOauth2TokenWithFormdataBody(ctx context.Context, body PostOauth2TokenFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AuthAcceptInvitationWithBody Accept an invitation
 	//
@@ -2708,6 +3007,42 @@ func (c *Client) GetJwks(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 	return c.Client.Do(req)
 }
 
+// GetOauthAuthorizationServer OAuth 2.0 authorization server metadata (RFC 8414)
+//
+// The same document as `/.well-known/openid-configuration`, with the same issuer.
+//
+// Corresponds with GET /.well-known/oauth-authorization-server (the `GetOauthAuthorizationServer` operationId).
+func (c *Client) GetOauthAuthorizationServer(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetOauthAuthorizationServerRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetOpenidConfiguration OpenID Connect discovery document
+//
+// OpenID Provider Metadata (OpenID Connect Discovery 1.0). The issuer is the service
+// origin, identical in `/.well-known/oauth-authorization-server`. Only endpoints that this
+// instance serves are listed.
+//
+// Corresponds with GET /.well-known/openid-configuration (the `GetOpenidConfiguration` operationId).
+func (c *Client) GetOpenidConfiguration(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetOpenidConfigurationRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ChangePasswordWithBody Change the password
 //
 // Checks the current password, stores the new one, ends every other session and rotates the
@@ -2776,6 +3111,162 @@ func (c *Client) GetSession(ctx context.Context, params *GetSessionParams, reqEd
 // Corresponds with GET /api/auth/list-sessions (the `ListSessions` operationId).
 func (c *Client) ListSessions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListSessionsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostOauth2IntrospectWithBody Token introspection (RFC 7662)
+//
+// Tells a resource server whether a token is active. The caller authenticates as an OIDC
+// client with HTTP Basic (`client_secret_basic`); a failure is 401 `invalid_client`. An
+// unknown, expired, revoked or malformed token, a token whose client is disabled, and a
+// token issued to a client of another project answer exactly `{"active":false}`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/oauth2/introspect (the `PostOauth2Introspect` operationId).
+func (c *Client) PostOauth2IntrospectWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostOauth2IntrospectRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostOauth2IntrospectWithFormdataBody Token introspection (RFC 7662)
+//
+// Tells a resource server whether a token is active. The caller authenticates as an OIDC
+// client with HTTP Basic (`client_secret_basic`); a failure is 401 `invalid_client`. An
+// unknown, expired, revoked or malformed token, a token whose client is disabled, and a
+// token issued to a client of another project answer exactly `{"active":false}`.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /api/auth/oauth2/introspect (the `PostOauth2Introspect` operationId).
+func (c *Client) PostOauth2IntrospectWithFormdataBody(ctx context.Context, body PostOauth2IntrospectFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostOauth2IntrospectRequestWithFormdataBody(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostOauth2RevokeWithBody Token revocation (RFC 7009)
+//
+// Revokes an access or refresh token of the calling client, which authenticates as at the
+// token endpoint. Revoking a refresh token also revokes every access token of its grant.
+// An unknown or already revoked token is still 200; a token issued to another client is
+// 400 `unauthorized_client` and stays active.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/oauth2/revoke (the `PostOauth2Revoke` operationId).
+func (c *Client) PostOauth2RevokeWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostOauth2RevokeRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostOauth2RevokeWithFormdataBody Token revocation (RFC 7009)
+//
+// Revokes an access or refresh token of the calling client, which authenticates as at the
+// token endpoint. Revoking a refresh token also revokes every access token of its grant.
+// An unknown or already revoked token is still 200; a token issued to another client is
+// 400 `unauthorized_client` and stays active.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /api/auth/oauth2/revoke (the `PostOauth2Revoke` operationId).
+func (c *Client) PostOauth2RevokeWithFormdataBody(ctx context.Context, body PostOauth2RevokeFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostOauth2RevokeRequestWithFormdataBody(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostOauth2TokenWithBody Token endpoint (RFC 6749 section 3.2)
+//
+// Exchanges a grant for tokens. Grants: `authorization_code` (with the PKCE
+// `code_verifier`, S256 only), `refresh_token` (rotated on every use; a reused refresh
+// token revokes its whole family) and `client_credentials` (confidential clients only). The
+// implicit, hybrid and password grants do not exist (`unsupported_grant_type`).
+//
+// Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
+// secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
+// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
+// failed client authentication, an unknown client and a disabled client are 401
+// `invalid_client` with `WWW-Authenticate: Basic`.
+//
+// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
+// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
+// hour. A client-credentials token's `sub` is the client id (`cli_…`), which never
+// collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
+// id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/oauth2/token (the `PostOauth2Token` operationId).
+func (c *Client) PostOauth2TokenWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostOauth2TokenRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostOauth2TokenWithFormdataBody Token endpoint (RFC 6749 section 3.2)
+//
+// Exchanges a grant for tokens. Grants: `authorization_code` (with the PKCE
+// `code_verifier`, S256 only), `refresh_token` (rotated on every use; a reused refresh
+// token revokes its whole family) and `client_credentials` (confidential clients only). The
+// implicit, hybrid and password grants do not exist (`unsupported_grant_type`).
+//
+// Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
+// secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
+// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
+// failed client authentication, an unknown client and a disabled client are 401
+// `invalid_client` with `WWW-Authenticate: Basic`.
+//
+// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
+// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
+// hour. A client-credentials token's `sub` is the client id (`cli_…`), which never
+// collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
+// id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /api/auth/oauth2/token (the `PostOauth2Token` operationId).
+func (c *Client) PostOauth2TokenWithFormdataBody(ctx context.Context, body PostOauth2TokenFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostOauth2TokenRequestWithFormdataBody(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4818,6 +5309,60 @@ func NewGetJwksRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetOauthAuthorizationServerRequest constructs an http.Request for the GetOauthAuthorizationServer method
+func NewGetOauthAuthorizationServerRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/.well-known/oauth-authorization-server")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetOpenidConfigurationRequest constructs an http.Request for the GetOpenidConfiguration method
+func NewGetOpenidConfigurationRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/.well-known/openid-configuration")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewChangePasswordRequest calls the generic ChangePassword builder with application/json body
 func NewChangePasswordRequest(server string, body ChangePasswordJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -4947,6 +5492,126 @@ func NewListSessionsRequest(server string) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewPostOauth2IntrospectRequestWithFormdataBody calls the generic PostOauth2Introspect builder with application/x-www-form-urlencoded body
+func NewPostOauth2IntrospectRequestWithFormdataBody(server string, body PostOauth2IntrospectFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewPostOauth2IntrospectRequestWithBody(server, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewPostOauth2IntrospectRequestWithBody constructs an http.Request for the PostOauth2Introspect method, with any body, and a specified content type
+func NewPostOauth2IntrospectRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/oauth2/introspect")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPostOauth2RevokeRequestWithFormdataBody calls the generic PostOauth2Revoke builder with application/x-www-form-urlencoded body
+func NewPostOauth2RevokeRequestWithFormdataBody(server string, body PostOauth2RevokeFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewPostOauth2RevokeRequestWithBody(server, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewPostOauth2RevokeRequestWithBody constructs an http.Request for the PostOauth2Revoke method, with any body, and a specified content type
+func NewPostOauth2RevokeRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/oauth2/revoke")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPostOauth2TokenRequestWithFormdataBody calls the generic PostOauth2Token builder with application/x-www-form-urlencoded body
+func NewPostOauth2TokenRequestWithFormdataBody(server string, body PostOauth2TokenFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewPostOauth2TokenRequestWithBody(server, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewPostOauth2TokenRequestWithBody constructs an http.Request for the PostOauth2Token method, with any body, and a specified content type
+func NewPostOauth2TokenRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/oauth2/token")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -8194,6 +8859,26 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /.well-known/jwks.json (the `GetJwks` operationId).
 	GetJwksWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetJwksResponse, error)
 
+	// GetOauthAuthorizationServerWithResponse OAuth 2.0 authorization server metadata (RFC 8414)
+	//
+	// The same document as `/.well-known/openid-configuration`, with the same issuer.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /.well-known/oauth-authorization-server (the `GetOauthAuthorizationServer` operationId).
+	GetOauthAuthorizationServerWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOauthAuthorizationServerResponse, error)
+
+	// GetOpenidConfigurationWithResponse OpenID Connect discovery document
+	//
+	// OpenID Provider Metadata (OpenID Connect Discovery 1.0). The issuer is the service
+	// origin, identical in `/.well-known/oauth-authorization-server`. Only endpoints that this
+	// instance serves are listed.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /.well-known/openid-configuration (the `GetOpenidConfiguration` operationId).
+	GetOpenidConfigurationWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenidConfigurationResponse, error)
+
 	// ChangePasswordWithBodyWithResponse Change the password
 	//
 	// Checks the current password, stores the new one, ends every other session and rotates the
@@ -8235,6 +8920,102 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/auth/list-sessions (the `ListSessions` operationId).
 	ListSessionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSessionsResponse, error)
+
+	// PostOauth2IntrospectWithBodyWithResponse Token introspection (RFC 7662)
+	//
+	// Tells a resource server whether a token is active. The caller authenticates as an OIDC
+	// client with HTTP Basic (`client_secret_basic`); a failure is 401 `invalid_client`. An
+	// unknown, expired, revoked or malformed token, a token whose client is disabled, and a
+	// token issued to a client of another project answer exactly `{"active":false}`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/oauth2/introspect (the `PostOauth2Introspect` operationId).
+	PostOauth2IntrospectWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostOauth2IntrospectResponse, error)
+
+	// PostOauth2IntrospectWithFormdataBodyWithResponse Token introspection (RFC 7662)
+	//
+	// Tells a resource server whether a token is active. The caller authenticates as an OIDC
+	// client with HTTP Basic (`client_secret_basic`); a failure is 401 `invalid_client`. An
+	// unknown, expired, revoked or malformed token, a token whose client is disabled, and a
+	// token issued to a client of another project answer exactly `{"active":false}`.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/oauth2/introspect (the `PostOauth2Introspect` operationId).
+	PostOauth2IntrospectWithFormdataBodyWithResponse(ctx context.Context, body PostOauth2IntrospectFormdataRequestBody, reqEditors ...RequestEditorFn) (*PostOauth2IntrospectResponse, error)
+
+	// PostOauth2RevokeWithBodyWithResponse Token revocation (RFC 7009)
+	//
+	// Revokes an access or refresh token of the calling client, which authenticates as at the
+	// token endpoint. Revoking a refresh token also revokes every access token of its grant.
+	// An unknown or already revoked token is still 200; a token issued to another client is
+	// 400 `unauthorized_client` and stays active.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/oauth2/revoke (the `PostOauth2Revoke` operationId).
+	PostOauth2RevokeWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostOauth2RevokeResponse, error)
+
+	// PostOauth2RevokeWithFormdataBodyWithResponse Token revocation (RFC 7009)
+	//
+	// Revokes an access or refresh token of the calling client, which authenticates as at the
+	// token endpoint. Revoking a refresh token also revokes every access token of its grant.
+	// An unknown or already revoked token is still 200; a token issued to another client is
+	// 400 `unauthorized_client` and stays active.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/oauth2/revoke (the `PostOauth2Revoke` operationId).
+	PostOauth2RevokeWithFormdataBodyWithResponse(ctx context.Context, body PostOauth2RevokeFormdataRequestBody, reqEditors ...RequestEditorFn) (*PostOauth2RevokeResponse, error)
+
+	// PostOauth2TokenWithBodyWithResponse Token endpoint (RFC 6749 section 3.2)
+	//
+	// Exchanges a grant for tokens. Grants: `authorization_code` (with the PKCE
+	// `code_verifier`, S256 only), `refresh_token` (rotated on every use; a reused refresh
+	// token revokes its whole family) and `client_credentials` (confidential clients only). The
+	// implicit, hybrid and password grants do not exist (`unsupported_grant_type`).
+	//
+	// Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
+	// secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
+	// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
+	// failed client authentication, an unknown client and a disabled client are 401
+	// `invalid_client` with `WWW-Authenticate: Basic`.
+	//
+	// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
+	// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
+	// hour. A client-credentials token's `sub` is the client id (`cli_…`), which never
+	// collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
+	// id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/oauth2/token (the `PostOauth2Token` operationId).
+	PostOauth2TokenWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostOauth2TokenResponse, error)
+
+	// PostOauth2TokenWithFormdataBodyWithResponse Token endpoint (RFC 6749 section 3.2)
+	//
+	// Exchanges a grant for tokens. Grants: `authorization_code` (with the PKCE
+	// `code_verifier`, S256 only), `refresh_token` (rotated on every use; a reused refresh
+	// token revokes its whole family) and `client_credentials` (confidential clients only). The
+	// implicit, hybrid and password grants do not exist (`unsupported_grant_type`).
+	//
+	// Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
+	// secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
+	// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
+	// failed client authentication, an unknown client and a disabled client are 401
+	// `invalid_client` with `WWW-Authenticate: Basic`.
+	//
+	// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
+	// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
+	// hour. A client-credentials token's `sub` is the client id (`cli_…`), which never
+	// collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
+	// id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/oauth2/token (the `PostOauth2Token` operationId).
+	PostOauth2TokenWithFormdataBodyWithResponse(ctx context.Context, body PostOauth2TokenFormdataRequestBody, reqEditors ...RequestEditorFn) (*PostOauth2TokenResponse, error)
 
 	// AuthAcceptInvitationWithBodyWithResponse Accept an invitation
 	//
@@ -9332,6 +10113,102 @@ func (r GetJwksResponse) ContentType() string {
 	return ""
 }
 
+type GetOauthAuthorizationServerResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthProviderMetadata
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *AuthOauthServerError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetOauthAuthorizationServerResponse) GetJSON200() *AuthProviderMetadata {
+	return r.JSON200
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetOauthAuthorizationServerResponse) GetJSON500() *AuthOauthServerError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetOauthAuthorizationServerResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetOauthAuthorizationServerResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetOauthAuthorizationServerResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetOauthAuthorizationServerResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetOpenidConfigurationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthProviderMetadata
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *AuthOauthServerError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetOpenidConfigurationResponse) GetJSON200() *AuthProviderMetadata {
+	return r.JSON200
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetOpenidConfigurationResponse) GetJSON500() *AuthOauthServerError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetOpenidConfigurationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetOpenidConfigurationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetOpenidConfigurationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetOpenidConfigurationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ChangePasswordResponse200Headers the declared response headers of an HTTP 200 response for ChangePassword
 type ChangePasswordResponse200Headers struct {
 	SetCookie *string
@@ -9519,6 +10396,213 @@ func (r ListSessionsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListSessionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PostOauth2IntrospectResponse401Headers the declared response headers of an HTTP 401 response for PostOauth2Introspect
+type PostOauth2IntrospectResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type PostOauth2IntrospectResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthIntrospection
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *AuthOauthBadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *AuthOauthInvalidClient
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *AuthOauthServerError
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PostOauth2IntrospectResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostOauth2IntrospectResponse) GetJSON200() *AuthIntrospection {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostOauth2IntrospectResponse) GetJSON400() *AuthOauthBadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PostOauth2IntrospectResponse) GetJSON401() *AuthOauthInvalidClient {
+	return r.JSON401
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PostOauth2IntrospectResponse) GetJSON500() *AuthOauthServerError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PostOauth2IntrospectResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostOauth2IntrospectResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostOauth2IntrospectResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostOauth2IntrospectResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PostOauth2RevokeResponse401Headers the declared response headers of an HTTP 401 response for PostOauth2Revoke
+type PostOauth2RevokeResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type PostOauth2RevokeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *AuthOauthBadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *AuthOauthInvalidClient
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *AuthOauthServerError
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PostOauth2RevokeResponse401Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostOauth2RevokeResponse) GetJSON400() *AuthOauthBadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PostOauth2RevokeResponse) GetJSON401() *AuthOauthInvalidClient {
+	return r.JSON401
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PostOauth2RevokeResponse) GetJSON500() *AuthOauthServerError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PostOauth2RevokeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostOauth2RevokeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostOauth2RevokeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostOauth2RevokeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PostOauth2TokenResponse200Headers the declared response headers of an HTTP 200 response for PostOauth2Token
+type PostOauth2TokenResponse200Headers struct {
+	CacheControl *string
+}
+
+// PostOauth2TokenResponse401Headers the declared response headers of an HTTP 401 response for PostOauth2Token
+type PostOauth2TokenResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type PostOauth2TokenResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthTokenResponse
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *AuthOauthBadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *AuthOauthInvalidClient
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *AuthOauthServerError
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PostOauth2TokenResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PostOauth2TokenResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostOauth2TokenResponse) GetJSON200() *AuthTokenResponse {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostOauth2TokenResponse) GetJSON400() *AuthOauthBadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PostOauth2TokenResponse) GetJSON401() *AuthOauthInvalidClient {
+	return r.JSON401
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PostOauth2TokenResponse) GetJSON500() *AuthOauthServerError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PostOauth2TokenResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostOauth2TokenResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostOauth2TokenResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostOauth2TokenResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -14519,6 +15603,38 @@ func (c *ClientWithResponses) GetJwksWithResponse(ctx context.Context, reqEditor
 	return ParseGetJwksResponse(rsp)
 }
 
+// GetOauthAuthorizationServerWithResponse OAuth 2.0 authorization server metadata (RFC 8414)
+//
+// The same document as `/.well-known/openid-configuration`, with the same issuer.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /.well-known/oauth-authorization-server (the `GetOauthAuthorizationServer` operationId).
+func (c *ClientWithResponses) GetOauthAuthorizationServerWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOauthAuthorizationServerResponse, error) {
+	rsp, err := c.GetOauthAuthorizationServer(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetOauthAuthorizationServerResponse(rsp)
+}
+
+// GetOpenidConfigurationWithResponse OpenID Connect discovery document
+//
+// OpenID Provider Metadata (OpenID Connect Discovery 1.0). The issuer is the service
+// origin, identical in `/.well-known/oauth-authorization-server`. Only endpoints that this
+// instance serves are listed.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /.well-known/openid-configuration (the `GetOpenidConfiguration` operationId).
+func (c *ClientWithResponses) GetOpenidConfigurationWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenidConfigurationResponse, error) {
+	rsp, err := c.GetOpenidConfiguration(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetOpenidConfigurationResponse(rsp)
+}
+
 // ChangePasswordWithBodyWithResponse Change the password
 //
 // Checks the current password, stores the new one, ends every other session and rotates the
@@ -14583,6 +15699,138 @@ func (c *ClientWithResponses) ListSessionsWithResponse(ctx context.Context, reqE
 		return nil, err
 	}
 	return ParseListSessionsResponse(rsp)
+}
+
+// PostOauth2IntrospectWithBodyWithResponse Token introspection (RFC 7662)
+//
+// Tells a resource server whether a token is active. The caller authenticates as an OIDC
+// client with HTTP Basic (`client_secret_basic`); a failure is 401 `invalid_client`. An
+// unknown, expired, revoked or malformed token, a token whose client is disabled, and a
+// token issued to a client of another project answer exactly `{"active":false}`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/oauth2/introspect (the `PostOauth2Introspect` operationId).
+func (c *ClientWithResponses) PostOauth2IntrospectWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostOauth2IntrospectResponse, error) {
+	rsp, err := c.PostOauth2IntrospectWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostOauth2IntrospectResponse(rsp)
+}
+
+// PostOauth2IntrospectWithFormdataBodyWithResponse Token introspection (RFC 7662)
+//
+// Tells a resource server whether a token is active. The caller authenticates as an OIDC
+// client with HTTP Basic (`client_secret_basic`); a failure is 401 `invalid_client`. An
+// unknown, expired, revoked or malformed token, a token whose client is disabled, and a
+// token issued to a client of another project answer exactly `{"active":false}`.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/oauth2/introspect (the `PostOauth2Introspect` operationId).
+func (c *ClientWithResponses) PostOauth2IntrospectWithFormdataBodyWithResponse(ctx context.Context, body PostOauth2IntrospectFormdataRequestBody, reqEditors ...RequestEditorFn) (*PostOauth2IntrospectResponse, error) {
+	rsp, err := c.PostOauth2IntrospectWithFormdataBody(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostOauth2IntrospectResponse(rsp)
+}
+
+// PostOauth2RevokeWithBodyWithResponse Token revocation (RFC 7009)
+//
+// Revokes an access or refresh token of the calling client, which authenticates as at the
+// token endpoint. Revoking a refresh token also revokes every access token of its grant.
+// An unknown or already revoked token is still 200; a token issued to another client is
+// 400 `unauthorized_client` and stays active.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/oauth2/revoke (the `PostOauth2Revoke` operationId).
+func (c *ClientWithResponses) PostOauth2RevokeWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostOauth2RevokeResponse, error) {
+	rsp, err := c.PostOauth2RevokeWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostOauth2RevokeResponse(rsp)
+}
+
+// PostOauth2RevokeWithFormdataBodyWithResponse Token revocation (RFC 7009)
+//
+// Revokes an access or refresh token of the calling client, which authenticates as at the
+// token endpoint. Revoking a refresh token also revokes every access token of its grant.
+// An unknown or already revoked token is still 200; a token issued to another client is
+// 400 `unauthorized_client` and stays active.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/oauth2/revoke (the `PostOauth2Revoke` operationId).
+func (c *ClientWithResponses) PostOauth2RevokeWithFormdataBodyWithResponse(ctx context.Context, body PostOauth2RevokeFormdataRequestBody, reqEditors ...RequestEditorFn) (*PostOauth2RevokeResponse, error) {
+	rsp, err := c.PostOauth2RevokeWithFormdataBody(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostOauth2RevokeResponse(rsp)
+}
+
+// PostOauth2TokenWithBodyWithResponse Token endpoint (RFC 6749 section 3.2)
+//
+// Exchanges a grant for tokens. Grants: `authorization_code` (with the PKCE
+// `code_verifier`, S256 only), `refresh_token` (rotated on every use; a reused refresh
+// token revokes its whole family) and `client_credentials` (confidential clients only). The
+// implicit, hybrid and password grants do not exist (`unsupported_grant_type`).
+//
+// Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
+// secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
+// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
+// failed client authentication, an unknown client and a disabled client are 401
+// `invalid_client` with `WWW-Authenticate: Basic`.
+//
+// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
+// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
+// hour. A client-credentials token's `sub` is the client id (`cli_…`), which never
+// collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
+// id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/oauth2/token (the `PostOauth2Token` operationId).
+func (c *ClientWithResponses) PostOauth2TokenWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostOauth2TokenResponse, error) {
+	rsp, err := c.PostOauth2TokenWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostOauth2TokenResponse(rsp)
+}
+
+// PostOauth2TokenWithFormdataBodyWithResponse Token endpoint (RFC 6749 section 3.2)
+//
+// Exchanges a grant for tokens. Grants: `authorization_code` (with the PKCE
+// `code_verifier`, S256 only), `refresh_token` (rotated on every use; a reused refresh
+// token revokes its whole family) and `client_credentials` (confidential clients only). The
+// implicit, hybrid and password grants do not exist (`unsupported_grant_type`).
+//
+// Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
+// secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
+// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
+// failed client authentication, an unknown client and a disabled client are 401
+// `invalid_client` with `WWW-Authenticate: Basic`.
+//
+// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
+// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
+// hour. A client-credentials token's `sub` is the client id (`cli_…`), which never
+// collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
+// id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/oauth2/token (the `PostOauth2Token` operationId).
+func (c *ClientWithResponses) PostOauth2TokenWithFormdataBodyWithResponse(ctx context.Context, body PostOauth2TokenFormdataRequestBody, reqEditors ...RequestEditorFn) (*PostOauth2TokenResponse, error) {
+	rsp, err := c.PostOauth2TokenWithFormdataBody(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostOauth2TokenResponse(rsp)
 }
 
 // AuthAcceptInvitationWithBodyWithResponse Accept an invitation
@@ -16301,6 +17549,72 @@ func ParseGetJwksResponse(rsp *http.Response) (*GetJwksResponse, error) {
 	return response, nil
 }
 
+// ParseGetOauthAuthorizationServerResponse parses an HTTP response from a GetOauthAuthorizationServerWithResponse call
+func ParseGetOauthAuthorizationServerResponse(rsp *http.Response) (*GetOauthAuthorizationServerResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetOauthAuthorizationServerResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthProviderMetadata
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest AuthOauthServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetOpenidConfigurationResponse parses an HTTP response from a GetOpenidConfigurationWithResponse call
+func ParseGetOpenidConfigurationResponse(rsp *http.Response) (*GetOpenidConfigurationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetOpenidConfigurationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthProviderMetadata
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest AuthOauthServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseChangePasswordResponse parses an HTTP response from a ChangePasswordWithResponse call
 func ParseChangePasswordResponse(rsp *http.Response) (*ChangePasswordResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -16456,6 +17770,192 @@ func ParseListSessionsResponse(rsp *http.Response) (*ListSessionsResponse, error
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParsePostOauth2IntrospectResponse parses an HTTP response from a PostOauth2IntrospectWithResponse call
+func ParsePostOauth2IntrospectResponse(rsp *http.Response) (*PostOauth2IntrospectResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostOauth2IntrospectResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthIntrospection
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthOauthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthOauthInvalidClient
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest AuthOauthServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PostOauth2IntrospectResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePostOauth2RevokeResponse parses an HTTP response from a PostOauth2RevokeWithResponse call
+func ParsePostOauth2RevokeResponse(rsp *http.Response) (*PostOauth2RevokeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostOauth2RevokeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthOauthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthOauthInvalidClient
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest AuthOauthServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PostOauth2RevokeResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePostOauth2TokenResponse parses an HTTP response from a PostOauth2TokenWithResponse call
+func ParsePostOauth2TokenResponse(rsp *http.Response) (*PostOauth2TokenResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostOauth2TokenResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthTokenResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthOauthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthOauthInvalidClient
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest AuthOauthServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PostOauth2TokenResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers PostOauth2TokenResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil

@@ -42,6 +42,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("Throttle", func(t *testing.T) { runThrottle(t, open) })
 	t.Run("OIDCClients", func(t *testing.T) { runOIDCClients(t, open) })
 	t.Run("SigningKeys", func(t *testing.T) { runSigningKeys(t, open) })
+	t.Run("OAuthTokens", func(t *testing.T) { runOAuthTokens(t, open) })
 }
 
 func testContext(t *testing.T) context.Context {

@@ -1,0 +1,62 @@
+package oauth
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// Metadata is the provider's OpenID Provider Metadata (OpenID Connect Discovery 1.0), also
+// served as OAuth 2.0 authorization server metadata (RFC 8414): one document, one issuer.
+//
+// Only endpoints this instance serves are listed. The authorization endpoint
+// (/api/auth/oauth2/authorize), userinfo (/api/auth/oauth2/userinfo) and end-session
+// (/api/auth/oauth2/end-session) are not built yet; add them here when they are.
+type Metadata struct {
+	Issuer                                     string   `json:"issuer"`
+	TokenEndpoint                              string   `json:"token_endpoint"`
+	IntrospectionEndpoint                      string   `json:"introspection_endpoint"`
+	RevocationEndpoint                         string   `json:"revocation_endpoint"`
+	JWKSURI                                    string   `json:"jwks_uri"`
+	ScopesSupported                            []string `json:"scopes_supported"`
+	ResponseTypesSupported                     []string `json:"response_types_supported"`
+	ResponseModesSupported                     []string `json:"response_modes_supported"`
+	GrantTypesSupported                        []string `json:"grant_types_supported"`
+	CodeChallengeMethodsSupported              []string `json:"code_challenge_methods_supported"`
+	TokenEndpointAuthMethodsSupported          []string `json:"token_endpoint_auth_methods_supported"`
+	IntrospectionEndpointAuthMethodsSupported  []string `json:"introspection_endpoint_auth_methods_supported"`
+	RevocationEndpointAuthMethodsSupported     []string `json:"revocation_endpoint_auth_methods_supported"`
+	SubjectTypesSupported                      []string `json:"subject_types_supported"`
+	IDTokenSigningAlgValuesSupported           []string `json:"id_token_signing_alg_values_supported"`
+	AuthorizationResponseIssParameterSupported bool     `json:"authorization_response_iss_parameter_supported"`
+}
+
+// Metadata returns the discovery document.
+func (p *Provider) Metadata() Metadata {
+	b := p.baseURL
+	return Metadata{
+		Issuer:                                     b,
+		TokenEndpoint:                              b + TokenPath,
+		IntrospectionEndpoint:                      b + IntrospectPath,
+		RevocationEndpoint:                         b + RevokePath,
+		JWKSURI:                                    b + JWKSPath,
+		ScopesSupported:                            Scopes,
+		ResponseTypesSupported:                     []string{"code"},
+		ResponseModesSupported:                     []string{"query"},
+		GrantTypesSupported:                        []string{"authorization_code", "refresh_token", "client_credentials"},
+		CodeChallengeMethodsSupported:              []string{"S256"},
+		TokenEndpointAuthMethodsSupported:          []string{"client_secret_basic", "client_secret_post", "none"},
+		IntrospectionEndpointAuthMethodsSupported:  []string{"client_secret_basic"},
+		RevocationEndpointAuthMethodsSupported:     []string{"client_secret_basic", "client_secret_post", "none"},
+		SubjectTypesSupported:                      []string{"public"},
+		IDTokenSigningAlgValuesSupported:           []string{SigningAlgorithm},
+		AuthorizationResponseIssParameterSupported: true,
+	}
+}
+
+// Discovery serves GET /.well-known/openid-configuration and
+// /.well-known/oauth-authorization-server: the Metadata document, cacheable for five minutes.
+func (p *Provider) Discovery(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	_ = json.NewEncoder(w).Encode(p.Metadata())
+}

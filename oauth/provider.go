@@ -1,0 +1,217 @@
+package oauth
+
+import (
+	"context"
+	"crypto/hmac"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mohae/deepcopy"
+	"github.com/ory/fosite"
+	"github.com/ory/fosite/compose"
+	"github.com/ory/fosite/handler/oauth2"
+	"github.com/ory/fosite/handler/openid"
+	"github.com/ory/fosite/token/jwt"
+
+	"github.com/gatehouse-dev/gatehouse/store"
+)
+
+// Token lifetimes of the provider (README "OAuth provider"). Refresh tokens also have an
+// absolute lifetime, MaxRefreshGrantAge (90 days), enforced by FositeStore.
+const (
+	AccessTokenLifespan   = time.Hour
+	IDTokenLifespan       = time.Hour
+	RefreshTokenLifespan  = 30 * 24 * time.Hour // idle: each rotation starts it again
+	AuthorizeCodeLifespan = 10 * time.Minute
+)
+
+// Provider routes, relative to the base URL (the issuer).
+const (
+	AuthorizePath  = "/api/auth/oauth2/authorize"
+	TokenPath      = "/api/auth/oauth2/token"
+	IntrospectPath = "/api/auth/oauth2/introspect"
+	RevokePath     = "/api/auth/oauth2/revoke"
+	JWKSPath       = "/.well-known/jwks.json"
+)
+
+// Scopes are the eight scopes a client may be granted (ARCHITECTURE.md).
+var Scopes = []string{"openid", "profile", "email", "offline_access", "organization", "roles", "entitlements", "billing"}
+
+// ProviderConfig is what NewProvider needs.
+type ProviderConfig struct {
+	// BaseURL is the service origin, e.g. https://gatehouse.example.com: the issuer of every
+	// token and the prefix of every endpoint URL.
+	BaseURL string
+	// SecretKey is the master key; the HMAC secret of codes and refresh tokens and the
+	// client-secret pepper derive from it.
+	SecretKey []byte
+	// Store holds clients and grant state; it is first used by a request, not by NewProvider.
+	Store *store.Store
+	// Keys signs access and ID tokens (RS256, kid in the header).
+	Keys *KeySet
+}
+
+// Provider is the OAuth 2.1 / OpenID Connect provider: fosite composed with the grants OAuth
+// 2.1 keeps, over FositeStore. Its handlers serve the token side (token.go).
+type Provider struct {
+	fosite.OAuth2Provider
+	config  *fosite.Config
+	store   *FositeStore
+	baseURL string
+}
+
+// NewProvider composes the provider. The enabled handlers, in one list:
+//
+//   - authorization code (OAuth2AuthorizeExplicitFactory) with PKCE (OAuth2PKCEFactory),
+//     mandatory for every client, S256 only;
+//   - refresh token (OAuth2RefreshTokenGrantFactory), rotated on every use;
+//   - client credentials (OAuth2ClientCredentialsGrantFactory), confidential clients only;
+//   - OpenID Connect for the code flow and refresh (OpenIDConnectExplicitFactory,
+//     OpenIDConnectRefreshFactory);
+//   - introspection (OAuth2TokenIntrospectionFactory, RFC 7662) and revocation
+//     (OAuth2TokenRevocationFactory, RFC 7009).
+//
+// No implicit, hybrid or password grant: never ComposeAllEnabled.
+func NewProvider(cfg ProviderConfig) (*Provider, error) {
+	if len(cfg.SecretKey) < 32 {
+		return nil, errors.New("oauth: new provider: the secret key must be 32 bytes")
+	}
+	if cfg.Keys == nil || cfg.BaseURL == "" {
+		return nil, errors.New("oauth: new provider: keys and base url are required")
+	}
+	base := strings.TrimRight(cfg.BaseURL, "/")
+	pepper := DeriveKey(cfg.SecretKey, "oidc-client-secret")
+	conf := &fosite.Config{
+		AccessTokenLifespan:            AccessTokenLifespan,
+		IDTokenLifespan:                IDTokenLifespan,
+		RefreshTokenLifespan:           RefreshTokenLifespan,
+		AuthorizeCodeLifespan:          AuthorizeCodeLifespan,
+		AccessTokenIssuer:              base,
+		IDTokenIssuer:                  base,
+		TokenURL:                       base + TokenPath,
+		GlobalSecret:                   DeriveKey(cfg.SecretKey, "oauth-hmac"),
+		EnforcePKCE:                    true,
+		EnforcePKCEForPublicClients:    true,
+		EnablePKCEPlainChallengeMethod: false,
+		RefreshTokenScopes:             []string{"offline_access"},
+		ScopeStrategy:                  fosite.ExactScopeStrategy,
+		AudienceMatchingStrategy:       fosite.ExactAudienceMatchingStrategy,
+		JWTScopeClaimKey:               jwt.JWTScopeFieldString,
+		ClientSecretsHasher:            SecretHasher{Pepper: pepper},
+		MinParameterEntropy:            fosite.MinParameterEntropy,
+	}
+	fs := NewFositeStore(cfg.Store)
+	keyGetter := func(ctx context.Context) (interface{}, error) {
+		k, err := cfg.Keys.Current(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return k.JSONWebKey(), nil
+	}
+	hmacStrategy := compose.NewOAuth2HMACStrategy(conf)
+	strategy := &compose.CommonStrategy{
+		CoreStrategy:               accessTokenStrategy{compose.NewOAuth2JWTStrategy(keyGetter, hmacStrategy, conf)},
+		OpenIDConnectTokenStrategy: compose.NewOpenIDConnectStrategy(keyGetter, conf),
+		Signer:                     &jwt.DefaultSigner{GetPrivateKey: keyGetter},
+	}
+	provider := compose.Compose(conf, fs, strategy,
+		compose.OAuth2AuthorizeExplicitFactory,
+		compose.OAuth2PKCEFactory,
+		compose.OAuth2RefreshTokenGrantFactory,
+		compose.OAuth2ClientCredentialsGrantFactory,
+		compose.OpenIDConnectExplicitFactory,
+		compose.OpenIDConnectRefreshFactory,
+		compose.OAuth2TokenIntrospectionFactory,
+		compose.OAuth2TokenRevocationFactory,
+	)
+	return &Provider{OAuth2Provider: provider, config: conf, store: fs, baseURL: base}, nil
+}
+
+// accessTokenStrategy is fosite's RFC 9068 JWT access-token strategy (codes and refresh tokens
+// stay HMAC) with storage-backed validation. fosite always looks an access token up by its
+// signature before validating it (introspection, revocation), and the stored request, never
+// the token's payload, is what it answers from; so ValidateAccessToken checks the stored
+// expiry instead of verifying the RSA signature again with the current key. That saves an RSA
+// verification per introspection and keeps tokens signed by a key that has since been rotated
+// out of signing valid until they expire.
+type accessTokenStrategy struct{ *oauth2.DefaultJWTStrategy }
+
+// ValidateAccessToken accepts the token when its stored request r has not expired.
+func (s accessTokenStrategy) ValidateAccessToken(_ context.Context, r fosite.Requester, _ string) error {
+	if r == nil || r.GetSession() == nil {
+		return fosite.ErrRequestUnauthorized.WithDebug("no stored request for the access token")
+	}
+	exp := r.GetSession().GetExpiresAt(fosite.AccessToken)
+	if exp.IsZero() || !time.Now().Before(exp) {
+		return fosite.ErrTokenExpired.WithHint("The access token expired.")
+	}
+	return nil
+}
+
+// Issuer returns the issuer: the base URL.
+func (p *Provider) Issuer() string { return p.baseURL }
+
+// SecretHasher is fosite's client-secret hasher: HMAC-SHA256 under Pepper (HashClientSecret)
+// with a constant-time comparison. Client secrets are 256-bit random strings, so a fast keyed
+// hash loses nothing; fosite's default bcrypt cost 12 would cost about 280 ms per request.
+type SecretHasher struct{ Pepper []byte }
+
+// Compare returns nil when data is the secret whose hash is hash; an empty hash (a public
+// client) never matches.
+func (h SecretHasher) Compare(_ context.Context, hash, data []byte) error {
+	if len(hash) == 0 || !hmac.Equal(HashClientSecret(h.Pepper, string(data)), hash) {
+		return fosite.ErrInvalidClient.WithDebug("the client secret does not match")
+	}
+	return nil
+}
+
+// Hash returns HashClientSecret(Pepper, data).
+func (h SecretHasher) Hash(_ context.Context, data []byte) ([]byte, error) {
+	return HashClientSecret(h.Pepper, string(data)), nil
+}
+
+// Session is the provider's fosite session: the OpenID Connect session (ID token claims and
+// headers, expiries, subject) plus what the RFC 9068 access token needs. It is stored as JSON
+// with every code and token.
+type Session struct {
+	openid.DefaultSession
+	// ClientID is the client the grant was made to (claim client_id).
+	ClientID string `json:"client_id"`
+	// GrantedAt is when the grant was first made; refresh rotations keep it, and
+	// MaxRefreshGrantAge counts from it.
+	GrantedAt time.Time `json:"granted_at"`
+}
+
+// NewSession returns an empty session for subject (may be "" before the grant is known).
+func NewSession(subject string) *Session {
+	return &Session{DefaultSession: openid.DefaultSession{
+		Claims: &jwt.IDTokenClaims{Subject: subject}, Headers: &jwt.Headers{}, Subject: subject,
+	}}
+}
+
+// GetJWTClaims returns the access token's own claims, sub and client_id; fosite adds iss, aud
+// (the granted audience), scope, jti, iat and exp.
+func (s *Session) GetJWTClaims() jwt.JWTClaimsContainer {
+	return &jwt.JWTClaims{Subject: s.Subject, Extra: map[string]interface{}{"client_id": s.ClientID}}
+}
+
+// GetJWTHeader returns the access token's header: typ at+jwt (RFC 9068). The kid comes from
+// the signing key.
+func (s *Session) GetJWTHeader() *jwt.Headers {
+	return &jwt.Headers{Extra: map[string]interface{}{"typ": "at+jwt"}}
+}
+
+// Clone returns a deep copy.
+func (s *Session) Clone() fosite.Session {
+	if s == nil {
+		return nil
+	}
+	return deepcopy.Copy(s).(*Session)
+}
+
+// String is for debugging.
+func (s *Session) String() string {
+	return fmt.Sprintf("session(sub=%s client=%s)", s.Subject, s.ClientID)
+}

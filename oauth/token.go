@@ -1,0 +1,230 @@
+package oauth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+
+	"github.com/ory/fosite"
+)
+
+// The provider's token-side endpoints. Each is an http.Handler func that server mounts on its
+// protocol route; every body is fosite's (RFC 6749 errors: {"error", "error_description"}).
+
+// maxFormBytes bounds a protocol request body.
+const maxFormBytes = 64 << 10
+
+// clientAuthError rewrites a client-authentication failure as RFC 6749 invalid_client (401)
+// and adds WWW-Authenticate: Basic (RFC 6749 section 5.2).
+func clientAuthError(w http.ResponseWriter, err error) error {
+	if err == nil {
+		return nil
+	}
+	rfc := fosite.ErrorToRFC6749Error(err)
+	if rfc.ErrorField == fosite.ErrInvalidClient.ErrorField || errors.Is(err, fosite.ErrRequestUnauthorized) {
+		w.Header().Set("WWW-Authenticate", `Basic realm="gatehouse", charset="UTF-8"`)
+		if rfc.ErrorField != fosite.ErrInvalidClient.ErrorField {
+			return fosite.ErrInvalidClient.WithWrap(err).WithDebug(rfc.GetDescription())
+		}
+	}
+	return err
+}
+
+// bothClientAuthMethods reports whether r authenticates its client twice: an Authorization
+// header and a client_secret in the body (RFC 6749 section 2.3: one method per request).
+func bothClientAuthMethods(r *http.Request) bool {
+	_, _, basic := r.BasicAuth()
+	return basic && r.PostForm.Get("client_secret") != ""
+}
+
+// parseForm reads the url-encoded body (at most maxFormBytes).
+func parseForm(w http.ResponseWriter, r *http.Request) error {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		return fosite.ErrInvalidRequest.WithHint("The request body must be a form (application/x-www-form-urlencoded).")
+	}
+	return nil
+}
+
+// grantTypes are the grants the token endpoint knows; any other is unsupported_grant_type
+// (fosite itself would answer invalid_request).
+var grantTypes = map[string]bool{"authorization_code": true, "refresh_token": true, "client_credentials": true}
+
+// Token serves POST /api/auth/oauth2/token: the authorization_code, refresh_token and
+// client_credentials grants. Clients authenticate with client_secret_basic or
+// client_secret_post (both at once is invalid_request); public clients send only client_id.
+// The response carries Cache-Control: no-store. A client-credentials token's subject is the
+// client id (cli_…), which never collides with a user id (usr_…); its audience is the
+// requested audience (which must be among the client's) or, by default, the client id.
+func (p *Provider) Token(w http.ResponseWriter, r *http.Request) {
+	ctx := withClientMemo(r.Context())
+	r = r.WithContext(ctx)
+	if err := parseForm(w, r); err != nil {
+		p.WriteAccessError(ctx, w, nil, err)
+		return
+	}
+	if bothClientAuthMethods(r) {
+		p.WriteAccessError(ctx, w, nil, fosite.ErrInvalidRequest.WithHint(
+			"The client authenticated with both the Authorization header and client_secret in the body; use one."))
+		return
+	}
+	if gt := r.PostForm.Get("grant_type"); gt != "" && !grantTypes[gt] {
+		p.WriteAccessError(ctx, w, nil, fosite.ErrUnsupportedGrantType.WithHintf(
+			"The grant type '%s' is not supported; use authorization_code, refresh_token or client_credentials.", gt))
+		return
+	}
+	session := NewSession("")
+	ar, err := p.NewAccessRequest(ctx, r, session)
+	if err != nil {
+		if ar != nil && ar.GetClient() != nil && ar.GetClient().IsPublic() && ar.GetGrantTypes().ExactOne("client_credentials") {
+			// fosite says invalid_grant; RFC 6749 section 5.2 calls this unauthorized_client.
+			err = fosite.ErrUnauthorizedClient.WithHint("Public clients may not use the client_credentials grant.").WithWrap(err)
+		}
+		p.WriteAccessError(ctx, w, ar, clientAuthError(w, err))
+		return
+	}
+	if ar.GetGrantTypes().ExactOne("client_credentials") {
+		client := ar.GetClient()
+		session.Subject, session.ClientID = client.GetID(), client.GetID()
+		session.GrantedAt = ar.GetRequestedAt()
+		for _, scope := range ar.GetRequestedScopes() {
+			ar.GrantScope(scope)
+		}
+		if len(ar.GetRequestedAudience()) == 0 {
+			ar.GrantAudience(client.GetID())
+		}
+		for _, aud := range ar.GetRequestedAudience() {
+			ar.GrantAudience(aud)
+		}
+	}
+	resp, err := p.NewAccessResponse(ctx, ar)
+	if err != nil {
+		switch {
+		case errors.Is(err, fosite.ErrInvalidatedAuthorizeCode):
+			// A concurrent redemption of the same code won (FositeStore.InvalidateAuthorizeCodeSession);
+			// fosite reports it as server_error.
+			err = fosite.ErrInvalidGrant.WithHint("The authorization code has already been used.").WithWrap(err)
+		case ar.GetGrantTypes().ExactOne("refresh_token") && errors.Is(err, fosite.ErrInactiveToken):
+			// A concurrent refresh with the same token rotated it first (FositeStore.RotateRefreshToken):
+			// that is reuse too, so the family goes, as fosite does for a sequential reuse
+			// (which it answers invalid_grant; for this race it would say invalid_request).
+			if rerr := p.revokeFamily(ctx, ar.GetID()); rerr != nil {
+				err = rerr
+				break
+			}
+			err = fosite.ErrInvalidGrant.WithHint("The refresh token has already been used.").WithWrap(err)
+		}
+		p.WriteAccessError(ctx, w, ar, err)
+		return
+	}
+	p.WriteAccessResponse(ctx, w, ar, resp)
+}
+
+// revokeFamily revokes every refresh and access token of grant requestID, in one transaction.
+func (p *Provider) revokeFamily(ctx context.Context, requestID string) error {
+	tctx, err := p.store.BeginTX(ctx)
+	if err != nil {
+		return err
+	}
+	if err := p.store.RevokeRefreshToken(tctx, requestID); err != nil {
+		_ = p.store.Rollback(tctx)
+		return err
+	}
+	if err := p.store.RevokeAccessToken(tctx, requestID); err != nil {
+		_ = p.store.Rollback(tctx)
+		return err
+	}
+	return p.store.Commit(tctx)
+}
+
+// Introspect serves POST /api/auth/oauth2/introspect (RFC 7662). The caller authenticates as a
+// client with client_secret_basic; a failure is 401 invalid_client. An unknown, expired,
+// revoked or malformed token, one whose client is disabled, or one issued to a client of
+// another project answers exactly {"active":false}.
+func (p *Provider) Introspect(w http.ResponseWriter, r *http.Request) {
+	ctx := withClientMemo(r.Context())
+	r = r.WithContext(ctx)
+	if err := parseForm(w, r); err != nil {
+		p.WriteIntrospectionError(ctx, w, err)
+		return
+	}
+	resp, err := p.NewIntrospectionRequest(ctx, r, NewSession(""))
+	switch {
+	case err == nil:
+	case errors.Is(err, fosite.ErrInactiveToken):
+		writeInactive(w)
+		return
+	case errors.Is(err, fosite.ErrRequestUnauthorized):
+		p.WriteAccessError(ctx, w, nil, clientAuthError(w, err))
+		return
+	case errors.Is(err, fosite.ErrInvalidRequest):
+		p.WriteAccessError(ctx, w, nil, err)
+		return
+	default:
+		writeInactive(w)
+		return
+	}
+	if !p.sameProject(ctx, r, resp.GetAccessRequester().GetClient()) {
+		// A client sees only its own project's tokens: another project's are unknown to it.
+		writeInactive(w)
+		return
+	}
+	p.WriteIntrospectionResponse(ctx, w, resp)
+}
+
+// sameProject reports whether the client that authenticated r (HTTP Basic; fosite has checked
+// it) belongs to the project of tokenClient.
+func (p *Provider) sameProject(ctx context.Context, r *http.Request, tokenClient fosite.Client) bool {
+	id, _, ok := r.BasicAuth()
+	if !ok {
+		return false
+	}
+	if unescaped, err := url.QueryUnescape(id); err == nil {
+		id = unescaped
+	}
+	caller, err := p.store.GetClient(ctx, id)
+	if err != nil {
+		return false
+	}
+	a, okA := caller.(*Client)
+	b, okB := tokenClient.(*Client)
+	return okA && okB && a.ProjectID == b.ProjectID
+}
+
+// writeInactive writes the one body an inactive token gets: {"active":false}.
+func writeInactive(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(struct {
+		Active bool `json:"active"`
+	}{})
+}
+
+// Revoke serves POST /api/auth/oauth2/revoke (RFC 7009). The client authenticates as at the
+// token endpoint. Revoking a refresh token revokes the access tokens of its grant too; an
+// unknown or already revoked token is 200 with an empty body; a token of another client is
+// 400 unauthorized_client and stays active.
+func (p *Provider) Revoke(w http.ResponseWriter, r *http.Request) {
+	ctx := withClientMemo(r.Context())
+	r = r.WithContext(ctx)
+	if err := parseForm(w, r); err != nil {
+		p.WriteAccessError(ctx, w, nil, err)
+		return
+	}
+	if bothClientAuthMethods(r) {
+		p.WriteAccessError(ctx, w, nil, fosite.ErrInvalidRequest.WithHint(
+			"The client authenticated with both the Authorization header and client_secret in the body; use one."))
+		return
+	}
+	// fosite's WriteRevocationResponse answers 200 to a token of another client
+	// (unauthorized_client) and to a storage failure (temporarily_unavailable); both are
+	// errors here, with their RFC 6749 status.
+	if err := p.NewRevocationRequest(ctx, r); err != nil {
+		p.WriteAccessError(ctx, w, nil, clientAuthError(w, err))
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+}

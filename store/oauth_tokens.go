@@ -1,0 +1,218 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// Kinds of OAuthToken rows: what fosite stores for the OAuth 2.1 / OpenID Connect provider.
+const (
+	OAuthCode    = "code"    // an authorization code
+	OAuthPKCE    = "pkce"    // the PKCE request of an authorization code
+	OAuthOIDC    = "oidc"    // the OpenID Connect request of an authorization code
+	OAuthAccess  = "access"  // an access token
+	OAuthRefresh = "refresh" // a refresh token
+)
+
+// OAuthToken is one stored code or token of the OAuth provider, keyed by (Kind, Signature).
+// RequestID names the grant it belongs to (shared by a code, the tokens it gave and their
+// rotations). The store does not interpret Scopes, GrantedScopes, RequestedAudience,
+// GrantedAudience (JSON arrays), Form (url-encoded) or Session (JSON): package oauth encodes
+// them. Active is false for a used code and a rotated or revoked refresh token.
+// AccessSignature is the access token issued with a refresh token ("" otherwise).
+type OAuthToken struct {
+	Kind              string
+	Signature         string
+	RequestID         string
+	ClientID          string
+	Subject           string
+	Active            bool
+	Scopes            string
+	GrantedScopes     string
+	RequestedAudience string
+	GrantedAudience   string
+	Form              string
+	Session           []byte
+	AccessSignature   string
+	RequestedAt       time.Time
+	ExpiresAt         time.Time
+}
+
+func validOAuthKind(kind string) bool {
+	switch kind {
+	case OAuthCode, OAuthPKCE, OAuthOIDC, OAuthAccess, OAuthRefresh:
+		return true
+	}
+	return false
+}
+
+// Begin opens a transaction on the writer connection and returns it; the caller must end it
+// with Commit or Rollback. It exists for callers that cannot run their work inside a closure
+// (fosite's storage.Transactional); everything else uses InTx. The rules of InTx apply: on
+// SQLite the transaction holds the only writer connection until it ends, so never call InTx or
+// Begin while holding one.
+func (s *Store) Begin(ctx context.Context) (*Tx, error) {
+	sqlTx, err := s.writer.BeginTxx(ctx, nil)
+	if err != nil {
+		return nil, wrapError("begin", err)
+	}
+	return &Tx{reads: reads{q: sqlTx, store: s}, tx: sqlTx, store: s}, nil
+}
+
+// Commit commits a transaction opened by Begin. A commit that breaks a uniqueness constraint
+// wraps ErrConflict.
+func (tx *Tx) Commit() error {
+	if err := tx.tx.Commit(); err != nil {
+		return wrapError("commit", err)
+	}
+	return nil
+}
+
+// Rollback rolls back a transaction opened by Begin. Rolling back a transaction that has
+// already ended is not an error.
+func (tx *Tx) Rollback() error {
+	if err := tx.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		return wrapError("rollback", err)
+	}
+	return nil
+}
+
+// CreateOAuthToken inserts t. RequestedAt and ExpiresAt are stored in UTC at microsecond
+// precision. It returns ErrInvalid for an unknown Kind or an empty Signature, RequestID or
+// ClientID, and ErrConflict when (Kind, Signature) exists.
+func (tx *Tx) CreateOAuthToken(ctx context.Context, t OAuthToken) error {
+	const op = "create oauth token"
+	if !validOAuthKind(t.Kind) || t.Signature == "" || t.RequestID == "" || t.ClientID == "" {
+		return fmt.Errorf("store: %s: %w: kind, signature, request id and client id are required", op, ErrInvalid)
+	}
+	session := t.Session
+	if session == nil {
+		session = []byte{}
+	}
+	const insert = `INSERT INTO oauth_tokens (kind, signature, request_id, client_id, subject, active,
+		scopes, granted_scopes, requested_audience, granted_audience, form, session, access_signature,
+		requested_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	_, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(insert), t.Kind, t.Signature, t.RequestID, t.ClientID,
+		t.Subject, t.Active, t.Scopes, t.GrantedScopes, t.RequestedAudience, t.GrantedAudience, t.Form,
+		session, t.AccessSignature, sqlTime(t.RequestedAt.UTC().Truncate(time.Microsecond)),
+		sqlTime(t.ExpiresAt.UTC().Truncate(time.Microsecond)))
+	if err != nil {
+		return wrapError(op, err)
+	}
+	return nil
+}
+
+const oauthTokenColumns = `kind, signature, request_id, client_id, subject, active, scopes, granted_scopes,
+	requested_audience, granted_audience, form, session, access_signature, requested_at, expires_at`
+
+type oauthTokenRow struct {
+	Kind              string  `db:"kind"`
+	Signature         string  `db:"signature"`
+	RequestID         string  `db:"request_id"`
+	ClientID          string  `db:"client_id"`
+	Subject           string  `db:"subject"`
+	Active            bool    `db:"active"`
+	Scopes            string  `db:"scopes"`
+	GrantedScopes     string  `db:"granted_scopes"`
+	RequestedAudience string  `db:"requested_audience"`
+	GrantedAudience   string  `db:"granted_audience"`
+	Form              string  `db:"form"`
+	Session           []byte  `db:"session"`
+	AccessSignature   string  `db:"access_signature"`
+	RequestedAt       sqlTime `db:"requested_at"`
+	ExpiresAt         sqlTime `db:"expires_at"`
+}
+
+// OAuthToken returns the row (kind, signature), active or not. On a Store it reads a prepared
+// statement on the read pool; on a Tx it reads inside the transaction. It returns ErrNotFound
+// when there is no such row.
+func (r reads) OAuthToken(ctx context.Context, kind, signature string) (OAuthToken, error) {
+	const op = "oauth token"
+	const query = "SELECT " + oauthTokenColumns + " FROM oauth_tokens WHERE kind = ? AND signature = ?"
+	var row oauthTokenRow
+	var err error
+	if _, inTx := r.q.(*sqlx.Tx); inTx || r.store == nil {
+		err = r.q.GetContext(ctx, &row, r.q.Rebind(query), kind, signature)
+	} else {
+		stmt, perr := r.store.readStatement(ctx, query)
+		if perr != nil {
+			return OAuthToken{}, wrapError(op, perr)
+		}
+		err = stmt.GetContext(ctx, &row, kind, signature)
+	}
+	if err != nil {
+		return OAuthToken{}, wrapError(op, err)
+	}
+	return OAuthToken{
+		Kind: row.Kind, Signature: row.Signature, RequestID: row.RequestID, ClientID: row.ClientID,
+		Subject: row.Subject, Active: row.Active, Scopes: row.Scopes, GrantedScopes: row.GrantedScopes,
+		RequestedAudience: row.RequestedAudience, GrantedAudience: row.GrantedAudience, Form: row.Form,
+		Session: row.Session, AccessSignature: row.AccessSignature,
+		RequestedAt: time.Time(row.RequestedAt), ExpiresAt: time.Time(row.ExpiresAt),
+	}, nil
+}
+
+// DeleteOAuthToken deletes the row (kind, signature). It returns ErrNotFound when there is no
+// such row.
+func (tx *Tx) DeleteOAuthToken(ctx context.Context, kind, signature string) error {
+	res, err := tx.tx.ExecContext(ctx, tx.tx.Rebind("DELETE FROM oauth_tokens WHERE kind = ? AND signature = ?"),
+		kind, signature)
+	return oneRowAffected("delete oauth token", res, err)
+}
+
+// DeactivateOAuthToken marks the row (kind, signature) inactive, keeping it. It reports
+// whether this call changed it: false when it was already inactive, which is how two
+// concurrent redemptions of one code (or rotations of one refresh token) tell the winner from
+// the loser. It returns ErrNotFound when there is no such row.
+func (tx *Tx) DeactivateOAuthToken(ctx context.Context, kind, signature string) (bool, error) {
+	const op = "deactivate oauth token"
+	res, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(
+		"UPDATE oauth_tokens SET active = ? WHERE kind = ? AND signature = ? AND active = ?"),
+		false, kind, signature, true)
+	if err != nil {
+		return false, wrapError(op, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, wrapError(op, err)
+	}
+	if n == 1 {
+		return true, nil
+	}
+	if _, err := tx.OAuthToken(ctx, kind, signature); err != nil {
+		return false, fmt.Errorf("store: %s: %w", op, ErrNotFound)
+	}
+	return false, nil
+}
+
+// DeactivateOAuthTokensByRequest marks every row of kind of grant requestID inactive and
+// returns how many it changed. No match is 0, not an error.
+func (tx *Tx) DeactivateOAuthTokensByRequest(ctx context.Context, kind, requestID string) (int64, error) {
+	return tx.execCount(ctx, "deactivate oauth tokens",
+		"UPDATE oauth_tokens SET active = ? WHERE kind = ? AND request_id = ? AND active = ?",
+		false, kind, requestID, true)
+}
+
+// DeleteOAuthTokensByRequest deletes every row of kind of grant requestID and returns how
+// many it deleted. No match is 0, not an error.
+func (tx *Tx) DeleteOAuthTokensByRequest(ctx context.Context, kind, requestID string) (int64, error) {
+	return tx.execCount(ctx, "delete oauth tokens",
+		"DELETE FROM oauth_tokens WHERE kind = ? AND request_id = ?", kind, requestID)
+}
+
+func (tx *Tx) execCount(ctx context.Context, op, query string, args ...any) (int64, error) {
+	res, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(query), args...)
+	if err != nil {
+		return 0, wrapError(op, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, wrapError(op, err)
+	}
+	return n, nil
+}
