@@ -1055,6 +1055,24 @@ type ServiceAccountResponse struct {
 // Slug Lower-case letters, digits and single hyphens.
 type Slug = string
 
+// SubjectDeletion defines model for SubjectDeletion.
+type SubjectDeletion struct {
+	// Consents Consents the subject gave to OIDC clients.
+	Consents int `json:"consents"`
+
+	// Deleted Always true.
+	Deleted bool `json:"deleted"`
+
+	// OauthTokens Authorization codes and access and refresh tokens issued to the subject.
+	OauthTokens int `json:"oauthTokens"`
+
+	// RoleBindings Role bindings naming the subject, in every project.
+	RoleBindings int `json:"roleBindings"`
+
+	// SubjectId The deleted subject's id.
+	SubjectId string `json:"subjectId"`
+}
+
 // Timestamp UTC, ISO 8601.
 type Timestamp = time.Time
 
@@ -1748,6 +1766,9 @@ type ServerInterface interface {
 	// RevokeServiceAccountKey Revoke an API key
 	// (POST /api/v1/projects/{projectId}/service-accounts/{accountId}/keys/{keyId}/revoke)
 	RevokeServiceAccountKey(ctx echo.Context, projectId ProjectId, accountId AccountId, keyId string) error
+	// DeleteSubject Delete a subject
+	// (DELETE /api/v1/projects/{projectId}/subjects/{subjectId})
+	DeleteSubject(ctx echo.Context, projectId ProjectId, subjectId string) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -2976,6 +2997,30 @@ func (w *ServerInterfaceWrapper) RevokeServiceAccountKey(ctx echo.Context) error
 	return err
 }
 
+// DeleteSubject converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteSubject(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "subjectId" -------------
+	var subjectId string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "subjectId", ctx.Param("subjectId"), &subjectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter subjectId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteSubject(ctx, projectId, subjectId)
+	return err
+}
+
 // This is a simple interface which specifies echo.Route addition functions which
 // are present on both echo.Echo and echo.Group, since we want to allow using
 // either of them for path registration
@@ -3044,6 +3089,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/api/v1/projects/:projectId/service-accounts/:accountId/enable", wrapper.EnableServiceAccount, options.OperationMiddlewares["enableServiceAccount"]...)
 	router.POST(options.BaseURL+"/api/v1/projects/:projectId/service-accounts/:accountId/keys", wrapper.CreateServiceAccountKey, options.OperationMiddlewares["createServiceAccountKey"]...)
 	router.POST(options.BaseURL+"/api/v1/projects/:projectId/service-accounts/:accountId/keys/:keyId/revoke", wrapper.RevokeServiceAccountKey, options.OperationMiddlewares["revokeServiceAccountKey"]...)
+	router.DELETE(options.BaseURL+"/api/v1/projects/:projectId/subjects/:subjectId", wrapper.DeleteSubject, options.OperationMiddlewares["deleteSubject"]...)
 	router.GET(options.BaseURL+"/api/v1/projects/:projectId/oidc-clients", wrapper.ListOidcClients, options.OperationMiddlewares["listOidcClients"]...)
 	router.POST(options.BaseURL+"/api/v1/projects/:projectId/oidc-clients", wrapper.CreateOidcClient, options.OperationMiddlewares["createOidcClient"]...)
 	router.POST(options.BaseURL+"/api/v1/projects/:projectId/oidc-clients/:clientId/disable", wrapper.DisableOidcClient, options.OperationMiddlewares["disableOidcClient"]...)
@@ -8923,6 +8969,79 @@ func (response RevokeServiceAccountKey404ApplicationProblemPlusJSONResponse) Vis
 	return err
 }
 
+type DeleteSubjectRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	SubjectId string    `json:"subjectId"`
+}
+
+type DeleteSubjectResponseObject interface {
+	VisitDeleteSubjectResponse(w http.ResponseWriter) error
+}
+
+type DeleteSubject200JSONResponse struct {
+	Data SubjectDeletion `json:"data"`
+}
+
+func (response DeleteSubject200JSONResponse) VisitDeleteSubjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSubject401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSubject401ApplicationProblemPlusJSONResponse) VisitDeleteSubjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSubject403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSubject403ApplicationProblemPlusJSONResponse) VisitDeleteSubjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSubject404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSubject404ApplicationProblemPlusJSONResponse) VisitDeleteSubjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// ChangePassword Change the password
@@ -9135,6 +9254,9 @@ type StrictServerInterface interface {
 	// RevokeServiceAccountKey Revoke an API key
 	// (POST /api/v1/projects/{projectId}/service-accounts/{accountId}/keys/{keyId}/revoke)
 	RevokeServiceAccountKey(ctx context.Context, request RevokeServiceAccountKeyRequestObject) (RevokeServiceAccountKeyResponseObject, error)
+	// DeleteSubject Delete a subject
+	// (DELETE /api/v1/projects/{projectId}/subjects/{subjectId})
+	DeleteSubject(ctx context.Context, request DeleteSubjectRequestObject) (DeleteSubjectResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx echo.Context, request any) (any, error)
@@ -11678,6 +11800,32 @@ func (sh *strictHandler) RevokeServiceAccountKey(ctx echo.Context, projectId Pro
 		return err
 	} else if validResponse, ok := response.(RevokeServiceAccountKeyResponseObject); ok {
 		return validResponse.VisitRevokeServiceAccountKeyResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeleteSubject operation middleware
+func (sh *strictHandler) DeleteSubject(ctx echo.Context, projectId ProjectId, subjectId string) error {
+	var request DeleteSubjectRequestObject
+
+	request.ProjectId = projectId
+	request.SubjectId = subjectId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteSubject(ctx.Request().Context(), request.(DeleteSubjectRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteSubject")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteSubjectResponseObject); ok {
+		return validResponse.VisitDeleteSubjectResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

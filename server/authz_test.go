@@ -30,6 +30,9 @@ type tenancy struct {
 	// the first environment, a service account with its key, an unbound project role and a
 	// binding of the seeded member role; a web OIDC client.
 	configKey, accountID, keyID, roleID, bindingID, clientID string
+	// subjectID is a user who signed in to the fixture's OIDC client (it holds a refresh token
+	// from them), so that the project may delete them.
+	subjectID string
 	// readerKey is the fixture account's API key (scope project:read); starKey has scope *.
 	readerKey, starKey string
 }
@@ -105,6 +108,32 @@ func (ten *tenancy) addFixtures(t *testing.T, a *testApp) {
 			ten.bindingID = id.Data.ID
 		}
 	}
+	subject := a.newFixtureUser(t, "Subject", "subject-"+ten.org.Slug+"@example.com")
+	ten.subjectID = subject.ID
+	a.grantRefreshToken(t, ten.clientID, subject.ID)
+}
+
+// grantRefreshToken stores an active refresh token of clientID for subject, as the provider
+// does at a code exchange with offline_access.
+// It returns the token's signature.
+func (a *testApp) grantRefreshToken(t *testing.T, clientID, subject string) string {
+	t.Helper()
+	ctx := context.Background()
+	now := a.store.Now()
+	signature := store.NewID("sig")
+	err := a.store.InTx(ctx, func(tx *store.Tx) error {
+		return tx.CreateOAuthToken(ctx, store.OAuthToken{
+			Kind: store.OAuthRefresh, Signature: signature, RequestID: store.NewID("req"),
+			ClientID: clientID, Subject: subject, Active: true,
+			Scopes: `["openid","offline_access"]`, GrantedScopes: `["openid","offline_access"]`,
+			RequestedAudience: "[]", GrantedAudience: "[]", Session: []byte("{}"),
+			RequestedAt: now, ExpiresAt: now.Add(30 * 24 * time.Hour),
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signature
 }
 
 // specOperation is one /api/v1 operation read from the document.
@@ -140,6 +169,7 @@ func (ten tenancy) exampleRequest(t *testing.T, so specOperation, salt int) requ
 		"{roleId}", ten.roleID,
 		"{bindingId}", ten.bindingID,
 		"{clientId}", ten.clientID,
+		"{subjectId}", ten.subjectID,
 	).Replace(so.path)
 	r := request{method: strings.ToUpper(so.method), path: path}
 	if rb := so.op.RequestBody; rb != nil {

@@ -124,6 +124,7 @@ func fuzzCases(t *testing.T, ten tenancy, fo fuzzOperation) []fuzzCase {
 			"{roleId}", ten.roleID,
 			"{bindingId}", ten.bindingID,
 			"{clientId}", ten.clientID,
+			"{subjectId}", ten.subjectID,
 		).Replace(path)
 	}
 	good := fill(fo.path)

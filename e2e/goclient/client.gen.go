@@ -1298,6 +1298,24 @@ type ServiceAccountResponse struct {
 // Slug Lower-case letters, digits and single hyphens.
 type Slug = string
 
+// SubjectDeletion defines model for SubjectDeletion.
+type SubjectDeletion struct {
+	// Consents Consents the subject gave to OIDC clients.
+	Consents int `json:"consents"`
+
+	// Deleted Always true.
+	Deleted bool `json:"deleted"`
+
+	// OauthTokens Authorization codes and access and refresh tokens issued to the subject.
+	OauthTokens int `json:"oauthTokens"`
+
+	// RoleBindings Role bindings naming the subject, in every project.
+	RoleBindings int `json:"roleBindings"`
+
+	// SubjectId The deleted subject's id.
+	SubjectId string `json:"subjectId"`
+}
+
 // Timestamp UTC, ISO 8601.
 type Timestamp = time.Time
 
@@ -2966,6 +2984,19 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/projects/{projectId}/service-accounts/{accountId}/keys/{keyId}/revoke (the `RevokeServiceAccountKey` operationId).
 	RevokeServiceAccountKey(ctx context.Context, projectId ProjectId, accountId AccountId, keyId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteSubject Delete a subject
+	//
+	// Deletes the identity behind the subject id with its sessions, linked accounts,
+	// memberships, OAuth tokens and consents, and every role binding naming it (in every
+	// project). Billing and accounting rows (usage, audit) are kept. Allowed only when one of
+	// this project's OIDC clients holds a consent or an active refresh token from that user —
+	// both count, because a `skipConsent` client never writes a consent row — so that one
+	// project cannot delete an identity shared with other products; otherwise 403. An unknown
+	// subject, or one already deleted, is 404. The deletion is audited.
+	//
+	// Corresponds with DELETE /api/v1/projects/{projectId}/subjects/{subjectId} (the `DeleteSubject` operationId).
+	DeleteSubject(ctx context.Context, projectId ProjectId, subjectId string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetDocsApiReference Open the API explorer (docs alias)
 	//
@@ -5238,6 +5269,29 @@ func (c *Client) CreateServiceAccountKey(ctx context.Context, projectId ProjectI
 // Corresponds with POST /api/v1/projects/{projectId}/service-accounts/{accountId}/keys/{keyId}/revoke (the `RevokeServiceAccountKey` operationId).
 func (c *Client) RevokeServiceAccountKey(ctx context.Context, projectId ProjectId, accountId AccountId, keyId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRevokeServiceAccountKeyRequest(c.Server, projectId, accountId, keyId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteSubject Delete a subject
+//
+// Deletes the identity behind the subject id with its sessions, linked accounts,
+// memberships, OAuth tokens and consents, and every role binding naming it (in every
+// project). Billing and accounting rows (usage, audit) are kept. Allowed only when one of
+// this project's OIDC clients holds a consent or an active refresh token from that user —
+// both count, because a `skipConsent` client never writes a consent row — so that one
+// project cannot delete an identity shared with other products; otherwise 403. An unknown
+// subject, or one already deleted, is 404. The deletion is audited.
+//
+// Corresponds with DELETE /api/v1/projects/{projectId}/subjects/{subjectId} (the `DeleteSubject` operationId).
+func (c *Client) DeleteSubject(ctx context.Context, projectId ProjectId, subjectId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteSubjectRequest(c.Server, projectId, subjectId)
 	if err != nil {
 		return nil, err
 	}
@@ -8744,6 +8798,47 @@ func NewRevokeServiceAccountKeyRequest(server string, projectId ProjectId, accou
 	return req, nil
 }
 
+// NewDeleteSubjectRequest constructs an http.Request for the DeleteSubject method
+func NewDeleteSubjectRequest(server string, projectId ProjectId, subjectId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "subjectId", subjectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/subjects/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetDocsApiReferenceRequest constructs an http.Request for the GetDocsApiReference method
 func NewGetDocsApiReferenceRequest(server string) (*http.Request, error) {
 	var err error
@@ -10019,6 +10114,21 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/projects/{projectId}/service-accounts/{accountId}/keys/{keyId}/revoke (the `RevokeServiceAccountKey` operationId).
 	RevokeServiceAccountKeyWithResponse(ctx context.Context, projectId ProjectId, accountId AccountId, keyId string, reqEditors ...RequestEditorFn) (*RevokeServiceAccountKeyResponse, error)
+
+	// DeleteSubjectWithResponse Delete a subject
+	//
+	// Deletes the identity behind the subject id with its sessions, linked accounts,
+	// memberships, OAuth tokens and consents, and every role binding naming it (in every
+	// project). Billing and accounting rows (usage, audit) are kept. Allowed only when one of
+	// this project's OIDC clients holds a consent or an active refresh token from that user —
+	// both count, because a `skipConsent` client never writes a consent row — so that one
+	// project cannot delete an identity shared with other products; otherwise 403. An unknown
+	// subject, or one already deleted, is 404. The deletion is audited.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/projects/{projectId}/subjects/{subjectId} (the `DeleteSubject` operationId).
+	DeleteSubjectWithResponse(ctx context.Context, projectId ProjectId, subjectId string, reqEditors ...RequestEditorFn) (*DeleteSubjectResponse, error)
 
 	// GetDocsApiReferenceWithResponse Open the API explorer (docs alias)
 	//
@@ -15484,6 +15594,72 @@ func (r RevokeServiceAccountKeyResponse) ContentType() string {
 	return ""
 }
 
+type DeleteSubjectResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Data SubjectDeletion `json:"data"`
+	}
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeleteSubjectResponse) GetJSON200() *struct {
+	Data SubjectDeletion `json:"data"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteSubjectResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteSubjectResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteSubjectResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteSubjectResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteSubjectResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteSubjectResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteSubjectResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetDocsApiReferenceResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -17458,6 +17634,27 @@ func (c *ClientWithResponses) RevokeServiceAccountKeyWithResponse(ctx context.Co
 		return nil, err
 	}
 	return ParseRevokeServiceAccountKeyResponse(rsp)
+}
+
+// DeleteSubjectWithResponse Delete a subject
+//
+// Deletes the identity behind the subject id with its sessions, linked accounts,
+// memberships, OAuth tokens and consents, and every role binding naming it (in every
+// project). Billing and accounting rows (usage, audit) are kept. Allowed only when one of
+// this project's OIDC clients holds a consent or an active refresh token from that user —
+// both count, because a `skipConsent` client never writes a consent row — so that one
+// project cannot delete an identity shared with other products; otherwise 403. An unknown
+// subject, or one already deleted, is 404. The deletion is audited.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/projects/{projectId}/subjects/{subjectId} (the `DeleteSubject` operationId).
+func (c *ClientWithResponses) DeleteSubjectWithResponse(ctx context.Context, projectId ProjectId, subjectId string, reqEditors ...RequestEditorFn) (*DeleteSubjectResponse, error) {
+	rsp, err := c.DeleteSubject(ctx, projectId, subjectId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteSubjectResponse(rsp)
 }
 
 // GetDocsApiReferenceWithResponse Open the API explorer (docs alias)
@@ -21680,6 +21877,55 @@ func ParseRevokeServiceAccountKeyResponse(rsp *http.Response) (*RevokeServiceAcc
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
 			Data ApiKey `json:"data"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeleteSubjectResponse parses an HTTP response from a DeleteSubjectWithResponse call
+func ParseDeleteSubjectResponse(rsp *http.Response) (*DeleteSubjectResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteSubjectResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Data SubjectDeletion `json:"data"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
