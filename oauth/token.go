@@ -71,8 +71,8 @@ func (p *Provider) Token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if gt := r.PostForm.Get("grant_type"); gt != "" && !grantTypes[gt] {
-		p.WriteAccessError(ctx, w, nil, fosite.ErrUnsupportedGrantType.WithHintf(
-			"The grant type '%s' is not supported; use authorization_code, refresh_token or client_credentials.", gt))
+		p.WriteAccessError(ctx, w, nil, fosite.ErrUnsupportedGrantType.WithHint(
+			"Supported grant types: authorization_code, refresh_token and client_credentials."))
 		return
 	}
 	session := NewSession("")
