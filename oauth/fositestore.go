@@ -24,6 +24,15 @@ import (
 // Session.GrantedAt, carried unchanged through every rotation.
 const MaxRefreshGrantAge = 90 * 24 * time.Hour
 
+// PurgeGrace is how long a code or token row is kept after it expires: a used code or a
+// rotated refresh token stays recognisable (its replay revokes its grant) for this long past
+// its expiry, then it is deleted (a replay is refused either way).
+const PurgeGrace = 24 * time.Hour
+
+// purgePerWrite is how many long-expired rows each write removes (two per row written keeps up
+// with any issuing rate).
+const purgePerWrite = 2
+
 // FositeStore is fosite's storage over package store: the client manager (OIDC clients) and
 // every grant-state interface the composed handlers need, all in the oauth_tokens table.
 //
@@ -235,7 +244,16 @@ func (f *FositeStore) create(ctx context.Context, kind, signature, accessSignatu
 		RequestedAudience: lists[2], GrantedAudience: lists[3], Form: form.Encode(), Session: session,
 		AccessSignature: accessSignature, RequestedAt: r.GetRequestedAt(), ExpiresAt: expires,
 	}
-	return f.write(ctx, func(tx *store.Tx) error { return tx.CreateOAuthToken(ctx, row) })
+	return f.write(ctx, func(tx *store.Tx) error {
+		if err := tx.CreateOAuthToken(ctx, row); err != nil {
+			return err
+		}
+		// Amortised purge: each stored row removes up to purgePerWrite rows that expired more
+		// than PurgeGrace ago, so the table stays bounded by what is live (plus the grace)
+		// without a background job, at the cost of one statement in a transaction already open.
+		_, err := tx.DeleteExpiredOAuthTokens(ctx, f.clock().Add(-PurgeGrace), purgePerWrite)
+		return err
+	})
 }
 
 func tokenTypeOf(kind string) fosite.TokenType {

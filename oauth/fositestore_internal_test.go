@@ -19,28 +19,7 @@ func TestRefreshAbsoluteLifetime(t *testing.T) {
 	for _, b := range storetest.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
-			st := b.Open(t)
-			client := store.OIDCClient{Name: "RP", Type: store.OIDCClientSPA, RedirectURIs: []string{"https://rp.example.com/cb"},
-				GrantTypes: []string{"authorization_code", "refresh_token"}, Scopes: []string{"openid", "offline_access"}}
-			err := st.InTx(ctx, func(tx *store.Tx) error {
-				u := store.User{Name: "Owner", Email: "owner@example.com"}
-				if err := tx.CreateUser(ctx, &u, ""); err != nil {
-					return err
-				}
-				org := store.Organization{Name: "Acme", Slug: "acme"}
-				if _, err := tx.CreateOrganization(ctx, &org, u.ID); err != nil {
-					return err
-				}
-				p := store.Project{OrganizationID: org.ID, Name: "RP", Slug: "rp"}
-				if err := tx.CreateProject(ctx, &p); err != nil {
-					return err
-				}
-				client.ProjectID = p.ID
-				return tx.CreateOIDCClient(ctx, &client)
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			st, client := internalStore(t, b)
 			fs := NewFositeStore(st)
 			c, err := fs.GetClient(ctx, client.ID)
 			if err != nil {
@@ -64,5 +43,75 @@ func TestRefreshAbsoluteLifetime(t *testing.T) {
 				t.Errorf("past 90 days: %v, want fosite.ErrNotFound", err)
 			}
 		})
+	}
+}
+
+// internalStore opens a store with one public client.
+func internalStore(t *testing.T, b storetest.Backend) (*store.Store, store.OIDCClient) {
+	t.Helper()
+	ctx := context.Background()
+	st := b.Open(t)
+	client := store.OIDCClient{Name: "RP", Type: store.OIDCClientSPA, RedirectURIs: []string{"https://rp.example.com/cb"},
+		GrantTypes: []string{"authorization_code", "refresh_token"}, Scopes: []string{"openid", "offline_access"}}
+	err := st.InTx(ctx, func(tx *store.Tx) error {
+		u := store.User{Name: "Owner", Email: "owner@example.com"}
+		if err := tx.CreateUser(ctx, &u, ""); err != nil {
+			return err
+		}
+		org := store.Organization{Name: "Acme", Slug: "acme"}
+		if _, err := tx.CreateOrganization(ctx, &org, u.ID); err != nil {
+			return err
+		}
+		p := store.Project{OrganizationID: org.ID, Name: "RP", Slug: "rp"}
+		if err := tx.CreateProject(ctx, &p); err != nil {
+			return err
+		}
+		client.ProjectID = p.ID
+		return tx.CreateOIDCClient(ctx, &client)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, client
+}
+
+// TestWritesPurgeExpiredRows: storing a row removes rows that expired more than PurgeGrace ago
+// and keeps younger ones.
+func TestWritesPurgeExpiredRows(t *testing.T) {
+	st, client := internalStore(t, storetest.Backends(t)[0])
+	ctx := context.Background()
+	old := func(sig string, expired time.Duration) store.OAuthToken {
+		return store.OAuthToken{Kind: store.OAuthAccess, Signature: sig, RequestID: "old", ClientID: client.ID, Active: true,
+			Scopes: "[]", GrantedScopes: "[]", RequestedAudience: "[]", GrantedAudience: "[]",
+			RequestedAt: time.Now().Add(-expired - time.Hour), ExpiresAt: time.Now().Add(-expired)}
+	}
+	err := st.InTx(ctx, func(tx *store.Tx) error {
+		for _, tok := range []store.OAuthToken{old("stale", PurgeGrace+time.Minute), old("recent", PurgeGrace-time.Minute)} {
+			if err := tx.CreateOAuthToken(ctx, tok); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := NewFositeStore(st)
+	c, err := fs.GetClient(ctx, client.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess := NewSession("usr_1")
+	sess.SetExpiresAt(fosite.AccessToken, time.Now().Add(time.Hour))
+	if err := fs.CreateAccessTokenSession(ctx, "new", &fosite.Request{ID: "req", RequestedAt: time.Now(), Client: c, Session: sess}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.OAuthToken(ctx, store.OAuthAccess, "stale"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("row expired past the grace: %v, want purged", err)
+	}
+	for _, sig := range []string{"recent", "new"} {
+		if _, err := st.OAuthToken(ctx, store.OAuthAccess, sig); err != nil {
+			t.Errorf("%s: %v, want kept", sig, err)
+		}
 	}
 }

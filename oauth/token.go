@@ -71,8 +71,8 @@ func (p *Provider) Token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if gt := r.PostForm.Get("grant_type"); gt != "" && !grantTypes[gt] {
-		p.WriteAccessError(ctx, w, nil, fosite.ErrUnsupportedGrantType.WithHintf(
-			"The grant type '%s' is not supported; use authorization_code, refresh_token or client_credentials.", gt))
+		p.WriteAccessError(ctx, w, nil, fosite.ErrUnsupportedGrantType.WithHint(
+			"Supported grant types: authorization_code, refresh_token and client_credentials."))
 		return
 	}
 	session := NewSession("")
@@ -106,10 +106,12 @@ func (p *Provider) Token(w http.ResponseWriter, r *http.Request) {
 			// A concurrent redemption of the same code won (FositeStore.InvalidateAuthorizeCodeSession);
 			// fosite reports it as server_error.
 			err = fosite.ErrInvalidGrant.WithHint("The authorization code has already been used.").WithWrap(err)
-		case ar.GetGrantTypes().ExactOne("refresh_token") && errors.Is(err, fosite.ErrInactiveToken):
-			// A concurrent refresh with the same token rotated it first (FositeStore.RotateRefreshToken):
-			// that is reuse too, so the family goes, as fosite does for a sequential reuse
-			// (which it answers invalid_grant; for this race it would say invalid_request).
+		case ar.GetGrantTypes().ExactOne("refresh_token") &&
+			(errors.Is(err, fosite.ErrInactiveToken) || errors.Is(err, fosite.ErrNotFound)):
+			// A concurrent refresh with the same token rotated it first (FositeStore.RotateRefreshToken
+			// finds it inactive), or a reuse detected meanwhile deleted it (not found): that is reuse
+			// too, so the family goes, as fosite does for a sequential reuse (which it answers
+			// invalid_grant; for this race it would say invalid_request).
 			if rerr := p.revokeFamily(ctx, ar.GetID()); rerr != nil {
 				err = rerr
 				break

@@ -216,3 +216,17 @@ func (tx *Tx) execCount(ctx context.Context, op, query string, args ...any) (int
 	}
 	return n, nil
 }
+
+// DeleteExpiredOAuthTokens deletes at most limit rows (of any kind) whose ExpiresAt is before
+// before, and returns how many it deleted. Callers pass a time well in the past (a used code
+// or a rotated refresh token is kept so that its replay is recognised; once it has expired a
+// replay is refused anyway) and call again while it returns limit.
+func (tx *Tx) DeleteExpiredOAuthTokens(ctx context.Context, before time.Time, limit int) (int64, error) {
+	if limit <= 0 {
+		return 0, fmt.Errorf("store: delete expired oauth tokens: %w: limit must be positive", ErrInvalid)
+	}
+	return tx.execCount(ctx, "delete expired oauth tokens",
+		`DELETE FROM oauth_tokens WHERE (kind, signature) IN
+			(SELECT kind, signature FROM oauth_tokens WHERE expires_at < ? ORDER BY expires_at LIMIT ?)`,
+		sqlTime(before.UTC().Truncate(time.Microsecond)), limit)
+}

@@ -17,6 +17,7 @@ func runOAuthTokens(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("ByRequest", func(t *testing.T) { testOAuthTokenByRequest(t, open) })
 	t.Run("BeginCommitRollback", func(t *testing.T) { testOAuthTokenBegin(t, open) })
 	t.Run("ConcurrentDeactivate", func(t *testing.T) { testOAuthTokenConcurrentDeactivate(t, open) })
+	t.Run("DeleteExpired", func(t *testing.T) { testOAuthTokenDeleteExpired(t, open) })
 }
 
 func oauthToken(kind, sig, requestID string) store.OAuthToken {
@@ -246,5 +247,48 @@ func testOAuthTokenConcurrentDeactivate(t *testing.T, open func(t *testing.T) *s
 	wg.Wait()
 	if n := wins.Load(); n != 1 {
 		t.Errorf("%d winners, want 1", n)
+	}
+}
+
+func testOAuthTokenDeleteExpired(t *testing.T, open func(t *testing.T) *store.Store) {
+	s := open(t)
+	ctx := testContext(t)
+	t0 := time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
+	var tokens []store.OAuthToken
+	for i, sig := range []string{"e1", "e2", "e3", "live"} {
+		tok := oauthToken(store.OAuthAccess, sig, "req")
+		tok.ExpiresAt = t0.Add(time.Duration(i) * time.Minute)
+		tokens = append(tokens, tok)
+	}
+	createOAuthTokens(t, s, tokens...)
+	purge := func(limit int) int64 {
+		var n int64
+		err := s.InTx(ctx, func(tx *store.Tx) (err error) {
+			n, err = tx.DeleteExpiredOAuthTokens(ctx, t0.Add(3*time.Minute), limit)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := purge(2); n != 2 {
+		t.Errorf("first batch deleted %d, want 2", n)
+	}
+	if _, err := s.OAuthToken(ctx, store.OAuthAccess, "e3"); err != nil {
+		t.Errorf("the batch should take the oldest first: e3 %v", err)
+	}
+	if n := purge(2); n != 1 {
+		t.Errorf("second batch deleted %d, want 1", n)
+	}
+	if _, err := s.OAuthToken(ctx, store.OAuthAccess, "live"); err != nil {
+		t.Errorf("unexpired row: %v", err)
+	}
+	err := s.InTx(ctx, func(tx *store.Tx) error {
+		_, err := tx.DeleteExpiredOAuthTokens(ctx, t0, 0)
+		return err
+	})
+	if !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("limit 0: %v, want ErrInvalid", err)
 	}
 }
