@@ -544,10 +544,10 @@ func TestOAuthEndSession(t *testing.T) {
 		br := newBrowser(t, env.url)
 		br.signIn(t, ada.Email, "password-"+ada.Email)
 
-		br.get("/api/auth/oauth2/end-session?" + url.Values{"client_id": {env.web.ID},
+		br.get("/api/auth/oauth2/end-session?"+url.Values{"client_id": {env.web.ID},
 			"post_logout_redirect_uri": {"https://evil.example/"}}.Encode()).
 			wantPage(t, "unregistered post-logout URI", http.StatusBadRequest, "not registered")
-		br.get("/api/auth/oauth2/end-session?" + url.Values{"id_token_hint": {"not.a.token"},
+		br.get("/api/auth/oauth2/end-session?"+url.Values{"id_token_hint": {"not.a.token"},
 			"post_logout_redirect_uri": {"https://shop.example.com/"}}.Encode()).
 			wantPage(t, "invalid hint with a redirect", http.StatusBadRequest, "not registered")
 
