@@ -442,7 +442,24 @@ func (b *browserProvider) consentDecision(w http.ResponseWriter, r *http.Request
 		return
 	}
 	consent := store.OAuthConsent{UserID: user.ID, ClientID: ar.GetClient().GetID(), Scopes: ar.GetRequestedScopes()}
-	if err := b.s.store.InTx(ctx, func(tx *store.Tx) error { return tx.GrantOAuthConsent(ctx, &consent) }); err != nil {
+	client, err := b.s.store.OIDCClientByID(ctx, consent.ClientID)
+	if err != nil {
+		b.authorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
+		return
+	}
+	err = b.s.store.InTx(ctx, func(tx *store.Tx) error {
+		if err := tx.GrantOAuthConsent(ctx, &consent); err != nil {
+			return err
+		}
+		meta := requestMetaFrom(ctx)
+		return tx.AppendAudit(ctx, &store.AuditEntry{
+			ActorType: store.ActorUser, ActorID: user.ID, Action: "oauth_consent.grant",
+			TargetType: "oidc_client", TargetID: consent.ClientID, OrganizationID: client.OrganizationID, ProjectID: client.ProjectID,
+			RequestID: meta.ID, IPAddress: meta.IP, UserAgent: meta.UserAgent,
+			Metadata: map[string]any{"scopes": consent.Scopes},
+		})
+	})
+	if err != nil {
 		b.authorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
 		return
 	}

@@ -271,6 +271,20 @@ func TestOAuthAuthorizationCodeFlow(t *testing.T) {
 			t.Fatalf("authorization response %v; want code, state %q and iss %q", q, state, env.url)
 		}
 
+		// The consent is recorded and audited as the user's act.
+		if got, err := env.app.store.OAuthConsents(ctx, ada.ID, shop.ID); err != nil || len(got) != 1 || len(got[0].Scopes) != 8 {
+			t.Errorf("recorded consents %v %v; want one with the eight scopes", got, err)
+		}
+		entries, err := env.app.store.ListAudit(ctx, store.AuditFilter{ProjectID: env.project.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(entries, func(e store.AuditEntry) bool {
+			return e.Action == "oauth_consent.grant" && e.ActorType == store.ActorUser && e.ActorID == ada.ID && e.TargetID == shop.ID
+		}) {
+			t.Errorf("no oauth_consent.grant audit row by %s for %s", ada.ID, shop.ID)
+		}
+
 		// The code exchange (x/oauth2 with the PKCE verifier).
 		tok, err := cfg.Exchange(ctx, q.Get("code"), oauth2.VerifierOption(verifier))
 		if err != nil {
