@@ -230,11 +230,7 @@ func (b *browserProvider) signInPage(w http.ResponseWriter, r *http.Request, cli
 			q.Set("prompt", strings.Join(rest, " "))
 		}
 	}
-	status := http.StatusOK
-	if message != "" {
-		status = http.StatusUnauthorized
-	}
-	oauth.RenderPage(w, status, oauth.PageSignIn, oauth.Page{
+	oauth.RenderPage(w, http.StatusOK, oauth.PageSignIn, oauth.Page{
 		Title: "Sign in", Action: "/api/auth/sign-in/email", Error: message, Email: r.Form.Get("login_hint"),
 		CallbackURL: oauth.AuthorizePath + "?" + q.Encode(), ClientName: clientName,
 	})

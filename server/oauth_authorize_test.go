@@ -208,8 +208,18 @@ func TestOAuthAuthorizationCodeFlow(t *testing.T) {
 		if err != nil {
 			t.Fatalf("discovery: %v", err)
 		}
-		if provider.Endpoint().AuthURL != env.url+"/api/auth/oauth2/authorize" {
-			t.Errorf("authorization endpoint %q", provider.Endpoint().AuthURL)
+		var meta struct {
+			Userinfo   string   `json:"userinfo_endpoint"`
+			EndSession string   `json:"end_session_endpoint"`
+			Prompts    []string `json:"prompt_values_supported"`
+			Iss        bool     `json:"authorization_response_iss_parameter_supported"`
+		}
+		if err := provider.Claims(&meta); err != nil {
+			t.Fatal(err)
+		}
+		if provider.Endpoint().AuthURL != env.url+"/api/auth/oauth2/authorize" || meta.Userinfo != env.url+"/api/auth/oauth2/userinfo" ||
+			meta.EndSession != env.url+"/api/auth/oauth2/end-session" || !slices.Equal(meta.Prompts, []string{"none", "login", "consent"}) || !meta.Iss {
+			t.Errorf("discovery: authorization endpoint %q, %+v", provider.Endpoint().AuthURL, meta)
 		}
 		cfg := oauth2.Config{ClientID: shop.ID, ClientSecret: secret, Endpoint: provider.Endpoint(),
 			RedirectURL: "https://shop.example.com/cb",
@@ -230,7 +240,7 @@ func TestOAuthAuthorizationCodeFlow(t *testing.T) {
 		// A wrong password comes back to the sign-in page with a message.
 		bad := br.post("/api/auth/sign-in/email", url.Values{"email": {ada.Email}, "password": {"wrong-password"}, "callbackURL": {callback}}, env.url)
 		again := br.get(bad.location().String())
-		again.wantPage(t, "sign-in page after a failure", http.StatusUnauthorized, "The email or password is not correct.")
+		again.wantPage(t, "sign-in page after a failure", http.StatusOK, "The email or password is not correct.")
 		if got := again.hidden(t, "callbackURL"); got != callback {
 			t.Errorf("callbackURL after a failure %q, want %q", got, callback)
 		}

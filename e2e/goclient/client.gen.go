@@ -2179,9 +2179,10 @@ type ClientInterface interface {
 	// With a valid `id_token_hint` (signed by one of the published keys, issued here; it may
 	// have expired) the browser session of that user is ended and, when
 	// `post_logout_redirect_uri` equals one of the hinted client's registered post-logout URIs
-	// exactly, the browser is sent there (303) with `state`. Without a valid hint a logout
-	// confirmation page is shown; an unregistered `post_logout_redirect_uri` gets the error
-	// page, never a redirect.
+	// exactly, the browser is sent there (303) with `state`; otherwise the signed-out page is
+	// shown. Without a valid hint for the signed-in user a logout confirmation page is shown
+	// (a `post_logout_redirect_uri` then needs `client_id` to be checked against). An
+	// unregistered `post_logout_redirect_uri` gets the error page, never a redirect.
 	//
 	// Corresponds with GET /api/auth/oauth2/end-session (the `GetOauth2EndSession` operationId).
 	GetOauth2EndSession(ctx context.Context, params *GetOauth2EndSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3553,9 +3554,10 @@ func (c *Client) PostOauth2ConsentWithFormdataBody(ctx context.Context, body Pos
 // With a valid `id_token_hint` (signed by one of the published keys, issued here; it may
 // have expired) the browser session of that user is ended and, when
 // `post_logout_redirect_uri` equals one of the hinted client's registered post-logout URIs
-// exactly, the browser is sent there (303) with `state`. Without a valid hint a logout
-// confirmation page is shown; an unregistered `post_logout_redirect_uri` gets the error
-// page, never a redirect.
+// exactly, the browser is sent there (303) with `state`; otherwise the signed-out page is
+// shown. Without a valid hint for the signed-in user a logout confirmation page is shown
+// (a `post_logout_redirect_uri` then needs `client_id` to be checked against). An
+// unregistered `post_logout_redirect_uri` gets the error page, never a redirect.
 //
 // Corresponds with GET /api/auth/oauth2/end-session (the `GetOauth2EndSession` operationId).
 func (c *Client) GetOauth2EndSession(ctx context.Context, params *GetOauth2EndSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -10035,9 +10037,10 @@ type ClientWithResponsesInterface interface {
 	// With a valid `id_token_hint` (signed by one of the published keys, issued here; it may
 	// have expired) the browser session of that user is ended and, when
 	// `post_logout_redirect_uri` equals one of the hinted client's registered post-logout URIs
-	// exactly, the browser is sent there (303) with `state`. Without a valid hint a logout
-	// confirmation page is shown; an unregistered `post_logout_redirect_uri` gets the error
-	// page, never a redirect.
+	// exactly, the browser is sent there (303) with `state`; otherwise the signed-out page is
+	// shown. Without a valid hint for the signed-in user a logout confirmation page is shown
+	// (a `post_logout_redirect_uri` then needs `client_id` to be checked against). An
+	// unregistered `post_logout_redirect_uri` gets the error page, never a redirect.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -17356,9 +17359,10 @@ func (c *ClientWithResponses) PostOauth2ConsentWithFormdataBodyWithResponse(ctx 
 // With a valid `id_token_hint` (signed by one of the published keys, issued here; it may
 // have expired) the browser session of that user is ended and, when
 // `post_logout_redirect_uri` equals one of the hinted client's registered post-logout URIs
-// exactly, the browser is sent there (303) with `state`. Without a valid hint a logout
-// confirmation page is shown; an unregistered `post_logout_redirect_uri` gets the error
-// page, never a redirect.
+// exactly, the browser is sent there (303) with `state`; otherwise the signed-out page is
+// shown. Without a valid hint for the signed-in user a logout confirmation page is shown
+// (a `post_logout_redirect_uri` then needs `client_id` to be checked against). An
+// unregistered `post_logout_redirect_uri` gets the error page, never a redirect.
 //
 // Returns a wrapper object for the known response body format(s).
 //
