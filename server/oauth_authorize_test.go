@@ -193,7 +193,30 @@ func TestOAuthAuthorizationCodeFlow(t *testing.T) {
 			if _, err := tx.AddMember(ctx, orgID, ada.ID, RoleDeveloper); err != nil {
 				return err
 			}
-			return tx.CreateRoleBinding(ctx, &store.RoleBinding{ProjectID: env.project.ID, RoleID: roles[0].ID,
+			if err := tx.CreateRoleBinding(ctx, &store.RoleBinding{ProjectID: env.project.ID, RoleID: roles[0].ID,
+				PrincipalType: store.PrincipalUser, PrincipalID: ada.ID}); err != nil {
+				return err
+			}
+			// An expired binding in the client's project and a binding in another project do
+			// not count.
+			expired := store.ProjectRole{ProjectID: env.project.ID, Name: "Former", Slug: "former"}
+			if err := tx.CreateProjectRole(ctx, &expired); err != nil {
+				return err
+			}
+			past := time.Now().Add(-time.Hour)
+			if err := tx.CreateRoleBinding(ctx, &store.RoleBinding{ProjectID: env.project.ID, RoleID: expired.ID,
+				PrincipalType: store.PrincipalUser, PrincipalID: ada.ID, ExpiresAt: &past}); err != nil {
+				return err
+			}
+			elsewhere := store.Project{OrganizationID: orgID, Name: "Elsewhere", Slug: "elsewhere"}
+			if err := tx.CreateProject(ctx, &elsewhere); err != nil {
+				return err
+			}
+			foreign := store.ProjectRole{ProjectID: elsewhere.ID, Name: "Foreign", Slug: "foreign-role"}
+			if err := tx.CreateProjectRole(ctx, &foreign); err != nil {
+				return err
+			}
+			return tx.CreateRoleBinding(ctx, &store.RoleBinding{ProjectID: elsewhere.ID, RoleID: foreign.ID,
 				PrincipalType: store.PrincipalUser, PrincipalID: ada.ID})
 		})
 		if err != nil {
@@ -495,6 +518,9 @@ func TestOAuthAuthorizeErrors(t *testing.T) {
 		redirected("prompt=none without a session", anonymous, authorizeURL(env.url, shop.ID, cb, challenge, "prompt", "none"), "login_required")
 		redirected("prompt=none without consent", br, authorizeURL(env.url, shop.ID, cb, challenge, "prompt", "none"), "consent_required")
 		redirected("repeated scope", br, authorizeURL(env.url, shop.ID, cb, challenge)+"&scope=email", "invalid_request")
+		// The authorization request as a form post behaves as the GET.
+		form, _ := url.Parse(authorizeURL(env.url, shop.ID, cb, challenge))
+		br.post("/api/auth/oauth2/authorize", form.Query(), "").redirectParams(t, "form post", "/api/auth/oauth2/consent?")
 		// Unknown parameters are ignored.
 		res := br.get(authorizeURL(env.url, shop.ID, cb, challenge, "x-unknown", "1"))
 		res.redirectParams(t, "unknown parameter", "/api/auth/oauth2/consent?")
