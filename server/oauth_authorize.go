@@ -90,6 +90,10 @@ func (b *browserProvider) authorize(w http.ResponseWriter, r *http.Request) {
 		b.authorizeError(w, ar, fosite.ErrInvalidRequest.WithHintf("The parameter '%s' is repeated.", repeated))
 		return
 	}
+	if !slices.Contains(ar.GetClient().GetGrantTypes(), "authorization_code") {
+		b.authorizeError(w, ar, fosite.ErrUnauthorizedClient.WithHint("The client may not use the authorization code grant."))
+		return
+	}
 	if err := checkAuthorizeParams(r.Form); err != nil {
 		b.authorizeError(w, ar, err)
 		return

@@ -518,6 +518,12 @@ func TestOAuthAuthorizeErrors(t *testing.T) {
 		redirected("prompt=none without a session", anonymous, authorizeURL(env.url, shop.ID, cb, challenge, "prompt", "none"), "login_required")
 		redirected("prompt=none without consent", br, authorizeURL(env.url, shop.ID, cb, challenge, "prompt", "none"), "consent_required")
 		redirected("repeated scope", br, authorizeURL(env.url, shop.ID, cb, challenge)+"&scope=email", "invalid_request")
+		// A client without the authorization_code grant is refused.
+		machine, raw := env.create(t, `{"name":"Machine","type":"web","redirectUris":["https://shop.example.com/cb"],"grantTypes":["client_credentials"],"scopes":["openid"]}`)
+		if machine.ID == "" {
+			t.Fatalf("create a client_credentials client: %s", raw)
+		}
+		redirected("client without authorization_code", br, authorizeURL(env.url, machine.ID, cb, challenge, "scope", "openid"), "unauthorized_client")
 		// The authorization request as a form post behaves as the GET.
 		form, _ := url.Parse(authorizeURL(env.url, shop.ID, cb, challenge))
 		br.post("/api/auth/oauth2/authorize", form.Query(), "").redirectParams(t, "form post", "/api/auth/oauth2/consent?")
