@@ -623,3 +623,48 @@ func TestOAuthEndSession(t *testing.T) {
 		br.get("/api/auth/oauth2/end-session").wantPage(t, "signed out", http.StatusOK, "Signed out")
 	})
 }
+
+// TestSignInFormPost: /api/auth/sign-in/email answers a browser's form post with a
+// callbackURL by 303 (success, or back with login_error), keeps JSON answers for JSON clients,
+// and never redirects to an untrusted callbackURL.
+func TestSignInFormPost(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
+		env := newProviderEnv(t, b)
+		ada := env.app.newUser(t, "Ada Lovelace", "ada-form@example.com")
+		br := newBrowser(t, env.url)
+		const cb = "/api/auth/oauth2/authorize?client_id=x"
+
+		// A JSON client (Accept: application/json) posting a form still gets better-auth's JSON.
+		req, _ := http.NewRequest("POST", env.url+"/api/auth/sign-in/email", strings.NewReader(url.Values{
+			"email": {ada.Email}, "password": {"password-" + ada.Email}, "callbackURL": {cb}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Accept", "application/json")
+		req.Header.Set("Origin", env.url)
+		if res := br.do(req); res.status != http.StatusOK || !strings.Contains(res.body, `"redirect":true`) || !strings.Contains(res.body, `"url":"`+cb+`"`) {
+			t.Errorf("JSON client: %d %s", res.status, res.body)
+		}
+		// An untrusted callbackURL is refused, not followed.
+		res := br.post("/api/auth/sign-in/email", url.Values{"email": {ada.Email}, "password": {"password-" + ada.Email},
+			"callbackURL": {"https://evil.example/steal"}}, env.url)
+		if res.status != http.StatusForbidden || res.header.Get("Location") != "" {
+			t.Errorf("untrusted callbackURL: %d %v", res.status, res.header)
+		}
+		// Wrong passwords: back with invalid_credentials, then too_many_attempts once throttled.
+		var codes []string
+		for range 6 {
+			res := br.post("/api/auth/sign-in/email", url.Values{"email": {ada.Email}, "password": {"wrong-password"}, "callbackURL": {cb}}, env.url)
+			codes = append(codes, res.redirectParams(t, "failed sign-in", "/api/auth/oauth2/authorize?").Get("login_error"))
+		}
+		want := []string{"invalid_credentials", "invalid_credentials", "invalid_credentials", "invalid_credentials", "invalid_credentials", "too_many_attempts"}
+		if !slices.Equal(codes, want) {
+			t.Errorf("login_error sequence %v; want %v", codes, want)
+		}
+		// The sign-in page shows the matching message and does not forward the flag.
+		page := newBrowser(t, env.url).get(authorizeURL(env.url, env.web.ID, "https://shop.example.com/cb",
+			oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier()), "login_error", "too_many_attempts"))
+		page.wantPage(t, "throttled sign-in page", http.StatusOK, "Too many failed attempts")
+		if strings.Contains(page.hidden(t, "callbackURL"), "login_error") {
+			t.Errorf("the callbackURL forwards login_error: %q", page.hidden(t, "callbackURL"))
+		}
+	})
+}
