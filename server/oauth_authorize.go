@@ -122,7 +122,9 @@ func (b *browserProvider) authorize(w http.ResponseWriter, r *http.Request) {
 		b.signInPage(w, r, client.Name)
 		return
 	}
-	if !client.SkipConsent {
+	// prompt=consent asks every client's user, skipConsent clients' too; otherwise
+	// skipConsent clients never ask and the others ask unless a consent covers the scopes.
+	if !client.SkipConsent || prompts["consent"] {
 		covered := false
 		if !prompts["consent"] {
 			consents, err := b.s.store.OAuthConsents(ctx, user.ID, client.ID)
@@ -445,6 +447,11 @@ func (b *browserProvider) consentDecision(w http.ResponseWriter, r *http.Request
 	client, err := b.s.store.OIDCClientByID(ctx, consent.ClientID)
 	if err != nil {
 		b.authorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
+		return
+	}
+	if client.SkipConsent {
+		// Asked because of prompt=consent; skipConsent clients keep no consent rows.
+		b.grant(ctx, w, ar, sess, user)
 		return
 	}
 	err = b.s.store.InTx(ctx, func(tx *store.Tx) error {

@@ -577,6 +577,14 @@ func TestOAuthAuthorizeErrors(t *testing.T) {
 		if _, err := webCfg.Exchange(ctx, q.Get("code")); err == nil || !strings.Contains(err.Error(), `"invalid_request"`) {
 			t.Errorf("exchange without a verifier: %v; want invalid_request", err)
 		}
+		// prompt=consent asks even for a skipConsent client; accepting writes no consent row.
+		res = br.get(authorizeURL(env.url, env.web.ID, cb, challenge, "prompt", "consent"))
+		res.redirectParams(t, "prompt=consent, skipConsent client", "/api/auth/oauth2/consent?")
+		consent = br.get("/api/auth/oauth2/consent?" + res.location().RawQuery)
+		res = br.post("/api/auth/oauth2/consent", url.Values{"consent_challenge": {consent.hidden(t, "consent_challenge")}, "decision": {"accept"}}, env.url)
+		if q := res.redirectParams(t, "prompt=consent accepted", cb+"?"); q.Get("code") == "" {
+			t.Errorf("prompt=consent accepted: %v", q)
+		}
 		if n, _ := env.app.store.OAuthConsents(ctx, ada.ID, env.web.ID); len(n) != 0 {
 			t.Errorf("a skipConsent client wrote consent rows: %v", n)
 		}

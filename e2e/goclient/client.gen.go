@@ -2118,7 +2118,8 @@ type ClientInterface interface {
 	// sign-in page is shown (200 HTML; `login_hint` fills in the email); with `prompt=none`
 	// that is `login_required` instead. When the user has not consented to the client and
 	// the scopes (or `prompt=consent`), the browser is sent to the consent page; with
-	// `prompt=none` that is `consent_required`. `skipConsent` clients never ask.
+	// `prompt=none` that is `consent_required`. `skipConsent` clients ask only with
+	// `prompt=consent` (and keep no consent rows).
 	//
 	// Corresponds with GET /api/auth/oauth2/authorize (the `GetOauth2Authorize` operationId).
 	GetOauth2Authorize(ctx context.Context, params *GetOauth2AuthorizeParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3433,7 +3434,8 @@ func (c *Client) ListSessions(ctx context.Context, reqEditors ...RequestEditorFn
 // sign-in page is shown (200 HTML; `login_hint` fills in the email); with `prompt=none`
 // that is `login_required` instead. When the user has not consented to the client and
 // the scopes (or `prompt=consent`), the browser is sent to the consent page; with
-// `prompt=none` that is `consent_required`. `skipConsent` clients never ask.
+// `prompt=none` that is `consent_required`. `skipConsent` clients ask only with
+// `prompt=consent` (and keep no consent rows).
 //
 // Corresponds with GET /api/auth/oauth2/authorize (the `GetOauth2Authorize` operationId).
 func (c *Client) GetOauth2Authorize(ctx context.Context, params *GetOauth2AuthorizeParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -9972,7 +9974,8 @@ type ClientWithResponsesInterface interface {
 	// sign-in page is shown (200 HTML; `login_hint` fills in the email); with `prompt=none`
 	// that is `login_required` instead. When the user has not consented to the client and
 	// the scopes (or `prompt=consent`), the browser is sent to the consent page; with
-	// `prompt=none` that is `consent_required`. `skipConsent` clients never ask.
+	// `prompt=none` that is `consent_required`. `skipConsent` clients ask only with
+	// `prompt=consent` (and keep no consent rows).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -17258,7 +17261,8 @@ func (c *ClientWithResponses) ListSessionsWithResponse(ctx context.Context, reqE
 // sign-in page is shown (200 HTML; `login_hint` fills in the email); with `prompt=none`
 // that is `login_required` instead. When the user has not consented to the client and
 // the scopes (or `prompt=consent`), the browser is sent to the consent page; with
-// `prompt=none` that is `consent_required`. `skipConsent` clients never ask.
+// `prompt=none` that is `consent_required`. `skipConsent` clients ask only with
+// `prompt=consent` (and keep no consent rows).
 //
 // Returns a wrapper object for the known response body format(s).
 //
