@@ -5307,6 +5307,26 @@ func (response SignInEmail200JSONResponse) VisitSignInEmailResponse(w http.Respo
 	return err
 }
 
+type SignInEmail303ResponseHeaders struct {
+	Location  *string
+	SetCookie *string
+}
+
+type SignInEmail303Response struct {
+	Headers SignInEmail303ResponseHeaders
+}
+
+func (response SignInEmail303Response) VisitSignInEmailResponse(w http.ResponseWriter) error {
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(303)
+	return nil
+}
+
 type SignInEmail400ApplicationProblemPlusJSONResponse struct {
 	AuthBadRequestApplicationProblemPlusJSONResponse
 }

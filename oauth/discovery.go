@@ -8,11 +8,14 @@ import (
 // Metadata is the provider's OpenID Provider Metadata (OpenID Connect Discovery 1.0), also
 // served as OAuth 2.0 authorization server metadata (RFC 8414): one document, one issuer.
 //
-// Only endpoints this instance serves are listed. The authorization endpoint
-// (/api/auth/oauth2/authorize), userinfo (/api/auth/oauth2/userinfo) and end-session
-// (/api/auth/oauth2/end-session) are not built yet; add them here when they are.
+// Only endpoints this instance serves are listed.
 type Metadata struct {
 	Issuer                                     string   `json:"issuer"`
+	AuthorizationEndpoint                      string   `json:"authorization_endpoint"`
+	UserinfoEndpoint                           string   `json:"userinfo_endpoint"`
+	EndSessionEndpoint                         string   `json:"end_session_endpoint"`
+	PromptValuesSupported                      []string `json:"prompt_values_supported"`
+	ClaimsSupported                            []string `json:"claims_supported"`
 	TokenEndpoint                              string   `json:"token_endpoint"`
 	IntrospectionEndpoint                      string   `json:"introspection_endpoint"`
 	RevocationEndpoint                         string   `json:"revocation_endpoint"`
@@ -35,6 +38,11 @@ func (p *Provider) Metadata() Metadata {
 	b := p.baseURL
 	return Metadata{
 		Issuer:                                     b,
+		AuthorizationEndpoint:                      b + AuthorizePath,
+		UserinfoEndpoint:                           b + UserinfoPath,
+		EndSessionEndpoint:                         b + EndSessionPath,
+		PromptValuesSupported:                      []string{"none", "login", "consent"},
+		ClaimsSupported:                            ClaimsSupported,
 		TokenEndpoint:                              b + TokenPath,
 		IntrospectionEndpoint:                      b + IntrospectPath,
 		RevocationEndpoint:                         b + RevokePath,

@@ -182,6 +182,9 @@ type Session struct {
 	// GrantedAt is when the grant was first made; refresh rotations keep it, and
 	// MaxRefreshGrantAge counts from it.
 	GrantedAt time.Time `json:"granted_at"`
+	// OrganizationID is the browser session's active organization when the user authorized
+	// (the userinfo "organization" claim); empty for none and for client credentials.
+	OrganizationID string `json:"organization_id,omitempty"`
 }
 
 // NewSession returns an empty session for subject (may be "" before the grant is known).

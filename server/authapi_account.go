@@ -217,8 +217,17 @@ func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequest
 	if err := s.checkCallbackURL(body.CallbackURL); err != nil {
 		return nil, err
 	}
+	// A browser's form post with a callbackURL (the provider's sign-in page) is answered with
+	// 303 redirects: to the callbackURL, or back to it with login_error on failure.
+	browser := request.FormdataBody != nil && body.CallbackURL != nil && !acceptsJSON(requestMetaFrom(ctx).Accept)
 	user, err := s.checkEmailPassword(ctx, string(body.Email), body.Password)
 	if err != nil {
+		if browser {
+			if code := signInErrorCode(err); code != "" {
+				loc := withQueryParam(*body.CallbackURL, "login_error", code)
+				return gen.SignInEmail303Response{Headers: gen.SignInEmail303ResponseHeaders{Location: &loc}}, nil
+			}
+		}
 		return nil, err
 	}
 	var sess store.Session
@@ -232,6 +241,9 @@ func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequest
 		return nil, err
 	}
 	s.setSessionCookie(ctx, token, sess.RememberMe)
+	if browser {
+		return gen.SignInEmail303Response{Headers: gen.SignInEmail303ResponseHeaders{Location: body.CallbackURL}}, nil
+	}
 	// better-auth answers redirect: true with the callbackURL as url, which its client follows.
 	return gen.SignInEmail200JSONResponse{Body: gen.AuthSignInResponse{
 		Redirect: body.CallbackURL != nil, Token: token, Url: nullableOf(body.CallbackURL), User: toAuthUser(user)}}, nil

@@ -16,6 +16,8 @@ type requestMeta struct {
 	ID        string
 	IP        string
 	UserAgent string
+	// Accept is the request's Accept header (browser form posts get redirects, not JSON).
+	Accept string
 	// DecisionID is the id of the /authorize decision the request made, for the access log.
 	DecisionID string
 	// header is the response's header map: strict handlers set cookies through it.

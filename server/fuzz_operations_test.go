@@ -69,6 +69,8 @@ func (c fuzzCase) String() string {
 type fuzzOperation struct {
 	specOperation
 	auth bool // under /api/auth
+	// protocol: x-surface protocol (OAuth routes), whose errors are RFC 6749 bodies.
+	protocol bool
 }
 
 func fuzzOperations(doc *openapi3.T) []fuzzOperation {
@@ -82,7 +84,7 @@ func fuzzOperations(doc *openapi3.T) []fuzzOperation {
 			if s, _ := operationSurface(op); !answersJSON(op) || s == surfaceProtocol {
 				continue // protocol routes answer RFC 6749 bodies, not problems (oauth_provider_test.go)
 			}
-			ops = append(ops, fuzzOperation{specOperation{method, path, op}, auth})
+			ops = append(ops, fuzzOperation{specOperation{method, path, op}, auth, op.Extensions["x-surface"] == "protocol"})
 		}
 	}
 	sort.Slice(ops, func(i, j int) bool { return ops[i].op.OperationID < ops[j].op.OperationID })
@@ -354,6 +356,30 @@ func fuzzVerdict(c fuzzCase, auth bool, rec *httptest.ResponseRecorder) string {
 	return ""
 }
 
+// protocolVerdict is fuzzVerdict for an OAuth protocol route: an error is an RFC 6749 JSON
+// body ({"error": …}), never a problem.
+func protocolVerdict(c fuzzCase, _ bool, rec *httptest.ResponseRecorder) string {
+	code := rec.Code
+	switch {
+	case code >= 500:
+		return "a 5xx"
+	case c.strict && code < 400:
+		return "not a 4xx for a corrupt request"
+	case code < 400:
+		return ""
+	}
+	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		return fmt.Sprintf("content-type %q, not application/json", ct)
+	}
+	var e struct {
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error == "" {
+		return "not an RFC 6749 error body"
+	}
+	return ""
+}
+
 // TestFuzzOperations walks every operation under /api/v1 and /api/auth in the spec, as an owner
 // with a session cookie (trusted Origin) and as a service account with scope `*`, and sends
 // hostile paths, bad query escapes, wrongly typed, huge and deeply nested bodies, invalid JSON
@@ -411,7 +437,11 @@ func TestFuzzOperations(t *testing.T) {
 					if rec.Code < 400 {
 						ten = nil
 					}
-					if v := fuzzVerdict(c, fo.auth, rec); v != "" {
+					verdict := fuzzVerdict
+					if fo.protocol {
+						verdict = protocolVerdict
+					}
+					if v := verdict(c, fo.auth, rec); v != "" {
 						body := rec.Body.String()
 						if len(body) > 200 {
 							body = body[:200] + "…"

@@ -43,7 +43,7 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 		c.Response().Header().Set(echo.HeaderXRequestID, id)
 		req := c.Request()
 		meta := &requestMeta{
-			ID: id, IP: c.RealIP(), UserAgent: truncate(req.UserAgent(), 512),
+			ID: id, IP: c.RealIP(), UserAgent: truncate(req.UserAgent(), 512), Accept: req.Header.Get(echo.HeaderAccept),
 			header: c.Response().Header(),
 		}
 		ctx, cancel := context.WithTimeout(withRequestMeta(req.Context(), meta), RequestTimeout)

@@ -143,6 +143,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	// Protocol routes: documented in the spec, excluded from the generated interface.
 	e.GET("/.well-known/jwks.json", s.getJWKS)
 	s.routeProvider(e, provider)
+	s.routeBrowserProvider(e, provider)
 	ui := docsui.New("/api/v1/openapi.json")
 	e.GET("/api/v1/docs", ui.Index)
 	e.GET("/docs/api-reference", ui.Index)

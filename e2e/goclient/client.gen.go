@@ -316,6 +316,54 @@ func (e State) Valid() bool {
 	}
 }
 
+// Defines values for GetOauth2AuthorizeParamsResponseType.
+const (
+	Code GetOauth2AuthorizeParamsResponseType = "code"
+)
+
+// Valid indicates whether the value is a known member of the GetOauth2AuthorizeParamsResponseType enum.
+func (e GetOauth2AuthorizeParamsResponseType) Valid() bool {
+	switch e {
+	case Code:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetOauth2AuthorizeParamsCodeChallengeMethod.
+const (
+	S256 GetOauth2AuthorizeParamsCodeChallengeMethod = "S256"
+)
+
+// Valid indicates whether the value is a known member of the GetOauth2AuthorizeParamsCodeChallengeMethod enum.
+func (e GetOauth2AuthorizeParamsCodeChallengeMethod) Valid() bool {
+	switch e {
+	case S256:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PostOauth2ConsentFormdataBodyDecision.
+const (
+	Accept PostOauth2ConsentFormdataBodyDecision = "accept"
+	Deny   PostOauth2ConsentFormdataBodyDecision = "deny"
+)
+
+// Valid indicates whether the value is a known member of the PostOauth2ConsentFormdataBodyDecision enum.
+func (e PostOauth2ConsentFormdataBodyDecision) Valid() bool {
+	switch e {
+	case Accept:
+		return true
+	case Deny:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AuthListMembersParamsSortBy.
 const (
 	AuthListMembersParamsSortByCreatedAt AuthListMembersParamsSortBy = "createdAt"
@@ -901,6 +949,26 @@ type AuthUser struct {
 	UpdatedAt Timestamp `json:"updatedAt"`
 }
 
+// AuthUserinfo OpenID Connect UserInfo claims; which appear depends on the granted scopes.
+type AuthUserinfo struct {
+	Billing       *map[string]interface{} `json:"billing,omitempty"`
+	Email         *string                 `json:"email,omitempty"`
+	EmailVerified *bool                   `json:"email_verified,omitempty"`
+	Entitlements  *[]interface{}          `json:"entitlements,omitempty"`
+	Name          *string                 `json:"name,omitempty"`
+	Organization  nullable.Nullable[struct {
+		Id   *string `json:"id,omitempty"`
+		Role *string `json:"role,omitempty"`
+		Slug *string `json:"slug,omitempty"`
+	}] `json:"organization,omitempty"`
+	Picture nullable.Nullable[string] `json:"picture,omitempty"`
+	Roles   *[]string                 `json:"roles,omitempty"`
+	Sub     string                    `json:"sub"`
+
+	// UpdatedAt Seconds since the epoch.
+	UpdatedAt *int `json:"updated_at,omitempty"`
+}
+
 // AuthorizationDecision defines model for AuthorizationDecision.
 type AuthorizationDecision struct {
 	Allowed    bool   `json:"allowed"`
@@ -1415,6 +1483,65 @@ type GetSessionParams struct {
 	DisableRefresh *string `form:"disableRefresh,omitempty" json:"disableRefresh,omitempty"`
 }
 
+// GetOauth2AuthorizeParams defines parameters for GetOauth2Authorize.
+type GetOauth2AuthorizeParams struct {
+	ResponseType        GetOauth2AuthorizeParamsResponseType        `form:"response_type" json:"response_type"`
+	ClientId            string                                      `form:"client_id" json:"client_id"`
+	RedirectUri         *string                                     `form:"redirect_uri,omitempty" json:"redirect_uri,omitempty"`
+	Scope               *string                                     `form:"scope,omitempty" json:"scope,omitempty"`
+	State               *string                                     `form:"state,omitempty" json:"state,omitempty"`
+	CodeChallenge       string                                      `form:"code_challenge" json:"code_challenge"`
+	CodeChallengeMethod GetOauth2AuthorizeParamsCodeChallengeMethod `form:"code_challenge_method" json:"code_challenge_method"`
+	Nonce               *string                                     `form:"nonce,omitempty" json:"nonce,omitempty"`
+
+	// Prompt `none`, `login`, `consent`, or `login consent`.
+	Prompt    *string `form:"prompt,omitempty" json:"prompt,omitempty"`
+	MaxAge    *int    `form:"max_age,omitempty" json:"max_age,omitempty"`
+	LoginHint *string `form:"login_hint,omitempty" json:"login_hint,omitempty"`
+}
+
+// GetOauth2AuthorizeParamsResponseType defines parameters for GetOauth2Authorize.
+type GetOauth2AuthorizeParamsResponseType string
+
+// GetOauth2AuthorizeParamsCodeChallengeMethod defines parameters for GetOauth2Authorize.
+type GetOauth2AuthorizeParamsCodeChallengeMethod string
+
+// PostOauth2AuthorizeFormdataBody defines parameters for PostOauth2Authorize.
+type PostOauth2AuthorizeFormdataBody = struct {
+}
+
+// GetOauth2ConsentParams defines parameters for GetOauth2Consent.
+type GetOauth2ConsentParams struct {
+	ConsentChallenge string `form:"consent_challenge" json:"consent_challenge"`
+}
+
+// PostOauth2ConsentFormdataBody defines parameters for PostOauth2Consent.
+type PostOauth2ConsentFormdataBody struct {
+	ConsentChallenge string                                `form:"consent_challenge" json:"consent_challenge"`
+	Decision         PostOauth2ConsentFormdataBodyDecision `form:"decision" json:"decision"`
+}
+
+// PostOauth2ConsentFormdataBodyDecision defines parameters for PostOauth2Consent.
+type PostOauth2ConsentFormdataBodyDecision string
+
+// GetOauth2EndSessionParams defines parameters for GetOauth2EndSession.
+type GetOauth2EndSessionParams struct {
+	IdTokenHint           *string `form:"id_token_hint,omitempty" json:"id_token_hint,omitempty"`
+	PostLogoutRedirectUri *string `form:"post_logout_redirect_uri,omitempty" json:"post_logout_redirect_uri,omitempty"`
+	ClientId              *string `form:"client_id,omitempty" json:"client_id,omitempty"`
+	State                 *string `form:"state,omitempty" json:"state,omitempty"`
+}
+
+// PostOauth2EndSessionFormdataBody defines parameters for PostOauth2EndSession.
+type PostOauth2EndSessionFormdataBody struct {
+	LogoutChallenge *string `form:"logout_challenge,omitempty" json:"logout_challenge,omitempty"`
+}
+
+// PostOauth2UserinfoFormdataBody defines parameters for PostOauth2Userinfo.
+type PostOauth2UserinfoFormdataBody struct {
+	AccessToken *string `form:"access_token,omitempty" json:"access_token,omitempty"`
+}
+
 // AuthCheckOrganizationSlugJSONBody defines parameters for AuthCheckOrganizationSlug.
 type AuthCheckOrganizationSlugJSONBody struct {
 	// Slug Lower-case letters, digits and single hyphens.
@@ -1639,6 +1766,15 @@ type CreateServiceAccountKeyJSONBody struct {
 // ChangePasswordJSONRequestBody defines body for ChangePassword for application/json ContentType.
 type ChangePasswordJSONRequestBody ChangePasswordJSONBody
 
+// PostOauth2AuthorizeFormdataRequestBody defines body for PostOauth2Authorize for application/x-www-form-urlencoded ContentType.
+type PostOauth2AuthorizeFormdataRequestBody = PostOauth2AuthorizeFormdataBody
+
+// PostOauth2ConsentFormdataRequestBody defines body for PostOauth2Consent for application/x-www-form-urlencoded ContentType.
+type PostOauth2ConsentFormdataRequestBody PostOauth2ConsentFormdataBody
+
+// PostOauth2EndSessionFormdataRequestBody defines body for PostOauth2EndSession for application/x-www-form-urlencoded ContentType.
+type PostOauth2EndSessionFormdataRequestBody PostOauth2EndSessionFormdataBody
+
 // PostOauth2IntrospectFormdataRequestBody defines body for PostOauth2Introspect for application/x-www-form-urlencoded ContentType.
 type PostOauth2IntrospectFormdataRequestBody = AuthIntrospectionRequest
 
@@ -1647,6 +1783,9 @@ type PostOauth2RevokeFormdataRequestBody = AuthRevocationRequest
 
 // PostOauth2TokenFormdataRequestBody defines body for PostOauth2Token for application/x-www-form-urlencoded ContentType.
 type PostOauth2TokenFormdataRequestBody = AuthTokenRequest
+
+// PostOauth2UserinfoFormdataRequestBody defines body for PostOauth2Userinfo for application/x-www-form-urlencoded ContentType.
+type PostOauth2UserinfoFormdataRequestBody PostOauth2UserinfoFormdataBody
 
 // AuthAcceptInvitationJSONRequestBody defines body for AuthAcceptInvitation for application/json ContentType.
 type AuthAcceptInvitationJSONRequestBody = AuthInvitationIdBody
@@ -1958,6 +2097,110 @@ type ClientInterface interface {
 	// Corresponds with GET /api/auth/list-sessions (the `ListSessions` operationId).
 	ListSessions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetOauth2Authorize Authorization endpoint (RFC 6749 section 4.1, OpenID Connect Core 3.1.2)
+	//
+	// Starts the authorization code flow. Only `response_type=code` exists (`token` and
+	// `id_token` get `unsupported_response_type`), with mandatory S256 PKCE for every client
+	// (`plain` or a missing `code_challenge` is `invalid_request`). `redirect_uri` must equal a
+	// registered URI exactly (RFC 8252 loopback URIs may vary the port); an unknown or disabled
+	// client, or a redirect URI that does not match, gets an HTML error page and is never
+	// redirected. Every other outcome is a 303 to the redirect URI carrying `iss` (RFC 9207)
+	// and `state`, with `code` on success or `error` and `error_description` (RFC 6749 section
+	// 4.1.2.1) on failure. Unknown parameters are ignored; a repeated parameter is
+	// `invalid_request`.
+	//
+	// Without a session (or with `prompt=login`, or a session older than `max_age`) the
+	// sign-in page is shown (200 HTML; `login_hint` fills in the email); with `prompt=none`
+	// that is `login_required` instead. When the user has not consented to the client and
+	// the scopes (or `prompt=consent`), the browser is sent to the consent page; with
+	// `prompt=none` that is `consent_required`. `skipConsent` clients ask only with
+	// `prompt=consent` (and keep no consent rows).
+	//
+	// Corresponds with GET /api/auth/oauth2/authorize (the `GetOauth2Authorize` operationId).
+	GetOauth2Authorize(ctx context.Context, params *GetOauth2AuthorizeParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostOauth2AuthorizeWithBody Authorization endpoint, form post
+	//
+	// The same as the GET, with the parameters in an `application/x-www-form-urlencoded` body.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/oauth2/authorize (the `PostOauth2Authorize` operationId).
+	PostOauth2AuthorizeWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostOauth2AuthorizeWithFormdataBody Authorization endpoint, form post
+	//
+	// The same as the GET, with the parameters in an `application/x-www-form-urlencoded` body.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /api/auth/oauth2/authorize (the `PostOauth2Authorize` operationId).
+	PostOauth2AuthorizeWithFormdataBody(ctx context.Context, body PostOauth2AuthorizeFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetOauth2Consent Consent page
+	//
+	// Shows the client's name and the requested scopes in plain words, with Accept and Deny.
+	// `consent_challenge` is the signed, short-lived reference to the pending authorization
+	// request that the authorization endpoint issued to this browser session.
+	//
+	// Corresponds with GET /api/auth/oauth2/consent (the `GetOauth2Consent` operationId).
+	GetOauth2Consent(ctx context.Context, params *GetOauth2ConsentParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostOauth2ConsentWithBody Accept or deny consent
+	//
+	// Same-origin form post of the consent page (the `Origin` must be a trusted origin, and
+	// `consent_challenge` must belong to the signed-in session). `decision=accept` records the
+	// consent for (user, client, scope set) and answers 303 to the redirect URI with the code;
+	// `decision=deny` answers 303 with `error=access_denied`. Both carry `state` and `iss`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/oauth2/consent (the `PostOauth2Consent` operationId).
+	PostOauth2ConsentWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostOauth2ConsentWithFormdataBody Accept or deny consent
+	//
+	// Same-origin form post of the consent page (the `Origin` must be a trusted origin, and
+	// `consent_challenge` must belong to the signed-in session). `decision=accept` records the
+	// consent for (user, client, scope set) and answers 303 to the redirect URI with the code;
+	// `decision=deny` answers 303 with `error=access_denied`. Both carry `state` and `iss`.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /api/auth/oauth2/consent (the `PostOauth2Consent` operationId).
+	PostOauth2ConsentWithFormdataBody(ctx context.Context, body PostOauth2ConsentFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetOauth2EndSession RP-initiated logout (OpenID Connect RP-Initiated Logout 1.0)
+	//
+	// With a valid `id_token_hint` (signed by one of the published keys, issued here; it may
+	// have expired) the browser session of that user is ended and, when
+	// `post_logout_redirect_uri` equals one of the hinted client's registered post-logout URIs
+	// exactly, the browser is sent there (303) with `state`; otherwise the signed-out page is
+	// shown. Without a valid hint for the signed-in user a logout confirmation page is shown
+	// (a `post_logout_redirect_uri` then needs `client_id` to be checked against). An
+	// unregistered `post_logout_redirect_uri` gets the error page, never a redirect.
+	//
+	// Corresponds with GET /api/auth/oauth2/end-session (the `GetOauth2EndSession` operationId).
+	GetOauth2EndSession(ctx context.Context, params *GetOauth2EndSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostOauth2EndSessionWithBody Confirm logout
+	//
+	// The confirmation page's same-origin form post (trusted `Origin` and the page's token): ends the session and answers 303.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/oauth2/end-session (the `PostOauth2EndSession` operationId).
+	PostOauth2EndSessionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostOauth2EndSessionWithFormdataBody Confirm logout
+	//
+	// The confirmation page's same-origin form post (trusted `Origin` and the page's token): ends the session and answers 303.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /api/auth/oauth2/end-session (the `PostOauth2EndSession` operationId).
+	PostOauth2EndSessionWithFormdataBody(ctx context.Context, body PostOauth2EndSessionFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// PostOauth2IntrospectWithBody Token introspection (RFC 7662)
 	//
 	// Tells a resource server whether a token is active. The caller authenticates as an OIDC
@@ -2053,6 +2296,37 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/auth/oauth2/token (the `PostOauth2Token` operationId).
 	PostOauth2TokenWithFormdataBody(ctx context.Context, body PostOauth2TokenFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetOauth2Userinfo UserInfo endpoint (OpenID Connect Core 5.3)
+	//
+	// The claims of the access token's user, by granted scope: `sub` always; `profile`:
+	// `name`, `picture`, `updated_at`; `email`: `email`, `email_verified`; `organization`:
+	// the active organization's `id`, `slug` and `role` at authorization; `roles`: the user's
+	// project role slugs in the client's project; `entitlements` (an empty array) and
+	// `billing` (an empty object) until billing lands. The token comes in the
+	// `Authorization: Bearer` header. A missing, invalid, expired or revoked token, a token
+	// without `openid` or a client-credentials token is 401 with `WWW-Authenticate: Bearer`.
+	//
+	// Corresponds with GET /api/auth/oauth2/userinfo (the `GetOauth2Userinfo` operationId).
+	GetOauth2Userinfo(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostOauth2UserinfoWithBody UserInfo endpoint, POST
+	//
+	// As the GET; the token comes in the `Authorization` header or as `access_token` in a form body (RFC 6750 section 2.2), not both.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/oauth2/userinfo (the `PostOauth2Userinfo` operationId).
+	PostOauth2UserinfoWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostOauth2UserinfoWithFormdataBody UserInfo endpoint, POST
+	//
+	// As the GET; the token comes in the `Authorization` header or as `access_token` in a form body (RFC 6750 section 2.2), not both.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /api/auth/oauth2/userinfo (the `PostOauth2Userinfo` operationId).
+	PostOauth2UserinfoWithFormdataBody(ctx context.Context, body PostOauth2UserinfoFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AuthAcceptInvitationWithBody Accept an invitation
 	//
@@ -3152,6 +3426,200 @@ func (c *Client) ListSessions(ctx context.Context, reqEditors ...RequestEditorFn
 	return c.Client.Do(req)
 }
 
+// GetOauth2Authorize Authorization endpoint (RFC 6749 section 4.1, OpenID Connect Core 3.1.2)
+//
+// Starts the authorization code flow. Only `response_type=code` exists (`token` and
+// `id_token` get `unsupported_response_type`), with mandatory S256 PKCE for every client
+// (`plain` or a missing `code_challenge` is `invalid_request`). `redirect_uri` must equal a
+// registered URI exactly (RFC 8252 loopback URIs may vary the port); an unknown or disabled
+// client, or a redirect URI that does not match, gets an HTML error page and is never
+// redirected. Every other outcome is a 303 to the redirect URI carrying `iss` (RFC 9207)
+// and `state`, with `code` on success or `error` and `error_description` (RFC 6749 section
+// 4.1.2.1) on failure. Unknown parameters are ignored; a repeated parameter is
+// `invalid_request`.
+//
+// Without a session (or with `prompt=login`, or a session older than `max_age`) the
+// sign-in page is shown (200 HTML; `login_hint` fills in the email); with `prompt=none`
+// that is `login_required` instead. When the user has not consented to the client and
+// the scopes (or `prompt=consent`), the browser is sent to the consent page; with
+// `prompt=none` that is `consent_required`. `skipConsent` clients ask only with
+// `prompt=consent` (and keep no consent rows).
+//
+// Corresponds with GET /api/auth/oauth2/authorize (the `GetOauth2Authorize` operationId).
+func (c *Client) GetOauth2Authorize(ctx context.Context, params *GetOauth2AuthorizeParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetOauth2AuthorizeRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostOauth2AuthorizeWithBody Authorization endpoint, form post
+//
+// The same as the GET, with the parameters in an `application/x-www-form-urlencoded` body.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/oauth2/authorize (the `PostOauth2Authorize` operationId).
+func (c *Client) PostOauth2AuthorizeWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostOauth2AuthorizeRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostOauth2AuthorizeWithFormdataBody Authorization endpoint, form post
+//
+// The same as the GET, with the parameters in an `application/x-www-form-urlencoded` body.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /api/auth/oauth2/authorize (the `PostOauth2Authorize` operationId).
+func (c *Client) PostOauth2AuthorizeWithFormdataBody(ctx context.Context, body PostOauth2AuthorizeFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostOauth2AuthorizeRequestWithFormdataBody(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetOauth2Consent Consent page
+//
+// Shows the client's name and the requested scopes in plain words, with Accept and Deny.
+// `consent_challenge` is the signed, short-lived reference to the pending authorization
+// request that the authorization endpoint issued to this browser session.
+//
+// Corresponds with GET /api/auth/oauth2/consent (the `GetOauth2Consent` operationId).
+func (c *Client) GetOauth2Consent(ctx context.Context, params *GetOauth2ConsentParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetOauth2ConsentRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostOauth2ConsentWithBody Accept or deny consent
+//
+// Same-origin form post of the consent page (the `Origin` must be a trusted origin, and
+// `consent_challenge` must belong to the signed-in session). `decision=accept` records the
+// consent for (user, client, scope set) and answers 303 to the redirect URI with the code;
+// `decision=deny` answers 303 with `error=access_denied`. Both carry `state` and `iss`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/oauth2/consent (the `PostOauth2Consent` operationId).
+func (c *Client) PostOauth2ConsentWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostOauth2ConsentRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostOauth2ConsentWithFormdataBody Accept or deny consent
+//
+// Same-origin form post of the consent page (the `Origin` must be a trusted origin, and
+// `consent_challenge` must belong to the signed-in session). `decision=accept` records the
+// consent for (user, client, scope set) and answers 303 to the redirect URI with the code;
+// `decision=deny` answers 303 with `error=access_denied`. Both carry `state` and `iss`.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /api/auth/oauth2/consent (the `PostOauth2Consent` operationId).
+func (c *Client) PostOauth2ConsentWithFormdataBody(ctx context.Context, body PostOauth2ConsentFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostOauth2ConsentRequestWithFormdataBody(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetOauth2EndSession RP-initiated logout (OpenID Connect RP-Initiated Logout 1.0)
+//
+// With a valid `id_token_hint` (signed by one of the published keys, issued here; it may
+// have expired) the browser session of that user is ended and, when
+// `post_logout_redirect_uri` equals one of the hinted client's registered post-logout URIs
+// exactly, the browser is sent there (303) with `state`; otherwise the signed-out page is
+// shown. Without a valid hint for the signed-in user a logout confirmation page is shown
+// (a `post_logout_redirect_uri` then needs `client_id` to be checked against). An
+// unregistered `post_logout_redirect_uri` gets the error page, never a redirect.
+//
+// Corresponds with GET /api/auth/oauth2/end-session (the `GetOauth2EndSession` operationId).
+func (c *Client) GetOauth2EndSession(ctx context.Context, params *GetOauth2EndSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetOauth2EndSessionRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostOauth2EndSessionWithBody Confirm logout
+//
+// The confirmation page's same-origin form post (trusted `Origin` and the page's token): ends the session and answers 303.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/oauth2/end-session (the `PostOauth2EndSession` operationId).
+func (c *Client) PostOauth2EndSessionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostOauth2EndSessionRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostOauth2EndSessionWithFormdataBody Confirm logout
+//
+// The confirmation page's same-origin form post (trusted `Origin` and the page's token): ends the session and answers 303.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /api/auth/oauth2/end-session (the `PostOauth2EndSession` operationId).
+func (c *Client) PostOauth2EndSessionWithFormdataBody(ctx context.Context, body PostOauth2EndSessionFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostOauth2EndSessionRequestWithFormdataBody(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // PostOauth2IntrospectWithBody Token introspection (RFC 7662)
 //
 // Tells a resource server whether a token is active. The caller authenticates as an OIDC
@@ -3298,6 +3766,67 @@ func (c *Client) PostOauth2TokenWithBody(ctx context.Context, contentType string
 // Corresponds with POST /api/auth/oauth2/token (the `PostOauth2Token` operationId).
 func (c *Client) PostOauth2TokenWithFormdataBody(ctx context.Context, body PostOauth2TokenFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPostOauth2TokenRequestWithFormdataBody(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetOauth2Userinfo UserInfo endpoint (OpenID Connect Core 5.3)
+//
+// The claims of the access token's user, by granted scope: `sub` always; `profile`:
+// `name`, `picture`, `updated_at`; `email`: `email`, `email_verified`; `organization`:
+// the active organization's `id`, `slug` and `role` at authorization; `roles`: the user's
+// project role slugs in the client's project; `entitlements` (an empty array) and
+// `billing` (an empty object) until billing lands. The token comes in the
+// `Authorization: Bearer` header. A missing, invalid, expired or revoked token, a token
+// without `openid` or a client-credentials token is 401 with `WWW-Authenticate: Bearer`.
+//
+// Corresponds with GET /api/auth/oauth2/userinfo (the `GetOauth2Userinfo` operationId).
+func (c *Client) GetOauth2Userinfo(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetOauth2UserinfoRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostOauth2UserinfoWithBody UserInfo endpoint, POST
+//
+// As the GET; the token comes in the `Authorization` header or as `access_token` in a form body (RFC 6750 section 2.2), not both.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/oauth2/userinfo (the `PostOauth2Userinfo` operationId).
+func (c *Client) PostOauth2UserinfoWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostOauth2UserinfoRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostOauth2UserinfoWithFormdataBody UserInfo endpoint, POST
+//
+// As the GET; the token comes in the `Authorization` header or as `access_token` in a form body (RFC 6750 section 2.2), not both.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /api/auth/oauth2/userinfo (the `PostOauth2Userinfo` operationId).
+func (c *Client) PostOauth2UserinfoWithFormdataBody(ctx context.Context, body PostOauth2UserinfoFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostOauth2UserinfoRequestWithFormdataBody(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5550,6 +6079,424 @@ func NewListSessionsRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetOauth2AuthorizeRequest constructs an http.Request for the GetOauth2Authorize method
+func NewGetOauth2AuthorizeRequest(server string, params *GetOauth2AuthorizeParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/oauth2/authorize")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "response_type", params.ResponseType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "client_id", params.ClientId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.RedirectUri != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "redirect_uri", *params.RedirectUri, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Scope != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "scope", *params.Scope, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "code_challenge", params.CodeChallenge, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "code_challenge_method", params.CodeChallengeMethod, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Nonce != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "nonce", *params.Nonce, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Prompt != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "prompt", *params.Prompt, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.MaxAge != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "max_age", *params.MaxAge, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.LoginHint != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "login_hint", *params.LoginHint, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPostOauth2AuthorizeRequestWithFormdataBody calls the generic PostOauth2Authorize builder with application/x-www-form-urlencoded body
+func NewPostOauth2AuthorizeRequestWithFormdataBody(server string, body PostOauth2AuthorizeFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewPostOauth2AuthorizeRequestWithBody(server, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewPostOauth2AuthorizeRequestWithBody constructs an http.Request for the PostOauth2Authorize method, with any body, and a specified content type
+func NewPostOauth2AuthorizeRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/oauth2/authorize")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetOauth2ConsentRequest constructs an http.Request for the GetOauth2Consent method
+func NewGetOauth2ConsentRequest(server string, params *GetOauth2ConsentParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/oauth2/consent")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "consent_challenge", params.ConsentChallenge, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPostOauth2ConsentRequestWithFormdataBody calls the generic PostOauth2Consent builder with application/x-www-form-urlencoded body
+func NewPostOauth2ConsentRequestWithFormdataBody(server string, body PostOauth2ConsentFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewPostOauth2ConsentRequestWithBody(server, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewPostOauth2ConsentRequestWithBody constructs an http.Request for the PostOauth2Consent method, with any body, and a specified content type
+func NewPostOauth2ConsentRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/oauth2/consent")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetOauth2EndSessionRequest constructs an http.Request for the GetOauth2EndSession method
+func NewGetOauth2EndSessionRequest(server string, params *GetOauth2EndSessionParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/oauth2/end-session")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.IdTokenHint != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "id_token_hint", *params.IdTokenHint, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PostLogoutRedirectUri != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "post_logout_redirect_uri", *params.PostLogoutRedirectUri, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ClientId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "client_id", *params.ClientId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPostOauth2EndSessionRequestWithFormdataBody calls the generic PostOauth2EndSession builder with application/x-www-form-urlencoded body
+func NewPostOauth2EndSessionRequestWithFormdataBody(server string, body PostOauth2EndSessionFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewPostOauth2EndSessionRequestWithBody(server, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewPostOauth2EndSessionRequestWithBody constructs an http.Request for the PostOauth2EndSession method, with any body, and a specified content type
+func NewPostOauth2EndSessionRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/oauth2/end-session")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewPostOauth2IntrospectRequestWithFormdataBody calls the generic PostOauth2Introspect builder with application/x-www-form-urlencoded body
 func NewPostOauth2IntrospectRequestWithFormdataBody(server string, body PostOauth2IntrospectFormdataRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -5651,6 +6598,73 @@ func NewPostOauth2TokenRequestWithBody(server string, contentType string, body i
 	}
 
 	operationPath := fmt.Sprintf("/api/auth/oauth2/token")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetOauth2UserinfoRequest constructs an http.Request for the GetOauth2Userinfo method
+func NewGetOauth2UserinfoRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/oauth2/userinfo")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPostOauth2UserinfoRequestWithFormdataBody calls the generic PostOauth2Userinfo builder with application/x-www-form-urlencoded body
+func NewPostOauth2UserinfoRequestWithFormdataBody(server string, body PostOauth2UserinfoFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewPostOauth2UserinfoRequestWithBody(server, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewPostOauth2UserinfoRequestWithBody constructs an http.Request for the PostOauth2Userinfo method, with any body, and a specified content type
+func NewPostOauth2UserinfoRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/oauth2/userinfo")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -9016,6 +10030,116 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/auth/list-sessions (the `ListSessions` operationId).
 	ListSessionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSessionsResponse, error)
 
+	// GetOauth2AuthorizeWithResponse Authorization endpoint (RFC 6749 section 4.1, OpenID Connect Core 3.1.2)
+	//
+	// Starts the authorization code flow. Only `response_type=code` exists (`token` and
+	// `id_token` get `unsupported_response_type`), with mandatory S256 PKCE for every client
+	// (`plain` or a missing `code_challenge` is `invalid_request`). `redirect_uri` must equal a
+	// registered URI exactly (RFC 8252 loopback URIs may vary the port); an unknown or disabled
+	// client, or a redirect URI that does not match, gets an HTML error page and is never
+	// redirected. Every other outcome is a 303 to the redirect URI carrying `iss` (RFC 9207)
+	// and `state`, with `code` on success or `error` and `error_description` (RFC 6749 section
+	// 4.1.2.1) on failure. Unknown parameters are ignored; a repeated parameter is
+	// `invalid_request`.
+	//
+	// Without a session (or with `prompt=login`, or a session older than `max_age`) the
+	// sign-in page is shown (200 HTML; `login_hint` fills in the email); with `prompt=none`
+	// that is `login_required` instead. When the user has not consented to the client and
+	// the scopes (or `prompt=consent`), the browser is sent to the consent page; with
+	// `prompt=none` that is `consent_required`. `skipConsent` clients ask only with
+	// `prompt=consent` (and keep no consent rows).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/oauth2/authorize (the `GetOauth2Authorize` operationId).
+	GetOauth2AuthorizeWithResponse(ctx context.Context, params *GetOauth2AuthorizeParams, reqEditors ...RequestEditorFn) (*GetOauth2AuthorizeResponse, error)
+
+	// PostOauth2AuthorizeWithBodyWithResponse Authorization endpoint, form post
+	//
+	// The same as the GET, with the parameters in an `application/x-www-form-urlencoded` body.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/oauth2/authorize (the `PostOauth2Authorize` operationId).
+	PostOauth2AuthorizeWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostOauth2AuthorizeResponse, error)
+
+	// PostOauth2AuthorizeWithFormdataBodyWithResponse Authorization endpoint, form post
+	//
+	// The same as the GET, with the parameters in an `application/x-www-form-urlencoded` body.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/oauth2/authorize (the `PostOauth2Authorize` operationId).
+	PostOauth2AuthorizeWithFormdataBodyWithResponse(ctx context.Context, body PostOauth2AuthorizeFormdataRequestBody, reqEditors ...RequestEditorFn) (*PostOauth2AuthorizeResponse, error)
+
+	// GetOauth2ConsentWithResponse Consent page
+	//
+	// Shows the client's name and the requested scopes in plain words, with Accept and Deny.
+	// `consent_challenge` is the signed, short-lived reference to the pending authorization
+	// request that the authorization endpoint issued to this browser session.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/oauth2/consent (the `GetOauth2Consent` operationId).
+	GetOauth2ConsentWithResponse(ctx context.Context, params *GetOauth2ConsentParams, reqEditors ...RequestEditorFn) (*GetOauth2ConsentResponse, error)
+
+	// PostOauth2ConsentWithBodyWithResponse Accept or deny consent
+	//
+	// Same-origin form post of the consent page (the `Origin` must be a trusted origin, and
+	// `consent_challenge` must belong to the signed-in session). `decision=accept` records the
+	// consent for (user, client, scope set) and answers 303 to the redirect URI with the code;
+	// `decision=deny` answers 303 with `error=access_denied`. Both carry `state` and `iss`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/oauth2/consent (the `PostOauth2Consent` operationId).
+	PostOauth2ConsentWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostOauth2ConsentResponse, error)
+
+	// PostOauth2ConsentWithFormdataBodyWithResponse Accept or deny consent
+	//
+	// Same-origin form post of the consent page (the `Origin` must be a trusted origin, and
+	// `consent_challenge` must belong to the signed-in session). `decision=accept` records the
+	// consent for (user, client, scope set) and answers 303 to the redirect URI with the code;
+	// `decision=deny` answers 303 with `error=access_denied`. Both carry `state` and `iss`.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/oauth2/consent (the `PostOauth2Consent` operationId).
+	PostOauth2ConsentWithFormdataBodyWithResponse(ctx context.Context, body PostOauth2ConsentFormdataRequestBody, reqEditors ...RequestEditorFn) (*PostOauth2ConsentResponse, error)
+
+	// GetOauth2EndSessionWithResponse RP-initiated logout (OpenID Connect RP-Initiated Logout 1.0)
+	//
+	// With a valid `id_token_hint` (signed by one of the published keys, issued here; it may
+	// have expired) the browser session of that user is ended and, when
+	// `post_logout_redirect_uri` equals one of the hinted client's registered post-logout URIs
+	// exactly, the browser is sent there (303) with `state`; otherwise the signed-out page is
+	// shown. Without a valid hint for the signed-in user a logout confirmation page is shown
+	// (a `post_logout_redirect_uri` then needs `client_id` to be checked against). An
+	// unregistered `post_logout_redirect_uri` gets the error page, never a redirect.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/oauth2/end-session (the `GetOauth2EndSession` operationId).
+	GetOauth2EndSessionWithResponse(ctx context.Context, params *GetOauth2EndSessionParams, reqEditors ...RequestEditorFn) (*GetOauth2EndSessionResponse, error)
+
+	// PostOauth2EndSessionWithBodyWithResponse Confirm logout
+	//
+	// The confirmation page's same-origin form post (trusted `Origin` and the page's token): ends the session and answers 303.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/oauth2/end-session (the `PostOauth2EndSession` operationId).
+	PostOauth2EndSessionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostOauth2EndSessionResponse, error)
+
+	// PostOauth2EndSessionWithFormdataBodyWithResponse Confirm logout
+	//
+	// The confirmation page's same-origin form post (trusted `Origin` and the page's token): ends the session and answers 303.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/oauth2/end-session (the `PostOauth2EndSession` operationId).
+	PostOauth2EndSessionWithFormdataBodyWithResponse(ctx context.Context, body PostOauth2EndSessionFormdataRequestBody, reqEditors ...RequestEditorFn) (*PostOauth2EndSessionResponse, error)
+
 	// PostOauth2IntrospectWithBodyWithResponse Token introspection (RFC 7662)
 	//
 	// Tells a resource server whether a token is active. The caller authenticates as an OIDC
@@ -9111,6 +10235,39 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/auth/oauth2/token (the `PostOauth2Token` operationId).
 	PostOauth2TokenWithFormdataBodyWithResponse(ctx context.Context, body PostOauth2TokenFormdataRequestBody, reqEditors ...RequestEditorFn) (*PostOauth2TokenResponse, error)
+
+	// GetOauth2UserinfoWithResponse UserInfo endpoint (OpenID Connect Core 5.3)
+	//
+	// The claims of the access token's user, by granted scope: `sub` always; `profile`:
+	// `name`, `picture`, `updated_at`; `email`: `email`, `email_verified`; `organization`:
+	// the active organization's `id`, `slug` and `role` at authorization; `roles`: the user's
+	// project role slugs in the client's project; `entitlements` (an empty array) and
+	// `billing` (an empty object) until billing lands. The token comes in the
+	// `Authorization: Bearer` header. A missing, invalid, expired or revoked token, a token
+	// without `openid` or a client-credentials token is 401 with `WWW-Authenticate: Bearer`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/oauth2/userinfo (the `GetOauth2Userinfo` operationId).
+	GetOauth2UserinfoWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOauth2UserinfoResponse, error)
+
+	// PostOauth2UserinfoWithBodyWithResponse UserInfo endpoint, POST
+	//
+	// As the GET; the token comes in the `Authorization` header or as `access_token` in a form body (RFC 6750 section 2.2), not both.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/oauth2/userinfo (the `PostOauth2Userinfo` operationId).
+	PostOauth2UserinfoWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostOauth2UserinfoResponse, error)
+
+	// PostOauth2UserinfoWithFormdataBodyWithResponse UserInfo endpoint, POST
+	//
+	// As the GET; the token comes in the `Authorization` header or as `access_token` in a form body (RFC 6750 section 2.2), not both.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/oauth2/userinfo (the `PostOauth2Userinfo` operationId).
+	PostOauth2UserinfoWithFormdataBodyWithResponse(ctx context.Context, body PostOauth2UserinfoFormdataRequestBody, reqEditors ...RequestEditorFn) (*PostOauth2UserinfoResponse, error)
 
 	// AuthAcceptInvitationWithBodyWithResponse Accept an invitation
 	//
@@ -10512,6 +11669,245 @@ func (r ListSessionsResponse) ContentType() string {
 	return ""
 }
 
+// GetOauth2AuthorizeResponse303Headers the declared response headers of an HTTP 303 response for GetOauth2Authorize
+type GetOauth2AuthorizeResponse303Headers struct {
+	Location *string
+}
+
+type GetOauth2AuthorizeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *GetOauth2AuthorizeResponse303Headers
+}
+
+// GetBody returns the raw response body bytes
+func (r GetOauth2AuthorizeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetOauth2AuthorizeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetOauth2AuthorizeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetOauth2AuthorizeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PostOauth2AuthorizeResponse303Headers the declared response headers of an HTTP 303 response for PostOauth2Authorize
+type PostOauth2AuthorizeResponse303Headers struct {
+	Location *string
+}
+
+type PostOauth2AuthorizeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *PostOauth2AuthorizeResponse303Headers
+}
+
+// GetBody returns the raw response body bytes
+func (r PostOauth2AuthorizeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostOauth2AuthorizeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostOauth2AuthorizeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostOauth2AuthorizeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetOauth2ConsentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+}
+
+// GetBody returns the raw response body bytes
+func (r GetOauth2ConsentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetOauth2ConsentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetOauth2ConsentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetOauth2ConsentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PostOauth2ConsentResponse303Headers the declared response headers of an HTTP 303 response for PostOauth2Consent
+type PostOauth2ConsentResponse303Headers struct {
+	Location *string
+}
+
+type PostOauth2ConsentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *PostOauth2ConsentResponse303Headers
+}
+
+// GetBody returns the raw response body bytes
+func (r PostOauth2ConsentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostOauth2ConsentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostOauth2ConsentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostOauth2ConsentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetOauth2EndSessionResponse303Headers the declared response headers of an HTTP 303 response for GetOauth2EndSession
+type GetOauth2EndSessionResponse303Headers struct {
+	Location *string
+}
+
+type GetOauth2EndSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *GetOauth2EndSessionResponse303Headers
+}
+
+// GetBody returns the raw response body bytes
+func (r GetOauth2EndSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetOauth2EndSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetOauth2EndSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetOauth2EndSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PostOauth2EndSessionResponse303Headers the declared response headers of an HTTP 303 response for PostOauth2EndSession
+type PostOauth2EndSessionResponse303Headers struct {
+	Location *string
+}
+
+type PostOauth2EndSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *PostOauth2EndSessionResponse303Headers
+}
+
+// GetBody returns the raw response body bytes
+func (r PostOauth2EndSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostOauth2EndSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostOauth2EndSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostOauth2EndSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // PostOauth2IntrospectResponse401Headers the declared response headers of an HTTP 401 response for PostOauth2Introspect
 type PostOauth2IntrospectResponse401Headers struct {
 	WWWAuthenticate *string
@@ -10713,6 +12109,123 @@ func (r PostOauth2TokenResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PostOauth2TokenResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetOauth2UserinfoResponse401Headers the declared response headers of an HTTP 401 response for GetOauth2Userinfo
+type GetOauth2UserinfoResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type GetOauth2UserinfoResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthUserinfo
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *AuthOauthError
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetOauth2UserinfoResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetOauth2UserinfoResponse) GetJSON200() *AuthUserinfo {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetOauth2UserinfoResponse) GetJSON401() *AuthOauthError {
+	return r.JSON401
+}
+
+// GetBody returns the raw response body bytes
+func (r GetOauth2UserinfoResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetOauth2UserinfoResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetOauth2UserinfoResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetOauth2UserinfoResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PostOauth2UserinfoResponse401Headers the declared response headers of an HTTP 401 response for PostOauth2Userinfo
+type PostOauth2UserinfoResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type PostOauth2UserinfoResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthUserinfo
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *AuthOauthError
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *AuthOauthError
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PostOauth2UserinfoResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostOauth2UserinfoResponse) GetJSON200() *AuthUserinfo {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostOauth2UserinfoResponse) GetJSON400() *AuthOauthError {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PostOauth2UserinfoResponse) GetJSON401() *AuthOauthError {
+	return r.JSON401
+}
+
+// GetBody returns the raw response body bytes
+func (r PostOauth2UserinfoResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostOauth2UserinfoResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostOauth2UserinfoResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostOauth2UserinfoResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -12308,6 +13821,12 @@ type SignInEmailResponse200Headers struct {
 	SetCookie *string
 }
 
+// SignInEmailResponse303Headers the declared response headers of an HTTP 303 response for SignInEmail
+type SignInEmailResponse303Headers struct {
+	Location  *string
+	SetCookie *string
+}
+
 // SignInEmailResponse429Headers the declared response headers of an HTTP 429 response for SignInEmail
 type SignInEmailResponse429Headers struct {
 	RetryAfter *int
@@ -12335,6 +13854,8 @@ type SignInEmailResponse struct {
 	ApplicationproblemJSON503 *AuthUnavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *SignInEmailResponse200Headers
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *SignInEmailResponse303Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *SignInEmailResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -15877,6 +17398,170 @@ func (c *ClientWithResponses) ListSessionsWithResponse(ctx context.Context, reqE
 	return ParseListSessionsResponse(rsp)
 }
 
+// GetOauth2AuthorizeWithResponse Authorization endpoint (RFC 6749 section 4.1, OpenID Connect Core 3.1.2)
+//
+// Starts the authorization code flow. Only `response_type=code` exists (`token` and
+// `id_token` get `unsupported_response_type`), with mandatory S256 PKCE for every client
+// (`plain` or a missing `code_challenge` is `invalid_request`). `redirect_uri` must equal a
+// registered URI exactly (RFC 8252 loopback URIs may vary the port); an unknown or disabled
+// client, or a redirect URI that does not match, gets an HTML error page and is never
+// redirected. Every other outcome is a 303 to the redirect URI carrying `iss` (RFC 9207)
+// and `state`, with `code` on success or `error` and `error_description` (RFC 6749 section
+// 4.1.2.1) on failure. Unknown parameters are ignored; a repeated parameter is
+// `invalid_request`.
+//
+// Without a session (or with `prompt=login`, or a session older than `max_age`) the
+// sign-in page is shown (200 HTML; `login_hint` fills in the email); with `prompt=none`
+// that is `login_required` instead. When the user has not consented to the client and
+// the scopes (or `prompt=consent`), the browser is sent to the consent page; with
+// `prompt=none` that is `consent_required`. `skipConsent` clients ask only with
+// `prompt=consent` (and keep no consent rows).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/oauth2/authorize (the `GetOauth2Authorize` operationId).
+func (c *ClientWithResponses) GetOauth2AuthorizeWithResponse(ctx context.Context, params *GetOauth2AuthorizeParams, reqEditors ...RequestEditorFn) (*GetOauth2AuthorizeResponse, error) {
+	rsp, err := c.GetOauth2Authorize(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetOauth2AuthorizeResponse(rsp)
+}
+
+// PostOauth2AuthorizeWithBodyWithResponse Authorization endpoint, form post
+//
+// The same as the GET, with the parameters in an `application/x-www-form-urlencoded` body.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/oauth2/authorize (the `PostOauth2Authorize` operationId).
+func (c *ClientWithResponses) PostOauth2AuthorizeWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostOauth2AuthorizeResponse, error) {
+	rsp, err := c.PostOauth2AuthorizeWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostOauth2AuthorizeResponse(rsp)
+}
+
+// PostOauth2AuthorizeWithFormdataBodyWithResponse Authorization endpoint, form post
+//
+// The same as the GET, with the parameters in an `application/x-www-form-urlencoded` body.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/oauth2/authorize (the `PostOauth2Authorize` operationId).
+func (c *ClientWithResponses) PostOauth2AuthorizeWithFormdataBodyWithResponse(ctx context.Context, body PostOauth2AuthorizeFormdataRequestBody, reqEditors ...RequestEditorFn) (*PostOauth2AuthorizeResponse, error) {
+	rsp, err := c.PostOauth2AuthorizeWithFormdataBody(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostOauth2AuthorizeResponse(rsp)
+}
+
+// GetOauth2ConsentWithResponse Consent page
+//
+// Shows the client's name and the requested scopes in plain words, with Accept and Deny.
+// `consent_challenge` is the signed, short-lived reference to the pending authorization
+// request that the authorization endpoint issued to this browser session.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/oauth2/consent (the `GetOauth2Consent` operationId).
+func (c *ClientWithResponses) GetOauth2ConsentWithResponse(ctx context.Context, params *GetOauth2ConsentParams, reqEditors ...RequestEditorFn) (*GetOauth2ConsentResponse, error) {
+	rsp, err := c.GetOauth2Consent(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetOauth2ConsentResponse(rsp)
+}
+
+// PostOauth2ConsentWithBodyWithResponse Accept or deny consent
+//
+// Same-origin form post of the consent page (the `Origin` must be a trusted origin, and
+// `consent_challenge` must belong to the signed-in session). `decision=accept` records the
+// consent for (user, client, scope set) and answers 303 to the redirect URI with the code;
+// `decision=deny` answers 303 with `error=access_denied`. Both carry `state` and `iss`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/oauth2/consent (the `PostOauth2Consent` operationId).
+func (c *ClientWithResponses) PostOauth2ConsentWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostOauth2ConsentResponse, error) {
+	rsp, err := c.PostOauth2ConsentWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostOauth2ConsentResponse(rsp)
+}
+
+// PostOauth2ConsentWithFormdataBodyWithResponse Accept or deny consent
+//
+// Same-origin form post of the consent page (the `Origin` must be a trusted origin, and
+// `consent_challenge` must belong to the signed-in session). `decision=accept` records the
+// consent for (user, client, scope set) and answers 303 to the redirect URI with the code;
+// `decision=deny` answers 303 with `error=access_denied`. Both carry `state` and `iss`.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/oauth2/consent (the `PostOauth2Consent` operationId).
+func (c *ClientWithResponses) PostOauth2ConsentWithFormdataBodyWithResponse(ctx context.Context, body PostOauth2ConsentFormdataRequestBody, reqEditors ...RequestEditorFn) (*PostOauth2ConsentResponse, error) {
+	rsp, err := c.PostOauth2ConsentWithFormdataBody(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostOauth2ConsentResponse(rsp)
+}
+
+// GetOauth2EndSessionWithResponse RP-initiated logout (OpenID Connect RP-Initiated Logout 1.0)
+//
+// With a valid `id_token_hint` (signed by one of the published keys, issued here; it may
+// have expired) the browser session of that user is ended and, when
+// `post_logout_redirect_uri` equals one of the hinted client's registered post-logout URIs
+// exactly, the browser is sent there (303) with `state`; otherwise the signed-out page is
+// shown. Without a valid hint for the signed-in user a logout confirmation page is shown
+// (a `post_logout_redirect_uri` then needs `client_id` to be checked against). An
+// unregistered `post_logout_redirect_uri` gets the error page, never a redirect.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/oauth2/end-session (the `GetOauth2EndSession` operationId).
+func (c *ClientWithResponses) GetOauth2EndSessionWithResponse(ctx context.Context, params *GetOauth2EndSessionParams, reqEditors ...RequestEditorFn) (*GetOauth2EndSessionResponse, error) {
+	rsp, err := c.GetOauth2EndSession(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetOauth2EndSessionResponse(rsp)
+}
+
+// PostOauth2EndSessionWithBodyWithResponse Confirm logout
+//
+// The confirmation page's same-origin form post (trusted `Origin` and the page's token): ends the session and answers 303.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/oauth2/end-session (the `PostOauth2EndSession` operationId).
+func (c *ClientWithResponses) PostOauth2EndSessionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostOauth2EndSessionResponse, error) {
+	rsp, err := c.PostOauth2EndSessionWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostOauth2EndSessionResponse(rsp)
+}
+
+// PostOauth2EndSessionWithFormdataBodyWithResponse Confirm logout
+//
+// The confirmation page's same-origin form post (trusted `Origin` and the page's token): ends the session and answers 303.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/oauth2/end-session (the `PostOauth2EndSession` operationId).
+func (c *ClientWithResponses) PostOauth2EndSessionWithFormdataBodyWithResponse(ctx context.Context, body PostOauth2EndSessionFormdataRequestBody, reqEditors ...RequestEditorFn) (*PostOauth2EndSessionResponse, error) {
+	rsp, err := c.PostOauth2EndSessionWithFormdataBody(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostOauth2EndSessionResponse(rsp)
+}
+
 // PostOauth2IntrospectWithBodyWithResponse Token introspection (RFC 7662)
 //
 // Tells a resource server whether a token is active. The caller authenticates as an OIDC
@@ -16007,6 +17692,57 @@ func (c *ClientWithResponses) PostOauth2TokenWithFormdataBodyWithResponse(ctx co
 		return nil, err
 	}
 	return ParsePostOauth2TokenResponse(rsp)
+}
+
+// GetOauth2UserinfoWithResponse UserInfo endpoint (OpenID Connect Core 5.3)
+//
+// The claims of the access token's user, by granted scope: `sub` always; `profile`:
+// `name`, `picture`, `updated_at`; `email`: `email`, `email_verified`; `organization`:
+// the active organization's `id`, `slug` and `role` at authorization; `roles`: the user's
+// project role slugs in the client's project; `entitlements` (an empty array) and
+// `billing` (an empty object) until billing lands. The token comes in the
+// `Authorization: Bearer` header. A missing, invalid, expired or revoked token, a token
+// without `openid` or a client-credentials token is 401 with `WWW-Authenticate: Bearer`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/oauth2/userinfo (the `GetOauth2Userinfo` operationId).
+func (c *ClientWithResponses) GetOauth2UserinfoWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOauth2UserinfoResponse, error) {
+	rsp, err := c.GetOauth2Userinfo(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetOauth2UserinfoResponse(rsp)
+}
+
+// PostOauth2UserinfoWithBodyWithResponse UserInfo endpoint, POST
+//
+// As the GET; the token comes in the `Authorization` header or as `access_token` in a form body (RFC 6750 section 2.2), not both.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/oauth2/userinfo (the `PostOauth2Userinfo` operationId).
+func (c *ClientWithResponses) PostOauth2UserinfoWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostOauth2UserinfoResponse, error) {
+	rsp, err := c.PostOauth2UserinfoWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostOauth2UserinfoResponse(rsp)
+}
+
+// PostOauth2UserinfoWithFormdataBodyWithResponse UserInfo endpoint, POST
+//
+// As the GET; the token comes in the `Authorization` header or as `access_token` in a form body (RFC 6750 section 2.2), not both.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/oauth2/userinfo (the `PostOauth2Userinfo` operationId).
+func (c *ClientWithResponses) PostOauth2UserinfoWithFormdataBodyWithResponse(ctx context.Context, body PostOauth2UserinfoFormdataRequestBody, reqEditors ...RequestEditorFn) (*PostOauth2UserinfoResponse, error) {
+	rsp, err := c.PostOauth2UserinfoWithFormdataBody(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostOauth2UserinfoResponse(rsp)
 }
 
 // AuthAcceptInvitationWithBodyWithResponse Accept an invitation
@@ -17972,6 +19708,167 @@ func ParseListSessionsResponse(rsp *http.Response) (*ListSessionsResponse, error
 	return response, nil
 }
 
+// ParseGetOauth2AuthorizeResponse parses an HTTP response from a GetOauth2AuthorizeWithResponse call
+func ParseGetOauth2AuthorizeResponse(rsp *http.Response) (*GetOauth2AuthorizeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetOauth2AuthorizeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
+		var headers GetOauth2AuthorizeResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers303 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePostOauth2AuthorizeResponse parses an HTTP response from a PostOauth2AuthorizeWithResponse call
+func ParsePostOauth2AuthorizeResponse(rsp *http.Response) (*PostOauth2AuthorizeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostOauth2AuthorizeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
+		var headers PostOauth2AuthorizeResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers303 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetOauth2ConsentResponse parses an HTTP response from a GetOauth2ConsentWithResponse call
+func ParseGetOauth2ConsentResponse(rsp *http.Response) (*GetOauth2ConsentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetOauth2ConsentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	return response, nil
+}
+
+// ParsePostOauth2ConsentResponse parses an HTTP response from a PostOauth2ConsentWithResponse call
+func ParsePostOauth2ConsentResponse(rsp *http.Response) (*PostOauth2ConsentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostOauth2ConsentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
+		var headers PostOauth2ConsentResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers303 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetOauth2EndSessionResponse parses an HTTP response from a GetOauth2EndSessionWithResponse call
+func ParseGetOauth2EndSessionResponse(rsp *http.Response) (*GetOauth2EndSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetOauth2EndSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
+		var headers GetOauth2EndSessionResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers303 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePostOauth2EndSessionResponse parses an HTTP response from a PostOauth2EndSessionWithResponse call
+func ParsePostOauth2EndSessionResponse(rsp *http.Response) (*PostOauth2EndSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostOauth2EndSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
+		var headers PostOauth2EndSessionResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers303 = &headers
+	}
+
+	return response, nil
+}
+
 // ParsePostOauth2IntrospectResponse parses an HTTP response from a PostOauth2IntrospectWithResponse call
 func ParsePostOauth2IntrospectResponse(rsp *http.Response) (*PostOauth2IntrospectResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -18145,6 +20042,105 @@ func ParsePostOauth2TokenResponse(rsp *http.Response) (*PostOauth2TokenResponse,
 		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers PostOauth2TokenResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetOauth2UserinfoResponse parses an HTTP response from a GetOauth2UserinfoWithResponse call
+func ParseGetOauth2UserinfoResponse(rsp *http.Response) (*GetOauth2UserinfoResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetOauth2UserinfoResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthUserinfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthOauthError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetOauth2UserinfoResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePostOauth2UserinfoResponse parses an HTTP response from a PostOauth2UserinfoWithResponse call
+func ParsePostOauth2UserinfoResponse(rsp *http.Response) (*PostOauth2UserinfoResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostOauth2UserinfoResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthUserinfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthOauthError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthOauthError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PostOauth2UserinfoResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -19395,6 +21391,9 @@ func ParseSignInEmailResponse(rsp *http.Response) (*SignInEmailResponse, error) 
 		}
 		response.JSON200 = &dest
 
+	case rsp.StatusCode == 303:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest AuthBadRequest
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -19443,6 +21442,23 @@ func ParseSignInEmailResponse(rsp *http.Response) (*SignInEmailResponse, error) 
 			headers.SetCookie = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 303:
+		var headers SignInEmailResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers303 = &headers
 	case rsp.StatusCode == 429:
 		var headers SignInEmailResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {

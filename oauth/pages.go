@@ -1,0 +1,108 @@
+package oauth
+
+import (
+	"bytes"
+	"crypto/rand"
+	"embed"
+	"encoding/base64"
+	"html/template"
+	"net/http"
+	"strconv"
+)
+
+//go:embed pages/*.html
+var pageFiles embed.FS
+
+// pageTemplates are the provider's pages: sign-in, consent, logout confirmation, signed-out
+// and error. They load nothing from elsewhere: the one stylesheet is inline, allowed by a
+// per-response CSP nonce.
+var pageTemplates = template.Must(template.ParseFS(pageFiles, "pages/*.html"))
+
+// Page is what the provider's pages show; each page uses some of the fields.
+type Page struct {
+	// Title is the document title.
+	Title string
+	// Action is the form's target (same origin).
+	Action string
+	// Error is a message for the user (sign-in failure, error page).
+	Error string
+	// Code is the RFC 6749 error code on the error page.
+	Code string
+	// Email fills in the sign-in form (login_hint) or names the account.
+	Email string
+	// CallbackURL is where sign-in returns (the authorization request).
+	CallbackURL string
+	// ClientName is the OIDC client's name.
+	ClientName string
+	// Scopes are the requested scopes in plain words.
+	Scopes []string
+	// Challenge ties a consent or logout form to its pending request and session.
+	Challenge string
+	// Nonce is the CSP nonce of the inline stylesheet; RenderPage sets it.
+	Nonce string
+}
+
+// Page names.
+const (
+	PageSignIn    = "signin.html"
+	PageConsent   = "consent.html"
+	PageLogout    = "logout.html"
+	PageSignedOut = "signedout.html"
+	PageError     = "error.html"
+)
+
+// PageCSP is the Content-Security-Policy of a page whose inline stylesheet carries nonce:
+// nothing loads from anywhere, no framing (frame-ancestors 'none'), no base URI, and forms
+// post only to this origin. form-action is deliberately absent: browsers apply it to the
+// redirects a form post answers with, and the consent form's 303 goes to the client.
+func PageCSP(nonce string) string {
+	return "default-src 'none'; style-src 'nonce-" + nonce + "'; img-src 'self' data:; base-uri 'none'; frame-ancestors 'none'"
+}
+
+// RenderPage writes page name with status, as HTML with a fresh CSP nonce, never cached and
+// never framed.
+func RenderPage(w http.ResponseWriter, status int, name string, p Page) {
+	var raw [18]byte
+	_, _ = rand.Read(raw[:])
+	p.Nonce = base64.RawURLEncoding.EncodeToString(raw[:])
+	var buf bytes.Buffer
+	if err := pageTemplates.ExecuteTemplate(&buf, name, p); err != nil {
+		http.Error(w, "page error", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Security-Policy", PageCSP(p.Nonce))
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Pragma", "no-cache")
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// ScopeDescriptions are the scopes in plain words, for the consent page.
+var ScopeDescriptions = map[string]string{
+	"openid":         "Sign you in and know who you are",
+	"profile":        "See your name and profile picture",
+	"email":          "See your email address",
+	"offline_access": "Stay signed in when you are away (keep access until you revoke it)",
+	"organization":   "See your active organization and your role in it",
+	"roles":          "See your roles in this application's project",
+	"entitlements":   "See what your plan entitles you to",
+	"billing":        "See your billing status",
+}
+
+// DescribeScopes returns scopes in plain words, in the order given; an unknown scope is shown
+// as it is.
+func DescribeScopes(scopes []string) []string {
+	out := make([]string, 0, len(scopes))
+	for _, s := range scopes {
+		if d, ok := ScopeDescriptions[s]; ok {
+			out = append(out, d)
+		} else {
+			out = append(out, s)
+		}
+	}
+	return out
+}
