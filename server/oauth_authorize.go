@@ -99,7 +99,7 @@ func (b *browserProvider) authorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	prompts := promptSet(r.Form.Get("prompt"))
-	sess, user, _, err := b.s.sessions().FromRequest(r)
+	sess, user, _, err := b.s.sessions.FromRequest(r)
 	signedIn := err == nil
 	if err != nil && !errors.Is(err, oauth.ErrNoSession) {
 		b.authorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
@@ -376,7 +376,7 @@ func (b *browserProvider) sameOrigin(r *http.Request) bool {
 // in plain words, with Allow and Deny.
 func (b *browserProvider) consentPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	sess, user, _, err := b.s.sessions().FromRequest(r)
+	sess, user, _, err := b.s.sessions.FromRequest(r)
 	if err != nil {
 		b.errorPage(w, http.StatusBadRequest, "login_required", "You are not signed in. Go back to the application and start again.")
 		return
@@ -412,7 +412,7 @@ func (b *browserProvider) consentDecision(w http.ResponseWriter, r *http.Request
 		b.errorPage(w, http.StatusBadRequest, "invalid_request", "The form could not be read.")
 		return
 	}
-	sess, user, _, err := b.s.sessions().FromRequest(r)
+	sess, user, _, err := b.s.sessions.FromRequest(r)
 	if err != nil {
 		b.errorPage(w, http.StatusBadRequest, "login_required", "You are not signed in. Go back to the application and start again.")
 		return
@@ -633,7 +633,7 @@ func (b *browserProvider) endSession(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	sess, user, _, err := b.s.sessions().FromRequest(r)
+	sess, user, _, err := b.s.sessions.FromRequest(r)
 	signedIn := err == nil
 	if signedIn && (hintSub == "" || hintSub != user.ID) {
 		// Without a valid hint for this user, ask first.
@@ -664,7 +664,7 @@ func (b *browserProvider) endSessionConfirm(w http.ResponseWriter, r *http.Reque
 		b.errorPage(w, http.StatusBadRequest, "invalid_request", "The form could not be read.")
 		return
 	}
-	sess, _, _, err := b.s.sessions().FromRequest(r)
+	sess, _, _, err := b.s.sessions.FromRequest(r)
 	if err != nil {
 		// Already signed out.
 		http.Redirect(w, r, oauth.EndSessionPath, http.StatusSeeOther)
@@ -688,7 +688,7 @@ func (b *browserProvider) endBrowserSession(ctx context.Context, w http.Response
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	for _, c := range b.s.sessions().ExpiredCookies() {
+	for _, c := range b.s.sessions.ExpiredCookies() {
 		http.SetCookie(w, c)
 	}
 	return nil

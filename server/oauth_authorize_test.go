@@ -457,7 +457,7 @@ func TestOAuthAuthorizationCodeFlow(t *testing.T) {
 			t.Errorf("prompt=none after logout: %v", q)
 		}
 		// The ID token's session is ended server-side too: the old cookie no longer works.
-		if _, _, _, err := env.app.srv.sessions().FromRequest(httpRequestWithJar(t, br, env.url)); err == nil {
+		if _, _, _, err := env.app.srv.sessions.FromRequest(httpRequestWithJar(t, br, env.url)); err == nil {
 			t.Error("the browser still has a session after end-session")
 		}
 	})
@@ -625,7 +625,7 @@ func TestOAuthEndSession(t *testing.T) {
 		if q := res.redirectParams(t, "logout confirmed", "https://shop.example.com/?"); q.Get("state") != "s-1" {
 			t.Errorf("logout state %v", q)
 		}
-		if _, _, _, err := env.app.srv.sessions().FromRequest(httpRequestWithJar(t, br, env.url)); err == nil {
+		if _, _, _, err := env.app.srv.sessions.FromRequest(httpRequestWithJar(t, br, env.url)); err == nil {
 			t.Error("still signed in after confirming the logout")
 		}
 		br.get("/api/auth/oauth2/end-session").wantPage(t, "signed out", http.StatusOK, "Signed out")

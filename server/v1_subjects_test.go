@@ -45,6 +45,23 @@ func TestDeleteSubject(t *testing.T) {
 				t.Fatalf("the other project: %d %s", res.Code, res.Body)
 			}
 		})
+		t.Run("a consent to another project's client only", func(t *testing.T) {
+			u := app.newFixtureUser(t, "Ida", "ida-"+ten.org.Slug+"@example.com")
+			app.grantConsent(t, other.clientID, u.ID)
+			del(u.ID).wantProblem(t, http.StatusForbidden, "http-403",
+				"No OIDC client of this project holds a consent or refresh token from this subject")
+		})
+		t.Run("a consent alone counts", func(t *testing.T) {
+			u := app.newFixtureUser(t, "Joan", "joan-"+ten.org.Slug+"@example.com")
+			app.grantConsent(t, ten.clientID, u.ID)
+			var body envelope[struct {
+				Consents int `json:"consents"`
+			}]
+			del(u.ID).decode(t, http.StatusOK, &body)
+			if body.Data.Consents != 1 {
+				t.Errorf("consents = %d, want 1", body.Data.Consents)
+			}
+		})
 		t.Run("a revoked refresh token does not count", func(t *testing.T) {
 			u := app.newFixtureUser(t, "Lin", "lin-"+ten.org.Slug+"@example.com")
 			sig := app.grantRefreshToken(t, ten.clientID, u.ID)
@@ -135,4 +152,18 @@ func TestDeleteSubject(t *testing.T) {
 			t.Errorf("errors logged:\n%s", app.logs.String())
 		}
 	})
+}
+
+// grantConsent records that subject consented to clientID for openid and profile, as the
+// consent page does.
+func (a *testApp) grantConsent(t *testing.T, clientID, subject string) {
+	t.Helper()
+	ctx := context.Background()
+	err := a.store.InTx(ctx, func(tx *store.Tx) error {
+		return tx.GrantOAuthConsent(ctx, &store.OAuthConsent{UserID: subject, ClientID: clientID,
+			Scopes: []string{"openid", "profile"}, GrantedAt: a.store.Now()})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

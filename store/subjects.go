@@ -23,16 +23,19 @@ func (tx *Tx) SubjectHeldByProject(ctx context.Context, projectID, userID string
 	var held bool
 	err := tx.tx.GetContext(ctx, &held, tx.tx.Rebind(`SELECT EXISTS (
 		SELECT 1 FROM oauth_tokens t JOIN oidc_clients c ON c.id = t.client_id
-		WHERE t.kind = ? AND t.subject = ? AND t.active = ? AND t.expires_at > ? AND c.project_id = ?)`),
-		OAuthRefresh, userID, true, sqlTime(now), projectID)
+		WHERE t.kind = ? AND t.subject = ? AND t.active = ? AND t.expires_at > ? AND c.project_id = ?
+	) OR EXISTS (
+		SELECT 1 FROM oauth_consents oc JOIN oidc_clients c ON c.id = oc.client_id
+		WHERE oc.user_id = ? AND c.project_id = ?)`),
+		OAuthRefresh, userID, true, sqlTime(now), projectID, userID, projectID)
 	if err != nil {
 		return false, wrapError("subject held by project", err)
 	}
 	return held, nil
 }
 
-// DeleteSubject deletes user userID with every role binding naming it (in every project) and
-// every OAuth code and token issued to it; sessions, linked accounts and memberships go with the
+// DeleteSubject deletes user userID with every role binding naming it (in every project), every
+// OAuth code and token issued to it and every consent it gave; sessions, linked accounts and memberships go with the
 // user row (ON DELETE CASCADE). Audit rows and accounting stay. It returns ErrNotFound when
 // there is no such user.
 func (tx *Tx) DeleteSubject(ctx context.Context, userID string) (SubjectDeletion, error) {
@@ -44,6 +47,10 @@ func (tx *Tx) DeleteSubject(ctx context.Context, userID string) (SubjectDeletion
 	}
 	if d.OAuthTokens, err = tx.execCount(ctx, "delete subject",
 		`DELETE FROM oauth_tokens WHERE subject = ?`, userID); err != nil {
+		return d, err
+	}
+	if d.Consents, err = tx.execCount(ctx, "delete subject",
+		`DELETE FROM oauth_consents WHERE user_id = ?`, userID); err != nil {
 		return d, err
 	}
 	if err := tx.DeleteUser(ctx, userID); err != nil {
