@@ -59,17 +59,11 @@ var grantTypes = map[string]bool{"authorization_code": true, "refresh_token": tr
 // client id (cli_…), which never collides with a user id (usr_…); its audience is the
 // requested audience (which must be among the client's) or, by default, the client id.
 func (p *Provider) Token(w http.ResponseWriter, r *http.Request) {
-	ctx := withClientMemo(r.Context())
-	r = r.WithContext(ctx)
-	if err := parseForm(w, r); err != nil {
-		p.WriteAccessError(ctx, w, nil, err)
+	r, ok := p.readClientRequest(w, r)
+	if !ok {
 		return
 	}
-	if bothClientAuthMethods(r) {
-		p.WriteAccessError(ctx, w, nil, fosite.ErrInvalidRequest.WithHint(
-			"The client authenticated with both the Authorization header and client_secret in the body; use one."))
-		return
-	}
+	ctx := r.Context()
 	if gt := r.PostForm.Get("grant_type"); gt != "" && !grantTypes[gt] {
 		p.WriteAccessError(ctx, w, nil, fosite.ErrUnsupportedGrantType.WithHint(
 			"Supported grant types: authorization_code, refresh_token and client_credentials."))
@@ -209,17 +203,11 @@ func writeInactive(w http.ResponseWriter) {
 // unknown or already revoked token is 200 with an empty body; a token of another client is
 // 400 unauthorized_client and stays active.
 func (p *Provider) Revoke(w http.ResponseWriter, r *http.Request) {
-	ctx := withClientMemo(r.Context())
-	r = r.WithContext(ctx)
-	if err := parseForm(w, r); err != nil {
-		p.WriteAccessError(ctx, w, nil, err)
+	r, ok := p.readClientRequest(w, r)
+	if !ok {
 		return
 	}
-	if bothClientAuthMethods(r) {
-		p.WriteAccessError(ctx, w, nil, fosite.ErrInvalidRequest.WithHint(
-			"The client authenticated with both the Authorization header and client_secret in the body; use one."))
-		return
-	}
+	ctx := r.Context()
 	// fosite's WriteRevocationResponse answers 200 to a token of another client
 	// (unauthorized_client) and to a storage failure (temporarily_unavailable); both are
 	// errors here, with their RFC 6749 status.
@@ -229,4 +217,22 @@ func (p *Provider) Revoke(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
+}
+
+// readClientRequest prepares a client-authenticated request (token, introspection, revocation):
+// a per-request client memo in its context, its form parsed, and one client authentication
+// method at most. On failure it has written the RFC 6749 error and reports false.
+func (p *Provider) readClientRequest(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
+	ctx := withClientMemo(r.Context())
+	r = r.WithContext(ctx)
+	if err := parseForm(w, r); err != nil {
+		p.WriteAccessError(ctx, w, nil, err)
+		return r, false
+	}
+	if bothClientAuthMethods(r) {
+		p.WriteAccessError(ctx, w, nil, fosite.ErrInvalidRequest.WithHint(
+			"The client authenticated with both the Authorization header and client_secret in the body; use one."))
+		return r, false
+	}
+	return r, true
 }

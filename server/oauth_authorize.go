@@ -399,17 +399,26 @@ func (b *browserProvider) consentPage(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// consentDecision serves POST /api/auth/oauth2/consent: a same-origin post with the page's
-// challenge. Accept records the consent and issues the code; deny answers access_denied.
-func (b *browserProvider) consentDecision(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
+// readPageForm reads the form of a post from one of the provider's own pages (at most 64 KiB),
+// which must come from this site; otherwise it answers with the error page and reports false.
+func (b *browserProvider) readPageForm(w http.ResponseWriter, r *http.Request) bool {
 	if !b.sameOrigin(r) {
 		b.errorPage(w, http.StatusForbidden, "access_denied", "This form was not sent from this site.")
-		return
+		return false
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if err := r.ParseForm(); err != nil {
 		b.errorPage(w, http.StatusBadRequest, "invalid_request", "The form could not be read.")
+		return false
+	}
+	return true
+}
+
+// consentDecision serves POST /api/auth/oauth2/consent: a same-origin post with the page's
+// challenge. Accept records the consent and issues the code; deny answers access_denied.
+func (b *browserProvider) consentDecision(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	if !b.readPageForm(w, r) {
 		return
 	}
 	sess, user, _, err := b.s.sessions.FromRequest(r)
@@ -655,13 +664,7 @@ func (b *browserProvider) endSession(w http.ResponseWriter, r *http.Request) {
 // same-origin post with its challenge.
 func (b *browserProvider) endSessionConfirm(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	if !b.sameOrigin(r) {
-		b.errorPage(w, http.StatusForbidden, "access_denied", "This form was not sent from this site.")
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	if err := r.ParseForm(); err != nil {
-		b.errorPage(w, http.StatusBadRequest, "invalid_request", "The form could not be read.")
+	if !b.readPageForm(w, r) {
 		return
 	}
 	sess, _, _, err := b.s.sessions.FromRequest(r)
