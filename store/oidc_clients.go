@@ -166,16 +166,8 @@ func (s *Store) OIDCClient(ctx context.Context, projectID, id string) (OIDCClien
 //
 // It returns ErrNotFound when the project has no such client.
 func (tx *Tx) SetOIDCClientDisabled(ctx context.Context, projectID, id string, disabled bool) (OIDCClient, error) {
-	op, set := "enable oidc client", "disabled_at = NULL, updated_at = ?"
-	now := sqlTime(tx.store.Now())
-	args := []any{now}
-	if disabled {
-		op, set = "disable oidc client", "disabled_at = COALESCE(disabled_at, ?), updated_at = ?"
-		args = append(args, now)
-	}
-	res, err := tx.tx.ExecContext(ctx, tx.tx.Rebind("UPDATE oidc_clients SET "+set+" WHERE id = ? AND project_id = ?"),
-		append(args, id, projectID)...)
-	if err := oneRowAffected(op, res, err); err != nil {
+	op, err := tx.setDisabled(ctx, "oidc_clients", "oidc client", projectID, id, disabled)
+	if err != nil {
 		return OIDCClient{}, err
 	}
 	return getOIDCClient(ctx, tx.tx, op, projectID, id)

@@ -208,16 +208,8 @@ func (s *Store) ServiceAccount(ctx context.Context, projectID, id string) (Servi
 //
 // It returns ErrNotFound when the project has no such account.
 func (tx *Tx) SetServiceAccountDisabled(ctx context.Context, projectID, id string, disabled bool) (ServiceAccount, error) {
-	op, set := "enable service account", "disabled_at = NULL, updated_at = ?"
-	now := sqlTime(tx.store.Now())
-	args := []any{now}
-	if disabled {
-		op, set = "disable service account", "disabled_at = COALESCE(disabled_at, ?), updated_at = ?"
-		args = append(args, now)
-	}
-	res, err := tx.tx.ExecContext(ctx, tx.tx.Rebind("UPDATE service_accounts SET "+set+" WHERE id = ? AND project_id = ?"),
-		append(args, id, projectID)...)
-	if err := oneRowAffected(op, res, err); err != nil {
+	op, err := tx.setDisabled(ctx, "service_accounts", "service account", projectID, id, disabled)
+	if err != nil {
 		return ServiceAccount{}, err
 	}
 	return getServiceAccount(ctx, tx.tx, op, projectID, id)
@@ -450,4 +442,21 @@ func listServiceAccounts(ctx context.Context, q querier, op, where string, args 
 		}
 	}
 	return out, nil
+}
+
+// setDisabled disables (disabled true) or re-enables row id of project projectID in table (a
+// constant of this package, never input) and bumps its updated_at. Disabling keeps an earlier
+// disabled_at; enabling clears it. It returns the operation name for the caller's read-back
+// and ErrNotFound when the project has no such row.
+func (tx *Tx) setDisabled(ctx context.Context, table, noun, projectID, id string, disabled bool) (string, error) {
+	op, set := "enable "+noun, "disabled_at = NULL, updated_at = ?"
+	now := sqlTime(tx.store.Now())
+	args := []any{now}
+	if disabled {
+		op, set = "disable "+noun, "disabled_at = COALESCE(disabled_at, ?), updated_at = ?"
+		args = append(args, now)
+	}
+	res, err := tx.tx.ExecContext(ctx, tx.tx.Rebind("UPDATE "+table+" SET "+set+" WHERE id = ? AND project_id = ?"),
+		append(args, id, projectID)...)
+	return op, oneRowAffected(op, res, err)
 }
