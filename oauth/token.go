@@ -23,6 +23,12 @@ func clientAuthError(w http.ResponseWriter, err error) error {
 		return nil
 	}
 	rfc := fosite.ErrorToRFC6749Error(err)
+	if rfc.ErrorField == fosite.ErrJTIKnown.ErrorField {
+		// A replayed client assertion: fosite says jti_known, RFC 7523 section 3 and OpenID
+		// Connect Core section 9 make any failed client authentication invalid_client.
+		w.Header().Set("WWW-Authenticate", `Basic realm="gatehouse", charset="UTF-8"`)
+		return fosite.ErrInvalidClient.WithHint("The client assertion's jti was used before.").WithWrap(err)
+	}
 	if rfc.ErrorField == fosite.ErrInvalidClient.ErrorField || errors.Is(err, fosite.ErrRequestUnauthorized) {
 		w.Header().Set("WWW-Authenticate", `Basic realm="gatehouse", charset="UTF-8"`)
 		if rfc.ErrorField != fosite.ErrInvalidClient.ErrorField {
@@ -184,9 +190,8 @@ func (p *Provider) sameProject(ctx context.Context, r *http.Request, tokenClient
 	if err != nil {
 		return false
 	}
-	a, okA := caller.(*Client)
-	b, okB := tokenClient.(*Client)
-	return okA && okB && a.ProjectID == b.ProjectID
+	a, b := ProjectOf(caller), ProjectOf(tokenClient)
+	return a != "" && a == b
 }
 
 // writeInactive writes the one body an inactive token gets: {"active":false}.
@@ -235,4 +240,29 @@ func (p *Provider) readClientRequest(w http.ResponseWriter, r *http.Request) (*h
 		return r, false
 	}
 	return r, true
+}
+
+// PushedAuthorize serves POST /api/auth/oauth2/par (RFC 9126): the client authenticates as at
+// the token endpoint (a public client sends its client_id), its authorization request is
+// checked as /authorize would (client, redirect URI, scopes, response type) and stored, and
+// the answer is 201 {"request_uri", "expires_in"}. The request_uri is used once, by the same
+// client, within expires_in (PARLifespan). PKCE and the other parameters /authorize requires
+// are checked when the request_uri is used.
+func (p *Provider) PushedAuthorize(w http.ResponseWriter, r *http.Request) {
+	r, ok := p.readClientRequest(w, r)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	ar, err := p.NewPushedAuthorizeRequest(ctx, r)
+	if err != nil {
+		p.WritePushedAuthorizeError(ctx, w, ar, clientAuthError(w, err))
+		return
+	}
+	resp, err := p.NewPushedAuthorizeResponse(ctx, ar, NewSession(""))
+	if err != nil {
+		p.WritePushedAuthorizeError(ctx, w, ar, err)
+		return
+	}
+	p.WritePushedAuthorizeResponse(ctx, w, ar, resp)
 }

@@ -144,3 +144,14 @@ func (tx *Tx) MarkEmailVerified(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// UserByID returns user id, in the transaction. It returns ErrNotFound when
+// there is none.
+func (tx *Tx) UserByID(ctx context.Context, id string) (User, error) {
+	var r userRow
+	q := `SELECT ` + userColumns + ` FROM users u WHERE u.id = ?`
+	if err := tx.tx.GetContext(ctx, &r, tx.tx.Rebind(q), id); err != nil {
+		return User{}, wrapError("user by id", err)
+	}
+	return r.user(), nil
+}
