@@ -18,9 +18,18 @@ const maxFormBytes = 64 << 10
 
 // clientAuthError rewrites a client-authentication failure as RFC 6749 invalid_client (401)
 // and adds WWW-Authenticate: Basic (RFC 6749 section 5.2).
-func clientAuthError(w http.ResponseWriter, err error) error {
+//
+// A request with a client assertion whose error is not an RFC 6749 error failed the
+// assertion's time claims (fosite returns the JWT library's plain "Token is expired", "Token
+// used before issued" or "Token is not valid yet"): that is invalid_client too, not a 500.
+func clientAuthError(w http.ResponseWriter, r *http.Request, err error) error {
 	if err == nil {
 		return nil
+	}
+	var rfcErr *fosite.RFC6749Error
+	if !errors.As(err, &rfcErr) && r.PostForm.Get("client_assertion_type") != "" {
+		w.Header().Set("WWW-Authenticate", `Basic realm="gatehouse", charset="UTF-8"`)
+		return fosite.ErrInvalidClient.WithHint("The client assertion has expired or is not valid yet.").WithWrap(err)
 	}
 	rfc := fosite.ErrorToRFC6749Error(err)
 	if rfc.ErrorField == fosite.ErrJTIKnown.ErrorField {
@@ -82,7 +91,7 @@ func (p *Provider) Token(w http.ResponseWriter, r *http.Request) {
 			// fosite says invalid_grant; RFC 6749 section 5.2 calls this unauthorized_client.
 			err = fosite.ErrUnauthorizedClient.WithHint("Public clients may not use the client_credentials grant.").WithWrap(err)
 		}
-		p.WriteAccessError(ctx, w, ar, clientAuthError(w, err))
+		p.WriteAccessError(ctx, w, ar, clientAuthError(w, r, err))
 		return
 	}
 	if ar.GetGrantTypes().ExactOne("client_credentials") {
@@ -159,7 +168,7 @@ func (p *Provider) Introspect(w http.ResponseWriter, r *http.Request) {
 		writeInactive(w)
 		return
 	case errors.Is(err, fosite.ErrRequestUnauthorized):
-		p.WriteAccessError(ctx, w, nil, clientAuthError(w, err))
+		p.WriteAccessError(ctx, w, nil, clientAuthError(w, r, err))
 		return
 	case errors.Is(err, fosite.ErrInvalidRequest):
 		p.WriteAccessError(ctx, w, nil, err)
@@ -217,7 +226,7 @@ func (p *Provider) Revoke(w http.ResponseWriter, r *http.Request) {
 	// (unauthorized_client) and to a storage failure (temporarily_unavailable); both are
 	// errors here, with their RFC 6749 status.
 	if err := p.NewRevocationRequest(ctx, r); err != nil {
-		p.WriteAccessError(ctx, w, nil, clientAuthError(w, err))
+		p.WriteAccessError(ctx, w, nil, clientAuthError(w, r, err))
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
@@ -256,7 +265,7 @@ func (p *Provider) PushedAuthorize(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	ar, err := p.NewPushedAuthorizeRequest(ctx, r)
 	if err != nil {
-		p.WritePushedAuthorizeError(ctx, w, ar, clientAuthError(w, err))
+		p.WritePushedAuthorizeError(ctx, w, ar, clientAuthError(w, r, err))
 		return
 	}
 	resp, err := p.NewPushedAuthorizeResponse(ctx, ar, NewSession(""))
