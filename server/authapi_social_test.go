@@ -60,6 +60,7 @@ func newSocialEnv(t *testing.T, st *store.Store, fake *socialtest.Fake, provider
 	t.Helper()
 	cfg := testConfig()
 	cfg.Social = socialConfig(fake, providers...)
+	cfg.TrustedOrigins = append(cfg.TrustedOrigins, testBaseURL) // the fixtures call from testBaseURL
 	app, base := serveApp(t, st, cfg)
 	return &socialEnv{app: app, url: base, fake: fake}
 }
@@ -301,6 +302,86 @@ func TestSocialSignIn(t *testing.T) {
 		}
 		if res := newBrowser(t, env.url).get("/api/auth/list-accounts"); res.status != http.StatusUnauthorized {
 			t.Errorf("list-accounts without a session: %d %s", res.status, res.body)
+		}
+	})
+}
+
+// TestSocialButtonsFollowConfiguration: the sign-in page shows a button per configured
+// provider and starts the flow with a form post; restarted with a provider's variables
+// removed, its button, its providers entry, its start and its callback are gone (404).
+func TestSocialButtonsFollowConfiguration(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
+		st, _ := saOpen(t, b)
+		fake := newFake(t)
+		env := newSocialEnv(t, st, fake, social.GitHub, social.Google)
+		pe := &providerEnv{app: env.app, url: env.url}
+		ten := env.app.newTenancy(t)
+		pe.owner = ten.members[RoleOwner]
+		pe.project = saProject(t, env.app, ten, "social-buttons")
+		client, _ := pe.create(t, webClientBody)
+		challenge := "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+
+		signInPage := func(e *socialEnv) page {
+			t.Helper()
+			res := newBrowser(t, e.url).get(authorizeURL(e.url, client.ID, "https://shop.example.com/cb", challenge))
+			res.wantPage(t, "sign-in page", http.StatusOK, `action="/api/auth/sign-in/email"`)
+			return res
+		}
+		res := signInPage(env)
+		for _, want := range []string{`name="provider" value="github"`, `>Continue with GitHub</button>`,
+			`name="provider" value="google"`, `>Continue with Google</button>`} {
+			if !strings.Contains(res.body, want) {
+				t.Errorf("sign-in page lacks %q", want)
+			}
+		}
+		// The button's form post goes straight to the provider, the flow cookie set.
+		fake.SetUser(social.GitHub, socialtest.User{ID: "3003", Login: "lin", Email: "lin@example.com", EmailVerified: true})
+		br := newBrowser(t, env.url)
+		callback := res.hidden(t, "callbackURL")
+		start := br.post("/api/auth/sign-in/social", url.Values{"provider": {"github"}, "callbackURL": {callback},
+			"errorCallbackURL": {res.hidden(t, "errorCallbackURL")}}, env.url)
+		if start.status != http.StatusSeeOther || !strings.HasPrefix(start.header.Get("Location"), fake.URL+"/github/authorize?") ||
+			env.flowCookie(br) == nil {
+			t.Fatalf("button post: %d %v %s", start.status, start.header, start.body)
+		}
+		// Through the provider, back signed in, on to the authorization request: a code.
+		res = br.get(start.header.Get("Location"))
+		githubCallback := res.header.Get("Location")
+		res = br.get(githubCallback)
+		wantRedirect(t, "social sign-in from the page", res, callback)
+		res = br.get(res.header.Get("Location"))
+		if q := res.redirectParams(t, "authorization after social sign-in", "https://shop.example.com/cb?"); q.Get("code") == "" {
+			t.Errorf("authorization after social sign-in: %v", q)
+		}
+
+		// Restarted without GitHub's variables.
+		googleOnly := newSocialEnv(t, st, fake, social.Google)
+		res = signInPage(googleOnly)
+		if strings.Contains(res.body, `value="github"`) || !strings.Contains(res.body, `value="google"`) {
+			t.Errorf("sign-in page without GitHub:\n%s", res.body)
+		}
+		if res := newBrowser(t, googleOnly.url).get("/api/auth/providers"); strings.TrimSpace(res.body) != `{"providers":[{"id":"google","name":"Google"}]}` {
+			t.Errorf("providers without GitHub: %s", res.body)
+		}
+		cb, _ := url.Parse(githubCallback)
+		res = newBrowser(t, googleOnly.url).get(googleOnly.url + cb.RequestURI())
+		if res.status != http.StatusNotFound || !strings.Contains(res.body, `"code":"PROVIDER_NOT_FOUND"`) {
+			t.Errorf("GitHub callback without GitHub: %d %s", res.status, res.body)
+		}
+		if res, _ := googleOnly.start(t, newBrowser(t, googleOnly.url), `{"provider":"github"}`); res.status != http.StatusNotFound {
+			t.Errorf("GitHub start without GitHub: %d %s", res.status, res.body)
+		}
+
+		// Restarted with none: no buttons at all.
+		none := newSocialEnv(t, st, fake)
+		if res := signInPage(none); strings.Contains(res.body, "sign-in/social") || strings.Contains(res.body, "Continue with") {
+			t.Errorf("sign-in page without providers shows buttons:\n%s", res.body)
+		}
+		if res := newBrowser(t, none.url).get("/api/auth/providers"); strings.TrimSpace(res.body) != `{"providers":[]}` {
+			t.Errorf("providers without any: %s", res.body)
+		}
+		if res := newBrowser(t, none.url).get(none.url + "/api/auth/callback/google?code=x&state=y"); res.status != http.StatusNotFound {
+			t.Errorf("Google callback without Google: %d %s", res.status, res.body)
 		}
 	})
 }
