@@ -2505,9 +2505,15 @@ type ClientInterface interface {
 	//
 	// Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
 	// secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
-	// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
-	// failed client authentication, an unknown client and a disabled client are 401
-	// `invalid_client` with `WWW-Authenticate: Basic`.
+	// body), never both at once (`invalid_request`). Public clients send only `client_id`.
+	// Clients registered with `tokenEndpointAuthMethod: private_key_jwt` send
+	// `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
+	// `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
+	// client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
+	// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
+	// client authentication (including a replayed `jti`, a wrong `aud` and an expired
+	// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+	// `WWW-Authenticate: Basic`.
 	//
 	// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
 	// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
@@ -2529,9 +2535,15 @@ type ClientInterface interface {
 	//
 	// Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
 	// secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
-	// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
-	// failed client authentication, an unknown client and a disabled client are 401
-	// `invalid_client` with `WWW-Authenticate: Basic`.
+	// body), never both at once (`invalid_request`). Public clients send only `client_id`.
+	// Clients registered with `tokenEndpointAuthMethod: private_key_jwt` send
+	// `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
+	// `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
+	// client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
+	// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
+	// client authentication (including a replayed `jti`, a wrong `aud` and an expired
+	// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+	// `WWW-Authenticate: Basic`.
 	//
 	// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
 	// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
@@ -4129,9 +4141,15 @@ func (c *Client) PostOauth2RevokeWithFormdataBody(ctx context.Context, body Post
 //
 // Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
 // secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
-// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
-// failed client authentication, an unknown client and a disabled client are 401
-// `invalid_client` with `WWW-Authenticate: Basic`.
+// body), never both at once (`invalid_request`). Public clients send only `client_id`.
+// Clients registered with `tokenEndpointAuthMethod: private_key_jwt` send
+// `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
+// `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
+// client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
+// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
+// client authentication (including a replayed `jti`, a wrong `aud` and an expired
+// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+// `WWW-Authenticate: Basic`.
 //
 // Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
 // `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
@@ -4163,9 +4181,15 @@ func (c *Client) PostOauth2TokenWithBody(ctx context.Context, contentType string
 //
 // Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
 // secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
-// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
-// failed client authentication, an unknown client and a disabled client are 401
-// `invalid_client` with `WWW-Authenticate: Basic`.
+// body), never both at once (`invalid_request`). Public clients send only `client_id`.
+// Clients registered with `tokenEndpointAuthMethod: private_key_jwt` send
+// `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
+// `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
+// client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
+// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
+// client authentication (including a replayed `jti`, a wrong `aud` and an expired
+// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+// `WWW-Authenticate: Basic`.
 //
 // Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
 // `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
@@ -11032,9 +11056,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
 	// secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
-	// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
-	// failed client authentication, an unknown client and a disabled client are 401
-	// `invalid_client` with `WWW-Authenticate: Basic`.
+	// body), never both at once (`invalid_request`). Public clients send only `client_id`.
+	// Clients registered with `tokenEndpointAuthMethod: private_key_jwt` send
+	// `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
+	// `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
+	// client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
+	// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
+	// client authentication (including a replayed `jti`, a wrong `aud` and an expired
+	// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+	// `WWW-Authenticate: Basic`.
 	//
 	// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
 	// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
@@ -11056,9 +11086,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
 	// secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
-	// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
-	// failed client authentication, an unknown client and a disabled client are 401
-	// `invalid_client` with `WWW-Authenticate: Basic`.
+	// body), never both at once (`invalid_request`). Public clients send only `client_id`.
+	// Clients registered with `tokenEndpointAuthMethod: private_key_jwt` send
+	// `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
+	// `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
+	// client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
+	// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
+	// client authentication (including a replayed `jti`, a wrong `aud` and an expired
+	// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+	// `WWW-Authenticate: Basic`.
 	//
 	// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
 	// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
@@ -18961,9 +18997,15 @@ func (c *ClientWithResponses) PostOauth2RevokeWithFormdataBodyWithResponse(ctx c
 //
 // Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
 // secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
-// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
-// failed client authentication, an unknown client and a disabled client are 401
-// `invalid_client` with `WWW-Authenticate: Basic`.
+// body), never both at once (`invalid_request`). Public clients send only `client_id`.
+// Clients registered with `tokenEndpointAuthMethod: private_key_jwt` send
+// `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
+// `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
+// client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
+// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
+// client authentication (including a replayed `jti`, a wrong `aud` and an expired
+// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+// `WWW-Authenticate: Basic`.
 //
 // Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
 // `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
@@ -18991,9 +19033,15 @@ func (c *ClientWithResponses) PostOauth2TokenWithBodyWithResponse(ctx context.Co
 //
 // Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
 // secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
-// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
-// failed client authentication, an unknown client and a disabled client are 401
-// `invalid_client` with `WWW-Authenticate: Basic`.
+// body), never both at once (`invalid_request`). Public clients send only `client_id`.
+// Clients registered with `tokenEndpointAuthMethod: private_key_jwt` send
+// `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
+// `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
+// client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
+// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
+// client authentication (including a replayed `jti`, a wrong `aud` and an expired
+// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+// `WWW-Authenticate: Basic`.
 //
 // Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
 // `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
