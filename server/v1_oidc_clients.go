@@ -93,7 +93,7 @@ func (s *Server) CreateOidcClient(ctx context.Context, req gen.CreateOidcClientR
 				"name": c.Name, "type": c.Type, "redirectUris": c.RedirectURIs,
 				"postLogoutRedirectUris": c.PostLogoutRedirectURIs, "grantTypes": c.GrantTypes,
 				"scopes": c.Scopes, "skipConsent": c.SkipConsent,
-				"tokenEndpointAuthMethod": oidcClientJSON(c).TokenEndpointAuthMethod,
+				"tokenEndpointAuthMethod":            oidcClientJSON(c).TokenEndpointAuthMethod,
 				"requirePushedAuthorizationRequests": c.RequirePAR,
 			}})
 	})
@@ -327,6 +327,6 @@ func oidcClientJSON(c store.OIDCClient) gen.OidcClient {
 		RedirectUris: redirects, PostLogoutRedirectUris: post, GrantTypes: grants, Scopes: scopes,
 		SkipConsent: c.SkipConsent, TokenEndpointAuthMethod: method, Jwks: jwks,
 		RequirePushedAuthorizationRequests: c.RequirePAR,
-		DisabledAt: nullableOf(c.DisabledAt), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
+		DisabledAt:                         nullableOf(c.DisabledAt), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
 	}
 }
