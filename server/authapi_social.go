@@ -222,7 +222,7 @@ func (s *Server) socialCallback(c echo.Context) error {
 		s.log.WarnContext(ctx, "social sign-in: provider failure", "provider", p.ID, "err", err)
 		return fail("provider_error")
 	}
-	user, created, token, err := s.socialSignIn(ctx, p.ID, id)
+	_, created, token, err := s.socialSignIn(ctx, p.ID, id)
 	var code socialRefusal
 	if errors.As(err, &code) {
 		return fail(string(code))
@@ -230,7 +230,6 @@ func (s *Server) socialCallback(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	_ = user
 	setCookie(ctx, s.sessions.Cookie(token, true))
 	target := f.Callback
 	if created && f.NewUser != "" {
