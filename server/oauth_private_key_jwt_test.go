@@ -21,7 +21,7 @@ import (
 const assertionType = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 
 // keyClientBody registers a private_key_jwt client with the public half of key.
-func keyClientBody(t *testing.T, key any, kid string) string {
+func keyClientBody(t testing.TB, key any, kid string) string {
 	t.Helper()
 	var pub any
 	switch k := key.(type) {
@@ -41,7 +41,7 @@ func keyClientBody(t *testing.T, key any, kid string) string {
 }
 
 // assertion signs a client assertion for clientID with key (alg) under kid.
-func assertion(t *testing.T, key any, alg jose.SignatureAlgorithm, kid, clientID, aud, jti string, exp time.Time) string {
+func assertion(t testing.TB, key any, alg jose.SignatureAlgorithm, kid, clientID, aud, jti string, exp time.Time) string {
 	t.Helper()
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: key},
 		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", kid))
