@@ -3,9 +3,9 @@ package server
 import (
 	"context"
 	"crypto/ecdsa"
-	"encoding/json"
 	"crypto/elliptic"
 	"crypto/rand"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
