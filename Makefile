@@ -62,7 +62,7 @@ check: assets
 ## when GATEHOUSE_TEST_POSTGRES_URL is set. Figures are recorded in README.md.
 bench: assets
 	$(GO) test -run '^$$' -bench 'Decide|APIKeyAuth' -benchmem -count=3 ./server/
-	$(GO) test -run '^$$' -bench 'AuthorizeLoad|ConfigRevealLoad|OAuthTokenLoad|OAuthIntrospectLoad' -benchtime=1x ./server/
+	$(GO) test -run '^$$' -bench 'AuthorizeLoad|ConfigRevealLoad|OAuthTokenLoad|OAuthIntrospectLoad|OAuthPrivateKeyJWTLoad' -benchtime=1x ./server/
 
 clean:
 	rm -rf bin $(SCALAR_BUNDLE)

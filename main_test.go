@@ -126,3 +126,24 @@ func TestDrainTimeoutExitsZero(t *testing.T) {
 		t.Errorf("the cut was not logged:\n%s", stderr.String())
 	}
 }
+
+// TestSocialHalfConfiguredExitsTwo: a social provider with only one of its client id and
+// secret stops start-up with exit 2 and one line naming the missing variable.
+func TestSocialHalfConfiguredExitsTwo(t *testing.T) {
+	for _, c := range []struct {
+		set  map[string]string
+		want string
+	}{
+		{map[string]string{"GATEHOUSE_GITHUB_CLIENT_ID": "Iv1.abc"}, "invalid GATEHOUSE_GITHUB_CLIENT_SECRET: required when GATEHOUSE_GITHUB_CLIENT_ID is set"},
+		{map[string]string{"GATEHOUSE_GITHUB_CLIENT_SECRET": "s3cret"}, "invalid GATEHOUSE_GITHUB_CLIENT_ID: required when GATEHOUSE_GITHUB_CLIENT_SECRET is set"},
+		{map[string]string{"GATEHOUSE_GOOGLE_CLIENT_ID": "123.apps.googleusercontent.com"}, "invalid GATEHOUSE_GOOGLE_CLIENT_SECRET: required when GATEHOUSE_GOOGLE_CLIENT_ID is set"},
+		{map[string]string{"GATEHOUSE_GOOGLE_CLIENT_SECRET": "s3cret", "GATEHOUSE_GITHUB_CLIENT_ID": "a", "GATEHOUSE_GITHUB_CLIENT_SECRET": "b"}, "invalid GATEHOUSE_GOOGLE_CLIENT_ID: required when GATEHOUSE_GOOGLE_CLIENT_SECRET is set"},
+		{map[string]string{"GATEHOUSE_GOOGLE_CLIENT_ID": "a", "GATEHOUSE_GOOGLE_CLIENT_SECRET": "b", "GATEHOUSE_GOOGLE_ISSUER": "accounts.google.com"}, "invalid GATEHOUSE_GOOGLE_ISSUER: want an absolute http(s) URL"},
+	} {
+		var stderr bytes.Buffer
+		code := run(context.Background(), nil, testEnv(t, c.set), &stderr, nil)
+		if out := strings.TrimSpace(stderr.String()); code != 2 || out != "gatehouse: "+c.want {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.set, code, out, c.want)
+		}
+	}
+}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/server"
+	"github.com/gatehouse-dev/gatehouse/social"
+	"github.com/gatehouse-dev/gatehouse/social/socialtest"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
@@ -93,7 +95,17 @@ func startAuthServer(t *testing.T, logs *syncBuffer) string {
 	srv := httptest.NewUnstartedServer(nil) // listens on 127.0.0.1
 	base := "http://" + srv.Listener.Addr().String()
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	app, err := server.New(server.Config{BaseURL: base, BodyLimit: 1 << 20, SecretKey: make([]byte, 32)},
+	// GitHub sign-in goes to a local fake (the JS scenario "social sign-in" needs it).
+	fake, err := socialtest.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fake.Close)
+	fake.SetUser(social.GitHub, socialtest.User{ID: "5151", Login: "dorothy", Name: "Dorothy Vaughan",
+		Email: "dorothy@example.com", EmailVerified: true})
+	app, err := server.New(server.Config{BaseURL: base, BodyLimit: 1 << 20, SecretKey: make([]byte, 32),
+		Social: []server.SocialConfig{{ID: social.GitHub, ClientID: socialtest.ClientID,
+			ClientSecret: socialtest.ClientSecret, Endpoints: fake.Endpoints(social.GitHub)}}},
 		storetest.Backends(t)[0].Open(t), log)
 	if err != nil {
 		t.Fatal(err)

@@ -44,6 +44,24 @@ func (e AuthInvitationStatus) Valid() bool {
 	}
 }
 
+// Defines values for AuthSocialProvider.
+const (
+	AuthSocialGithub AuthSocialProvider = "github"
+	AuthSocialGoogle AuthSocialProvider = "google"
+)
+
+// Valid indicates whether the value is a known member of the AuthSocialProvider enum.
+func (e AuthSocialProvider) Valid() bool {
+	switch e {
+	case AuthSocialGithub:
+		return true
+	case AuthSocialGoogle:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EnvironmentName.
 const (
 	Development EnvironmentName = "development"
@@ -74,6 +92,24 @@ const (
 func (e HealthStatus) Valid() bool {
 	switch e {
 	case HealthStatusOK:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OidcClientCreateTokenEndpointAuthMethod.
+const (
+	OidcCreateAuthClientSecretBasic OidcClientCreateTokenEndpointAuthMethod = "client_secret_basic"
+	OidcCreateAuthPrivateKeyJwt     OidcClientCreateTokenEndpointAuthMethod = "private_key_jwt"
+)
+
+// Valid indicates whether the value is a known member of the OidcClientCreateTokenEndpointAuthMethod enum.
+func (e OidcClientCreateTokenEndpointAuthMethod) Valid() bool {
+	switch e {
+	case OidcCreateAuthClientSecretBasic:
+		return true
+	case OidcCreateAuthPrivateKeyJwt:
 		return true
 	default:
 		return false
@@ -162,6 +198,7 @@ func (e OidcScope) Valid() bool {
 const (
 	OidcAuthClientSecretBasic OidcTokenEndpointAuthMethod = "client_secret_basic"
 	OidcAuthNone              OidcTokenEndpointAuthMethod = "none"
+	OidcAuthPrivateKeyJwt     OidcTokenEndpointAuthMethod = "private_key_jwt"
 )
 
 // Valid indicates whether the value is a known member of the OidcTokenEndpointAuthMethod enum.
@@ -170,6 +207,8 @@ func (e OidcTokenEndpointAuthMethod) Valid() bool {
 	case OidcAuthClientSecretBasic:
 		return true
 	case OidcAuthNone:
+		return true
+	case OidcAuthPrivateKeyJwt:
 		return true
 	default:
 		return false
@@ -478,6 +517,23 @@ type AuthInvitationIdBody struct {
 	InvitationId string `json:"invitationId"`
 }
 
+// AuthLinkedAccount defines model for AuthLinkedAccount.
+type AuthLinkedAccount struct {
+	AccountId string `json:"accountId"`
+
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt Timestamp `json:"createdAt"`
+	Id        string    `json:"id"`
+
+	// ProviderId `credential`, `github` or `google`.
+	ProviderId string   `json:"providerId"`
+	Scopes     []string `json:"scopes"`
+
+	// UpdatedAt UTC, ISO 8601.
+	UpdatedAt Timestamp `json:"updatedAt"`
+	UserId    string    `json:"userId"`
+}
+
 // AuthMember defines model for AuthMember.
 type AuthMember struct {
 	// CreatedAt UTC, ISO 8601.
@@ -618,6 +674,22 @@ type AuthSignInResponse struct {
 	User     AuthUser                  `json:"user"`
 }
 
+// AuthSignInSocialBody defines model for AuthSignInSocialBody.
+type AuthSignInSocialBody struct {
+	// CallbackURL Where the browser goes once signed in; default `/`.
+	CallbackURL *string `json:"callbackURL,omitempty"`
+
+	// DisableRedirect Answer `redirect false` (the client then navigates itself).
+	DisableRedirect *bool `json:"disableRedirect,omitempty"`
+
+	// ErrorCallbackURL Where a refused sign-in goes (with `error`); default `callbackURL`.
+	ErrorCallbackURL *string `json:"errorCallbackURL,omitempty"`
+
+	// NewUserCallbackURL Where a newly created user goes instead of `callbackURL`.
+	NewUserCallbackURL *string            `json:"newUserCallbackURL,omitempty"`
+	Provider           AuthSocialProvider `json:"provider"`
+}
+
 // AuthSignUpEmailBody defines model for AuthSignUpEmailBody.
 type AuthSignUpEmailBody struct {
 	CallbackURL *string                   `json:"callbackURL,omitempty"`
@@ -632,6 +704,23 @@ type AuthSignUpEmailBody struct {
 type AuthSignUpResponse struct {
 	Token nullable.Nullable[string] `json:"token"`
 	User  AuthUser                  `json:"user"`
+}
+
+// AuthSocialProvider defines model for AuthSocialProvider.
+type AuthSocialProvider string
+
+// AuthSocialProviders defines model for AuthSocialProviders.
+type AuthSocialProviders struct {
+	Providers []struct {
+		Id   AuthSocialProvider `json:"id"`
+		Name string             `json:"name"`
+	} `json:"providers"`
+}
+
+// AuthSocialRedirect defines model for AuthSocialRedirect.
+type AuthSocialRedirect struct {
+	Redirect bool   `json:"redirect"`
+	Url      string `json:"url"`
 }
 
 // AuthStatus defines model for AuthStatus.
@@ -757,17 +846,25 @@ type OidcClient struct {
 	GrantTypes []OidcGrantType              `json:"grantTypes"`
 
 	// Id The OAuth `client_id`.
-	Id                     string            `json:"id"`
+	Id string `json:"id"`
+
+	// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
+	// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
+	// (ES256), `use` absent or `sig`, `kid`s distinct. Private key members are refused.
+	Jwks                   *OidcClientJwks   `json:"jwks,omitempty"`
 	Name                   string            `json:"name"`
 	PostLogoutRedirectUris []OidcRedirectUri `json:"postLogoutRedirectUris"`
 	ProjectId              string            `json:"projectId"`
 	RedirectUris           []OidcRedirectUri `json:"redirectUris"`
-	Scopes                 []OidcScope       `json:"scopes"`
+
+	// RequirePushedAuthorizationRequests The authorization endpoint refuses this client's requests (`invalid_request`) unless they were pushed to `/api/auth/oauth2/par`.
+	RequirePushedAuthorizationRequests bool        `json:"requirePushedAuthorizationRequests"`
+	Scopes                             []OidcScope `json:"scopes"`
 
 	// SkipConsent Sign-ins through this client skip the consent page.
 	SkipConsent bool `json:"skipConsent"`
 
-	// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+	// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients; `private_key_jwt` for `web` clients registered with `jwks` instead of a secret (RFC 7523 client assertions signed RS256 or ES256).
 	TokenEndpointAuthMethod OidcTokenEndpointAuthMethod `json:"tokenEndpointAuthMethod"`
 
 	// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
@@ -781,19 +878,38 @@ type OidcClient struct {
 type OidcClientCreate struct {
 	// GrantTypes `client_credentials` only for `web` clients; `refresh_token` only with `authorization_code`.
 	GrantTypes []OidcGrantType `json:"grantTypes"`
-	Name       string          `json:"name"`
+
+	// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
+	// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
+	// (ES256), `use` absent or `sig`, `kid`s distinct. Private key members are refused.
+	Jwks *OidcClientJwks `json:"jwks,omitempty"`
+	Name string          `json:"name"`
 
 	// PostLogoutRedirectUris Same rules as `redirectUris`; none when omitted.
 	PostLogoutRedirectUris *[]OidcRedirectUri `json:"postLogoutRedirectUris,omitempty"`
 	RedirectUris           []OidcRedirectUri  `json:"redirectUris"`
-	Scopes                 []OidcScope        `json:"scopes"`
+
+	// RequirePushedAuthorizationRequests Refuse authorization requests that were not pushed (RFC 9126).
+	RequirePushedAuthorizationRequests *bool       `json:"requirePushedAuthorizationRequests,omitempty"`
+	Scopes                             []OidcScope `json:"scopes"`
 
 	// SkipConsent Refused (400) for `native` and `spa` clients.
 	SkipConsent *bool `json:"skipConsent,omitempty"`
 
+	// TokenEndpointAuthMethod For `web` clients: `client_secret_basic` (the default; a secret is drawn and shown once) or `private_key_jwt` (no secret; `jwks` required). Public clients omit it.
+	TokenEndpointAuthMethod *OidcClientCreateTokenEndpointAuthMethod `json:"tokenEndpointAuthMethod,omitempty"`
+
 	// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
 	Type OidcClientType `json:"type"`
 }
+
+// OidcClientCreateTokenEndpointAuthMethod For `web` clients: `client_secret_basic` (the default; a secret is drawn and shown once) or `private_key_jwt` (no secret; `jwks` required). Public clients omit it.
+type OidcClientCreateTokenEndpointAuthMethod string
+
+// OidcClientJwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
+// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
+// (ES256), `use` absent or `sig`, `kid`s distinct. Private key members are refused.
+type OidcClientJwks = json.RawMessage
 
 // OidcClientResponse defines model for OidcClientResponse.
 type OidcClientResponse struct {
@@ -815,7 +931,7 @@ type OidcRedirectUri = string
 // OidcScope One of the eight scopes of the `oauth2` security scheme.
 type OidcScope string
 
-// OidcTokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+// OidcTokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients; `private_key_jwt` for `web` clients registered with `jwks` instead of a secret (RFC 7523 client assertions signed RS256 or ES256).
 type OidcTokenEndpointAuthMethod string
 
 // Organization defines model for Organization.
@@ -1444,6 +1560,12 @@ type SignInEmailJSONRequestBody = AuthSignInEmailBody
 // SignInEmailFormdataRequestBody defines body for SignInEmail for application/x-www-form-urlencoded ContentType.
 type SignInEmailFormdataRequestBody = AuthSignInEmailBody
 
+// SignInSocialJSONRequestBody defines body for SignInSocial for application/json ContentType.
+type SignInSocialJSONRequestBody = AuthSignInSocialBody
+
+// SignInSocialFormdataRequestBody defines body for SignInSocial for application/x-www-form-urlencoded ContentType.
+type SignInSocialFormdataRequestBody = AuthSignInSocialBody
+
 // SignOutJSONRequestBody defines body for SignOut for application/json ContentType.
 type SignOutJSONRequestBody SignOutJSONBody
 
@@ -1562,6 +1684,9 @@ type ServerInterface interface {
 	// GetSession Get the current session
 	// (GET /api/auth/get-session)
 	GetSession(ctx echo.Context, params GetSessionParams) error
+	// ListAccounts List the user's linked accounts
+	// (GET /api/auth/list-accounts)
+	ListAccounts(ctx echo.Context) error
 	// ListSessions List the user's active sessions
 	// (GET /api/auth/list-sessions)
 	ListSessions(ctx echo.Context) error
@@ -1628,6 +1753,9 @@ type ServerInterface interface {
 	// AuthUpdateRole Update a dynamic role
 	// (POST /api/auth/organization/update-role)
 	AuthUpdateRole(ctx echo.Context) error
+	// ListSocialProviders The configured social sign-in providers
+	// (GET /api/auth/providers)
+	ListSocialProviders(ctx echo.Context) error
 	// RevokeOtherSessions Revoke every other session of the user
 	// (POST /api/auth/revoke-other-sessions)
 	RevokeOtherSessions(ctx echo.Context) error
@@ -1637,6 +1765,9 @@ type ServerInterface interface {
 	// SignInEmail Sign in with email and password
 	// (POST /api/auth/sign-in/email)
 	SignInEmail(ctx echo.Context) error
+	// SignInSocial Start a social sign-in (GitHub or Google)
+	// (POST /api/auth/sign-in/social)
+	SignInSocial(ctx echo.Context) error
 	// SignOut Sign out
 	// (POST /api/auth/sign-out)
 	SignOut(ctx echo.Context) error
@@ -1807,6 +1938,15 @@ func (w *ServerInterfaceWrapper) GetSession(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetSession(ctx, params)
+	return err
+}
+
+// ListAccounts converts echo context to params.
+func (w *ServerInterfaceWrapper) ListAccounts(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListAccounts(ctx)
 	return err
 }
 
@@ -2130,6 +2270,15 @@ func (w *ServerInterfaceWrapper) AuthUpdateRole(ctx echo.Context) error {
 	return err
 }
 
+// ListSocialProviders converts echo context to params.
+func (w *ServerInterfaceWrapper) ListSocialProviders(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListSocialProviders(ctx)
+	return err
+}
+
 // RevokeOtherSessions converts echo context to params.
 func (w *ServerInterfaceWrapper) RevokeOtherSessions(ctx echo.Context) error {
 	var err error
@@ -2154,6 +2303,15 @@ func (w *ServerInterfaceWrapper) SignInEmail(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.SignInEmail(ctx)
+	return err
+}
+
+// SignInSocial converts echo context to params.
+func (w *ServerInterfaceWrapper) SignInSocial(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.SignInSocial(ctx)
 	return err
 }
 
@@ -3139,6 +3297,9 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/api/auth/organization/get-role", wrapper.AuthGetRole, options.OperationMiddlewares["authGetRole"]...)
 	router.POST(options.BaseURL+"/api/auth/organization/update-role", wrapper.AuthUpdateRole, options.OperationMiddlewares["authUpdateRole"]...)
 	router.POST(options.BaseURL+"/api/auth/organization/delete-role", wrapper.AuthDeleteRole, options.OperationMiddlewares["authDeleteRole"]...)
+	router.POST(options.BaseURL+"/api/auth/sign-in/social", wrapper.SignInSocial, options.OperationMiddlewares["signInSocial"]...)
+	router.GET(options.BaseURL+"/api/auth/list-accounts", wrapper.ListAccounts, options.OperationMiddlewares["listAccounts"]...)
+	router.GET(options.BaseURL+"/api/auth/providers", wrapper.ListSocialProviders, options.OperationMiddlewares["listSocialProviders"]...)
 
 }
 
@@ -3345,6 +3506,43 @@ func (response GetSession400ApplicationProblemPlusJSONResponse) VisitGetSessionR
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAccountsRequestObject struct {
+}
+
+type ListAccountsResponseObject interface {
+	VisitListAccountsResponse(w http.ResponseWriter) error
+}
+
+type ListAccounts200JSONResponse []AuthLinkedAccount
+
+func (response ListAccounts200JSONResponse) VisitListAccountsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAccounts401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListAccounts401ApplicationProblemPlusJSONResponse) VisitListAccountsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5134,6 +5332,27 @@ func (response AuthUpdateRole409ApplicationProblemPlusJSONResponse) VisitAuthUpd
 	return err
 }
 
+type ListSocialProvidersRequestObject struct {
+}
+
+type ListSocialProvidersResponseObject interface {
+	VisitListSocialProvidersResponse(w http.ResponseWriter) error
+}
+
+type ListSocialProviders200JSONResponse AuthSocialProviders
+
+func (response ListSocialProviders200JSONResponse) VisitListSocialProvidersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RevokeOtherSessionsRequestObject struct {
 	Body *RevokeOtherSessionsJSONRequestBody
 }
@@ -5409,6 +5628,103 @@ func (response SignInEmail503ApplicationProblemPlusJSONResponse) VisitSignInEmai
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SignInSocialRequestObject struct {
+	JSONBody     *SignInSocialJSONRequestBody
+	FormdataBody *SignInSocialFormdataRequestBody
+}
+
+type SignInSocialResponseObject interface {
+	VisitSignInSocialResponse(w http.ResponseWriter) error
+}
+
+type SignInSocial200ResponseHeaders struct {
+	SetCookie *string
+}
+
+type SignInSocial200JSONResponse struct {
+	Body    AuthSocialRedirect
+	Headers SignInSocial200ResponseHeaders
+}
+
+func (response SignInSocial200JSONResponse) VisitSignInSocialResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SignInSocial303ResponseHeaders struct {
+	Location *string
+}
+
+type SignInSocial303Response struct {
+	Headers SignInSocial303ResponseHeaders
+}
+
+func (response SignInSocial303Response) VisitSignInSocialResponse(w http.ResponseWriter) error {
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(303)
+	return nil
+}
+
+type SignInSocial400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SignInSocial400ApplicationProblemPlusJSONResponse) VisitSignInSocialResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SignInSocial403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SignInSocial403ApplicationProblemPlusJSONResponse) VisitSignInSocialResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SignInSocial404ApplicationProblemPlusJSONResponse struct {
+	AuthNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response SignInSocial404ApplicationProblemPlusJSONResponse) VisitSignInSocialResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7425,17 +7741,25 @@ type CreateOidcClient201JSONResponse struct {
 		GrantTypes []OidcGrantType              `json:"grantTypes"`
 
 		// Id The OAuth `client_id`.
-		Id                     string            `json:"id"`
+		Id string `json:"id"`
+
+		// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
+		// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
+		// (ES256), `use` absent or `sig`, `kid`s distinct. Private key members are refused.
+		Jwks                   *OidcClientJwks   `json:"jwks,omitempty"`
 		Name                   string            `json:"name"`
 		PostLogoutRedirectUris []OidcRedirectUri `json:"postLogoutRedirectUris"`
 		ProjectId              string            `json:"projectId"`
 		RedirectUris           []OidcRedirectUri `json:"redirectUris"`
-		Scopes                 []OidcScope       `json:"scopes"`
+
+		// RequirePushedAuthorizationRequests The authorization endpoint refuses this client's requests (`invalid_request`) unless they were pushed to `/api/auth/oauth2/par`.
+		RequirePushedAuthorizationRequests bool        `json:"requirePushedAuthorizationRequests"`
+		Scopes                             []OidcScope `json:"scopes"`
 
 		// SkipConsent Sign-ins through this client skip the consent page.
 		SkipConsent bool `json:"skipConsent"`
 
-		// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+		// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients; `private_key_jwt` for `web` clients registered with `jwks` instead of a secret (RFC 7523 client assertions signed RS256 or ES256).
 		TokenEndpointAuthMethod OidcTokenEndpointAuthMethod `json:"tokenEndpointAuthMethod"`
 
 		// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
@@ -7684,17 +8008,25 @@ type RotateOidcClientSecret200JSONResponse struct {
 		GrantTypes []OidcGrantType              `json:"grantTypes"`
 
 		// Id The OAuth `client_id`.
-		Id                     string            `json:"id"`
+		Id string `json:"id"`
+
+		// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
+		// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
+		// (ES256), `use` absent or `sig`, `kid`s distinct. Private key members are refused.
+		Jwks                   *OidcClientJwks   `json:"jwks,omitempty"`
 		Name                   string            `json:"name"`
 		PostLogoutRedirectUris []OidcRedirectUri `json:"postLogoutRedirectUris"`
 		ProjectId              string            `json:"projectId"`
 		RedirectUris           []OidcRedirectUri `json:"redirectUris"`
-		Scopes                 []OidcScope       `json:"scopes"`
+
+		// RequirePushedAuthorizationRequests The authorization endpoint refuses this client's requests (`invalid_request`) unless they were pushed to `/api/auth/oauth2/par`.
+		RequirePushedAuthorizationRequests bool        `json:"requirePushedAuthorizationRequests"`
+		Scopes                             []OidcScope `json:"scopes"`
 
 		// SkipConsent Sign-ins through this client skip the consent page.
 		SkipConsent bool `json:"skipConsent"`
 
-		// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+		// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients; `private_key_jwt` for `web` clients registered with `jwks` instead of a secret (RFC 7523 client assertions signed RS256 or ES256).
 		TokenEndpointAuthMethod OidcTokenEndpointAuthMethod `json:"tokenEndpointAuthMethod"`
 
 		// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
@@ -9070,6 +9402,9 @@ type StrictServerInterface interface {
 	// GetSession Get the current session
 	// (GET /api/auth/get-session)
 	GetSession(ctx context.Context, request GetSessionRequestObject) (GetSessionResponseObject, error)
+	// ListAccounts List the user's linked accounts
+	// (GET /api/auth/list-accounts)
+	ListAccounts(ctx context.Context, request ListAccountsRequestObject) (ListAccountsResponseObject, error)
 	// ListSessions List the user's active sessions
 	// (GET /api/auth/list-sessions)
 	ListSessions(ctx context.Context, request ListSessionsRequestObject) (ListSessionsResponseObject, error)
@@ -9136,6 +9471,9 @@ type StrictServerInterface interface {
 	// AuthUpdateRole Update a dynamic role
 	// (POST /api/auth/organization/update-role)
 	AuthUpdateRole(ctx context.Context, request AuthUpdateRoleRequestObject) (AuthUpdateRoleResponseObject, error)
+	// ListSocialProviders The configured social sign-in providers
+	// (GET /api/auth/providers)
+	ListSocialProviders(ctx context.Context, request ListSocialProvidersRequestObject) (ListSocialProvidersResponseObject, error)
 	// RevokeOtherSessions Revoke every other session of the user
 	// (POST /api/auth/revoke-other-sessions)
 	RevokeOtherSessions(ctx context.Context, request RevokeOtherSessionsRequestObject) (RevokeOtherSessionsResponseObject, error)
@@ -9145,6 +9483,9 @@ type StrictServerInterface interface {
 	// SignInEmail Sign in with email and password
 	// (POST /api/auth/sign-in/email)
 	SignInEmail(ctx context.Context, request SignInEmailRequestObject) (SignInEmailResponseObject, error)
+	// SignInSocial Start a social sign-in (GitHub or Google)
+	// (POST /api/auth/sign-in/social)
+	SignInSocial(ctx context.Context, request SignInSocialRequestObject) (SignInSocialResponseObject, error)
 	// SignOut Sign out
 	// (POST /api/auth/sign-out)
 	SignOut(ctx context.Context, request SignOutRequestObject) (SignOutResponseObject, error)
@@ -9356,6 +9697,29 @@ func (sh *strictHandler) GetSession(ctx echo.Context, params GetSessionParams) e
 		return err
 	} else if validResponse, ok := response.(GetSessionResponseObject); ok {
 		return validResponse.VisitGetSessionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListAccounts operation middleware
+func (sh *strictHandler) ListAccounts(ctx echo.Context) error {
+	var request ListAccountsRequestObject
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListAccounts(ctx.Request().Context(), request.(ListAccountsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListAccounts")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListAccountsResponseObject); ok {
+		return validResponse.VisitListAccountsResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -10223,6 +10587,29 @@ func (sh *strictHandler) AuthUpdateRole(ctx echo.Context) error {
 	return nil
 }
 
+// ListSocialProviders operation middleware
+func (sh *strictHandler) ListSocialProviders(ctx echo.Context) error {
+	var request ListSocialProvidersRequestObject
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListSocialProviders(ctx.Request().Context(), request.(ListSocialProvidersRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListSocialProviders")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListSocialProvidersResponseObject); ok {
+		return validResponse.VisitListSocialProvidersResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // RevokeOtherSessions operation middleware
 func (sh *strictHandler) RevokeOtherSessions(ctx echo.Context) error {
 	var request RevokeOtherSessionsRequestObject
@@ -10372,6 +10759,66 @@ func (sh *strictHandler) SignInEmail(ctx echo.Context) error {
 		return err
 	} else if validResponse, ok := response.(SignInEmailResponseObject); ok {
 		return validResponse.VisitSignInEmailResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// SignInSocial operation middleware
+func (sh *strictHandler) SignInSocial(ctx echo.Context) error {
+	var request SignInSocialRequestObject
+
+	if strings.HasPrefix(ctx.Request().Header.Get("Content-Type"), "application/json") {
+		var body SignInSocialJSONRequestBody
+		var err error
+		if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+			// A request validator built on kin-openapi's openapi3filter with
+			// KeepValidatedValue leaves the value it validated on the body. Bind
+			// that value, matching member names exactly, so the handler receives
+			// what was validated instead of a second, case-insensitive decode.
+			// Otherwise bind only the request body, so that path and query
+			// parameters are not also bound into the body struct.
+			if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+				err = binder.BindBody(ctx, &body)
+			}
+		} else {
+			// A custom binder is installed on the Echo instance; defer to it
+			// entirely, since echo.Binder does not expose body-only binding and
+			// the binder may do more than decode (for example call ctx.Validate).
+			err = ctx.Bind(&body)
+		}
+		if err != nil {
+			return err
+		}
+		request.JSONBody = &body
+
+	}
+	if strings.HasPrefix(ctx.Request().Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		if form, err := ctx.FormParams(); err == nil {
+			var body SignInSocialFormdataRequestBody
+			if err := runtime.BindForm(&body, form, nil, nil); err != nil {
+				return err
+			}
+			request.FormdataBody = &body
+		} else {
+			return err
+		}
+	}
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.SignInSocial(ctx.Request().Context(), request.(SignInSocialRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SignInSocial")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(SignInSocialResponseObject); ok {
+		return validResponse.VisitSignInSocialResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

@@ -8,7 +8,9 @@ import (
 // Metadata is the provider's OpenID Provider Metadata (OpenID Connect Discovery 1.0), also
 // served as OAuth 2.0 authorization server metadata (RFC 8414): one document, one issuer.
 //
-// Only endpoints this instance serves are listed.
+// Only endpoints this instance serves are listed. require_pushed_authorization_requests
+// (RFC 9126 section 5) is false: PAR is required per client (requirePushedAuthorizationRequests),
+// not for every client.
 type Metadata struct {
 	Issuer                                     string   `json:"issuer"`
 	AuthorizationEndpoint                      string   `json:"authorization_endpoint"`
@@ -26,6 +28,9 @@ type Metadata struct {
 	GrantTypesSupported                        []string `json:"grant_types_supported"`
 	CodeChallengeMethodsSupported              []string `json:"code_challenge_methods_supported"`
 	TokenEndpointAuthMethodsSupported          []string `json:"token_endpoint_auth_methods_supported"`
+	TokenEndpointAuthSigningAlgValuesSupported []string `json:"token_endpoint_auth_signing_alg_values_supported"`
+	PushedAuthorizationRequestEndpoint         string   `json:"pushed_authorization_request_endpoint"`
+	RequirePushedAuthorizationRequests         bool     `json:"require_pushed_authorization_requests"`
 	IntrospectionEndpointAuthMethodsSupported  []string `json:"introspection_endpoint_auth_methods_supported"`
 	RevocationEndpointAuthMethodsSupported     []string `json:"revocation_endpoint_auth_methods_supported"`
 	SubjectTypesSupported                      []string `json:"subject_types_supported"`
@@ -52,9 +57,12 @@ func (p *Provider) Metadata() Metadata {
 		ResponseModesSupported:                     []string{"query"},
 		GrantTypesSupported:                        []string{"authorization_code", "refresh_token", "client_credentials"},
 		CodeChallengeMethodsSupported:              []string{"S256"},
-		TokenEndpointAuthMethodsSupported:          []string{"client_secret_basic", "client_secret_post", "none"},
+		TokenEndpointAuthMethodsSupported:          []string{"client_secret_basic", "client_secret_post", "private_key_jwt", "none"},
+		TokenEndpointAuthSigningAlgValuesSupported: ClientAssertionAlgs,
+		PushedAuthorizationRequestEndpoint:         b + PARPath,
+		RequirePushedAuthorizationRequests:         false,
 		IntrospectionEndpointAuthMethodsSupported:  []string{"client_secret_basic"},
-		RevocationEndpointAuthMethodsSupported:     []string{"client_secret_basic", "client_secret_post", "none"},
+		RevocationEndpointAuthMethodsSupported:     []string{"client_secret_basic", "client_secret_post", "private_key_jwt", "none"},
 		SubjectTypesSupported:                      []string{"public"},
 		IDTokenSigningAlgValuesSupported:           []string{SigningAlgorithm},
 		AuthorizationResponseIssParameterSupported: true,

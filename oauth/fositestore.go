@@ -136,19 +136,22 @@ type Client struct {
 // seen by the next request.
 type clientMemo struct {
 	mu      sync.Mutex
-	clients map[string]*Client
+	clients map[string]fosite.Client
 }
 
 type clientMemoKey struct{}
 
 // withClientMemo returns ctx with an empty per-request client memo.
 func withClientMemo(ctx context.Context) context.Context {
-	return context.WithValue(ctx, clientMemoKey{}, &clientMemo{clients: map[string]*Client{}})
+	return context.WithValue(ctx, clientMemoKey{}, &clientMemo{clients: map[string]fosite.Client{}})
 }
 
 // GetClient returns client id when it exists and is usable; otherwise fosite.ErrNotFound.
 // Public clients (native, spa) are fosite public clients with the response type "code" only;
-// a client's audience is its own id.
+// a client's audience is its own id. A private_key_jwt client is a *KeyClient (a
+// fosite.OpenIDConnectClient, which turns on fosite's client assertion checks); every other
+// client is a *Client, which fosite lets authenticate with client_secret_basic or
+// client_secret_post alike.
 func (f *FositeStore) GetClient(ctx context.Context, id string) (fosite.Client, error) {
 	memo, _ := ctx.Value(clientMemoKey{}).(*clientMemo)
 	if memo != nil {
@@ -171,7 +174,7 @@ func (f *FositeStore) GetClient(ctx context.Context, id string) (fosite.Client, 
 	return c, nil
 }
 
-func (f *FositeStore) lookupClient(ctx context.Context, id string) (*Client, error) {
+func (f *FositeStore) lookupClient(ctx context.Context, id string) (fosite.Client, error) {
 	c, err := f.st.OIDCClientByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fosite.ErrNotFound.WithDebug("unknown client")
@@ -182,20 +185,18 @@ func (f *FositeStore) lookupClient(ctx context.Context, id string) (*Client, err
 	if !c.Usable() {
 		return nil, fosite.ErrNotFound.WithDebug("the client is disabled")
 	}
-	return &Client{ProjectID: c.ProjectID, DefaultClient: fosite.DefaultClient{
+	client := &Client{ProjectID: c.ProjectID, DefaultClient: fosite.DefaultClient{
 		ID: c.ID, Secret: c.SecretHash, RedirectURIs: c.RedirectURIs, GrantTypes: c.GrantTypes,
 		ResponseTypes: []string{"code"}, Scopes: c.Scopes, Audience: []string{c.ID}, Public: c.Public(),
-	}}, nil
-}
-
-// ClientAssertionJWTValid always accepts: private_key_jwt client authentication is not
-// offered (the discovery documents advertise client_secret_basic, client_secret_post and
-// none), so no assertion reaches it.
-func (f *FositeStore) ClientAssertionJWTValid(context.Context, string) error { return nil }
-
-// SetClientAssertionJWT refuses: see ClientAssertionJWTValid.
-func (f *FositeStore) SetClientAssertionJWT(context.Context, string, time.Time) error {
-	return fosite.ErrInvalidClient.WithHint("Client assertions are not supported.")
+	}}
+	if c.TokenEndpointAuthMethod != store.OIDCAuthPrivateKeyJWT {
+		return client, nil
+	}
+	keys, alg, err := ParseClientJWKS([]byte(c.JWKS))
+	if err != nil {
+		return nil, fmt.Errorf("oauth: get client %s: %w", c.ID, err)
+	}
+	return &KeyClient{Client: client, Keys: keys, Alg: alg}, nil
 }
 
 // ---- Rows ----

@@ -38,8 +38,18 @@ type Page struct {
 	Scopes []string
 	// Challenge ties a consent or logout form to its pending request and session.
 	Challenge string
+	// Social are the sign-in page's social sign-in buttons (configured providers only), and
+	// SocialErrorURL where a refused social sign-in returns.
+	Social         []SocialButton
+	SocialErrorURL string
 	// Nonce is the CSP nonce of the inline stylesheet; RenderPage sets it.
 	Nonce string
+}
+
+// SocialButton is a social sign-in button: the provider id (github, google) and its name.
+type SocialButton struct {
+	ID   string
+	Name string
 }
 
 // Page names.

@@ -25,6 +25,9 @@ const (
 	IDTokenLifespan       = time.Hour
 	RefreshTokenLifespan  = 30 * 24 * time.Hour // idle: each rotation starts it again
 	AuthorizeCodeLifespan = 10 * time.Minute
+	// PARLifespan is how long a pushed authorization request's request_uri may be used
+	// (expires_in of the PAR response; RFC 9126 section 2.2).
+	PARLifespan = 60 * time.Second
 )
 
 // Provider routes, relative to the base URL (the issuer).
@@ -33,6 +36,7 @@ const (
 	TokenPath      = "/api/auth/oauth2/token"
 	IntrospectPath = "/api/auth/oauth2/introspect"
 	RevokePath     = "/api/auth/oauth2/revoke"
+	PARPath        = "/api/auth/oauth2/par"
 	JWKSPath       = "/.well-known/jwks.json"
 )
 
@@ -71,7 +75,11 @@ type Provider struct {
 //   - OpenID Connect for the code flow and refresh (OpenIDConnectExplicitFactory,
 //     OpenIDConnectRefreshFactory);
 //   - introspection (OAuth2TokenIntrospectionFactory, RFC 7662) and revocation
-//     (OAuth2TokenRevocationFactory, RFC 7009).
+//     (OAuth2TokenRevocationFactory, RFC 7009);
+//   - pushed authorization requests (PushedAuthorizeHandlerFactory, RFC 9126).
+//
+// Clients authenticate with client_secret_basic, client_secret_post, none (public clients)
+// or private_key_jwt (KeyClient).
 //
 // No implicit, hybrid or password grant: never ComposeAllEnabled.
 func NewProvider(cfg ProviderConfig) (*Provider, error) {
@@ -101,6 +109,7 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 		JWTScopeClaimKey:               jwt.JWTScopeFieldString,
 		ClientSecretsHasher:            SecretHasher{Pepper: pepper},
 		MinParameterEntropy:            fosite.MinParameterEntropy,
+		PushedAuthorizeContextLifespan: PARLifespan,
 	}
 	fs := NewFositeStore(cfg.Store)
 	keyGetter := func(ctx context.Context) (interface{}, error) {
@@ -125,9 +134,28 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 		compose.OpenIDConnectRefreshFactory,
 		compose.OAuth2TokenIntrospectionFactory,
 		compose.OAuth2TokenRevocationFactory,
+		compose.PushedAuthorizeHandlerFactory,
 	)
+	// Client assertions (private_key_jwt) may name as aud the token endpoint, the issuer or
+	// the PAR endpoint (RFC 7523 section 3, RFC 9126 section 2): fosite reads the accepted
+	// audiences from its configuration's GetTokenURLs, which is only TokenURL.
+	if f, ok := provider.(*fosite.Fosite); ok {
+		f.Config = assertionAudiences{Config: conf, urls: []string{conf.TokenURL, base, base + PARPath}}
+	} else {
+		return nil, errors.New("oauth: new provider: unexpected fosite provider type")
+	}
 	return &Provider{OAuth2Provider: provider, config: conf, store: fs, baseURL: base}, nil
 }
+
+// assertionAudiences is fosite's configuration with more token URLs: the audiences a client
+// assertion may name.
+type assertionAudiences struct {
+	*fosite.Config
+	urls []string
+}
+
+// GetTokenURLs returns the accepted client assertion audiences.
+func (a assertionAudiences) GetTokenURLs(context.Context) []string { return a.urls }
 
 // accessTokenStrategy is fosite's RFC 9068 JWT access-token strategy (codes and refresh tokens
 // stay HMAC) with storage-backed validation. fosite always looks an access token up by its

@@ -18,11 +18,26 @@ const maxFormBytes = 64 << 10
 
 // clientAuthError rewrites a client-authentication failure as RFC 6749 invalid_client (401)
 // and adds WWW-Authenticate: Basic (RFC 6749 section 5.2).
-func clientAuthError(w http.ResponseWriter, err error) error {
+//
+// A request with a client assertion whose error is not an RFC 6749 error failed the
+// assertion's time claims (fosite returns the JWT library's plain "Token is expired", "Token
+// used before issued" or "Token is not valid yet"): that is invalid_client too, not a 500.
+func clientAuthError(w http.ResponseWriter, r *http.Request, err error) error {
 	if err == nil {
 		return nil
 	}
+	var rfcErr *fosite.RFC6749Error
+	if !errors.As(err, &rfcErr) && r.PostForm.Get("client_assertion_type") != "" {
+		w.Header().Set("WWW-Authenticate", `Basic realm="gatehouse", charset="UTF-8"`)
+		return fosite.ErrInvalidClient.WithHint("The client assertion has expired or is not valid yet.").WithWrap(err)
+	}
 	rfc := fosite.ErrorToRFC6749Error(err)
+	if rfc.ErrorField == fosite.ErrJTIKnown.ErrorField {
+		// A replayed client assertion: fosite says jti_known, RFC 7523 section 3 and OpenID
+		// Connect Core section 9 make any failed client authentication invalid_client.
+		w.Header().Set("WWW-Authenticate", `Basic realm="gatehouse", charset="UTF-8"`)
+		return fosite.ErrInvalidClient.WithHint("The client assertion's jti was used before.").WithWrap(err)
+	}
 	if rfc.ErrorField == fosite.ErrInvalidClient.ErrorField || errors.Is(err, fosite.ErrRequestUnauthorized) {
 		w.Header().Set("WWW-Authenticate", `Basic realm="gatehouse", charset="UTF-8"`)
 		if rfc.ErrorField != fosite.ErrInvalidClient.ErrorField {
@@ -76,7 +91,7 @@ func (p *Provider) Token(w http.ResponseWriter, r *http.Request) {
 			// fosite says invalid_grant; RFC 6749 section 5.2 calls this unauthorized_client.
 			err = fosite.ErrUnauthorizedClient.WithHint("Public clients may not use the client_credentials grant.").WithWrap(err)
 		}
-		p.WriteAccessError(ctx, w, ar, clientAuthError(w, err))
+		p.WriteAccessError(ctx, w, ar, clientAuthError(w, r, err))
 		return
 	}
 	if ar.GetGrantTypes().ExactOne("client_credentials") {
@@ -153,7 +168,7 @@ func (p *Provider) Introspect(w http.ResponseWriter, r *http.Request) {
 		writeInactive(w)
 		return
 	case errors.Is(err, fosite.ErrRequestUnauthorized):
-		p.WriteAccessError(ctx, w, nil, clientAuthError(w, err))
+		p.WriteAccessError(ctx, w, nil, clientAuthError(w, r, err))
 		return
 	case errors.Is(err, fosite.ErrInvalidRequest):
 		p.WriteAccessError(ctx, w, nil, err)
@@ -184,9 +199,8 @@ func (p *Provider) sameProject(ctx context.Context, r *http.Request, tokenClient
 	if err != nil {
 		return false
 	}
-	a, okA := caller.(*Client)
-	b, okB := tokenClient.(*Client)
-	return okA && okB && a.ProjectID == b.ProjectID
+	a, b := ProjectOf(caller), ProjectOf(tokenClient)
+	return a != "" && a == b
 }
 
 // writeInactive writes the one body an inactive token gets: {"active":false}.
@@ -212,7 +226,7 @@ func (p *Provider) Revoke(w http.ResponseWriter, r *http.Request) {
 	// (unauthorized_client) and to a storage failure (temporarily_unavailable); both are
 	// errors here, with their RFC 6749 status.
 	if err := p.NewRevocationRequest(ctx, r); err != nil {
-		p.WriteAccessError(ctx, w, nil, clientAuthError(w, err))
+		p.WriteAccessError(ctx, w, nil, clientAuthError(w, r, err))
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
@@ -235,4 +249,29 @@ func (p *Provider) readClientRequest(w http.ResponseWriter, r *http.Request) (*h
 		return r, false
 	}
 	return r, true
+}
+
+// PushedAuthorize serves POST /api/auth/oauth2/par (RFC 9126): the client authenticates as at
+// the token endpoint (a public client sends its client_id), its authorization request is
+// checked as /authorize would (client, redirect URI, scopes, response type) and stored, and
+// the answer is 201 {"request_uri", "expires_in"}. The request_uri is used once, by the same
+// client, within expires_in (PARLifespan). PKCE and the other parameters /authorize requires
+// are checked when the request_uri is used.
+func (p *Provider) PushedAuthorize(w http.ResponseWriter, r *http.Request) {
+	r, ok := p.readClientRequest(w, r)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	ar, err := p.NewPushedAuthorizeRequest(ctx, r)
+	if err != nil {
+		p.WritePushedAuthorizeError(ctx, w, ar, clientAuthError(w, r, err))
+		return
+	}
+	resp, err := p.NewPushedAuthorizeResponse(ctx, ar, NewSession(""))
+	if err != nil {
+		p.WritePushedAuthorizeError(ctx, w, ar, err)
+		return
+	}
+	p.WritePushedAuthorizeResponse(ctx, w, ar, resp)
 }

@@ -81,6 +81,9 @@ func (b *browserProvider) authorize(w http.ResponseWriter, r *http.Request) {
 			repeated = k
 		}
 	}
+	// A pushed request (RFC 9126) is one whose request_uri fosite resolves (and uses up) in
+	// NewAuthorizeRequest; a continuation of one after sign-in carries a signed marker instead.
+	pushed := strings.HasPrefix(r.Form.Get("request_uri"), parRequestURIPrefix) || b.pushedContinuation(r.Form)
 	ar, err := b.p.NewAuthorizeRequest(ctx, r)
 	if err != nil {
 		b.authorizeError(w, ar, err)
@@ -114,12 +117,17 @@ func (b *browserProvider) authorize(w http.ResponseWriter, r *http.Request) {
 		b.authorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
 		return
 	}
+	if client.RequirePAR && !pushed {
+		b.authorizeError(w, ar, fosite.ErrInvalidRequest.WithHint(
+			"This client must push its authorization requests: POST them to "+oauth.PARPath+" and send the request_uri."))
+		return
+	}
 	if needLogin {
 		if prompts["none"] {
 			b.authorizeError(w, ar, fosite.ErrLoginRequired.WithHint("The user is not signed in (prompt=none)."))
 			return
 		}
-		b.signInPage(w, r, client.Name)
+		b.signInPage(w, r, client.Name, pushed)
 		return
 	}
 	// prompt=consent asks every client's user, skipConsent clients' too; otherwise
@@ -143,6 +151,9 @@ func (b *browserProvider) authorize(w http.ResponseWriter, r *http.Request) {
 			}
 			q := cloneValues(r.Form)
 			q.Del(loginErrorParam)
+			if pushed {
+				b.markPushed(q)
+			}
 			ch := b.sign(challenge{Kind: "consent", Session: sess.ID, Client: client.ID, Query: q.Encode()})
 			w.Header().Set("Cache-Control", "no-store")
 			http.Redirect(w, r, oauth.ConsentPath+"?consent_challenge="+url.QueryEscape(ch), http.StatusSeeOther)
@@ -211,17 +222,23 @@ func cloneValues(v url.Values) url.Values {
 // authorization request as callbackURL. Once signed in the request must not ask for a new
 // sign-in again, so the callback drops prompt=login and max_age (the new session's auth_time
 // is now, which satisfies any max_age).
-func (b *browserProvider) signInPage(w http.ResponseWriter, r *http.Request, clientName string) {
+//
+// The callback of a pushed request carries its parameters instead of the used-up request_uri,
+// with a signed marker (markPushed) that lets it pass a client's requirePushedAuthorizationRequests.
+func (b *browserProvider) signInPage(w http.ResponseWriter, r *http.Request, clientName string, pushed bool) {
 	q := cloneValues(r.Form)
 	message := ""
 	switch q.Get(loginErrorParam) {
 	case "":
 	case "too_many_attempts":
 		message = "Too many failed attempts. Wait a while and try again."
+	case "social":
+		message = "Signing in with that provider did not work. Try again or use another way."
 	default:
 		message = "The email or password is not correct."
 	}
 	q.Del(loginErrorParam)
+	q.Del("error")
 	q.Del("max_age")
 	if p := promptSet(q.Get("prompt")); p["login"] {
 		delete(p, "login")
@@ -236,9 +253,18 @@ func (b *browserProvider) signInPage(w http.ResponseWriter, r *http.Request, cli
 			q.Set("prompt", strings.Join(rest, " "))
 		}
 	}
+	if pushed {
+		b.markPushed(q)
+	}
+	callback := oauth.AuthorizePath + "?" + q.Encode()
+	buttons := make([]oauth.SocialButton, len(b.s.social.order))
+	for i, p := range b.s.social.order {
+		buttons[i] = oauth.SocialButton{ID: p.ID, Name: p.Name}
+	}
 	oauth.RenderPage(w, http.StatusOK, oauth.PageSignIn, oauth.Page{
 		Title: "Sign in", Action: "/api/auth/sign-in/email", Error: message, Email: r.Form.Get("login_hint"),
-		CallbackURL: oauth.AuthorizePath + "?" + q.Encode(), ClientName: clientName,
+		CallbackURL: callback, ClientName: clientName,
+		Social: buttons, SocialErrorURL: withQueryParam(callback, loginErrorParam, "social"),
 	})
 }
 
@@ -308,6 +334,51 @@ func (b *browserProvider) errorPage(w http.ResponseWriter, status int, code, mes
 		message = "The request could not be completed."
 	}
 	oauth.RenderPage(w, status, oauth.PageError, oauth.Page{Title: "Error", Code: code, Error: message})
+}
+
+// ---- Pushed requests ----
+
+// parRequestURIPrefix is the prefix of the request_uri values the PAR endpoint issues
+// (fosite's default).
+const parRequestURIPrefix = "urn:ietf:params:oauth:request_uri:"
+
+// pushedParam is the marker of the continuation of a pushed authorization request after
+// sign-in: "<expiry unix>.<base64url HMAC-SHA256 of the expiry and the other parameters>".
+const pushedParam = "pushed"
+
+// markPushed turns q, the parameters of a pushed request, into its continuation: without the
+// request_uri (used up) and with a pushedParam signed over every other parameter (but
+// loginErrorParam, which sign-in adds), valid for challengeTTL.
+func (b *browserProvider) markPushed(q url.Values) {
+	q.Del("request_uri")
+	q.Del(pushedParam)
+	q.Del(loginErrorParam)
+	q.Del("error")
+	exp := strconv.FormatInt(time.Now().Add(challengeTTL).Unix(), 10)
+	q.Set(pushedParam, exp+"."+b.pushedMAC(exp, q.Encode()))
+}
+
+// pushedContinuation reports whether form is a continuation made by markPushed, unexpired and
+// unaltered.
+func (b *browserProvider) pushedContinuation(form url.Values) bool {
+	v := form.Get(pushedParam)
+	exp, mac, ok := strings.Cut(v, ".")
+	n, err := strconv.ParseInt(exp, 10, 64)
+	if !ok || err != nil || time.Now().Unix() > n || form.Get("request_uri") != "" {
+		return false
+	}
+	q := cloneValues(form)
+	q.Del(loginErrorParam)
+	q.Del("error") // a refused social sign-in adds it (authapi_social.go)
+	q.Del(pushedParam)
+	return hmac.Equal([]byte(mac), []byte(b.pushedMAC(exp, q.Encode())))
+}
+
+// pushedMAC signs the expiry and the encoded parameters (without the marker).
+func (b *browserProvider) pushedMAC(exp, encoded string) string {
+	mac := hmac.New(sha256.New, b.key)
+	mac.Write([]byte("pushed\x00" + exp + "\x00" + encoded))
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
 
 // ---- Challenges ----

@@ -252,7 +252,9 @@ func TestOAuthClientCredentials(t *testing.T) {
 			if meta["issuer"] != env.url || meta["jwks_uri"] != env.url+"/.well-known/jwks.json" ||
 				meta["authorization_response_iss_parameter_supported"] != true ||
 				!jsonStrings(meta["code_challenge_methods_supported"], "S256") ||
-				!jsonStrings(meta["token_endpoint_auth_methods_supported"], "client_secret_basic", "client_secret_post", "none") ||
+				!jsonStrings(meta["token_endpoint_auth_methods_supported"], "client_secret_basic", "client_secret_post", "private_key_jwt", "none") ||
+				!jsonStrings(meta["token_endpoint_auth_signing_alg_values_supported"], "RS256", "ES256") ||
+				meta["pushed_authorization_request_endpoint"] != env.url+"/api/auth/oauth2/par" ||
 				!jsonStrings(meta["grant_types_supported"], "authorization_code", "refresh_token", "client_credentials") ||
 				!jsonStrings(meta["scopes_supported"], "openid", "profile", "email", "offline_access", "organization", "roles", "entitlements", "billing") {
 				t.Errorf("%s: %v", path, meta)

@@ -15,6 +15,7 @@ func (s *Server) routeProvider(e *echo.Echo, p *oauth.Provider) {
 	e.POST(oauth.TokenPath, echo.WrapHandler(http.HandlerFunc(p.Token)))
 	e.POST(oauth.IntrospectPath, echo.WrapHandler(http.HandlerFunc(p.Introspect)))
 	e.POST(oauth.RevokePath, echo.WrapHandler(http.HandlerFunc(p.Revoke)))
+	e.POST(oauth.PARPath, echo.WrapHandler(http.HandlerFunc(p.PushedAuthorize)))
 	e.GET("/.well-known/openid-configuration", echo.WrapHandler(http.HandlerFunc(p.Discovery)))
 	e.GET("/.well-known/oauth-authorization-server", echo.WrapHandler(http.HandlerFunc(p.Discovery)))
 }

@@ -58,7 +58,9 @@ type Server struct {
 	mailer Mailer
 	// signingKeys sign tokens and make the JWKS: cfg.SigningKeys, or a KeySet over the store.
 	signingKeys *oauth.KeySet
-	echo        *echo.Echo
+	// social are the configured social sign-in providers (cfg.Social).
+	social socialProviders
+	echo   *echo.Echo
 }
 
 var _ gen.StrictServerInterface = (*Server)(nil)
@@ -111,8 +113,13 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	socialProviders, err := newSocialProviders(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	s := &Server{
-		cfg: cfg, log: log, store: st, doc: doc, validator: v, operations: ops, policies: ops.policies(), spec: spec,
+		social: socialProviders,
+		cfg:    cfg, log: log, store: st, doc: doc, validator: v, operations: ops, policies: ops.policies(), spec: spec,
 		cookieKey:          oauth.DeriveKey(cfg.SecretKey, "session-cookie"),
 		sessionCookieName:  oauth.SessionCookieName(cfg.Secure()),
 		apiKeyPepper:       oauth.DeriveKey(cfg.SecretKey, "api-key"),
@@ -144,6 +151,8 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	e.GET("/.well-known/jwks.json", s.getJWKS)
 	s.routeProvider(e, provider)
 	s.routeBrowserProvider(e, provider)
+	// Hand-routed (a browser redirect endpoint), but an ordinary auth-json operation otherwise.
+	e.GET(socialCallbackPath+":provider", s.socialCallback)
 	ui := docsui.New("/api/v1/openapi.json")
 	e.GET("/api/v1/docs", ui.Index)
 	e.GET("/docs/api-reference", ui.Index)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/social"
 )
 
 // Config is the server's configuration, read from GATEHOUSE_* environment variables.
@@ -91,6 +92,19 @@ type Config struct {
 	// KeySet over the store and the secret key with the default timings. Wiring, not an
 	// environment variable.
 	SigningKeys *oauth.KeySet
+	// Social are the configured social sign-in providers, in button order (GitHub, Google):
+	// those whose GATEHOUSE_<P>_CLIENT_ID and GATEHOUSE_<P>_CLIENT_SECRET are both set.
+	Social []SocialConfig
+}
+
+// SocialConfig is one configured social sign-in provider (see SocialFromEnv).
+type SocialConfig struct {
+	// ID is social.GitHub or social.Google.
+	ID           string
+	ClientID     string
+	ClientSecret string
+	// Endpoints override the real provider's URLs (tests point them at a fake).
+	Endpoints social.Endpoints
 }
 
 // Defaults of the password-hashing and sign-up limits.
@@ -234,7 +248,63 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		*d.dst = v
 	}
+	if cfg.Social, err = SocialFromEnv(get); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
+}
+
+// SocialFromEnv reads the social sign-in providers. A provider is on when both
+// GATEHOUSE_<P>_CLIENT_ID and GATEHOUSE_<P>_CLIENT_SECRET are set (P is GITHUB or GOOGLE);
+// one without the other is a *ConfigError naming the missing variable. Its endpoints default
+// to the real provider's and may be overridden, each an absolute http(s) URL:
+// GATEHOUSE_GITHUB_AUTH_URL, GATEHOUSE_GITHUB_TOKEN_URL, GATEHOUSE_GITHUB_API_URL;
+// GATEHOUSE_GOOGLE_AUTH_URL, GATEHOUSE_GOOGLE_TOKEN_URL, GATEHOUSE_GOOGLE_ISSUER,
+// GATEHOUSE_GOOGLE_JWKS_URL.
+func SocialFromEnv(get func(name, def string) string) ([]SocialConfig, error) {
+	var out []SocialConfig
+	for _, p := range []struct {
+		id, env string
+		urls    []string
+	}{
+		{social.GitHub, "GITHUB", []string{"AUTH_URL", "TOKEN_URL", "API_URL"}},
+		{social.Google, "GOOGLE", []string{"AUTH_URL", "TOKEN_URL", "ISSUER", "JWKS_URL"}},
+	} {
+		idVar, secretVar := "GATEHOUSE_"+p.env+"_CLIENT_ID", "GATEHOUSE_"+p.env+"_CLIENT_SECRET"
+		id, secret := get(idVar, ""), get(secretVar, "")
+		switch {
+		case id == "" && secret == "":
+			continue
+		case id == "":
+			return nil, &ConfigError{idVar, "required when " + secretVar + " is set"}
+		case secret == "":
+			return nil, &ConfigError{secretVar, "required when " + idVar + " is set"}
+		}
+		c := SocialConfig{ID: p.id, ClientID: id, ClientSecret: secret}
+		for _, name := range p.urls {
+			v := get("GATEHOUSE_"+p.env+"_"+name, "")
+			if v == "" {
+				continue
+			}
+			if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return nil, &ConfigError{"GATEHOUSE_" + p.env + "_" + name, "want an absolute http(s) URL"}
+			}
+			switch name {
+			case "AUTH_URL":
+				c.Endpoints.AuthURL = v
+			case "TOKEN_URL":
+				c.Endpoints.TokenURL = v
+			case "API_URL":
+				c.Endpoints.APIURL = v
+			case "ISSUER":
+				c.Endpoints.Issuer = v
+			case "JWKS_URL":
+				c.Endpoints.JWKSURL = v
+			}
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // parseLifetime parses a session lifetime: a Go duration (such as 720h or 90m) of at least a

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/url"
 	"slices"
@@ -21,6 +22,9 @@ import (
 
 // errPublicClientSecret answers a secret rotation on a public client.
 var errPublicClientSecret = Conflict("Public clients have no client secret")
+
+// errKeyClientSecret answers a secret rotation on a private_key_jwt client.
+var errKeyClientSecret = Conflict("Clients that authenticate with private_key_jwt have no client secret")
 
 // ListOidcClients lists a project's OIDC clients, never with secret material.
 func (s *Server) ListOidcClients(ctx context.Context, req gen.ListOidcClientsRequestObject) (gen.ListOidcClientsResponseObject, error) {
@@ -52,8 +56,28 @@ func (s *Server) CreateOidcClient(ctx context.Context, req gen.CreateOidcClientR
 	if body.SkipConsent != nil {
 		c.SkipConsent = *body.SkipConsent
 	}
+	if body.RequirePushedAuthorizationRequests != nil {
+		c.RequirePAR = *body.RequirePushedAuthorizationRequests
+	}
 	secret := nullable.NewNullNullable[string]()
-	if !c.Public() {
+	switch {
+	case body.TokenEndpointAuthMethod != nil && *body.TokenEndpointAuthMethod == gen.OidcCreateAuthPrivateKeyJwt:
+		// No secret anyone knows: the hash of a discarded random value keeps the table's rule
+		// that web clients have a secret hash, and fosite refuses secrets for this client.
+		_, hash, err := s.mintClientSecret()
+		if err != nil {
+			return nil, err
+		}
+		keys, _, err := oauth.ParseClientJWKS(*body.Jwks)
+		if err != nil {
+			return nil, err
+		}
+		normalised, err := json.Marshal(keys)
+		if err != nil {
+			return nil, err
+		}
+		c.SecretHash, c.TokenEndpointAuthMethod, c.JWKS = hash, store.OIDCAuthPrivateKeyJWT, string(normalised)
+	case !c.Public():
 		plain, hash, err := s.mintClientSecret()
 		if err != nil {
 			return nil, err
@@ -69,6 +93,8 @@ func (s *Server) CreateOidcClient(ctx context.Context, req gen.CreateOidcClientR
 				"name": c.Name, "type": c.Type, "redirectUris": c.RedirectURIs,
 				"postLogoutRedirectUris": c.PostLogoutRedirectURIs, "grantTypes": c.GrantTypes,
 				"scopes": c.Scopes, "skipConsent": c.SkipConsent,
+				"tokenEndpointAuthMethod":            oidcClientJSON(c).TokenEndpointAuthMethod,
+				"requirePushedAuthorizationRequests": c.RequirePAR,
 			}})
 	})
 	if err != nil {
@@ -82,6 +108,7 @@ func (s *Server) CreateOidcClient(ctx context.Context, req gen.CreateOidcClientR
 	d.GrantTypes, d.Scopes, d.SkipConsent = out.GrantTypes, out.Scopes, out.SkipConsent
 	d.TokenEndpointAuthMethod, d.DisabledAt = out.TokenEndpointAuthMethod, out.DisabledAt
 	d.CreatedAt, d.UpdatedAt, d.ClientSecret = out.CreatedAt, out.UpdatedAt, secret
+	d.Jwks, d.RequirePushedAuthorizationRequests = out.Jwks, out.RequirePushedAuthorizationRequests
 	return resp, nil
 }
 
@@ -139,6 +166,9 @@ func (s *Server) RotateOidcClientSecret(ctx context.Context, req gen.RotateOidcC
 	if errors.Is(err, store.ErrNoClientSecret) {
 		return nil, errPublicClientSecret
 	}
+	if errors.Is(err, store.ErrKeyClientSecret) {
+		return nil, errKeyClientSecret
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +180,7 @@ func (s *Server) RotateOidcClientSecret(ctx context.Context, req gen.RotateOidcC
 	d.GrantTypes, d.Scopes, d.SkipConsent = out.GrantTypes, out.Scopes, out.SkipConsent
 	d.TokenEndpointAuthMethod, d.DisabledAt = out.TokenEndpointAuthMethod, out.DisabledAt
 	d.CreatedAt, d.UpdatedAt, d.ClientSecret = out.CreatedAt, out.UpdatedAt, plain
+	d.Jwks, d.RequirePushedAuthorizationRequests = out.Jwks, out.RequirePushedAuthorizationRequests
 	return resp, nil
 }
 
@@ -186,6 +217,19 @@ func checkOidcClient(body *gen.CreateOidcClientJSONRequestBody) []FieldError {
 			problems = append(problems, FieldError{Path: path, Message: "client_credentials is only for web (confidential) clients"})
 		case g == gen.OidcGrantRefreshToken && !slices.Contains(body.GrantTypes, gen.OidcGrantAuthorizationCode):
 			problems = append(problems, FieldError{Path: path, Message: "refresh_token requires authorization_code"})
+		}
+	}
+	keyAuth := body.TokenEndpointAuthMethod != nil && *body.TokenEndpointAuthMethod == gen.OidcCreateAuthPrivateKeyJwt
+	switch {
+	case body.TokenEndpointAuthMethod != nil && public:
+		problems = append(problems, FieldError{Path: []string{"body", "tokenEndpointAuthMethod"}, Message: "public clients (native, spa) authenticate with none; omit it"})
+	case keyAuth && body.Jwks == nil:
+		problems = append(problems, FieldError{Path: []string{"body", "jwks"}, Message: "is required with private_key_jwt"})
+	case !keyAuth && body.Jwks != nil:
+		problems = append(problems, FieldError{Path: []string{"body", "jwks"}, Message: "is only for private_key_jwt clients"})
+	case keyAuth:
+		if _, _, err := oauth.ParseClientJWKS(*body.Jwks); err != nil {
+			problems = append(problems, FieldError{Path: []string{"body", "jwks"}, Message: err.Error()})
 		}
 	}
 	if public && body.SkipConsent != nil && *body.SkipConsent {
@@ -261,8 +305,14 @@ func oidcClientJSON(c store.OIDCClient) gen.OidcClient {
 		scopes[i] = gen.OidcScope(sc)
 	}
 	method := gen.OidcAuthClientSecretBasic
-	if c.Public() {
+	var jwks *gen.OidcClientJwks
+	switch {
+	case c.Public():
 		method = gen.OidcAuthNone
+	case c.TokenEndpointAuthMethod == store.OIDCAuthPrivateKeyJWT:
+		method = gen.OidcAuthPrivateKeyJwt
+		raw := gen.OidcClientJwks(c.JWKS)
+		jwks = &raw
 	}
 	post := c.PostLogoutRedirectURIs
 	if post == nil {
@@ -275,7 +325,8 @@ func oidcClientJSON(c store.OIDCClient) gen.OidcClient {
 	return gen.OidcClient{
 		Id: c.ID, ProjectId: c.ProjectID, Name: c.Name, Type: gen.OidcClientType(c.Type),
 		RedirectUris: redirects, PostLogoutRedirectUris: post, GrantTypes: grants, Scopes: scopes,
-		SkipConsent: c.SkipConsent, TokenEndpointAuthMethod: method,
-		DisabledAt: nullableOf(c.DisabledAt), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
+		SkipConsent: c.SkipConsent, TokenEndpointAuthMethod: method, Jwks: jwks,
+		RequirePushedAuthorizationRequests: c.RequirePAR,
+		DisabledAt:                         nullableOf(c.DisabledAt), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
 	}
 }

@@ -40,7 +40,7 @@ type oidcClientBody struct {
 var (
 	// oidcClientMembers are the members of OidcClient, written out from the spec.
 	oidcClientMembers = []string{"createdAt", "disabledAt", "grantTypes", "id", "name", "postLogoutRedirectUris",
-		"projectId", "redirectUris", "scopes", "skipConsent", "tokenEndpointAuthMethod", "type", "updatedAt"}
+		"projectId", "redirectUris", "requirePushedAuthorizationRequests", "scopes", "skipConsent", "tokenEndpointAuthMethod", "type", "updatedAt"}
 	// clientSecretShape is the OidcClientSecret pattern: 32 bytes, base64url, no padding.
 	clientSecretShape = regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`)
 	clientIDShape     = regexp.MustCompile(`^cli_[0-9a-z]{26}$`)

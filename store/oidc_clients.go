@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -15,6 +16,10 @@ const (
 	OIDCClientSPA    = "spa"
 )
 
+// OIDCAuthPrivateKeyJWT is the token endpoint authentication method of a web
+// client that signs client assertions with a key of its JWKS (RFC 7523).
+const OIDCAuthPrivateKeyJWT = "private_key_jwt"
+
 // OIDCClientSecretHashLen is the length of a stored client secret hash
 // (HMAC-SHA256).
 const OIDCClientSecretHashLen = 32
@@ -22,6 +27,10 @@ const OIDCClientSecretHashLen = 32
 // ErrNoClientSecret is returned when a secret is set on a public client. It
 // wraps ErrInvalid.
 var ErrNoClientSecret = fmt.Errorf("%w: public clients have no client secret", ErrInvalid)
+
+// ErrKeyClientSecret is returned when a secret is set on a private_key_jwt
+// client. It wraps ErrInvalid.
+var ErrKeyClientSecret = fmt.Errorf("%w: private_key_jwt clients have no client secret", ErrInvalid)
 
 // OIDCClient is an OAuth 2.1 / OpenID Connect client of one project. ID is
 // its OAuth client_id. RedirectURIs, PostLogoutRedirectURIs, GrantTypes and
@@ -43,9 +52,17 @@ type OIDCClient struct {
 	Scopes                 []string
 	SkipConsent            bool
 	SecretHash             []byte
-	DisabledAt             *time.Time
-	CreatedAt              time.Time
-	UpdatedAt              time.Time
+	// TokenEndpointAuthMethod is "" for the methods the type implies (a secret for web, none
+	// for public clients) or OIDCAuthPrivateKeyJWT for a web client that authenticates with
+	// a JWT signed by one of the keys of JWKS.
+	TokenEndpointAuthMethod string
+	// JWKS is the JSON Web Key Set (public keys) of a private_key_jwt client, "" otherwise.
+	JWKS string
+	// RequirePAR refuses the client's authorization requests that were not pushed (RFC 9126).
+	RequirePAR bool
+	DisabledAt *time.Time
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 // Public reports whether c is a public client (native or spa): no secret.
@@ -103,11 +120,17 @@ func (tx *Tx) CreateOIDCClient(ctx context.Context, c *OIDCClient) error {
 	if c.SecretHash != nil {
 		hash = c.SecretHash
 	}
+	var jwks any
+	if c.JWKS != "" {
+		jwks = c.JWKS
+	}
 	const insert = `INSERT INTO oidc_clients (id, project_id, name, type, redirect_uris,
-		post_logout_redirect_uris, grant_types, scopes, skip_consent, secret_hash, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		post_logout_redirect_uris, grant_types, scopes, skip_consent, secret_hash,
+		token_endpoint_auth_method, jwks, require_par, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	_, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(insert), c.ID, c.ProjectID, c.Name, c.Type,
-		lists[0], lists[1], lists[2], lists[3], c.SkipConsent, hash, sqlTime(now), sqlTime(now))
+		lists[0], lists[1], lists[2], lists[3], c.SkipConsent, hash,
+		c.TokenEndpointAuthMethod, jwks, c.RequirePAR, sqlTime(now), sqlTime(now))
 	if err != nil {
 		return wrapWriteError(op, err)
 	}
@@ -129,6 +152,12 @@ func validOIDCClient(c *OIDCClient) error {
 		return fmt.Errorf("%w: public clients may not skip consent", ErrInvalid)
 	case !c.Public() && len(c.SecretHash) != OIDCClientSecretHashLen:
 		return fmt.Errorf("%w: a web client needs a %d-byte secret hash", ErrInvalid, OIDCClientSecretHashLen)
+	case c.TokenEndpointAuthMethod != "" && c.TokenEndpointAuthMethod != OIDCAuthPrivateKeyJWT:
+		return fmt.Errorf("%w: unknown token endpoint auth method %q", ErrInvalid, c.TokenEndpointAuthMethod)
+	case (c.TokenEndpointAuthMethod == OIDCAuthPrivateKeyJWT) != (c.JWKS != ""):
+		return fmt.Errorf("%w: a private_key_jwt client, and only it, has a jwks", ErrInvalid)
+	case c.TokenEndpointAuthMethod == OIDCAuthPrivateKeyJWT && c.Public():
+		return fmt.Errorf("%w: private_key_jwt is for web clients", ErrInvalid)
 	}
 	return nil
 }
@@ -192,6 +221,9 @@ func (tx *Tx) SetOIDCClientSecretHash(ctx context.Context, projectID, id string,
 	if c.Public() {
 		return OIDCClient{}, fmt.Errorf("store: %s: %w", op, ErrNoClientSecret)
 	}
+	if c.TokenEndpointAuthMethod == OIDCAuthPrivateKeyJWT {
+		return OIDCClient{}, fmt.Errorf("store: %s: %w", op, ErrKeyClientSecret)
+	}
 	const update = `UPDATE oidc_clients SET secret_hash = ?, updated_at = ? WHERE id = ? AND project_id = ?`
 	res, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(update), hash, sqlTime(tx.store.Now()), id, projectID)
 	if err := oneRowAffected(op, res, err); err != nil {
@@ -246,26 +278,31 @@ func (s *Store) OIDCClientByID(ctx context.Context, clientID string) (OIDCClient
 // oidcClientColumns are the columns oidcClientRow scans, qualified with the
 // alias c: everything but the secret hash.
 const oidcClientColumns = `c.id, c.project_id, c.name, c.type, c.redirect_uris, c.post_logout_redirect_uris,
-	c.grant_types, c.scopes, c.skip_consent, c.disabled_at, c.created_at, c.updated_at`
+	c.grant_types, c.scopes, c.skip_consent, c.token_endpoint_auth_method, c.jwks, c.require_par,
+	c.disabled_at, c.created_at, c.updated_at`
 
 type oidcClientRow struct {
-	ID                     string   `db:"id"`
-	ProjectID              string   `db:"project_id"`
-	Name                   string   `db:"name"`
-	Type                   string   `db:"type"`
-	RedirectURIs           string   `db:"redirect_uris"`
-	PostLogoutRedirectURIs string   `db:"post_logout_redirect_uris"`
-	GrantTypes             string   `db:"grant_types"`
-	Scopes                 string   `db:"scopes"`
-	SkipConsent            bool     `db:"skip_consent"`
-	DisabledAt             *sqlTime `db:"disabled_at"`
-	CreatedAt              sqlTime  `db:"created_at"`
-	UpdatedAt              sqlTime  `db:"updated_at"`
+	ID                      string         `db:"id"`
+	ProjectID               string         `db:"project_id"`
+	Name                    string         `db:"name"`
+	Type                    string         `db:"type"`
+	RedirectURIs            string         `db:"redirect_uris"`
+	PostLogoutRedirectURIs  string         `db:"post_logout_redirect_uris"`
+	GrantTypes              string         `db:"grant_types"`
+	Scopes                  string         `db:"scopes"`
+	SkipConsent             bool           `db:"skip_consent"`
+	TokenEndpointAuthMethod string         `db:"token_endpoint_auth_method"`
+	JWKS                    sql.NullString `db:"jwks"`
+	RequirePAR              bool           `db:"require_par"`
+	DisabledAt              *sqlTime       `db:"disabled_at"`
+	CreatedAt               sqlTime        `db:"created_at"`
+	UpdatedAt               sqlTime        `db:"updated_at"`
 }
 
 func (r oidcClientRow) client() (OIDCClient, error) {
 	c := OIDCClient{
 		ID: r.ID, ProjectID: r.ProjectID, Name: r.Name, Type: r.Type, SkipConsent: r.SkipConsent,
+		TokenEndpointAuthMethod: r.TokenEndpointAuthMethod, JWKS: r.JWKS.String, RequirePAR: r.RequirePAR,
 		DisabledAt: timePtr(r.DisabledAt), CreatedAt: time.Time(r.CreatedAt), UpdatedAt: time.Time(r.UpdatedAt),
 	}
 	for _, l := range []struct {

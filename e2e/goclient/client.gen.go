@@ -124,6 +124,24 @@ func (e AuthRevocationRequestTokenTypeHint) Valid() bool {
 	}
 }
 
+// Defines values for AuthSocialProvider.
+const (
+	AuthSocialGithub AuthSocialProvider = "github"
+	AuthSocialGoogle AuthSocialProvider = "google"
+)
+
+// Valid indicates whether the value is a known member of the AuthSocialProvider enum.
+func (e AuthSocialProvider) Valid() bool {
+	switch e {
+	case AuthSocialGithub:
+		return true
+	case AuthSocialGoogle:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AuthTokenRequestGrantType.
 const (
 	AuthTokenRequestGrantTypeAuthorizationCode AuthTokenRequestGrantType = "authorization_code"
@@ -175,6 +193,24 @@ const (
 func (e HealthStatus) Valid() bool {
 	switch e {
 	case HealthStatusOK:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OidcClientCreateTokenEndpointAuthMethod.
+const (
+	OidcCreateAuthClientSecretBasic OidcClientCreateTokenEndpointAuthMethod = "client_secret_basic"
+	OidcCreateAuthPrivateKeyJwt     OidcClientCreateTokenEndpointAuthMethod = "private_key_jwt"
+)
+
+// Valid indicates whether the value is a known member of the OidcClientCreateTokenEndpointAuthMethod enum.
+func (e OidcClientCreateTokenEndpointAuthMethod) Valid() bool {
+	switch e {
+	case OidcCreateAuthClientSecretBasic:
+		return true
+	case OidcCreateAuthPrivateKeyJwt:
 		return true
 	default:
 		return false
@@ -263,6 +299,7 @@ func (e OidcScope) Valid() bool {
 const (
 	OidcAuthClientSecretBasic OidcTokenEndpointAuthMethod = "client_secret_basic"
 	OidcAuthNone              OidcTokenEndpointAuthMethod = "none"
+	OidcAuthPrivateKeyJwt     OidcTokenEndpointAuthMethod = "private_key_jwt"
 )
 
 // Valid indicates whether the value is a known member of the OidcTokenEndpointAuthMethod enum.
@@ -271,6 +308,8 @@ func (e OidcTokenEndpointAuthMethod) Valid() bool {
 	case OidcAuthClientSecretBasic:
 		return true
 	case OidcAuthNone:
+		return true
+	case OidcAuthPrivateKeyJwt:
 		return true
 	default:
 		return false
@@ -310,6 +349,24 @@ func (e State) Valid() bool {
 	case StateAll:
 		return true
 	case StateArchived:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SocialCallbackParamsProvider.
+const (
+	Github SocialCallbackParamsProvider = "github"
+	Google SocialCallbackParamsProvider = "google"
+)
+
+// Valid indicates whether the value is a known member of the SocialCallbackParamsProvider enum.
+func (e SocialCallbackParamsProvider) Valid() bool {
+	switch e {
+	case Github:
+		return true
+	case Google:
 		return true
 	default:
 		return false
@@ -677,6 +734,23 @@ type AuthJwks struct {
 	Keys []AuthJwk `json:"keys"`
 }
 
+// AuthLinkedAccount defines model for AuthLinkedAccount.
+type AuthLinkedAccount struct {
+	AccountId string `json:"accountId"`
+
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt Timestamp `json:"createdAt"`
+	Id        string    `json:"id"`
+
+	// ProviderId `credential`, `github` or `google`.
+	ProviderId string   `json:"providerId"`
+	Scopes     []string `json:"scopes"`
+
+	// UpdatedAt UTC, ISO 8601.
+	UpdatedAt Timestamp `json:"updatedAt"`
+	UserId    string    `json:"userId"`
+}
+
 // AuthMember defines model for AuthMember.
 type AuthMember struct {
 	// CreatedAt UTC, ISO 8601.
@@ -765,6 +839,10 @@ type AuthProviderMetadata struct {
 	IntrospectionEndpointAuthMethodsSupported  *[]string `json:"introspection_endpoint_auth_methods_supported,omitempty"`
 	Issuer                                     string    `json:"issuer"`
 	JwksUri                                    string    `json:"jwks_uri"`
+	PushedAuthorizationRequestEndpoint         *string   `json:"pushed_authorization_request_endpoint,omitempty"`
+
+	// RequirePushedAuthorizationRequests false: PAR is required per client (`requirePushedAuthorizationRequests`).
+	RequirePushedAuthorizationRequests         *bool     `json:"require_pushed_authorization_requests,omitempty"`
 	ResponseModesSupported                     *[]string `json:"response_modes_supported,omitempty"`
 	ResponseTypesSupported                     []string  `json:"response_types_supported"`
 	RevocationEndpoint                         *string   `json:"revocation_endpoint,omitempty"`
@@ -773,7 +851,17 @@ type AuthProviderMetadata struct {
 	SubjectTypesSupported                      []string  `json:"subject_types_supported"`
 	TokenEndpoint                              string    `json:"token_endpoint"`
 	TokenEndpointAuthMethodsSupported          *[]string `json:"token_endpoint_auth_methods_supported,omitempty"`
+	TokenEndpointAuthSigningAlgValuesSupported *[]string `json:"token_endpoint_auth_signing_alg_values_supported,omitempty"`
 	UserinfoEndpoint                           *string   `json:"userinfo_endpoint,omitempty"`
+}
+
+// AuthPushedAuthorizationResponse defines model for AuthPushedAuthorizationResponse.
+type AuthPushedAuthorizationResponse struct {
+	// ExpiresIn Seconds the `request_uri` stays usable.
+	ExpiresIn int `json:"expires_in"`
+
+	// RequestUri `urn:ietf:params:oauth:request_uri:` and a random part; usable once.
+	RequestUri string `json:"request_uri"`
 }
 
 // AuthRevocationRequest defines model for AuthRevocationRequest.
@@ -859,6 +947,22 @@ type AuthSignInResponse struct {
 	User     AuthUser                  `json:"user"`
 }
 
+// AuthSignInSocialBody defines model for AuthSignInSocialBody.
+type AuthSignInSocialBody struct {
+	// CallbackURL Where the browser goes once signed in; default `/`.
+	CallbackURL *string `json:"callbackURL,omitempty"`
+
+	// DisableRedirect Answer `redirect false` (the client then navigates itself).
+	DisableRedirect *bool `json:"disableRedirect,omitempty"`
+
+	// ErrorCallbackURL Where a refused sign-in goes (with `error`); default `callbackURL`.
+	ErrorCallbackURL *string `json:"errorCallbackURL,omitempty"`
+
+	// NewUserCallbackURL Where a newly created user goes instead of `callbackURL`.
+	NewUserCallbackURL *string            `json:"newUserCallbackURL,omitempty"`
+	Provider           AuthSocialProvider `json:"provider"`
+}
+
 // AuthSignUpEmailBody defines model for AuthSignUpEmailBody.
 type AuthSignUpEmailBody struct {
 	CallbackURL *string                   `json:"callbackURL,omitempty"`
@@ -873,6 +977,23 @@ type AuthSignUpEmailBody struct {
 type AuthSignUpResponse struct {
 	Token nullable.Nullable[string] `json:"token"`
 	User  AuthUser                  `json:"user"`
+}
+
+// AuthSocialProvider defines model for AuthSocialProvider.
+type AuthSocialProvider string
+
+// AuthSocialProviders defines model for AuthSocialProviders.
+type AuthSocialProviders struct {
+	Providers []struct {
+		Id   AuthSocialProvider `json:"id"`
+		Name string             `json:"name"`
+	} `json:"providers"`
+}
+
+// AuthSocialRedirect defines model for AuthSocialRedirect.
+type AuthSocialRedirect struct {
+	Redirect bool   `json:"redirect"`
+	Url      string `json:"url"`
 }
 
 // AuthStatus defines model for AuthStatus.
@@ -1068,17 +1189,25 @@ type OidcClient struct {
 	GrantTypes []OidcGrantType              `json:"grantTypes"`
 
 	// Id The OAuth `client_id`.
-	Id                     string            `json:"id"`
+	Id string `json:"id"`
+
+	// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
+	// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
+	// (ES256), `use` absent or `sig`, `kid`s distinct. Private key members are refused.
+	Jwks                   *OidcClientJwks   `json:"jwks,omitempty"`
 	Name                   string            `json:"name"`
 	PostLogoutRedirectUris []OidcRedirectUri `json:"postLogoutRedirectUris"`
 	ProjectId              string            `json:"projectId"`
 	RedirectUris           []OidcRedirectUri `json:"redirectUris"`
-	Scopes                 []OidcScope       `json:"scopes"`
+
+	// RequirePushedAuthorizationRequests The authorization endpoint refuses this client's requests (`invalid_request`) unless they were pushed to `/api/auth/oauth2/par`.
+	RequirePushedAuthorizationRequests bool        `json:"requirePushedAuthorizationRequests"`
+	Scopes                             []OidcScope `json:"scopes"`
 
 	// SkipConsent Sign-ins through this client skip the consent page.
 	SkipConsent bool `json:"skipConsent"`
 
-	// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+	// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients; `private_key_jwt` for `web` clients registered with `jwks` instead of a secret (RFC 7523 client assertions signed RS256 or ES256).
 	TokenEndpointAuthMethod OidcTokenEndpointAuthMethod `json:"tokenEndpointAuthMethod"`
 
 	// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
@@ -1092,19 +1221,38 @@ type OidcClient struct {
 type OidcClientCreate struct {
 	// GrantTypes `client_credentials` only for `web` clients; `refresh_token` only with `authorization_code`.
 	GrantTypes []OidcGrantType `json:"grantTypes"`
-	Name       string          `json:"name"`
+
+	// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
+	// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
+	// (ES256), `use` absent or `sig`, `kid`s distinct. Private key members are refused.
+	Jwks *OidcClientJwks `json:"jwks,omitempty"`
+	Name string          `json:"name"`
 
 	// PostLogoutRedirectUris Same rules as `redirectUris`; none when omitted.
 	PostLogoutRedirectUris *[]OidcRedirectUri `json:"postLogoutRedirectUris,omitempty"`
 	RedirectUris           []OidcRedirectUri  `json:"redirectUris"`
-	Scopes                 []OidcScope        `json:"scopes"`
+
+	// RequirePushedAuthorizationRequests Refuse authorization requests that were not pushed (RFC 9126).
+	RequirePushedAuthorizationRequests *bool       `json:"requirePushedAuthorizationRequests,omitempty"`
+	Scopes                             []OidcScope `json:"scopes"`
 
 	// SkipConsent Refused (400) for `native` and `spa` clients.
 	SkipConsent *bool `json:"skipConsent,omitempty"`
 
+	// TokenEndpointAuthMethod For `web` clients: `client_secret_basic` (the default; a secret is drawn and shown once) or `private_key_jwt` (no secret; `jwks` required). Public clients omit it.
+	TokenEndpointAuthMethod *OidcClientCreateTokenEndpointAuthMethod `json:"tokenEndpointAuthMethod,omitempty"`
+
 	// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
 	Type OidcClientType `json:"type"`
 }
+
+// OidcClientCreateTokenEndpointAuthMethod For `web` clients: `client_secret_basic` (the default; a secret is drawn and shown once) or `private_key_jwt` (no secret; `jwks` required). Public clients omit it.
+type OidcClientCreateTokenEndpointAuthMethod string
+
+// OidcClientJwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
+// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
+// (ES256), `use` absent or `sig`, `kid`s distinct. Private key members are refused.
+type OidcClientJwks = json.RawMessage
 
 // OidcClientResponse defines model for OidcClientResponse.
 type OidcClientResponse struct {
@@ -1126,7 +1274,7 @@ type OidcRedirectUri = string
 // OidcScope One of the eight scopes of the `oauth2` security scheme.
 type OidcScope string
 
-// OidcTokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+// OidcTokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients; `private_key_jwt` for `web` clients registered with `jwks` instead of a secret (RFC 7523 client assertions signed RS256 or ES256).
 type OidcTokenEndpointAuthMethod string
 
 // Organization defines model for Organization.
@@ -1465,6 +1613,16 @@ type Unavailable = Problem
 // ValidationFailed An RFC 9457 problem document.
 type ValidationFailed = Problem
 
+// SocialCallbackParams defines parameters for SocialCallback.
+type SocialCallbackParams struct {
+	Code  *string `form:"code,omitempty" json:"code,omitempty"`
+	State *string `form:"state,omitempty" json:"state,omitempty"`
+	Error *string `form:"error,omitempty" json:"error,omitempty"`
+}
+
+// SocialCallbackParamsProvider defines parameters for SocialCallback.
+type SocialCallbackParamsProvider string
+
 // ChangePasswordJSONBody defines parameters for ChangePassword.
 type ChangePasswordJSONBody struct {
 	CurrentPassword string `json:"currentPassword"`
@@ -1485,14 +1643,22 @@ type GetSessionParams struct {
 
 // GetOauth2AuthorizeParams defines parameters for GetOauth2Authorize.
 type GetOauth2AuthorizeParams struct {
-	ResponseType        GetOauth2AuthorizeParamsResponseType        `form:"response_type" json:"response_type"`
-	ClientId            string                                      `form:"client_id" json:"client_id"`
-	RedirectUri         *string                                     `form:"redirect_uri,omitempty" json:"redirect_uri,omitempty"`
-	Scope               *string                                     `form:"scope,omitempty" json:"scope,omitempty"`
-	State               *string                                     `form:"state,omitempty" json:"state,omitempty"`
-	CodeChallenge       string                                      `form:"code_challenge" json:"code_challenge"`
-	CodeChallengeMethod GetOauth2AuthorizeParamsCodeChallengeMethod `form:"code_challenge_method" json:"code_challenge_method"`
-	Nonce               *string                                     `form:"nonce,omitempty" json:"nonce,omitempty"`
+	// ResponseType Required unless `request_uri` is sent.
+	ResponseType *GetOauth2AuthorizeParamsResponseType `form:"response_type,omitempty" json:"response_type,omitempty"`
+	ClientId     string                                `form:"client_id" json:"client_id"`
+
+	// RequestUri A `request_uri` from `/api/auth/oauth2/par`, with `client_id`: the pushed parameters replace every other. Usable once, by the client that pushed it.
+	RequestUri  *string `form:"request_uri,omitempty" json:"request_uri,omitempty"`
+	RedirectUri *string `form:"redirect_uri,omitempty" json:"redirect_uri,omitempty"`
+	Scope       *string `form:"scope,omitempty" json:"scope,omitempty"`
+	State       *string `form:"state,omitempty" json:"state,omitempty"`
+
+	// CodeChallenge Required (directly or pushed).
+	CodeChallenge *string `form:"code_challenge,omitempty" json:"code_challenge,omitempty"`
+
+	// CodeChallengeMethod Required (directly or pushed).
+	CodeChallengeMethod *GetOauth2AuthorizeParamsCodeChallengeMethod `form:"code_challenge_method,omitempty" json:"code_challenge_method,omitempty"`
+	Nonce               *string                                      `form:"nonce,omitempty" json:"nonce,omitempty"`
 
 	// Prompt `none`, `login`, `consent`, or `login consent`.
 	Prompt    *string `form:"prompt,omitempty" json:"prompt,omitempty"`
@@ -1535,6 +1701,10 @@ type GetOauth2EndSessionParams struct {
 // PostOauth2EndSessionFormdataBody defines parameters for PostOauth2EndSession.
 type PostOauth2EndSessionFormdataBody struct {
 	LogoutChallenge *string `form:"logout_challenge,omitempty" json:"logout_challenge,omitempty"`
+}
+
+// PostOauth2ParFormdataBody defines parameters for PostOauth2Par.
+type PostOauth2ParFormdataBody = struct {
 }
 
 // PostOauth2UserinfoFormdataBody defines parameters for PostOauth2Userinfo.
@@ -1778,6 +1948,9 @@ type PostOauth2EndSessionFormdataRequestBody PostOauth2EndSessionFormdataBody
 // PostOauth2IntrospectFormdataRequestBody defines body for PostOauth2Introspect for application/x-www-form-urlencoded ContentType.
 type PostOauth2IntrospectFormdataRequestBody = AuthIntrospectionRequest
 
+// PostOauth2ParFormdataRequestBody defines body for PostOauth2Par for application/x-www-form-urlencoded ContentType.
+type PostOauth2ParFormdataRequestBody = PostOauth2ParFormdataBody
+
 // PostOauth2RevokeFormdataRequestBody defines body for PostOauth2Revoke for application/x-www-form-urlencoded ContentType.
 type PostOauth2RevokeFormdataRequestBody = AuthRevocationRequest
 
@@ -1843,6 +2016,12 @@ type SignInEmailJSONRequestBody = AuthSignInEmailBody
 
 // SignInEmailFormdataRequestBody defines body for SignInEmail for application/x-www-form-urlencoded ContentType.
 type SignInEmailFormdataRequestBody = AuthSignInEmailBody
+
+// SignInSocialJSONRequestBody defines body for SignInSocial for application/json ContentType.
+type SignInSocialJSONRequestBody = AuthSignInSocialBody
+
+// SignInSocialFormdataRequestBody defines body for SignInSocial for application/x-www-form-urlencoded ContentType.
+type SignInSocialFormdataRequestBody = AuthSignInSocialBody
 
 // SignOutJSONRequestBody defines body for SignOut for application/json ContentType.
 type SignOutJSONRequestBody SignOutJSONBody
@@ -2059,6 +2238,25 @@ type ClientInterface interface {
 	// Corresponds with GET /.well-known/openid-configuration (the `GetOpenidConfiguration` operationId).
 	GetOpenidConfiguration(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// SocialCallback Social sign-in callback
+	//
+	// Where GitHub or Google sends the browser back. The `state` must equal the flow cookie's,
+	// and each state is accepted once (a replayed callback is refused even with the cookie);
+	// the code is exchanged with the PKCE verifier. The provider account signs in its linked
+	// user; an unlinked account links to the existing user with the same email only when the
+	// provider marks that email verified (GitHub's `/user/emails` `verified`, Google's
+	// `email_verified`), and otherwise, when no user has the email, creates a user. Success is
+	// a 302 to the flow's `callbackURL` (or `newUserCallbackURL` for a new user) with the
+	// session cookie set. A refusal with an authentic flow cookie is a 302 to
+	// `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
+	// `invalid_state` (used or expired), `access_denied` (refused at the provider),
+	// `email_not_verified` (an unverified email that belongs to another user), `no_email`,
+	// `provider_error`. Without an authentic flow cookie the answer is 400
+	// `INVALID_STATE`. A provider that is not configured answers 404.
+	//
+	// Corresponds with GET /api/auth/callback/{provider} (the `SocialCallback` operationId).
+	SocialCallback(ctx context.Context, provider SocialCallbackParamsProvider, params *SocialCallbackParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ChangePasswordWithBody Change the password
 	//
 	// Checks the current password, stores the new one, ends every other session and rotates the
@@ -2089,6 +2287,16 @@ type ClientInterface interface {
 	// Corresponds with GET /api/auth/get-session (the `GetSession` operationId).
 	GetSession(ctx context.Context, params *GetSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListAccounts List the user's linked accounts
+	//
+	// The ways the user signs in, oldest first, as better-auth's `listAccounts` returns them:
+	// `credential` (email and password; `accountId` is the user id) and each linked social
+	// account (`github`, `google`; `accountId` is the provider's user id, `scopes` what the
+	// provider granted).
+	//
+	// Corresponds with GET /api/auth/list-accounts (the `ListAccounts` operationId).
+	ListAccounts(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListSessions List the user's active sessions
 	//
 	// Every unexpired session of the user, newest first. For sessions other than the caller's,
@@ -2115,6 +2323,11 @@ type ClientInterface interface {
 	// the scopes (or `prompt=consent`), the browser is sent to the consent page; with
 	// `prompt=none` that is `consent_required`. `skipConsent` clients ask only with
 	// `prompt=consent` (and keep no consent rows).
+	//
+	// A client with `requirePushedAuthorizationRequests` must push its requests to
+	// `/api/auth/oauth2/par` and send the `request_uri` here; a plain request of such a client
+	// is `invalid_request`. (The sign-in page continues a pushed request with its parameters
+	// and a signed `pushed` marker, since the `request_uri` is used up.)
 	//
 	// Corresponds with GET /api/auth/oauth2/authorize (the `GetOauth2Authorize` operationId).
 	GetOauth2Authorize(ctx context.Context, params *GetOauth2AuthorizeParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2225,6 +2438,40 @@ type ClientInterface interface {
 	// Corresponds with POST /api/auth/oauth2/introspect (the `PostOauth2Introspect` operationId).
 	PostOauth2IntrospectWithFormdataBody(ctx context.Context, body PostOauth2IntrospectFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PostOauth2ParWithBody Pushed authorization request (RFC 9126)
+	//
+	// The client pushes the parameters of an authorization request (those of
+	// `/api/auth/oauth2/authorize`, form-encoded) and authenticates as at the token endpoint
+	// (`client_secret_basic`, `client_secret_post`, `private_key_jwt`, or `client_id` alone for
+	// a public client). The client, redirect URI, scopes and response type are checked now;
+	// PKCE and the other parameters when the `request_uri` is used. The answer is 201 with a
+	// `request_uri` to send to the authorization endpoint with `client_id` within `expires_in`
+	// seconds (60). A `request_uri` works once, and only for the client that pushed it; a used,
+	// unknown or expired one is `invalid_request_uri`. A `request_uri` parameter in the push
+	// itself is `invalid_request`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/oauth2/par (the `PostOauth2Par` operationId).
+	PostOauth2ParWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostOauth2ParWithFormdataBody Pushed authorization request (RFC 9126)
+	//
+	// The client pushes the parameters of an authorization request (those of
+	// `/api/auth/oauth2/authorize`, form-encoded) and authenticates as at the token endpoint
+	// (`client_secret_basic`, `client_secret_post`, `private_key_jwt`, or `client_id` alone for
+	// a public client). The client, redirect URI, scopes and response type are checked now;
+	// PKCE and the other parameters when the `request_uri` is used. The answer is 201 with a
+	// `request_uri` to send to the authorization endpoint with `client_id` within `expires_in`
+	// seconds (60). A `request_uri` works once, and only for the client that pushed it; a used,
+	// unknown or expired one is `invalid_request_uri`. A `request_uri` parameter in the push
+	// itself is `invalid_request`.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /api/auth/oauth2/par (the `PostOauth2Par` operationId).
+	PostOauth2ParWithFormdataBody(ctx context.Context, body PostOauth2ParFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// PostOauth2RevokeWithBody Token revocation (RFC 7009)
 	//
 	// Revokes an access or refresh token of the calling client, which authenticates as at the
@@ -2258,9 +2505,15 @@ type ClientInterface interface {
 	//
 	// Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
 	// secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
-	// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
-	// failed client authentication, an unknown client and a disabled client are 401
-	// `invalid_client` with `WWW-Authenticate: Basic`.
+	// body), never both at once (`invalid_request`). Public clients send only `client_id`.
+	// Clients registered with `tokenEndpointAuthMethod: private_key_jwt` send
+	// `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
+	// `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
+	// client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
+	// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
+	// client authentication (including a replayed `jti`, a wrong `aud` and an expired
+	// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+	// `WWW-Authenticate: Basic`.
 	//
 	// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
 	// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
@@ -2282,9 +2535,15 @@ type ClientInterface interface {
 	//
 	// Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
 	// secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
-	// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
-	// failed client authentication, an unknown client and a disabled client are 401
-	// `invalid_client` with `WWW-Authenticate: Basic`.
+	// body), never both at once (`invalid_request`). Public clients send only `client_id`.
+	// Clients registered with `tokenEndpointAuthMethod: private_key_jwt` send
+	// `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
+	// `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
+	// client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
+	// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
+	// client authentication (including a replayed `jti`, a wrong `aud` and an expired
+	// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+	// `WWW-Authenticate: Basic`.
 	//
 	// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
 	// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
@@ -2632,6 +2891,15 @@ type ClientInterface interface {
 	// Corresponds with POST /api/auth/organization/update-role (the `AuthUpdateRole` operationId).
 	AuthUpdateRole(ctx context.Context, body AuthUpdateRoleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListSocialProviders The configured social sign-in providers
+	//
+	// The social providers this instance offers (those whose client id and secret the operator
+	// configured), so that a product UI shows the same buttons as the sign-in page; empty when
+	// none are.
+	//
+	// Corresponds with GET /api/auth/providers (the `ListSocialProviders` operationId).
+	ListSocialProviders(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// RevokeOtherSessionsWithBody Revoke every other session of the user
 	//
 	// Takes any type of body and a specified content type.
@@ -2702,6 +2970,54 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/auth/sign-in/email (the `SignInEmail` operationId).
 	SignInEmailWithFormdataBody(ctx context.Context, body SignInEmailFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SignInSocialWithBody Start a social sign-in (GitHub or Google)
+	//
+	// Answers the identity provider's authorization URL for the browser to visit (`redirect:
+	// true`, as better-auth's `signIn.social` expects; a browser form post gets a 303 to it) and sets a short-lived signed flow
+	// cookie holding the `state`, the PKCE (S256) verifier and the callback URLs. Only a
+	// configured provider is accepted (404 `PROVIDER_NOT_FOUND` otherwise; see
+	// `GET /api/auth/providers`). `callbackURL`, `errorCallbackURL` and `newUserCallbackURL`
+	// must be paths on this site or URLs on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
+	// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/sign-in/social (the `SignInSocial` operationId).
+	SignInSocialWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SignInSocial Start a social sign-in (GitHub or Google)
+	//
+	// Answers the identity provider's authorization URL for the browser to visit (`redirect:
+	// true`, as better-auth's `signIn.social` expects; a browser form post gets a 303 to it) and sets a short-lived signed flow
+	// cookie holding the `state`, the PKCE (S256) verifier and the callback URLs. Only a
+	// configured provider is accepted (404 `PROVIDER_NOT_FOUND` otherwise; see
+	// `GET /api/auth/providers`). `callbackURL`, `errorCallbackURL` and `newUserCallbackURL`
+	// must be paths on this site or URLs on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
+	// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/sign-in/social (the `SignInSocial` operationId).
+	SignInSocial(ctx context.Context, body SignInSocialJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SignInSocialWithFormdataBody Start a social sign-in (GitHub or Google)
+	//
+	// Answers the identity provider's authorization URL for the browser to visit (`redirect:
+	// true`, as better-auth's `signIn.social` expects; a browser form post gets a 303 to it) and sets a short-lived signed flow
+	// cookie holding the `state`, the PKCE (S256) verifier and the callback URLs. Only a
+	// configured provider is accepted (404 `PROVIDER_NOT_FOUND` otherwise; see
+	// `GET /api/auth/providers`). `callbackURL`, `errorCallbackURL` and `newUserCallbackURL`
+	// must be paths on this site or URLs on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
+	// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /api/auth/sign-in/social (the `SignInSocial` operationId).
+	SignInSocialWithFormdataBody(ctx context.Context, body SignInSocialFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SignOutWithBody Sign out
 	//
@@ -3348,6 +3664,35 @@ func (c *Client) GetOpenidConfiguration(ctx context.Context, reqEditors ...Reque
 	return c.Client.Do(req)
 }
 
+// SocialCallback Social sign-in callback
+//
+// Where GitHub or Google sends the browser back. The `state` must equal the flow cookie's,
+// and each state is accepted once (a replayed callback is refused even with the cookie);
+// the code is exchanged with the PKCE verifier. The provider account signs in its linked
+// user; an unlinked account links to the existing user with the same email only when the
+// provider marks that email verified (GitHub's `/user/emails` `verified`, Google's
+// `email_verified`), and otherwise, when no user has the email, creates a user. Success is
+// a 302 to the flow's `callbackURL` (or `newUserCallbackURL` for a new user) with the
+// session cookie set. A refusal with an authentic flow cookie is a 302 to
+// `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
+// `invalid_state` (used or expired), `access_denied` (refused at the provider),
+// `email_not_verified` (an unverified email that belongs to another user), `no_email`,
+// `provider_error`. Without an authentic flow cookie the answer is 400
+// `INVALID_STATE`. A provider that is not configured answers 404.
+//
+// Corresponds with GET /api/auth/callback/{provider} (the `SocialCallback` operationId).
+func (c *Client) SocialCallback(ctx context.Context, provider SocialCallbackParamsProvider, params *SocialCallbackParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSocialCallbackRequest(c.Server, provider, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ChangePasswordWithBody Change the password
 //
 // Checks the current password, stores the new one, ends every other session and rotates the
@@ -3408,6 +3753,26 @@ func (c *Client) GetSession(ctx context.Context, params *GetSessionParams, reqEd
 	return c.Client.Do(req)
 }
 
+// ListAccounts List the user's linked accounts
+//
+// The ways the user signs in, oldest first, as better-auth's `listAccounts` returns them:
+// `credential` (email and password; `accountId` is the user id) and each linked social
+// account (`github`, `google`; `accountId` is the provider's user id, `scopes` what the
+// provider granted).
+//
+// Corresponds with GET /api/auth/list-accounts (the `ListAccounts` operationId).
+func (c *Client) ListAccounts(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAccountsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListSessions List the user's active sessions
 //
 // Every unexpired session of the user, newest first. For sessions other than the caller's,
@@ -3444,6 +3809,11 @@ func (c *Client) ListSessions(ctx context.Context, reqEditors ...RequestEditorFn
 // the scopes (or `prompt=consent`), the browser is sent to the consent page; with
 // `prompt=none` that is `consent_required`. `skipConsent` clients ask only with
 // `prompt=consent` (and keep no consent rows).
+//
+// A client with `requirePushedAuthorizationRequests` must push its requests to
+// `/api/auth/oauth2/par` and send the `request_uri` here; a plain request of such a client
+// is `invalid_request`. (The sign-in page continues a pushed request with its parameters
+// and a signed `pushed` marker, since the `request_uri` is used up.)
 //
 // Corresponds with GET /api/auth/oauth2/authorize (the `GetOauth2Authorize` operationId).
 func (c *Client) GetOauth2Authorize(ctx context.Context, params *GetOauth2AuthorizeParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3664,6 +4034,60 @@ func (c *Client) PostOauth2IntrospectWithFormdataBody(ctx context.Context, body 
 	return c.Client.Do(req)
 }
 
+// PostOauth2ParWithBody Pushed authorization request (RFC 9126)
+//
+// The client pushes the parameters of an authorization request (those of
+// `/api/auth/oauth2/authorize`, form-encoded) and authenticates as at the token endpoint
+// (`client_secret_basic`, `client_secret_post`, `private_key_jwt`, or `client_id` alone for
+// a public client). The client, redirect URI, scopes and response type are checked now;
+// PKCE and the other parameters when the `request_uri` is used. The answer is 201 with a
+// `request_uri` to send to the authorization endpoint with `client_id` within `expires_in`
+// seconds (60). A `request_uri` works once, and only for the client that pushed it; a used,
+// unknown or expired one is `invalid_request_uri`. A `request_uri` parameter in the push
+// itself is `invalid_request`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/oauth2/par (the `PostOauth2Par` operationId).
+func (c *Client) PostOauth2ParWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostOauth2ParRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostOauth2ParWithFormdataBody Pushed authorization request (RFC 9126)
+//
+// The client pushes the parameters of an authorization request (those of
+// `/api/auth/oauth2/authorize`, form-encoded) and authenticates as at the token endpoint
+// (`client_secret_basic`, `client_secret_post`, `private_key_jwt`, or `client_id` alone for
+// a public client). The client, redirect URI, scopes and response type are checked now;
+// PKCE and the other parameters when the `request_uri` is used. The answer is 201 with a
+// `request_uri` to send to the authorization endpoint with `client_id` within `expires_in`
+// seconds (60). A `request_uri` works once, and only for the client that pushed it; a used,
+// unknown or expired one is `invalid_request_uri`. A `request_uri` parameter in the push
+// itself is `invalid_request`.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /api/auth/oauth2/par (the `PostOauth2Par` operationId).
+func (c *Client) PostOauth2ParWithFormdataBody(ctx context.Context, body PostOauth2ParFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostOauth2ParRequestWithFormdataBody(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // PostOauth2RevokeWithBody Token revocation (RFC 7009)
 //
 // Revokes an access or refresh token of the calling client, which authenticates as at the
@@ -3717,9 +4141,15 @@ func (c *Client) PostOauth2RevokeWithFormdataBody(ctx context.Context, body Post
 //
 // Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
 // secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
-// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
-// failed client authentication, an unknown client and a disabled client are 401
-// `invalid_client` with `WWW-Authenticate: Basic`.
+// body), never both at once (`invalid_request`). Public clients send only `client_id`.
+// Clients registered with `tokenEndpointAuthMethod: private_key_jwt` send
+// `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
+// `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
+// client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
+// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
+// client authentication (including a replayed `jti`, a wrong `aud` and an expired
+// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+// `WWW-Authenticate: Basic`.
 //
 // Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
 // `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
@@ -3751,9 +4181,15 @@ func (c *Client) PostOauth2TokenWithBody(ctx context.Context, contentType string
 //
 // Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
 // secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
-// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
-// failed client authentication, an unknown client and a disabled client are 401
-// `invalid_client` with `WWW-Authenticate: Basic`.
+// body), never both at once (`invalid_request`). Public clients send only `client_id`.
+// Clients registered with `tokenEndpointAuthMethod: private_key_jwt` send
+// `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
+// `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
+// client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
+// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
+// client authentication (including a replayed `jti`, a wrong `aud` and an expired
+// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+// `WWW-Authenticate: Basic`.
 //
 // Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
 // `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
@@ -4501,6 +4937,25 @@ func (c *Client) AuthUpdateRole(ctx context.Context, body AuthUpdateRoleJSONRequ
 	return c.Client.Do(req)
 }
 
+// ListSocialProviders The configured social sign-in providers
+//
+// The social providers this instance offers (those whose client id and secret the operator
+// configured), so that a product UI shows the same buttons as the sign-in page; empty when
+// none are.
+//
+// Corresponds with GET /api/auth/providers (the `ListSocialProviders` operationId).
+func (c *Client) ListSocialProviders(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSocialProvidersRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // RevokeOtherSessionsWithBody Revoke every other session of the user
 //
 // Takes any type of body and a specified content type.
@@ -4632,6 +5087,84 @@ func (c *Client) SignInEmail(ctx context.Context, body SignInEmailJSONRequestBod
 // Corresponds with POST /api/auth/sign-in/email (the `SignInEmail` operationId).
 func (c *Client) SignInEmailWithFormdataBody(ctx context.Context, body SignInEmailFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSignInEmailRequestWithFormdataBody(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SignInSocialWithBody Start a social sign-in (GitHub or Google)
+//
+// Answers the identity provider's authorization URL for the browser to visit (`redirect:
+// true`, as better-auth's `signIn.social` expects; a browser form post gets a 303 to it) and sets a short-lived signed flow
+// cookie holding the `state`, the PKCE (S256) verifier and the callback URLs. Only a
+// configured provider is accepted (404 `PROVIDER_NOT_FOUND` otherwise; see
+// `GET /api/auth/providers`). `callbackURL`, `errorCallbackURL` and `newUserCallbackURL`
+// must be paths on this site or URLs on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
+// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/sign-in/social (the `SignInSocial` operationId).
+func (c *Client) SignInSocialWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSignInSocialRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SignInSocial Start a social sign-in (GitHub or Google)
+//
+// Answers the identity provider's authorization URL for the browser to visit (`redirect:
+// true`, as better-auth's `signIn.social` expects; a browser form post gets a 303 to it) and sets a short-lived signed flow
+// cookie holding the `state`, the PKCE (S256) verifier and the callback URLs. Only a
+// configured provider is accepted (404 `PROVIDER_NOT_FOUND` otherwise; see
+// `GET /api/auth/providers`). `callbackURL`, `errorCallbackURL` and `newUserCallbackURL`
+// must be paths on this site or URLs on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
+// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/sign-in/social (the `SignInSocial` operationId).
+func (c *Client) SignInSocial(ctx context.Context, body SignInSocialJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSignInSocialRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SignInSocialWithFormdataBody Start a social sign-in (GitHub or Google)
+//
+// Answers the identity provider's authorization URL for the browser to visit (`redirect:
+// true`, as better-auth's `signIn.social` expects; a browser form post gets a 303 to it) and sets a short-lived signed flow
+// cookie holding the `state`, the PKCE (S256) verifier and the callback URLs. Only a
+// configured provider is accepted (404 `PROVIDER_NOT_FOUND` otherwise; see
+// `GET /api/auth/providers`). `callbackURL`, `errorCallbackURL` and `newUserCallbackURL`
+// must be paths on this site or URLs on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
+// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /api/auth/sign-in/social (the `SignInSocial` operationId).
+func (c *Client) SignInSocialWithFormdataBody(ctx context.Context, body SignInSocialFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSignInSocialRequestWithFormdataBody(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5946,6 +6479,91 @@ func NewGetOpenidConfigurationRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewSocialCallbackRequest constructs an http.Request for the SocialCallback method
+func NewSocialCallbackRequest(server string, provider SocialCallbackParamsProvider, params *SocialCallbackParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "provider", provider, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/callback/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Code != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "code", *params.Code, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Error != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "error", *params.Error, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewChangePasswordRequest calls the generic ChangePassword builder with application/json body
 func NewChangePasswordRequest(server string, body ChangePasswordJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -6052,6 +6670,33 @@ func NewGetSessionRequest(server string, params *GetSessionParams) (*http.Reques
 	return req, nil
 }
 
+// NewListAccountsRequest constructs an http.Request for the ListAccounts method
+func NewListAccountsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/list-accounts")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListSessionsRequest constructs an http.Request for the ListSessions method
 func NewListSessionsRequest(server string) (*http.Request, error) {
 	var err error
@@ -6107,12 +6752,16 @@ func NewGetOauth2AuthorizeRequest(server string, params *GetOauth2AuthorizeParam
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
 
-		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "response_type", params.ResponseType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
-			return nil, err
-		} else {
-			for _, qp := range strings.Split(queryFrag, "&") {
-				rawQueryFragments = append(rawQueryFragments, qp)
+		if params.ResponseType != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "response_type", *params.ResponseType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
 			}
+
 		}
 
 		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "client_id", params.ClientId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
@@ -6121,6 +6770,18 @@ func NewGetOauth2AuthorizeRequest(server string, params *GetOauth2AuthorizeParam
 			for _, qp := range strings.Split(queryFrag, "&") {
 				rawQueryFragments = append(rawQueryFragments, qp)
 			}
+		}
+
+		if params.RequestUri != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "request_uri", *params.RequestUri, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
 		}
 
 		if params.RedirectUri != nil {
@@ -6159,20 +6820,28 @@ func NewGetOauth2AuthorizeRequest(server string, params *GetOauth2AuthorizeParam
 
 		}
 
-		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "code_challenge", params.CodeChallenge, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
-			return nil, err
-		} else {
-			for _, qp := range strings.Split(queryFrag, "&") {
-				rawQueryFragments = append(rawQueryFragments, qp)
+		if params.CodeChallenge != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "code_challenge", *params.CodeChallenge, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
 			}
+
 		}
 
-		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "code_challenge_method", params.CodeChallengeMethod, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
-			return nil, err
-		} else {
-			for _, qp := range strings.Split(queryFrag, "&") {
-				rawQueryFragments = append(rawQueryFragments, qp)
+		if params.CodeChallengeMethod != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "code_challenge_method", *params.CodeChallengeMethod, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
 			}
+
 		}
 
 		if params.Nonce != nil {
@@ -6518,6 +7187,46 @@ func NewPostOauth2IntrospectRequestWithBody(server string, contentType string, b
 	}
 
 	operationPath := fmt.Sprintf("/api/auth/oauth2/introspect")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPostOauth2ParRequestWithFormdataBody calls the generic PostOauth2Par builder with application/x-www-form-urlencoded body
+func NewPostOauth2ParRequestWithFormdataBody(server string, body PostOauth2ParFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewPostOauth2ParRequestWithBody(server, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewPostOauth2ParRequestWithBody constructs an http.Request for the PostOauth2Par method, with any body, and a specified content type
+func NewPostOauth2ParRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/oauth2/par")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -7713,6 +8422,33 @@ func NewAuthUpdateRoleRequestWithBody(server string, contentType string, body io
 	return req, nil
 }
 
+// NewListSocialProvidersRequest constructs an http.Request for the ListSocialProviders method
+func NewListSocialProvidersRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/providers")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewRevokeOtherSessionsRequest calls the generic RevokeOtherSessions builder with application/json body
 func NewRevokeOtherSessionsRequest(server string, body RevokeOtherSessionsJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -7825,6 +8561,57 @@ func NewSignInEmailRequestWithBody(server string, contentType string, body io.Re
 	}
 
 	operationPath := fmt.Sprintf("/api/auth/sign-in/email")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSignInSocialRequest calls the generic SignInSocial builder with application/json body
+func NewSignInSocialRequest(server string, body SignInSocialJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSignInSocialRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSignInSocialRequestWithFormdataBody calls the generic SignInSocial builder with application/x-www-form-urlencoded body
+func NewSignInSocialRequestWithFormdataBody(server string, body SignInSocialFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewSignInSocialRequestWithBody(server, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewSignInSocialRequestWithBody constructs an http.Request for the SignInSocial method, with any body, and a specified content type
+func NewSignInSocialRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/sign-in/social")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -9988,6 +10775,27 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /.well-known/openid-configuration (the `GetOpenidConfiguration` operationId).
 	GetOpenidConfigurationWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenidConfigurationResponse, error)
 
+	// SocialCallbackWithResponse Social sign-in callback
+	//
+	// Where GitHub or Google sends the browser back. The `state` must equal the flow cookie's,
+	// and each state is accepted once (a replayed callback is refused even with the cookie);
+	// the code is exchanged with the PKCE verifier. The provider account signs in its linked
+	// user; an unlinked account links to the existing user with the same email only when the
+	// provider marks that email verified (GitHub's `/user/emails` `verified`, Google's
+	// `email_verified`), and otherwise, when no user has the email, creates a user. Success is
+	// a 302 to the flow's `callbackURL` (or `newUserCallbackURL` for a new user) with the
+	// session cookie set. A refusal with an authentic flow cookie is a 302 to
+	// `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
+	// `invalid_state` (used or expired), `access_denied` (refused at the provider),
+	// `email_not_verified` (an unverified email that belongs to another user), `no_email`,
+	// `provider_error`. Without an authentic flow cookie the answer is 400
+	// `INVALID_STATE`. A provider that is not configured answers 404.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/callback/{provider} (the `SocialCallback` operationId).
+	SocialCallbackWithResponse(ctx context.Context, provider SocialCallbackParamsProvider, params *SocialCallbackParams, reqEditors ...RequestEditorFn) (*SocialCallbackResponse, error)
+
 	// ChangePasswordWithBodyWithResponse Change the password
 	//
 	// Checks the current password, stores the new one, ends every other session and rotates the
@@ -10020,6 +10828,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/auth/get-session (the `GetSession` operationId).
 	GetSessionWithResponse(ctx context.Context, params *GetSessionParams, reqEditors ...RequestEditorFn) (*GetSessionResponse, error)
 
+	// ListAccountsWithResponse List the user's linked accounts
+	//
+	// The ways the user signs in, oldest first, as better-auth's `listAccounts` returns them:
+	// `credential` (email and password; `accountId` is the user id) and each linked social
+	// account (`github`, `google`; `accountId` is the provider's user id, `scopes` what the
+	// provider granted).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/list-accounts (the `ListAccounts` operationId).
+	ListAccountsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListAccountsResponse, error)
+
 	// ListSessionsWithResponse List the user's active sessions
 	//
 	// Every unexpired session of the user, newest first. For sessions other than the caller's,
@@ -10048,6 +10868,11 @@ type ClientWithResponsesInterface interface {
 	// the scopes (or `prompt=consent`), the browser is sent to the consent page; with
 	// `prompt=none` that is `consent_required`. `skipConsent` clients ask only with
 	// `prompt=consent` (and keep no consent rows).
+	//
+	// A client with `requirePushedAuthorizationRequests` must push its requests to
+	// `/api/auth/oauth2/par` and send the `request_uri` here; a plain request of such a client
+	// is `invalid_request`. (The sign-in page continues a pushed request with its parameters
+	// and a signed `pushed` marker, since the `request_uri` is used up.)
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10164,6 +10989,40 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/auth/oauth2/introspect (the `PostOauth2Introspect` operationId).
 	PostOauth2IntrospectWithFormdataBodyWithResponse(ctx context.Context, body PostOauth2IntrospectFormdataRequestBody, reqEditors ...RequestEditorFn) (*PostOauth2IntrospectResponse, error)
 
+	// PostOauth2ParWithBodyWithResponse Pushed authorization request (RFC 9126)
+	//
+	// The client pushes the parameters of an authorization request (those of
+	// `/api/auth/oauth2/authorize`, form-encoded) and authenticates as at the token endpoint
+	// (`client_secret_basic`, `client_secret_post`, `private_key_jwt`, or `client_id` alone for
+	// a public client). The client, redirect URI, scopes and response type are checked now;
+	// PKCE and the other parameters when the `request_uri` is used. The answer is 201 with a
+	// `request_uri` to send to the authorization endpoint with `client_id` within `expires_in`
+	// seconds (60). A `request_uri` works once, and only for the client that pushed it; a used,
+	// unknown or expired one is `invalid_request_uri`. A `request_uri` parameter in the push
+	// itself is `invalid_request`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/oauth2/par (the `PostOauth2Par` operationId).
+	PostOauth2ParWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostOauth2ParResponse, error)
+
+	// PostOauth2ParWithFormdataBodyWithResponse Pushed authorization request (RFC 9126)
+	//
+	// The client pushes the parameters of an authorization request (those of
+	// `/api/auth/oauth2/authorize`, form-encoded) and authenticates as at the token endpoint
+	// (`client_secret_basic`, `client_secret_post`, `private_key_jwt`, or `client_id` alone for
+	// a public client). The client, redirect URI, scopes and response type are checked now;
+	// PKCE and the other parameters when the `request_uri` is used. The answer is 201 with a
+	// `request_uri` to send to the authorization endpoint with `client_id` within `expires_in`
+	// seconds (60). A `request_uri` works once, and only for the client that pushed it; a used,
+	// unknown or expired one is `invalid_request_uri`. A `request_uri` parameter in the push
+	// itself is `invalid_request`.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/oauth2/par (the `PostOauth2Par` operationId).
+	PostOauth2ParWithFormdataBodyWithResponse(ctx context.Context, body PostOauth2ParFormdataRequestBody, reqEditors ...RequestEditorFn) (*PostOauth2ParResponse, error)
+
 	// PostOauth2RevokeWithBodyWithResponse Token revocation (RFC 7009)
 	//
 	// Revokes an access or refresh token of the calling client, which authenticates as at the
@@ -10197,9 +11056,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
 	// secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
-	// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
-	// failed client authentication, an unknown client and a disabled client are 401
-	// `invalid_client` with `WWW-Authenticate: Basic`.
+	// body), never both at once (`invalid_request`). Public clients send only `client_id`.
+	// Clients registered with `tokenEndpointAuthMethod: private_key_jwt` send
+	// `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
+	// `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
+	// client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
+	// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
+	// client authentication (including a replayed `jti`, a wrong `aud` and an expired
+	// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+	// `WWW-Authenticate: Basic`.
 	//
 	// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
 	// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
@@ -10221,9 +11086,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
 	// secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
-	// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
-	// failed client authentication, an unknown client and a disabled client are 401
-	// `invalid_client` with `WWW-Authenticate: Basic`.
+	// body), never both at once (`invalid_request`). Public clients send only `client_id`.
+	// Clients registered with `tokenEndpointAuthMethod: private_key_jwt` send
+	// `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
+	// `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
+	// client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
+	// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
+	// client authentication (including a replayed `jti`, a wrong `aud` and an expired
+	// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+	// `WWW-Authenticate: Basic`.
 	//
 	// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
 	// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
@@ -10585,6 +11456,17 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/auth/organization/update-role (the `AuthUpdateRole` operationId).
 	AuthUpdateRoleWithResponse(ctx context.Context, body AuthUpdateRoleJSONRequestBody, reqEditors ...RequestEditorFn) (*AuthUpdateRoleResponse, error)
 
+	// ListSocialProvidersWithResponse The configured social sign-in providers
+	//
+	// The social providers this instance offers (those whose client id and secret the operator
+	// configured), so that a product UI shows the same buttons as the sign-in page; empty when
+	// none are.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/providers (the `ListSocialProviders` operationId).
+	ListSocialProvidersWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSocialProvidersResponse, error)
+
 	// RevokeOtherSessionsWithBodyWithResponse Revoke every other session of the user
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -10655,6 +11537,54 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/auth/sign-in/email (the `SignInEmail` operationId).
 	SignInEmailWithFormdataBodyWithResponse(ctx context.Context, body SignInEmailFormdataRequestBody, reqEditors ...RequestEditorFn) (*SignInEmailResponse, error)
+
+	// SignInSocialWithBodyWithResponse Start a social sign-in (GitHub or Google)
+	//
+	// Answers the identity provider's authorization URL for the browser to visit (`redirect:
+	// true`, as better-auth's `signIn.social` expects; a browser form post gets a 303 to it) and sets a short-lived signed flow
+	// cookie holding the `state`, the PKCE (S256) verifier and the callback URLs. Only a
+	// configured provider is accepted (404 `PROVIDER_NOT_FOUND` otherwise; see
+	// `GET /api/auth/providers`). `callbackURL`, `errorCallbackURL` and `newUserCallbackURL`
+	// must be paths on this site or URLs on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
+	// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/sign-in/social (the `SignInSocial` operationId).
+	SignInSocialWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SignInSocialResponse, error)
+
+	// SignInSocialWithResponse Start a social sign-in (GitHub or Google)
+	//
+	// Answers the identity provider's authorization URL for the browser to visit (`redirect:
+	// true`, as better-auth's `signIn.social` expects; a browser form post gets a 303 to it) and sets a short-lived signed flow
+	// cookie holding the `state`, the PKCE (S256) verifier and the callback URLs. Only a
+	// configured provider is accepted (404 `PROVIDER_NOT_FOUND` otherwise; see
+	// `GET /api/auth/providers`). `callbackURL`, `errorCallbackURL` and `newUserCallbackURL`
+	// must be paths on this site or URLs on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
+	// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/sign-in/social (the `SignInSocial` operationId).
+	SignInSocialWithResponse(ctx context.Context, body SignInSocialJSONRequestBody, reqEditors ...RequestEditorFn) (*SignInSocialResponse, error)
+
+	// SignInSocialWithFormdataBodyWithResponse Start a social sign-in (GitHub or Google)
+	//
+	// Answers the identity provider's authorization URL for the browser to visit (`redirect:
+	// true`, as better-auth's `signIn.social` expects; a browser form post gets a 303 to it) and sets a short-lived signed flow
+	// cookie holding the `state`, the PKCE (S256) verifier and the callback URLs. Only a
+	// configured provider is accepted (404 `PROVIDER_NOT_FOUND` otherwise; see
+	// `GET /api/auth/providers`). `callbackURL`, `errorCallbackURL` and `newUserCallbackURL`
+	// must be paths on this site or URLs on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
+	// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/sign-in/social (the `SignInSocial` operationId).
+	SignInSocialWithFormdataBodyWithResponse(ctx context.Context, body SignInSocialFormdataRequestBody, reqEditors ...RequestEditorFn) (*SignInSocialResponse, error)
 
 	// SignOutWithBodyWithResponse Sign out
 	//
@@ -11476,6 +12406,61 @@ func (r GetOpenidConfigurationResponse) ContentType() string {
 	return ""
 }
 
+// SocialCallbackResponse302Headers the declared response headers of an HTTP 302 response for SocialCallback
+type SocialCallbackResponse302Headers struct {
+	Location *string
+}
+
+type SocialCallbackResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *AuthNotFound
+	// Headers302 the parsed response headers for an HTTP 302 response
+	Headers302 *SocialCallbackResponse302Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SocialCallbackResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SocialCallbackResponse) GetApplicationproblemJSON404() *AuthNotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r SocialCallbackResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SocialCallbackResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SocialCallbackResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SocialCallbackResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ChangePasswordResponse200Headers the declared response headers of an HTTP 200 response for ChangePassword
 type ChangePasswordResponse200Headers struct {
 	SetCookie *string
@@ -11615,6 +12600,54 @@ func (r GetSessionResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListAccountsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *[]AuthLinkedAccount
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *AuthUnauthorized
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAccountsResponse) GetJSON200() *[]AuthLinkedAccount {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListAccountsResponse) GetApplicationproblemJSON401() *AuthUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAccountsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAccountsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAccountsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAccountsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11971,6 +13004,82 @@ func (r PostOauth2IntrospectResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PostOauth2IntrospectResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PostOauth2ParResponse201Headers the declared response headers of an HTTP 201 response for PostOauth2Par
+type PostOauth2ParResponse201Headers struct {
+	CacheControl *string
+}
+
+// PostOauth2ParResponse401Headers the declared response headers of an HTTP 401 response for PostOauth2Par
+type PostOauth2ParResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type PostOauth2ParResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *AuthPushedAuthorizationResponse
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *AuthOauthBadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *AuthOauthInvalidClient
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *AuthOauthServerError
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *PostOauth2ParResponse201Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PostOauth2ParResponse401Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PostOauth2ParResponse) GetJSON201() *AuthPushedAuthorizationResponse {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostOauth2ParResponse) GetJSON400() *AuthOauthBadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PostOauth2ParResponse) GetJSON401() *AuthOauthInvalidClient {
+	return r.JSON401
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PostOauth2ParResponse) GetJSON500() *AuthOauthServerError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PostOauth2ParResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostOauth2ParResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostOauth2ParResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostOauth2ParResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -13692,6 +14801,47 @@ func (r AuthUpdateRoleResponse) ContentType() string {
 	return ""
 }
 
+type ListSocialProvidersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthSocialProviders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSocialProvidersResponse) GetJSON200() *AuthSocialProviders {
+	return r.JSON200
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSocialProvidersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSocialProvidersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSocialProvidersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSocialProvidersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type RevokeOtherSessionsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -13915,6 +15065,82 @@ func (r SignInEmailResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SignInEmailResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SignInSocialResponse200Headers the declared response headers of an HTTP 200 response for SignInSocial
+type SignInSocialResponse200Headers struct {
+	SetCookie *string
+}
+
+// SignInSocialResponse303Headers the declared response headers of an HTTP 303 response for SignInSocial
+type SignInSocialResponse303Headers struct {
+	Location *string
+}
+
+type SignInSocialResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthSocialRedirect
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *AuthNotFound
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SignInSocialResponse200Headers
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *SignInSocialResponse303Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SignInSocialResponse) GetJSON200() *AuthSocialRedirect {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SignInSocialResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SignInSocialResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SignInSocialResponse) GetApplicationproblemJSON404() *AuthNotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r SignInSocialResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SignInSocialResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SignInSocialResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SignInSocialResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -15725,17 +16951,25 @@ type CreateOidcClientResponse struct {
 			GrantTypes []OidcGrantType              `json:"grantTypes"`
 
 			// Id The OAuth `client_id`.
-			Id                     string            `json:"id"`
+			Id string `json:"id"`
+
+			// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
+			// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
+			// (ES256), `use` absent or `sig`, `kid`s distinct. Private key members are refused.
+			Jwks                   *OidcClientJwks   `json:"jwks,omitempty"`
 			Name                   string            `json:"name"`
 			PostLogoutRedirectUris []OidcRedirectUri `json:"postLogoutRedirectUris"`
 			ProjectId              string            `json:"projectId"`
 			RedirectUris           []OidcRedirectUri `json:"redirectUris"`
-			Scopes                 []OidcScope       `json:"scopes"`
+
+			// RequirePushedAuthorizationRequests The authorization endpoint refuses this client's requests (`invalid_request`) unless they were pushed to `/api/auth/oauth2/par`.
+			RequirePushedAuthorizationRequests bool        `json:"requirePushedAuthorizationRequests"`
+			Scopes                             []OidcScope `json:"scopes"`
 
 			// SkipConsent Sign-ins through this client skip the consent page.
 			SkipConsent bool `json:"skipConsent"`
 
-			// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+			// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients; `private_key_jwt` for `web` clients registered with `jwks` instead of a secret (RFC 7523 client assertions signed RS256 or ES256).
 			TokenEndpointAuthMethod OidcTokenEndpointAuthMethod `json:"tokenEndpointAuthMethod"`
 
 			// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
@@ -15767,17 +17001,25 @@ func (r CreateOidcClientResponse) GetJSON201() *struct {
 		GrantTypes []OidcGrantType              `json:"grantTypes"`
 
 		// Id The OAuth `client_id`.
-		Id                     string            `json:"id"`
+		Id string `json:"id"`
+
+		// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
+		// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
+		// (ES256), `use` absent or `sig`, `kid`s distinct. Private key members are refused.
+		Jwks                   *OidcClientJwks   `json:"jwks,omitempty"`
 		Name                   string            `json:"name"`
 		PostLogoutRedirectUris []OidcRedirectUri `json:"postLogoutRedirectUris"`
 		ProjectId              string            `json:"projectId"`
 		RedirectUris           []OidcRedirectUri `json:"redirectUris"`
-		Scopes                 []OidcScope       `json:"scopes"`
+
+		// RequirePushedAuthorizationRequests The authorization endpoint refuses this client's requests (`invalid_request`) unless they were pushed to `/api/auth/oauth2/par`.
+		RequirePushedAuthorizationRequests bool        `json:"requirePushedAuthorizationRequests"`
+		Scopes                             []OidcScope `json:"scopes"`
 
 		// SkipConsent Sign-ins through this client skip the consent page.
 		SkipConsent bool `json:"skipConsent"`
 
-		// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+		// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients; `private_key_jwt` for `web` clients registered with `jwks` instead of a secret (RFC 7523 client assertions signed RS256 or ES256).
 		TokenEndpointAuthMethod OidcTokenEndpointAuthMethod `json:"tokenEndpointAuthMethod"`
 
 		// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
@@ -15978,17 +17220,25 @@ type RotateOidcClientSecretResponse struct {
 			GrantTypes []OidcGrantType              `json:"grantTypes"`
 
 			// Id The OAuth `client_id`.
-			Id                     string            `json:"id"`
+			Id string `json:"id"`
+
+			// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
+			// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
+			// (ES256), `use` absent or `sig`, `kid`s distinct. Private key members are refused.
+			Jwks                   *OidcClientJwks   `json:"jwks,omitempty"`
 			Name                   string            `json:"name"`
 			PostLogoutRedirectUris []OidcRedirectUri `json:"postLogoutRedirectUris"`
 			ProjectId              string            `json:"projectId"`
 			RedirectUris           []OidcRedirectUri `json:"redirectUris"`
-			Scopes                 []OidcScope       `json:"scopes"`
+
+			// RequirePushedAuthorizationRequests The authorization endpoint refuses this client's requests (`invalid_request`) unless they were pushed to `/api/auth/oauth2/par`.
+			RequirePushedAuthorizationRequests bool        `json:"requirePushedAuthorizationRequests"`
+			Scopes                             []OidcScope `json:"scopes"`
 
 			// SkipConsent Sign-ins through this client skip the consent page.
 			SkipConsent bool `json:"skipConsent"`
 
-			// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+			// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients; `private_key_jwt` for `web` clients registered with `jwks` instead of a secret (RFC 7523 client assertions signed RS256 or ES256).
 			TokenEndpointAuthMethod OidcTokenEndpointAuthMethod `json:"tokenEndpointAuthMethod"`
 
 			// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
@@ -16020,17 +17270,25 @@ func (r RotateOidcClientSecretResponse) GetJSON200() *struct {
 		GrantTypes []OidcGrantType              `json:"grantTypes"`
 
 		// Id The OAuth `client_id`.
-		Id                     string            `json:"id"`
+		Id string `json:"id"`
+
+		// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
+		// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
+		// (ES256), `use` absent or `sig`, `kid`s distinct. Private key members are refused.
+		Jwks                   *OidcClientJwks   `json:"jwks,omitempty"`
 		Name                   string            `json:"name"`
 		PostLogoutRedirectUris []OidcRedirectUri `json:"postLogoutRedirectUris"`
 		ProjectId              string            `json:"projectId"`
 		RedirectUris           []OidcRedirectUri `json:"redirectUris"`
-		Scopes                 []OidcScope       `json:"scopes"`
+
+		// RequirePushedAuthorizationRequests The authorization endpoint refuses this client's requests (`invalid_request`) unless they were pushed to `/api/auth/oauth2/par`.
+		RequirePushedAuthorizationRequests bool        `json:"requirePushedAuthorizationRequests"`
+		Scopes                             []OidcScope `json:"scopes"`
 
 		// SkipConsent Sign-ins through this client skip the consent page.
 		SkipConsent bool `json:"skipConsent"`
 
-		// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+		// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients; `private_key_jwt` for `web` clients registered with `jwks` instead of a secret (RFC 7523 client assertions signed RS256 or ES256).
 		TokenEndpointAuthMethod OidcTokenEndpointAuthMethod `json:"tokenEndpointAuthMethod"`
 
 		// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
@@ -17332,6 +18590,33 @@ func (c *ClientWithResponses) GetOpenidConfigurationWithResponse(ctx context.Con
 	return ParseGetOpenidConfigurationResponse(rsp)
 }
 
+// SocialCallbackWithResponse Social sign-in callback
+//
+// Where GitHub or Google sends the browser back. The `state` must equal the flow cookie's,
+// and each state is accepted once (a replayed callback is refused even with the cookie);
+// the code is exchanged with the PKCE verifier. The provider account signs in its linked
+// user; an unlinked account links to the existing user with the same email only when the
+// provider marks that email verified (GitHub's `/user/emails` `verified`, Google's
+// `email_verified`), and otherwise, when no user has the email, creates a user. Success is
+// a 302 to the flow's `callbackURL` (or `newUserCallbackURL` for a new user) with the
+// session cookie set. A refusal with an authentic flow cookie is a 302 to
+// `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
+// `invalid_state` (used or expired), `access_denied` (refused at the provider),
+// `email_not_verified` (an unverified email that belongs to another user), `no_email`,
+// `provider_error`. Without an authentic flow cookie the answer is 400
+// `INVALID_STATE`. A provider that is not configured answers 404.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/callback/{provider} (the `SocialCallback` operationId).
+func (c *ClientWithResponses) SocialCallbackWithResponse(ctx context.Context, provider SocialCallbackParamsProvider, params *SocialCallbackParams, reqEditors ...RequestEditorFn) (*SocialCallbackResponse, error) {
+	rsp, err := c.SocialCallback(ctx, provider, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSocialCallbackResponse(rsp)
+}
+
 // ChangePasswordWithBodyWithResponse Change the password
 //
 // Checks the current password, stores the new one, ends every other session and rotates the
@@ -17382,6 +18667,24 @@ func (c *ClientWithResponses) GetSessionWithResponse(ctx context.Context, params
 	return ParseGetSessionResponse(rsp)
 }
 
+// ListAccountsWithResponse List the user's linked accounts
+//
+// The ways the user signs in, oldest first, as better-auth's `listAccounts` returns them:
+// `credential` (email and password; `accountId` is the user id) and each linked social
+// account (`github`, `google`; `accountId` is the provider's user id, `scopes` what the
+// provider granted).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/list-accounts (the `ListAccounts` operationId).
+func (c *ClientWithResponses) ListAccountsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListAccountsResponse, error) {
+	rsp, err := c.ListAccounts(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAccountsResponse(rsp)
+}
+
 // ListSessionsWithResponse List the user's active sessions
 //
 // Every unexpired session of the user, newest first. For sessions other than the caller's,
@@ -17416,6 +18719,11 @@ func (c *ClientWithResponses) ListSessionsWithResponse(ctx context.Context, reqE
 // the scopes (or `prompt=consent`), the browser is sent to the consent page; with
 // `prompt=none` that is `consent_required`. `skipConsent` clients ask only with
 // `prompt=consent` (and keep no consent rows).
+//
+// A client with `requirePushedAuthorizationRequests` must push its requests to
+// `/api/auth/oauth2/par` and send the `request_uri` here; a plain request of such a client
+// is `invalid_request`. (The sign-in page continues a pushed request with its parameters
+// and a signed `pushed` marker, since the `request_uri` is used up.)
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17598,6 +18906,52 @@ func (c *ClientWithResponses) PostOauth2IntrospectWithFormdataBodyWithResponse(c
 	return ParsePostOauth2IntrospectResponse(rsp)
 }
 
+// PostOauth2ParWithBodyWithResponse Pushed authorization request (RFC 9126)
+//
+// The client pushes the parameters of an authorization request (those of
+// `/api/auth/oauth2/authorize`, form-encoded) and authenticates as at the token endpoint
+// (`client_secret_basic`, `client_secret_post`, `private_key_jwt`, or `client_id` alone for
+// a public client). The client, redirect URI, scopes and response type are checked now;
+// PKCE and the other parameters when the `request_uri` is used. The answer is 201 with a
+// `request_uri` to send to the authorization endpoint with `client_id` within `expires_in`
+// seconds (60). A `request_uri` works once, and only for the client that pushed it; a used,
+// unknown or expired one is `invalid_request_uri`. A `request_uri` parameter in the push
+// itself is `invalid_request`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/oauth2/par (the `PostOauth2Par` operationId).
+func (c *ClientWithResponses) PostOauth2ParWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostOauth2ParResponse, error) {
+	rsp, err := c.PostOauth2ParWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostOauth2ParResponse(rsp)
+}
+
+// PostOauth2ParWithFormdataBodyWithResponse Pushed authorization request (RFC 9126)
+//
+// The client pushes the parameters of an authorization request (those of
+// `/api/auth/oauth2/authorize`, form-encoded) and authenticates as at the token endpoint
+// (`client_secret_basic`, `client_secret_post`, `private_key_jwt`, or `client_id` alone for
+// a public client). The client, redirect URI, scopes and response type are checked now;
+// PKCE and the other parameters when the `request_uri` is used. The answer is 201 with a
+// `request_uri` to send to the authorization endpoint with `client_id` within `expires_in`
+// seconds (60). A `request_uri` works once, and only for the client that pushed it; a used,
+// unknown or expired one is `invalid_request_uri`. A `request_uri` parameter in the push
+// itself is `invalid_request`.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/oauth2/par (the `PostOauth2Par` operationId).
+func (c *ClientWithResponses) PostOauth2ParWithFormdataBodyWithResponse(ctx context.Context, body PostOauth2ParFormdataRequestBody, reqEditors ...RequestEditorFn) (*PostOauth2ParResponse, error) {
+	rsp, err := c.PostOauth2ParWithFormdataBody(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostOauth2ParResponse(rsp)
+}
+
 // PostOauth2RevokeWithBodyWithResponse Token revocation (RFC 7009)
 //
 // Revokes an access or refresh token of the calling client, which authenticates as at the
@@ -17643,9 +18997,15 @@ func (c *ClientWithResponses) PostOauth2RevokeWithFormdataBodyWithResponse(ctx c
 //
 // Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
 // secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
-// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
-// failed client authentication, an unknown client and a disabled client are 401
-// `invalid_client` with `WWW-Authenticate: Basic`.
+// body), never both at once (`invalid_request`). Public clients send only `client_id`.
+// Clients registered with `tokenEndpointAuthMethod: private_key_jwt` send
+// `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
+// `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
+// client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
+// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
+// client authentication (including a replayed `jti`, a wrong `aud` and an expired
+// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+// `WWW-Authenticate: Basic`.
 //
 // Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
 // `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
@@ -17673,9 +19033,15 @@ func (c *ClientWithResponses) PostOauth2TokenWithBodyWithResponse(ctx context.Co
 //
 // Confidential clients authenticate with `client_secret_basic` (HTTP Basic, client id and
 // secret form-url-encoded) or `client_secret_post` (`client_id` and `client_secret` in the
-// body), never both at once (`invalid_request`). Public clients send only `client_id`. A
-// failed client authentication, an unknown client and a disabled client are 401
-// `invalid_client` with `WWW-Authenticate: Basic`.
+// body), never both at once (`invalid_request`). Public clients send only `client_id`.
+// Clients registered with `tokenEndpointAuthMethod: private_key_jwt` send
+// `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
+// `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
+// client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
+// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
+// client authentication (including a replayed `jti`, a wrong `aud` and an expired
+// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+// `WWW-Authenticate: Basic`.
 //
 // Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
 // `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
@@ -18277,6 +19643,23 @@ func (c *ClientWithResponses) AuthUpdateRoleWithResponse(ctx context.Context, bo
 	return ParseAuthUpdateRoleResponse(rsp)
 }
 
+// ListSocialProvidersWithResponse The configured social sign-in providers
+//
+// The social providers this instance offers (those whose client id and secret the operator
+// configured), so that a product UI shows the same buttons as the sign-in page; empty when
+// none are.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/providers (the `ListSocialProviders` operationId).
+func (c *ClientWithResponses) ListSocialProvidersWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSocialProvidersResponse, error) {
+	rsp, err := c.ListSocialProviders(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSocialProvidersResponse(rsp)
+}
+
 // RevokeOtherSessionsWithBodyWithResponse Revoke every other session of the user
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -18388,6 +19771,72 @@ func (c *ClientWithResponses) SignInEmailWithFormdataBodyWithResponse(ctx contex
 		return nil, err
 	}
 	return ParseSignInEmailResponse(rsp)
+}
+
+// SignInSocialWithBodyWithResponse Start a social sign-in (GitHub or Google)
+//
+// Answers the identity provider's authorization URL for the browser to visit (`redirect:
+// true`, as better-auth's `signIn.social` expects; a browser form post gets a 303 to it) and sets a short-lived signed flow
+// cookie holding the `state`, the PKCE (S256) verifier and the callback URLs. Only a
+// configured provider is accepted (404 `PROVIDER_NOT_FOUND` otherwise; see
+// `GET /api/auth/providers`). `callbackURL`, `errorCallbackURL` and `newUserCallbackURL`
+// must be paths on this site or URLs on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
+// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/sign-in/social (the `SignInSocial` operationId).
+func (c *ClientWithResponses) SignInSocialWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SignInSocialResponse, error) {
+	rsp, err := c.SignInSocialWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSignInSocialResponse(rsp)
+}
+
+// SignInSocialWithResponse Start a social sign-in (GitHub or Google)
+//
+// Answers the identity provider's authorization URL for the browser to visit (`redirect:
+// true`, as better-auth's `signIn.social` expects; a browser form post gets a 303 to it) and sets a short-lived signed flow
+// cookie holding the `state`, the PKCE (S256) verifier and the callback URLs. Only a
+// configured provider is accepted (404 `PROVIDER_NOT_FOUND` otherwise; see
+// `GET /api/auth/providers`). `callbackURL`, `errorCallbackURL` and `newUserCallbackURL`
+// must be paths on this site or URLs on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
+// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/sign-in/social (the `SignInSocial` operationId).
+func (c *ClientWithResponses) SignInSocialWithResponse(ctx context.Context, body SignInSocialJSONRequestBody, reqEditors ...RequestEditorFn) (*SignInSocialResponse, error) {
+	rsp, err := c.SignInSocial(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSignInSocialResponse(rsp)
+}
+
+// SignInSocialWithFormdataBodyWithResponse Start a social sign-in (GitHub or Google)
+//
+// Answers the identity provider's authorization URL for the browser to visit (`redirect:
+// true`, as better-auth's `signIn.social` expects; a browser form post gets a 303 to it) and sets a short-lived signed flow
+// cookie holding the `state`, the PKCE (S256) verifier and the callback URLs. Only a
+// configured provider is accepted (404 `PROVIDER_NOT_FOUND` otherwise; see
+// `GET /api/auth/providers`). `callbackURL`, `errorCallbackURL` and `newUserCallbackURL`
+// must be paths on this site or URLs on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
+// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/sign-in/social (the `SignInSocial` operationId).
+func (c *ClientWithResponses) SignInSocialWithFormdataBodyWithResponse(ctx context.Context, body SignInSocialFormdataRequestBody, reqEditors ...RequestEditorFn) (*SignInSocialResponse, error) {
+	rsp, err := c.SignInSocialWithFormdataBody(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSignInSocialResponse(rsp)
 }
 
 // SignOutWithBodyWithResponse Sign out
@@ -19548,6 +20997,55 @@ func ParseGetOpenidConfigurationResponse(rsp *http.Response) (*GetOpenidConfigur
 	return response, nil
 }
 
+// ParseSocialCallbackResponse parses an HTTP response from a SocialCallbackWithResponse call
+func ParseSocialCallbackResponse(rsp *http.Response) (*SocialCallbackResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SocialCallbackResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 302:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest AuthNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 302:
+		var headers SocialCallbackResponse302Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers302 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseChangePasswordResponse parses an HTTP response from a ChangePasswordWithResponse call
 func ParseChangePasswordResponse(rsp *http.Response) (*ChangePasswordResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -19669,6 +21167,39 @@ func ParseGetSessionResponse(rsp *http.Response) (*GetSessionResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON400 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListAccountsResponse parses an HTTP response from a ListAccountsWithResponse call
+func ParseListAccountsResponse(rsp *http.Response) (*ListAccountsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAccountsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []AuthLinkedAccount
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
 
 	}
 
@@ -19916,6 +21447,76 @@ func ParsePostOauth2IntrospectResponse(rsp *http.Response) (*PostOauth2Introspec
 	switch {
 	case rsp.StatusCode == 401:
 		var headers PostOauth2IntrospectResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePostOauth2ParResponse parses an HTTP response from a PostOauth2ParWithResponse call
+func ParsePostOauth2ParResponse(rsp *http.Response) (*PostOauth2ParResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostOauth2ParResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest AuthPushedAuthorizationResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthOauthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthOauthInvalidClient
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest AuthOauthServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers PostOauth2ParResponse201Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 401:
+		var headers PostOauth2ParResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -21276,6 +22877,32 @@ func ParseAuthUpdateRoleResponse(rsp *http.Response) (*AuthUpdateRoleResponse, e
 	return response, nil
 }
 
+// ParseListSocialProvidersResponse parses an HTTP response from a ListSocialProvidersWithResponse call
+func ParseListSocialProvidersResponse(rsp *http.Response) (*ListSocialProvidersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSocialProvidersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthSocialProviders
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseRevokeOtherSessionsResponse parses an HTTP response from a RevokeOtherSessionsWithResponse call
 func ParseRevokeOtherSessionsResponse(rsp *http.Response) (*RevokeOtherSessionsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -21479,6 +23106,79 @@ func ParseSignInEmailResponse(rsp *http.Response) (*SignInEmailResponse, error) 
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSignInSocialResponse parses an HTTP response from a SignInSocialWithResponse call
+func ParseSignInSocialResponse(rsp *http.Response) (*SignInSocialResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SignInSocialResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthSocialRedirect
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 303:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest AuthNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers SignInSocialResponse200Headers
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 303:
+		var headers SignInSocialResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers303 = &headers
 	}
 
 	return response, nil
@@ -22915,17 +24615,25 @@ func ParseCreateOidcClientResponse(rsp *http.Response) (*CreateOidcClientRespons
 				GrantTypes []OidcGrantType              `json:"grantTypes"`
 
 				// Id The OAuth `client_id`.
-				Id                     string            `json:"id"`
+				Id string `json:"id"`
+
+				// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
+				// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
+				// (ES256), `use` absent or `sig`, `kid`s distinct. Private key members are refused.
+				Jwks                   *OidcClientJwks   `json:"jwks,omitempty"`
 				Name                   string            `json:"name"`
 				PostLogoutRedirectUris []OidcRedirectUri `json:"postLogoutRedirectUris"`
 				ProjectId              string            `json:"projectId"`
 				RedirectUris           []OidcRedirectUri `json:"redirectUris"`
-				Scopes                 []OidcScope       `json:"scopes"`
+
+				// RequirePushedAuthorizationRequests The authorization endpoint refuses this client's requests (`invalid_request`) unless they were pushed to `/api/auth/oauth2/par`.
+				RequirePushedAuthorizationRequests bool        `json:"requirePushedAuthorizationRequests"`
+				Scopes                             []OidcScope `json:"scopes"`
 
 				// SkipConsent Sign-ins through this client skip the consent page.
 				SkipConsent bool `json:"skipConsent"`
 
-				// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+				// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients; `private_key_jwt` for `web` clients registered with `jwks` instead of a secret (RFC 7523 client assertions signed RS256 or ES256).
 				TokenEndpointAuthMethod OidcTokenEndpointAuthMethod `json:"tokenEndpointAuthMethod"`
 
 				// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
@@ -23093,17 +24801,25 @@ func ParseRotateOidcClientSecretResponse(rsp *http.Response) (*RotateOidcClientS
 				GrantTypes []OidcGrantType              `json:"grantTypes"`
 
 				// Id The OAuth `client_id`.
-				Id                     string            `json:"id"`
+				Id string `json:"id"`
+
+				// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
+				// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
+				// (ES256), `use` absent or `sig`, `kid`s distinct. Private key members are refused.
+				Jwks                   *OidcClientJwks   `json:"jwks,omitempty"`
 				Name                   string            `json:"name"`
 				PostLogoutRedirectUris []OidcRedirectUri `json:"postLogoutRedirectUris"`
 				ProjectId              string            `json:"projectId"`
 				RedirectUris           []OidcRedirectUri `json:"redirectUris"`
-				Scopes                 []OidcScope       `json:"scopes"`
+
+				// RequirePushedAuthorizationRequests The authorization endpoint refuses this client's requests (`invalid_request`) unless they were pushed to `/api/auth/oauth2/par`.
+				RequirePushedAuthorizationRequests bool        `json:"requirePushedAuthorizationRequests"`
+				Scopes                             []OidcScope `json:"scopes"`
 
 				// SkipConsent Sign-ins through this client skip the consent page.
 				SkipConsent bool `json:"skipConsent"`
 
-				// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients.
+				// TokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients; `private_key_jwt` for `web` clients registered with `jwks` instead of a secret (RFC 7523 client assertions signed RS256 or ES256).
 				TokenEndpointAuthMethod OidcTokenEndpointAuthMethod `json:"tokenEndpointAuthMethod"`
 
 				// Type `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.

@@ -465,3 +465,44 @@ test("errors carry better-auth codes", async (t) => {
     assert.equal(res.error?.status, 401, `listMembers without a session\n${anon.recent()}`);
   });
 });
+
+test("social sign-in with GitHub (a local fake), then listAccounts", async (t) => {
+  const providers = await (await fetch(`${base}/api/auth/providers`)).json();
+  if (!providers.providers.some((p) => p.id === "github")) {
+    t.skip("GitHub sign-in is not configured on this server");
+    return;
+  }
+  const step = scenario(t);
+  const b = new Browser("Dorothy");
+  let providerURL;
+
+  await step("signIn.social answers the provider's authorization URL", async () => {
+    const data = ok(b, await b.client.signIn.social({ provider: "github", callbackURL: "/dashboard" }), "signIn.social");
+    assert.equal(data.redirect, true);
+    providerURL = new URL(data.url);
+    assert.equal(providerURL.searchParams.get("code_challenge_method"), "S256");
+    assert.equal(providerURL.searchParams.get("redirect_uri"), `${base}/api/auth/callback/github`);
+    assert.ok(b.cookies.has("gatehouse.social_flow"), `no flow cookie; Set-Cookie: ${b.setCookies}`);
+  });
+
+  await step("the provider sends the browser back, signed in", async () => {
+    const atProvider = await fetch(providerURL, { redirect: "manual" });
+    assert.equal(atProvider.status, 302, "the fake's authorize redirect");
+    const back = await b.fetch(atProvider.headers.get("location"), { redirect: "manual" });
+    assert.equal(back.status, 302, `callback\n${b.recent()}`);
+    assert.equal(back.headers.get("location"), "/dashboard");
+    assert.ok(!b.cookies.has("gatehouse.social_flow"), "the flow cookie outlived the callback");
+    const session = ok(b, await b.client.getSession(), "getSession");
+    assert.equal(session?.user.email, "dorothy@example.com");
+    assert.equal(session?.user.emailVerified, true);
+  });
+
+  await step("listAccounts names the GitHub account", async () => {
+    const accounts = ok(b, await b.client.listAccounts(), "listAccounts");
+    assert.equal(accounts.length, 1, JSON.stringify(accounts));
+    assert.equal(accounts[0].providerId, "github");
+    assert.equal(accounts[0].accountId, "5151");
+    assert.deepEqual(accounts[0].scopes, ["read:user", "user:email"]);
+    assertDate(accounts[0].createdAt, "account.createdAt");
+  });
+});

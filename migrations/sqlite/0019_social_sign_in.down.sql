@@ -1,0 +1,2 @@
+DROP TABLE social_states;
+ALTER TABLE accounts DROP COLUMN scope;
