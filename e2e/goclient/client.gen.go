@@ -1239,9 +1239,13 @@ type Checkout struct {
 type CheckoutCreate struct {
 	CancelUrl     string `json:"cancelUrl"`
 	EnvironmentId string `json:"environmentId"`
-	PlanKey       string `json:"planKey"`
-	SubjectId     string `json:"subjectId"`
-	SuccessUrl    string `json:"successUrl"`
+
+	// PlanKey Lower-case letters, digits and single hyphens.
+	PlanKey Slug `json:"planKey"`
+
+	// SubjectId The product's opaque subject id.
+	SubjectId  string `json:"subjectId"`
+	SuccessUrl string `json:"successUrl"`
 }
 
 // CheckoutResponse defines model for CheckoutResponse.
@@ -1349,7 +1353,7 @@ type EntitlementMap map[string]EntitlementValue
 
 // EntitlementSource defines model for EntitlementSource.
 type EntitlementSource struct {
-	// Id The plan key
+	// Id The plan key, or the grant id.
 	Id   string                `json:"id"`
 	Type EntitlementSourceType `json:"type"`
 }
