@@ -226,3 +226,4 @@ func grantID(t *testing.T, app *testApp, projectID, subject string) string {
 	t.Fatalf("no grant for %s", subject)
 	return ""
 }
+
