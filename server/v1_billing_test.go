@@ -247,3 +247,49 @@ func TestBillingPlans(t *testing.T) {
 	})
 }
 
+
+// TestSubjectDeletionKeepsBilling: DELETE /subjects/{subjectId} removes the identity, not its
+// subscriptions, invoices or grants.
+func TestSubjectDeletionKeepsBilling(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
+		app := newTestApp(t, b.Open(t), testConfig())
+		f := &billingFixture{app: app, ten: app.newTenancy(t)}
+		f.prj, f.env = "/api/v1/projects/"+f.ten.project.ID, f.ten.project.Environments[0].ID
+		subject := f.ten.subjectID // holds a refresh token of the project's client
+		ctx := context.Background()
+		f.createPlan(t, `{"key":"pro","name":"Pro","amount":2900,"currency":"usd","interval":"month","entitlements":{"sso":true}}`)
+		err := app.store.InTx(ctx, func(tx *store.Tx) error {
+			if _, _, err := tx.ApplySubscription(ctx, store.Subscription{ProjectID: f.ten.project.ID, EnvironmentID: f.env,
+				ProcessorID: "sub_kept", SubjectID: subject, PlanKey: "pro", CustomerID: "cus_kept", Status: store.StatusActive}); err != nil {
+				return err
+			}
+			_, err := tx.RecordInvoice(ctx, store.Invoice{ProjectID: f.ten.project.ID, EnvironmentID: f.env, ProcessorID: "in_kept",
+				SubjectID: subject, SubscriptionID: "sub_kept", Status: store.InvoicePaid, Amount: 2900, Currency: "usd"})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := f.call(RoleBilling, "POST", f.prj+"/subjects/"+subject+"/entitlement-grants", `{"featureKey":"beta","value":true}`); res.Code != 201 {
+			t.Fatalf("grant: %d %s", res.Code, res.Body)
+		}
+		before := f.entitlementsOf(t, subject)
+		if res := f.call(RoleOwner, "DELETE", f.prj+"/subjects/"+subject, ""); res.Code != 200 {
+			t.Fatalf("delete subject: %d %s", res.Code, res.Body)
+		}
+		if _, err := app.store.User(ctx, subject); err == nil {
+			t.Fatal("the identity is still there")
+		}
+		if after := f.entitlementsOf(t, subject); after != before || !strings.Contains(after, `"source":{"id":"pro","type":"plan"}`) ||
+			!strings.Contains(after, `"featureKey":"beta"`) {
+			t.Errorf("entitlements after deletion %s, before %s", after, before)
+		}
+		invoices, err := app.store.ListSubjectInvoices(ctx, f.ten.project.ID, subject)
+		if err != nil || len(invoices) != 1 {
+			t.Errorf("invoices after deletion %v %v", invoices, err)
+		}
+		if st, ok, err := app.store.SubjectBillingState(ctx, f.ten.project.ID, subject, ""); err != nil || !ok || st.PlanKey != "pro" || st.Status != "active" {
+			t.Errorf("billing state after deletion %+v %v %v", st, ok, err)
+		}
+	})
+}
