@@ -10,6 +10,7 @@ import (
 
 func runBilling(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("ProcessorConnection", func(t *testing.T) { testProcessorConnection(t, open) })
+	t.Run("ProcessorSecretsResealed", func(t *testing.T) { testProcessorReseal(t, open) })
 	t.Run("PlanKeyUnique", func(t *testing.T) { testPlanKeyUnique(t, open) })
 	t.Run("CheckoutReservation", func(t *testing.T) { testCheckoutReservation(t, open) })
 	t.Run("SubscriptionOrder", func(t *testing.T) { testSubscriptionOrder(t, open) })
@@ -313,5 +314,41 @@ func testEntitlements(t *testing.T, open func(t *testing.T) *store.Store) {
 	}
 	if _, ok, err := f.s.SubjectBillingState(ctx, f.project.ID, "nobody", ""); ok || err != nil {
 		t.Errorf("nobody: %v %v", ok, err)
+	}
+}
+
+// testProcessorReseal: a key rotation re-seals both processor secrets, each with its own
+// additional data.
+func testProcessorReseal(t *testing.T, open func(t *testing.T) *store.Store) {
+	f := newConfigFixture(t, open)
+	ctx := testContext(t)
+	env := f.env(2)
+	mustTx(t, f.s, func(tx *store.Tx) error {
+		_, _, err := tx.PutProcessorConnection(ctx, store.ProcessorConnection{EnvironmentID: env, Provider: store.ProviderStripe,
+			Mode: store.ModeLive, KeyLast4: "abcd", SecretKey: "v1.old.c2s", WebhookSecret: "v1.old.d2g"})
+		return err
+	})
+	seen := map[string]string{}
+	mustTx(t, f.s, func(tx *store.Tx) error {
+		n, err := tx.ResealValues(ctx, func(v store.SealedValue) (string, bool, error) {
+			if v.Table != "processor_connections" {
+				return v.Sealed, false, nil
+			}
+			seen[string(v.AAD)] = v.Sealed
+			return "v1.new." + v.Sealed[len("v1.old."):], true, nil
+		})
+		if err == nil && n != 2 {
+			t.Errorf("replaced %d, want 2", n)
+		}
+		return err
+	})
+	want := map[string]string{"processor-secret-key:" + env: "v1.old.c2s", "processor-webhook-secret:" + env: "v1.old.d2g"}
+	if len(seen) != 2 || seen["processor-secret-key:"+env] != want["processor-secret-key:"+env] ||
+		seen["processor-webhook-secret:"+env] != want["processor-webhook-secret:"+env] {
+		t.Errorf("fn saw %v, want %v", seen, want)
+	}
+	c, err := f.s.ProcessorConnection(ctx, env)
+	if err != nil || c.SecretKey != "v1.new.c2s" || c.WebhookSecret != "v1.new.d2g" {
+		t.Errorf("after reseal %+v %v", c, err)
 	}
 }
