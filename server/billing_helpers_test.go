@@ -226,4 +226,3 @@ func grantID(t *testing.T, app *testApp, projectID, subject string) string {
 	t.Fatalf("no grant for %s", subject)
 	return ""
 }
-

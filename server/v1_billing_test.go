@@ -179,7 +179,10 @@ func TestBillingPlans(t *testing.T) {
 		f.run(t, []billingStep{
 			{name: "viewer may not create", who: RoleViewer, method: "POST", path: plans, body: pro, status: 403, title: "Permission denied"},
 			{name: "create", who: RoleBilling, method: "POST", path: plans, body: pro, status: 201,
-				check: func(t *testing.T, res response) { wantData(proJSON("2900", `{"seats":10,"sso":true}`, "false"), drop...)(t, res); keep(t, res) }},
+				check: func(t *testing.T, res response) {
+					wantData(proJSON("2900", `{"seats":10,"sso":true}`, "false"), drop...)(t, res)
+					keep(t, res)
+				}},
 			{name: "duplicate key", who: RoleOwner, method: "POST", path: plans, body: pro, status: 409, title: "A plan with this key already exists"},
 			{name: "upper-case currency", who: RoleOwner, method: "POST", path: plans,
 				body: `{"key":"a","name":"A","amount":1,"currency":"USD","interval":"month"}`, status: 400, title: "Validation failed", paths: []string{"body.currency"}},
@@ -194,10 +197,10 @@ func TestBillingPlans(t *testing.T) {
 			{name: "entitlement value not boolean or number", who: RoleOwner, method: "POST", path: plans,
 				body: `{"key":"a","name":"A","amount":1,"currency":"eur","interval":"year","entitlements":{"sso":"yes"}}`, status: 400, title: "Validation failed", paths: []string{"body.entitlements.sso"}},
 			{name: "price id of another project's environment", who: RoleOwner, method: "POST", path: plans,
-				body: `{"key":"a","name":"A","amount":1,"currency":"eur","interval":"year","stripePriceIds":{"` + other.project.Environments[0].ID + `":"price_1X"}}`,
+				body:   `{"key":"a","name":"A","amount":1,"currency":"eur","interval":"year","stripePriceIds":{"` + other.project.Environments[0].ID + `":"price_1X"}}`,
 				status: 400, title: "Validation failed", paths: []string{"body.stripePriceIds." + other.project.Environments[0].ID}},
 			{name: "price id shape", who: RoleOwner, method: "POST", path: plans,
-				body: `{"key":"a","name":"A","amount":1,"currency":"eur","interval":"year","stripePriceIds":{"` + env + `":"prod_1X"}}`,
+				body:   `{"key":"a","name":"A","amount":1,"currency":"eur","interval":"year","stripePriceIds":{"` + env + `":"prod_1X"}}`,
 				status: 400, title: "Validation failed", paths: []string{"body.stripePriceIds." + env}},
 			{name: "the same key in another project", who: RoleOwner, method: "POST", path: "/api/v1/projects/" + other.project.ID + "/billing/plans",
 				body: `{"key":"pro","name":"Pro","amount":0,"currency":"jpy","interval":"one_time"}`, status: 404, title: "Not found"},
@@ -246,7 +249,6 @@ func TestBillingPlans(t *testing.T) {
 		})
 	})
 }
-
 
 // TestSubjectDeletionKeepsBilling: DELETE /subjects/{subjectId} removes the identity, not its
 // subscriptions, invoices or grants.

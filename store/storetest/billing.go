@@ -112,7 +112,9 @@ func testCheckoutReservation(t *testing.T, open func(t *testing.T) *store.Store)
 	if r, ok := reserve("h1"); ok || r.Response != nil || r.RequestHash != "h1" {
 		t.Errorf("second reservation %+v %v, want the pending record", r, ok)
 	}
-	mustTx(t, f.s, func(tx *store.Tx) error { return tx.CompleteCheckout(ctx, f.project.ID, "key-0123456789abcdef", `{"id":"cs_1"}`) })
+	mustTx(t, f.s, func(tx *store.Tx) error {
+		return tx.CompleteCheckout(ctx, f.project.ID, "key-0123456789abcdef", `{"id":"cs_1"}`)
+	})
 	mustTx(t, f.s, func(tx *store.Tx) error { return tx.ReleaseCheckout(ctx, f.project.ID, "key-0123456789abcdef") }) // completed: kept
 	if r, ok := reserve("h2"); ok || r.Response == nil || *r.Response != `{"id":"cs_1"}` || r.RequestHash != "h1" || r.CompletedAt == nil {
 		t.Errorf("after completion %+v %v", r, ok)
