@@ -13,15 +13,14 @@ import (
 // billingStep is one scenario step: who calls what, the status and (for problems) the title,
 // the error paths expected, and an optional check of the body.
 type billingStep struct {
-	name                string
-	who                 string
-	method, path, body  string
-	headers             []string
-	status              int
-	title               string
-	paths               []string // "body.successUrl" for errors[].path
-	check               func(t *testing.T, res response)
-	keyHeader, keyValue string
+	name               string
+	who                string
+	method, path, body string
+	headers            []string
+	status             int
+	title              string
+	paths              []string // "body.successUrl" for errors[].path
+	check              func(t *testing.T, res response)
 }
 
 func (f *billingFixture) run(t *testing.T, steps []billingStep) {
