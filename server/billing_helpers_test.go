@@ -143,11 +143,16 @@ type billingFixture struct {
 
 func newBillingFixture(t *testing.T, b storetest.Backend) *billingFixture {
 	t.Helper()
+	return newBillingFixtureOn(t, b.Open(t))
+}
+
+func newBillingFixtureOn(t *testing.T, st *store.Store) *billingFixture {
+	t.Helper()
 	tr := &countingTransport{}
 	cfg := testConfig()
 	cfg.StripeAPIBase = startStripeMock(t)
 	cfg.StripeHTTPClient = &http.Client{Transport: tr, Timeout: 20 * time.Second}
-	app := newTestApp(t, b.Open(t), cfg)
+	app := newTestApp(t, st, cfg)
 	ten := app.newTenancy(t)
 	f := &billingFixture{app: app, ten: ten, env: ten.project.Environments[0].ID,
 		prj: "/api/v1/projects/" + ten.project.ID, transport: tr}

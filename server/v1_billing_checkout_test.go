@@ -1,13 +1,16 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
@@ -198,4 +201,36 @@ func auditActions(t *testing.T, app *testApp, projectID, action string) int {
 		}
 	}
 	return n
+}
+
+// TestCheckoutStaleReservation: a key reserved by a process that died before Stripe answered
+// is "in progress" until store.CheckoutReservationTimeout has passed, then taken over.
+func TestCheckoutStaleReservation(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
+		url := b.URL(t)
+		f := newBillingFixtureOn(t, openURL(t, url))
+		f.createPlan(t, `{"key":"pro","name":"Pro","amount":2900,"currency":"usd","interval":"month","stripePriceIds":{"`+f.env+`":"price_1Pro"}}`)
+		f.connect(t)
+		const key = "key-dead-process-0001"
+		ctx := context.Background()
+		if err := f.app.store.InTx(ctx, func(tx *store.Tx) error {
+			_, _, err := tx.ReserveCheckout(ctx, f.ten.project.ID, key, "hash-of-the-dead-request")
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		req := `{"environmentId":"` + f.env + `","subjectId":"usr_1","planKey":"pro","successUrl":"` + testBaseURL + `/a","cancelUrl":"` + testBaseURL + `/b"}`
+		// The dead request's body is unknown: a different hash, so a conflict either way.
+		f.call(RoleOwner, "POST", f.prj+"/billing/checkout", req, "idempotency-key", key).
+			wantProblem(t, 409, kindConflict, "Idempotency key already used with a different request")
+		stale := time.Now().Add(-store.CheckoutReservationTimeout - time.Minute).UTC().Format("2006-01-02T15:04:05.000000Z")
+		db := rawDB(t, url)
+		if _, err := db.Exec(db.Rebind("UPDATE checkout_requests SET reserved_at = ? WHERE idempotency_key = ?"), stale, key); err != nil {
+			t.Fatal(err)
+		}
+		res := f.call(RoleOwner, "POST", f.prj+"/billing/checkout", req, "idempotency-key", key)
+		if res.Code != 201 || f.transport.calls.Load() != 1 {
+			t.Fatalf("after the timeout: %d %s, stripe calls %d", res.Code, res.Body, f.transport.calls.Load())
+		}
+	})
 }
