@@ -215,5 +215,9 @@ func TestBillingLifecycle(t *testing.T) {
 		if n := auditActions(t, f.app, f.ten.project.ID, "entitlement_grant.create"); n != 1 {
 			t.Errorf("entitlement_grant.create rows = %d, want 1", n)
 		}
+		if logs := f.app.logs.String(); strings.Contains(logs, testStripeKey) || strings.Contains(logs, testWebhookSecret) ||
+			strings.Contains(logs, "level=ERROR") {
+			t.Errorf("log:\n%s", logs)
+		}
 	})
 }

@@ -294,3 +294,37 @@ func TestSubjectDeletionKeepsBilling(t *testing.T) {
 		}
 	})
 }
+
+// TestEntitlementGrants: grant validation and permissions; an unknown subject simply has no
+// entitlements.
+func TestEntitlementGrants(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
+		app := newTestApp(t, b.Open(t), testConfig())
+		f := &billingFixture{app: app, ten: app.newTenancy(t)}
+		f.prj = "/api/v1/projects/" + f.ten.project.ID
+		grants := f.prj + "/subjects/usr_grantee/entitlement-grants"
+		f.run(t, []billingStep{
+			{name: "unknown subject has none", who: RoleViewer, method: "GET", path: f.prj + "/subjects/usr_grantee/entitlements", status: 200,
+				check: wantData(`{"entitlements":[],"features":{},"subjectId":"usr_grantee"}`)},
+			{name: "viewer may not grant", who: RoleViewer, method: "POST", path: grants, body: `{"featureKey":"beta","value":true}`, status: 403, title: "Permission denied"},
+			{name: "developer may not grant", who: RoleDeveloper, method: "POST", path: grants, body: `{"featureKey":"beta","value":true}`, status: 403, title: "Permission denied"},
+			{name: "value is a string", who: RoleBilling, method: "POST", path: grants, body: `{"featureKey":"beta","value":"yes"}`, status: 400, title: "Validation failed", paths: []string{"body.value"}},
+			{name: "negative limit", who: RoleBilling, method: "POST", path: grants, body: `{"featureKey":"seats","value":-1}`, status: 400, title: "Validation failed", paths: []string{"body.value"}},
+			{name: "feature key shape", who: RoleBilling, method: "POST", path: grants, body: `{"featureKey":"Beta Feature","value":true}`, status: 400, title: "Validation failed", paths: []string{"body.featureKey"}},
+			{name: "subject id shape", who: RoleBilling, method: "POST", path: f.prj + "/subjects/usr%20x/entitlement-grants", body: `{"featureKey":"beta","value":true}`, status: 400, title: "Validation failed", paths: []string{"path.subjectId"}},
+			{name: "expired already", who: RoleBilling, method: "POST", path: grants, body: `{"featureKey":"beta","value":true,"expiresAt":"2020-01-01T00:00:00Z"}`, status: 400, title: "Validation failed", paths: []string{"body.expiresAt"}},
+			{name: "granted", who: RoleBilling, method: "POST", path: grants, body: `{"featureKey":"seats","value":3,"expiresAt":"2099-01-01T00:00:00Z","reason":"Trial"}`, status: 201,
+				check: wantData(`{"createdBy":{"id":"`+f.ten.members[RoleBilling].ID+`","type":"user"},"expiresAt":"2099-01-01T00:00:00Z","featureKey":"seats","projectId":"`+f.ten.project.ID+`","reason":"Trial","subjectId":"usr_grantee","value":3}`, "id", "createdAt")},
+		})
+		t.Run("service account", func(t *testing.T) {
+			res := app.do(request{method: "POST", path: grants, body: `{"featureKey":"beta","value":true}`, headers: map[string]string{"X-API-Key": f.ten.starKey}})
+			if res.Code != 201 {
+				t.Fatalf("%d %s", res.Code, res.Body)
+			}
+			got := f.entitlementsOf(t, "usr_grantee")
+			if !strings.Contains(got, `"features":{"beta":true,"seats":3}`) {
+				t.Errorf("entitlements %s", got)
+			}
+		})
+	})
+}
