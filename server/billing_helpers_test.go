@@ -177,7 +177,7 @@ func (f *billingFixture) connect(t *testing.T) {
 	t.Helper()
 	res := f.call(RoleOwner, "PUT", "/api/v1/environments/"+f.env+"/processor-connection",
 		`{"secretKey":"`+testStripeKey+`","webhookSecret":"`+testWebhookSecret+`"}`)
-	if res.Code != http.StatusCreated {
+	if res.Code != http.StatusCreated && res.Code != http.StatusOK { // the tenancy fixture connected it already
 		t.Fatalf("connect: %d %s", res.Code, res.Body)
 	}
 }
@@ -230,4 +230,35 @@ func grantID(t *testing.T, app *testApp, projectID, subject string) string {
 	}
 	t.Fatalf("no grant for %s", subject)
 	return ""
+}
+
+// addBillingFixtures gives the tenancy a plan "fixture-pro" priced in its first environment and
+// connects that environment to Stripe with the test secrets, through the store (no audit rows),
+// so that the operation matrix can run checkouts and plan operations.
+func (ten *tenancy) addBillingFixtures(t *testing.T, a *testApp) {
+	t.Helper()
+	ctx := context.Background()
+	env := ten.project.Environments[0].ID
+	secret, err := a.srv.keyring.Seal([]byte(testStripeKey), store.ProcessorSecretKeyAAD(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	whsec, err := a.srv.keyring.Seal([]byte(testWebhookSecret), store.ProcessorWebhookSecretAAD(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := store.Plan{ProjectID: ten.project.ID, Key: "fixture-pro", Name: "Fixture Pro", Amount: 1000, Currency: "usd",
+		Interval: store.IntervalMonth, PriceIDs: map[string]string{env: "price_1FixturePro"}, Entitlements: map[string]any{"sso": true}}
+	err = a.store.InTx(ctx, func(tx *store.Tx) error {
+		if err := tx.CreatePlan(ctx, &plan); err != nil {
+			return err
+		}
+		_, _, err := tx.PutProcessorConnection(ctx, store.ProcessorConnection{EnvironmentID: env, Provider: store.ProviderStripe,
+			Mode: store.ModeTest, KeyLast4: testStripeKey[len(testStripeKey)-4:], SecretKey: secret, WebhookSecret: whsec})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ten.planID, ten.planKey = plan.ID, plan.Key
 }
