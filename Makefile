@@ -61,7 +61,7 @@ check: assets
 ## POST /api/v1/authorize and of a secret reveal with an API key; SQLite always, PostgreSQL too
 ## when GATEHOUSE_TEST_POSTGRES_URL is set. Figures are recorded in README.md.
 bench: assets
-	$(GO) test -run '^$$' -bench 'Decide|APIKeyAuth' -benchmem -count=3 ./server/
+	$(GO) test -run '^$$' -bench 'Decide|APIKeyAuth|SubjectEntitlements|WebhookApply' -benchmem -count=3 ./server/
 	$(GO) test -run '^$$' -bench 'AuthorizeLoad|ConfigRevealLoad|OAuthTokenLoad|OAuthIntrospectLoad|OAuthPrivateKeyJWTLoad' -benchtime=1x ./server/
 
 clean:

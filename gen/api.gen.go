@@ -62,6 +62,87 @@ func (e AuthSocialProvider) Valid() bool {
 	}
 }
 
+// Defines values for BillingPlanInterval.
+const (
+	BillingPlanIntervalMonth   BillingPlanInterval = "month"
+	BillingPlanIntervalOneTime BillingPlanInterval = "one_time"
+	BillingPlanIntervalYear    BillingPlanInterval = "year"
+)
+
+// Valid indicates whether the value is a known member of the BillingPlanInterval enum.
+func (e BillingPlanInterval) Valid() bool {
+	switch e {
+	case BillingPlanIntervalMonth:
+		return true
+	case BillingPlanIntervalOneTime:
+		return true
+	case BillingPlanIntervalYear:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BillingPlanCreateInterval.
+const (
+	BillingPlanCreateIntervalMonth   BillingPlanCreateInterval = "month"
+	BillingPlanCreateIntervalOneTime BillingPlanCreateInterval = "one_time"
+	BillingPlanCreateIntervalYear    BillingPlanCreateInterval = "year"
+)
+
+// Valid indicates whether the value is a known member of the BillingPlanCreateInterval enum.
+func (e BillingPlanCreateInterval) Valid() bool {
+	switch e {
+	case BillingPlanCreateIntervalMonth:
+		return true
+	case BillingPlanCreateIntervalOneTime:
+		return true
+	case BillingPlanCreateIntervalYear:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BillingPlanUpdateInterval.
+const (
+	BillingPlanUpdateIntervalMonth   BillingPlanUpdateInterval = "month"
+	BillingPlanUpdateIntervalOneTime BillingPlanUpdateInterval = "one_time"
+	BillingPlanUpdateIntervalYear    BillingPlanUpdateInterval = "year"
+)
+
+// Valid indicates whether the value is a known member of the BillingPlanUpdateInterval enum.
+func (e BillingPlanUpdateInterval) Valid() bool {
+	switch e {
+	case BillingPlanUpdateIntervalMonth:
+		return true
+	case BillingPlanUpdateIntervalOneTime:
+		return true
+	case BillingPlanUpdateIntervalYear:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EntitlementSourceType.
+const (
+	EntitlementSourceGrant EntitlementSourceType = "grant"
+	EntitlementSourcePlan  EntitlementSourceType = "plan"
+)
+
+// Valid indicates whether the value is a known member of the EntitlementSourceType enum.
+func (e EntitlementSourceType) Valid() bool {
+	switch e {
+	case EntitlementSourceGrant:
+		return true
+	case EntitlementSourcePlan:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EnvironmentName.
 const (
 	Development EnvironmentName = "development"
@@ -233,6 +314,42 @@ func (e PrincipalType) Valid() bool {
 	}
 }
 
+// Defines values for ProcessorConnectionMode.
+const (
+	ProcessorModeLive ProcessorConnectionMode = "live"
+	ProcessorModeNull ProcessorConnectionMode = "<nil>"
+	ProcessorModeTest ProcessorConnectionMode = "test"
+)
+
+// Valid indicates whether the value is a known member of the ProcessorConnectionMode enum.
+func (e ProcessorConnectionMode) Valid() bool {
+	switch e {
+	case ProcessorModeLive:
+		return true
+	case ProcessorModeNull:
+		return true
+	case ProcessorModeTest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ProcessorConnectionProvider.
+const (
+	ProcessorProviderStripe ProcessorConnectionProvider = "stripe"
+)
+
+// Valid indicates whether the value is a known member of the ProcessorConnectionProvider enum.
+func (e ProcessorConnectionProvider) Valid() bool {
+	switch e {
+	case ProcessorProviderStripe:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for State.
 const (
 	StateActive   State = "active"
@@ -398,6 +515,27 @@ func (e ListProjectsParamsState) Valid() bool {
 	case ListProjectsParamsStateAll:
 		return true
 	case ListProjectsParamsStateArchived:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListBillingPlansParamsState.
+const (
+	ListBillingPlansParamsStateActive   ListBillingPlansParamsState = "active"
+	ListBillingPlansParamsStateAll      ListBillingPlansParamsState = "all"
+	ListBillingPlansParamsStateArchived ListBillingPlansParamsState = "archived"
+)
+
+// Valid indicates whether the value is a known member of the ListBillingPlansParamsState enum.
+func (e ListBillingPlansParamsState) Valid() bool {
+	switch e {
+	case ListBillingPlansParamsStateActive:
+		return true
+	case ListBillingPlansParamsStateAll:
+		return true
+	case ListBillingPlansParamsStateArchived:
 		return true
 	default:
 		return false
@@ -765,6 +903,119 @@ type AuthorizeRequest struct {
 	ProjectId     string        `json:"projectId"`
 }
 
+// BillingPlan defines model for BillingPlan.
+type BillingPlan struct {
+	// Amount Minor units of the currency.
+	Amount     int64                        `json:"amount"`
+	Archived   bool                         `json:"archived"`
+	ArchivedAt nullable.Nullable[Timestamp] `json:"archivedAt"`
+
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt   Timestamp                 `json:"createdAt"`
+	Currency    string                    `json:"currency"`
+	Description nullable.Nullable[string] `json:"description"`
+
+	// Entitlements Feature key → boolean or numeric limit. Feature keys are 1–100 characters of `a-z 0-9 _ . : -`, starting with a letter or digit.
+	Entitlements EntitlementMap      `json:"entitlements"`
+	Id           string              `json:"id"`
+	Interval     BillingPlanInterval `json:"interval"`
+	Key          string              `json:"key"`
+	Name         string              `json:"name"`
+	ProjectId    string              `json:"projectId"`
+
+	// StripePriceIds Environment id (of this project) → Stripe price id (`price_…`).
+	StripePriceIds StripePriceIds `json:"stripePriceIds"`
+
+	// UpdatedAt UTC, ISO 8601.
+	UpdatedAt Timestamp `json:"updatedAt"`
+}
+
+// BillingPlanInterval defines model for BillingPlan.Interval.
+type BillingPlanInterval string
+
+// BillingPlanCreate defines model for BillingPlanCreate.
+type BillingPlanCreate struct {
+	Amount int64 `json:"amount"`
+
+	// Currency ISO 4217 code in lower case.
+	Currency    string  `json:"currency"`
+	Description *string `json:"description,omitempty"`
+
+	// Entitlements Feature key → boolean or numeric limit. Feature keys are 1–100 characters of `a-z 0-9 _ . : -`, starting with a letter or digit.
+	Entitlements *EntitlementMap           `json:"entitlements,omitempty"`
+	Interval     BillingPlanCreateInterval `json:"interval"`
+
+	// Key Lower-case letters, digits and single hyphens.
+	Key  Slug   `json:"key"`
+	Name string `json:"name"`
+
+	// StripePriceIds Environment id (of this project) → Stripe price id (`price_…`).
+	StripePriceIds *StripePriceIds `json:"stripePriceIds,omitempty"`
+}
+
+// BillingPlanCreateInterval defines model for BillingPlanCreate.Interval.
+type BillingPlanCreateInterval string
+
+// BillingPlanResponse defines model for BillingPlanResponse.
+type BillingPlanResponse struct {
+	Data BillingPlan `json:"data"`
+}
+
+// BillingPlanUpdate defines model for BillingPlanUpdate.
+type BillingPlanUpdate struct {
+	Amount      *int64                    `json:"amount,omitempty"`
+	Currency    *string                   `json:"currency,omitempty"`
+	Description nullable.Nullable[string] `json:"description,omitempty"`
+
+	// Entitlements Feature key → boolean or numeric limit. Feature keys are 1–100 characters of `a-z 0-9 _ . : -`, starting with a letter or digit.
+	Entitlements *EntitlementMap            `json:"entitlements,omitempty"`
+	Interval     *BillingPlanUpdateInterval `json:"interval,omitempty"`
+	Name         *string                    `json:"name,omitempty"`
+
+	// StripePriceIds Environment id (of this project) → Stripe price id (`price_…`).
+	StripePriceIds *StripePriceIds `json:"stripePriceIds,omitempty"`
+}
+
+// BillingPlanUpdateInterval defines model for BillingPlanUpdate.Interval.
+type BillingPlanUpdateInterval string
+
+// Checkout defines model for Checkout.
+type Checkout struct {
+	EnvironmentId string `json:"environmentId"`
+
+	// ExpiresAt UTC, ISO 8601.
+	ExpiresAt Timestamp `json:"expiresAt"`
+
+	// Id The Stripe Checkout Session id.
+	Id      string `json:"id"`
+	PlanKey string `json:"planKey"`
+
+	// Status The session's status at creation (`open`).
+	Status    string `json:"status"`
+	SubjectId string `json:"subjectId"`
+
+	// Url Where to send the subject.
+	Url string `json:"url"`
+}
+
+// CheckoutCreate defines model for CheckoutCreate.
+type CheckoutCreate struct {
+	CancelUrl     string `json:"cancelUrl"`
+	EnvironmentId string `json:"environmentId"`
+
+	// PlanKey Lower-case letters, digits and single hyphens.
+	PlanKey Slug `json:"planKey"`
+
+	// SubjectId The product's opaque subject id.
+	SubjectId  string `json:"subjectId"`
+	SuccessUrl string `json:"successUrl"`
+}
+
+// CheckoutResponse defines model for CheckoutResponse.
+type CheckoutResponse struct {
+	Data Checkout `json:"data"`
+}
+
 // ConfigEntry defines model for ConfigEntry.
 type ConfigEntry struct {
 	ArchivedAt nullable.Nullable[time.Time] `json:"archivedAt"`
@@ -815,6 +1066,79 @@ type ConfigVersion struct {
 	// Value The value written, exactly as stored (numbers keep every digit), or null for secrets.
 	Value   json.RawMessage `json:"value"`
 	Version int             `json:"version"`
+}
+
+// Entitlement defines model for Entitlement.
+type Entitlement struct {
+	// ExpiresAt When a grant ends; null for plans and grants without an end.
+	ExpiresAt  nullable.Nullable[Timestamp] `json:"expiresAt"`
+	FeatureKey string                       `json:"featureKey"`
+	Source     EntitlementSource            `json:"source"`
+
+	// Value A feature switch (`true`/`false`) or a numeric limit (at least 0).
+	Value EntitlementValue `json:"value"`
+}
+
+// EntitlementGrant defines model for EntitlementGrant.
+type EntitlementGrant struct {
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt  Timestamp                    `json:"createdAt"`
+	CreatedBy  AuditRef                     `json:"createdBy"`
+	ExpiresAt  nullable.Nullable[Timestamp] `json:"expiresAt"`
+	FeatureKey string                       `json:"featureKey"`
+	Id         string                       `json:"id"`
+	ProjectId  string                       `json:"projectId"`
+	Reason     nullable.Nullable[string]    `json:"reason"`
+	SubjectId  string                       `json:"subjectId"`
+
+	// Value A feature switch (`true`/`false`) or a numeric limit (at least 0).
+	Value EntitlementValue `json:"value"`
+}
+
+// EntitlementGrantCreate defines model for EntitlementGrantCreate.
+type EntitlementGrantCreate struct {
+	// ExpiresAt UTC, ISO 8601.
+	ExpiresAt  *Timestamp `json:"expiresAt,omitempty"`
+	FeatureKey string     `json:"featureKey"`
+	Reason     *string    `json:"reason,omitempty"`
+
+	// Value A feature switch (`true`/`false`) or a numeric limit (at least 0).
+	Value EntitlementValue `json:"value"`
+}
+
+// EntitlementGrantResponse defines model for EntitlementGrantResponse.
+type EntitlementGrantResponse struct {
+	Data EntitlementGrant `json:"data"`
+}
+
+// EntitlementMap Feature key → boolean or numeric limit. Feature keys are 1–100 characters of `a-z 0-9 _ . : -`, starting with a letter or digit.
+type EntitlementMap map[string]EntitlementValue
+
+// EntitlementSource defines model for EntitlementSource.
+type EntitlementSource struct {
+	// Id The plan key, or the grant id.
+	Id   string                `json:"id"`
+	Type EntitlementSourceType `json:"type"`
+}
+
+// EntitlementSourceType defines model for EntitlementSource.Type.
+type EntitlementSourceType string
+
+// EntitlementValue A feature switch (`true`/`false`) or a numeric limit (at least 0).
+type EntitlementValue = any
+
+// Entitlements defines model for Entitlements.
+type Entitlements struct {
+	Entitlements []Entitlement `json:"entitlements"`
+
+	// Features Feature key → boolean or numeric limit. Feature keys are 1–100 characters of `a-z 0-9 _ . : -`, starting with a letter or digit.
+	Features  EntitlementMap `json:"features"`
+	SubjectId string         `json:"subjectId"`
+}
+
+// EntitlementsResponse defines model for EntitlementsResponse.
+type EntitlementsResponse struct {
+	Data Entitlements `json:"data"`
 }
 
 // Environment defines model for Environment.
@@ -1009,6 +1333,43 @@ type ProblemFieldError struct {
 	Path []string `json:"path"`
 }
 
+// ProcessorConnection defines model for ProcessorConnection.
+type ProcessorConnection struct {
+	Connected     bool   `json:"connected"`
+	EnvironmentId string `json:"environmentId"`
+
+	// Mode From the key's prefix; null when not connected.
+	Mode     nullable.Nullable[ProcessorConnectionMode] `json:"mode"`
+	Provider ProcessorConnectionProvider                `json:"provider"`
+
+	// SecretKeyLast4 The secret key's last four characters; null when not connected.
+	SecretKeyLast4 nullable.Nullable[string]    `json:"secretKeyLast4"`
+	UpdatedAt      nullable.Nullable[Timestamp] `json:"updatedAt"`
+
+	// WebhookEndpointUrl The URL to configure as the webhook endpoint in Stripe: `{base_url}/api/v1/webhooks/processor/{environmentId}`.
+	WebhookEndpointUrl string `json:"webhookEndpointUrl"`
+}
+
+// ProcessorConnectionMode From the key's prefix; null when not connected.
+type ProcessorConnectionMode string
+
+// ProcessorConnectionProvider defines model for ProcessorConnection.Provider.
+type ProcessorConnectionProvider string
+
+// ProcessorConnectionPut defines model for ProcessorConnectionPut.
+type ProcessorConnectionPut struct {
+	// SecretKey A Stripe secret key (`sk_test_…`, `sk_live_…`) or restricted key (`rk_test_…`, `rk_live_…`).
+	SecretKey string `json:"secretKey"`
+
+	// WebhookSecret The webhook endpoint's signing secret, `whsec_…`.
+	WebhookSecret string `json:"webhookSecret"`
+}
+
+// ProcessorConnectionResponse defines model for ProcessorConnectionResponse.
+type ProcessorConnectionResponse struct {
+	Data ProcessorConnection `json:"data"`
+}
+
 // Project defines model for Project.
 type Project struct {
 	// ArchivedAt When it was archived; null while active.
@@ -1171,6 +1532,9 @@ type ServiceAccountResponse struct {
 // Slug Lower-case letters, digits and single hyphens.
 type Slug = string
 
+// StripePriceIds Environment id (of this project) → Stripe price id (`price_…`).
+type StripePriceIds map[string]string
+
 // SubjectDeletion defines model for SubjectDeletion.
 type SubjectDeletion struct {
 	// Consents Consents the subject gave to OIDC clients.
@@ -1195,6 +1559,9 @@ type Timestamp = time.Time
 // AccountId defines model for AccountId.
 type AccountId = string
 
+// BillingSubjectId defines model for BillingSubjectId.
+type BillingSubjectId = string
+
 // ClientId defines model for ClientId.
 type ClientId = string
 
@@ -1206,6 +1573,9 @@ type EnvironmentId = string
 
 // OrganizationId defines model for OrganizationId.
 type OrganizationId = string
+
+// PlanId defines model for PlanId.
+type PlanId = string
 
 // ProjectId defines model for ProjectId.
 type ProjectId = string
@@ -1476,6 +1846,21 @@ type ListProjectsParams struct {
 // ListProjectsParamsState defines parameters for ListProjects.
 type ListProjectsParamsState string
 
+// CreateCheckoutParams defines parameters for CreateCheckout.
+type CreateCheckoutParams struct {
+	// IdempotencyKey 16 to 255 characters; the same key retries the same checkout.
+	IdempotencyKey string `json:"idempotency-key"`
+}
+
+// ListBillingPlansParams defines parameters for ListBillingPlans.
+type ListBillingPlansParams struct {
+	// State Which records to list by archive state.
+	State *ListBillingPlansParamsState `form:"state,omitempty" json:"state,omitempty"`
+}
+
+// ListBillingPlansParamsState defines parameters for ListBillingPlans.
+type ListBillingPlansParamsState string
+
 // ListRoleBindingsParams defines parameters for ListRoleBindings.
 type ListRoleBindingsParams struct {
 	PrincipalType *ListRoleBindingsParamsPrincipalType `form:"principalType,omitempty" json:"principalType,omitempty"`
@@ -1498,6 +1883,12 @@ type DeleteProjectRoleParams struct {
 type CreateServiceAccountKeyJSONBody struct {
 	// ExpiresAt In the future.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+// GetSubjectEntitlementsParams defines parameters for GetSubjectEntitlements.
+type GetSubjectEntitlementsParams struct {
+	// EnvironmentId Count only this environment's subscriptions.
+	EnvironmentId *string `form:"environmentId,omitempty" json:"environmentId,omitempty"`
 }
 
 // ChangePasswordJSONRequestBody defines body for ChangePassword for application/json ContentType.
@@ -1584,6 +1975,9 @@ type AuthorizeJSONRequestBody = AuthorizeRequest
 // PutConfigEntryJSONRequestBody defines body for PutConfigEntry for application/json ContentType.
 type PutConfigEntryJSONRequestBody = ConfigEntryPut
 
+// PutProcessorConnectionJSONRequestBody defines body for PutProcessorConnection for application/json ContentType.
+type PutProcessorConnectionJSONRequestBody = ProcessorConnectionPut
+
 // CreateOrganizationJSONRequestBody defines body for CreateOrganization for application/json ContentType.
 type CreateOrganizationJSONRequestBody = OrganizationCreate
 
@@ -1595,6 +1989,15 @@ type CreateProjectJSONRequestBody = ProjectCreate
 
 // UpdateProjectJSONRequestBody defines body for UpdateProject for application/json ContentType.
 type UpdateProjectJSONRequestBody = ProjectUpdate
+
+// CreateCheckoutJSONRequestBody defines body for CreateCheckout for application/json ContentType.
+type CreateCheckoutJSONRequestBody = CheckoutCreate
+
+// CreateBillingPlanJSONRequestBody defines body for CreateBillingPlan for application/json ContentType.
+type CreateBillingPlanJSONRequestBody = BillingPlanCreate
+
+// UpdateBillingPlanJSONRequestBody defines body for UpdateBillingPlan for application/json ContentType.
+type UpdateBillingPlanJSONRequestBody = BillingPlanUpdate
 
 // CreateOidcClientJSONRequestBody defines body for CreateOidcClient for application/json ContentType.
 type CreateOidcClientJSONRequestBody = OidcClientCreate
@@ -1613,6 +2016,9 @@ type CreateServiceAccountJSONRequestBody = ServiceAccountCreate
 
 // CreateServiceAccountKeyJSONRequestBody defines body for CreateServiceAccountKey for application/json ContentType.
 type CreateServiceAccountKeyJSONRequestBody CreateServiceAccountKeyJSONBody
+
+// CreateEntitlementGrantJSONRequestBody defines body for CreateEntitlementGrant for application/json ContentType.
+type CreateEntitlementGrantJSONRequestBody = EntitlementGrantCreate
 
 // AsAuthRoleName returns the union data inside the AuthRoleInput as a AuthRoleName
 func (t AuthRoleInput) AsAuthRoleName() (AuthRoleName, error) {
@@ -1798,6 +2204,15 @@ type ServerInterface interface {
 	// ListConfigEntryVersions List a configuration entry's versions
 	// (GET /api/v1/environments/{environmentId}/configs/{key}/versions)
 	ListConfigEntryVersions(ctx echo.Context, environmentId EnvironmentId, key ConfigKey) error
+	// DeleteProcessorConnection Disconnect the environment from Stripe
+	// (DELETE /api/v1/environments/{environmentId}/processor-connection)
+	DeleteProcessorConnection(ctx echo.Context, environmentId EnvironmentId) error
+	// GetProcessorConnection Read the environment's payment-processor connection
+	// (GET /api/v1/environments/{environmentId}/processor-connection)
+	GetProcessorConnection(ctx echo.Context, environmentId EnvironmentId) error
+	// PutProcessorConnection Connect the environment to Stripe
+	// (PUT /api/v1/environments/{environmentId}/processor-connection)
+	PutProcessorConnection(ctx echo.Context, environmentId EnvironmentId) error
 	// GetHealth Check service health
 	// (GET /api/v1/health)
 	GetHealth(ctx echo.Context) error
@@ -1840,6 +2255,24 @@ type ServerInterface interface {
 	// ListProjectAuditLogs List a project's audit log
 	// (GET /api/v1/projects/{projectId}/audit-logs)
 	ListProjectAuditLogs(ctx echo.Context, projectId ProjectId) error
+	// CreateCheckout Start a Stripe Checkout for a subject
+	// (POST /api/v1/projects/{projectId}/billing/checkout)
+	CreateCheckout(ctx echo.Context, projectId ProjectId, params CreateCheckoutParams) error
+	// ListBillingPlans List the project's plans
+	// (GET /api/v1/projects/{projectId}/billing/plans)
+	ListBillingPlans(ctx echo.Context, projectId ProjectId, params ListBillingPlansParams) error
+	// CreateBillingPlan Create a plan
+	// (POST /api/v1/projects/{projectId}/billing/plans)
+	CreateBillingPlan(ctx echo.Context, projectId ProjectId) error
+	// UpdateBillingPlan Update a plan
+	// (PATCH /api/v1/projects/{projectId}/billing/plans/{planId})
+	UpdateBillingPlan(ctx echo.Context, projectId ProjectId, planId PlanId) error
+	// ArchiveBillingPlan Archive a plan
+	// (POST /api/v1/projects/{projectId}/billing/plans/{planId}/archive)
+	ArchiveBillingPlan(ctx echo.Context, projectId ProjectId, planId PlanId) error
+	// RestoreBillingPlan Restore an archived plan
+	// (POST /api/v1/projects/{projectId}/billing/plans/{planId}/restore)
+	RestoreBillingPlan(ctx echo.Context, projectId ProjectId, planId PlanId) error
 	// ListOidcClients List a project's OIDC clients
 	// (GET /api/v1/projects/{projectId}/oidc-clients)
 	ListOidcClients(ctx echo.Context, projectId ProjectId) error
@@ -1900,6 +2333,12 @@ type ServerInterface interface {
 	// DeleteSubject Delete a subject
 	// (DELETE /api/v1/projects/{projectId}/subjects/{subjectId})
 	DeleteSubject(ctx echo.Context, projectId ProjectId, subjectId string) error
+	// CreateEntitlementGrant Grant a subject a feature
+	// (POST /api/v1/projects/{projectId}/subjects/{subjectId}/entitlement-grants)
+	CreateEntitlementGrant(ctx echo.Context, projectId ProjectId, subjectId BillingSubjectId) error
+	// GetSubjectEntitlements Read a subject's entitlements
+	// (GET /api/v1/projects/{projectId}/subjects/{subjectId}/entitlements)
+	GetSubjectEntitlements(ctx echo.Context, projectId ProjectId, subjectId BillingSubjectId, params GetSubjectEntitlementsParams) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -2496,6 +2935,54 @@ func (w *ServerInterfaceWrapper) ListConfigEntryVersions(ctx echo.Context) error
 	return err
 }
 
+// DeleteProcessorConnection converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteProcessorConnection(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "environmentId" -------------
+	var environmentId EnvironmentId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "environmentId", ctx.Param("environmentId"), &environmentId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter environmentId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteProcessorConnection(ctx, environmentId)
+	return err
+}
+
+// GetProcessorConnection converts echo context to params.
+func (w *ServerInterfaceWrapper) GetProcessorConnection(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "environmentId" -------------
+	var environmentId EnvironmentId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "environmentId", ctx.Param("environmentId"), &environmentId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter environmentId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetProcessorConnection(ctx, environmentId)
+	return err
+}
+
+// PutProcessorConnection converts echo context to params.
+func (w *ServerInterfaceWrapper) PutProcessorConnection(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "environmentId" -------------
+	var environmentId EnvironmentId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "environmentId", ctx.Param("environmentId"), &environmentId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter environmentId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PutProcessorConnection(ctx, environmentId)
+	return err
+}
+
 // GetHealth converts echo context to params.
 func (w *ServerInterfaceWrapper) GetHealth(ctx echo.Context) error {
 	var err error
@@ -2714,6 +3201,157 @@ func (w *ServerInterfaceWrapper) ListProjectAuditLogs(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.ListProjectAuditLogs(ctx, projectId)
+	return err
+}
+
+// CreateCheckout converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateCheckout(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateCheckoutParams
+
+	headers := ctx.Request().Header
+	// ------------- Required header parameter "idempotency-key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("idempotency-key")]; found {
+		var IdempotencyKey string
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for idempotency-key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "idempotency-key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter idempotency-key: %s", err))
+		}
+
+		params.IdempotencyKey = IdempotencyKey
+	} else {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter idempotency-key is required, but not found"))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateCheckout(ctx, projectId, params)
+	return err
+}
+
+// ListBillingPlans converts echo context to params.
+func (w *ServerInterfaceWrapper) ListBillingPlans(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListBillingPlansParams
+	// ------------- Optional query parameter "state" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "state", ctx.QueryParams(), &params.State, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter state: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListBillingPlans(ctx, projectId, params)
+	return err
+}
+
+// CreateBillingPlan converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateBillingPlan(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateBillingPlan(ctx, projectId)
+	return err
+}
+
+// UpdateBillingPlan converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdateBillingPlan(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "planId" -------------
+	var planId PlanId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "planId", ctx.Param("planId"), &planId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter planId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdateBillingPlan(ctx, projectId, planId)
+	return err
+}
+
+// ArchiveBillingPlan converts echo context to params.
+func (w *ServerInterfaceWrapper) ArchiveBillingPlan(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "planId" -------------
+	var planId PlanId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "planId", ctx.Param("planId"), &planId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter planId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ArchiveBillingPlan(ctx, projectId, planId)
+	return err
+}
+
+// RestoreBillingPlan converts echo context to params.
+func (w *ServerInterfaceWrapper) RestoreBillingPlan(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "planId" -------------
+	var planId PlanId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "planId", ctx.Param("planId"), &planId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter planId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RestoreBillingPlan(ctx, projectId, planId)
 	return err
 }
 
@@ -3179,6 +3817,63 @@ func (w *ServerInterfaceWrapper) DeleteSubject(ctx echo.Context) error {
 	return err
 }
 
+// CreateEntitlementGrant converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateEntitlementGrant(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "subjectId" -------------
+	var subjectId BillingSubjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "subjectId", ctx.Param("subjectId"), &subjectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter subjectId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateEntitlementGrant(ctx, projectId, subjectId)
+	return err
+}
+
+// GetSubjectEntitlements converts echo context to params.
+func (w *ServerInterfaceWrapper) GetSubjectEntitlements(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "subjectId" -------------
+	var subjectId BillingSubjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "subjectId", ctx.Param("subjectId"), &subjectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter subjectId: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetSubjectEntitlementsParams
+	// ------------- Optional query parameter "environmentId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "environmentId", ctx.QueryParams(), &params.EnvironmentId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter environmentId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetSubjectEntitlements(ctx, projectId, subjectId, params)
+	return err
+}
+
 // This is a simple interface which specifies echo.Route addition functions which
 // are present on both echo.Echo and echo.Group, since we want to allow using
 // either of them for path registration
@@ -3267,6 +3962,17 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/api/v1/projects/:projectId/role-bindings", wrapper.CreateRoleBinding, options.OperationMiddlewares["createRoleBinding"]...)
 	router.DELETE(options.BaseURL+"/api/v1/projects/:projectId/role-bindings/:bindingId", wrapper.DeleteRoleBinding, options.OperationMiddlewares["deleteRoleBinding"]...)
 	router.POST(options.BaseURL+"/api/v1/authorize", wrapper.Authorize, options.OperationMiddlewares["authorize"]...)
+	router.DELETE(options.BaseURL+"/api/v1/environments/:environmentId/processor-connection", wrapper.DeleteProcessorConnection, options.OperationMiddlewares["deleteProcessorConnection"]...)
+	router.GET(options.BaseURL+"/api/v1/environments/:environmentId/processor-connection", wrapper.GetProcessorConnection, options.OperationMiddlewares["getProcessorConnection"]...)
+	router.PUT(options.BaseURL+"/api/v1/environments/:environmentId/processor-connection", wrapper.PutProcessorConnection, options.OperationMiddlewares["putProcessorConnection"]...)
+	router.GET(options.BaseURL+"/api/v1/projects/:projectId/billing/plans", wrapper.ListBillingPlans, options.OperationMiddlewares["listBillingPlans"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/billing/plans", wrapper.CreateBillingPlan, options.OperationMiddlewares["createBillingPlan"]...)
+	router.PATCH(options.BaseURL+"/api/v1/projects/:projectId/billing/plans/:planId", wrapper.UpdateBillingPlan, options.OperationMiddlewares["updateBillingPlan"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/billing/plans/:planId/archive", wrapper.ArchiveBillingPlan, options.OperationMiddlewares["archiveBillingPlan"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/billing/plans/:planId/restore", wrapper.RestoreBillingPlan, options.OperationMiddlewares["restoreBillingPlan"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/billing/checkout", wrapper.CreateCheckout, options.OperationMiddlewares["createCheckout"]...)
+	router.GET(options.BaseURL+"/api/v1/projects/:projectId/subjects/:subjectId/entitlements", wrapper.GetSubjectEntitlements, options.OperationMiddlewares["getSubjectEntitlements"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/subjects/:subjectId/entitlement-grants", wrapper.CreateEntitlementGrant, options.OperationMiddlewares["createEntitlementGrant"]...)
 	router.POST(options.BaseURL+"/api/auth/sign-up/email", wrapper.SignUpEmail, options.OperationMiddlewares["signUpEmail"]...)
 	router.POST(options.BaseURL+"/api/auth/sign-in/email", wrapper.SignInEmail, options.OperationMiddlewares["signInEmail"]...)
 	router.POST(options.BaseURL+"/api/auth/sign-out", wrapper.SignOut, options.OperationMiddlewares["signOut"]...)
@@ -6547,6 +7253,247 @@ func (response ListConfigEntryVersions404ApplicationProblemPlusJSONResponse) Vis
 	return err
 }
 
+type DeleteProcessorConnectionRequestObject struct {
+	EnvironmentId EnvironmentId `json:"environmentId"`
+}
+
+type DeleteProcessorConnectionResponseObject interface {
+	VisitDeleteProcessorConnectionResponse(w http.ResponseWriter) error
+}
+
+type DeleteProcessorConnection200JSONResponse ProcessorConnectionResponse
+
+func (response DeleteProcessorConnection200JSONResponse) VisitDeleteProcessorConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteProcessorConnection401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteProcessorConnection401ApplicationProblemPlusJSONResponse) VisitDeleteProcessorConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteProcessorConnection403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteProcessorConnection403ApplicationProblemPlusJSONResponse) VisitDeleteProcessorConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteProcessorConnection404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteProcessorConnection404ApplicationProblemPlusJSONResponse) VisitDeleteProcessorConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProcessorConnectionRequestObject struct {
+	EnvironmentId EnvironmentId `json:"environmentId"`
+}
+
+type GetProcessorConnectionResponseObject interface {
+	VisitGetProcessorConnectionResponse(w http.ResponseWriter) error
+}
+
+type GetProcessorConnection200JSONResponse ProcessorConnectionResponse
+
+func (response GetProcessorConnection200JSONResponse) VisitGetProcessorConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProcessorConnection401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetProcessorConnection401ApplicationProblemPlusJSONResponse) VisitGetProcessorConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProcessorConnection403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetProcessorConnection403ApplicationProblemPlusJSONResponse) VisitGetProcessorConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProcessorConnection404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetProcessorConnection404ApplicationProblemPlusJSONResponse) VisitGetProcessorConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutProcessorConnectionRequestObject struct {
+	EnvironmentId EnvironmentId `json:"environmentId"`
+	Body          *PutProcessorConnectionJSONRequestBody
+}
+
+type PutProcessorConnectionResponseObject interface {
+	VisitPutProcessorConnectionResponse(w http.ResponseWriter) error
+}
+
+type PutProcessorConnection200JSONResponse ProcessorConnectionResponse
+
+func (response PutProcessorConnection200JSONResponse) VisitPutProcessorConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutProcessorConnection201JSONResponse ProcessorConnectionResponse
+
+func (response PutProcessorConnection201JSONResponse) VisitPutProcessorConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutProcessorConnection400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response PutProcessorConnection400ApplicationProblemPlusJSONResponse) VisitPutProcessorConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutProcessorConnection401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response PutProcessorConnection401ApplicationProblemPlusJSONResponse) VisitPutProcessorConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutProcessorConnection403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutProcessorConnection403ApplicationProblemPlusJSONResponse) VisitPutProcessorConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutProcessorConnection404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response PutProcessorConnection404ApplicationProblemPlusJSONResponse) VisitPutProcessorConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetHealthRequestObject struct {
 }
 
@@ -7638,6 +8585,558 @@ type ListProjectAuditLogs404ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response ListProjectAuditLogs404ApplicationProblemPlusJSONResponse) VisitListProjectAuditLogsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateCheckoutRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	Params    CreateCheckoutParams
+	Body      *CreateCheckoutJSONRequestBody
+}
+
+type CreateCheckoutResponseObject interface {
+	VisitCreateCheckoutResponse(w http.ResponseWriter) error
+}
+
+type CreateCheckout201JSONResponse CheckoutResponse
+
+func (response CreateCheckout201JSONResponse) VisitCreateCheckoutResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateCheckout400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateCheckout400ApplicationProblemPlusJSONResponse) VisitCreateCheckoutResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateCheckout401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateCheckout401ApplicationProblemPlusJSONResponse) VisitCreateCheckoutResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateCheckout403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateCheckout403ApplicationProblemPlusJSONResponse) VisitCreateCheckoutResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateCheckout404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateCheckout404ApplicationProblemPlusJSONResponse) VisitCreateCheckoutResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateCheckout409ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateCheckout409ApplicationProblemPlusJSONResponse) VisitCreateCheckoutResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateCheckout502ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateCheckout502ApplicationProblemPlusJSONResponse) VisitCreateCheckoutResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListBillingPlansRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	Params    ListBillingPlansParams
+}
+
+type ListBillingPlansResponseObject interface {
+	VisitListBillingPlansResponse(w http.ResponseWriter) error
+}
+
+type ListBillingPlans200JSONResponse struct {
+	Data []BillingPlan `json:"data"`
+}
+
+func (response ListBillingPlans200JSONResponse) VisitListBillingPlansResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListBillingPlans400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response ListBillingPlans400ApplicationProblemPlusJSONResponse) VisitListBillingPlansResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListBillingPlans401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListBillingPlans401ApplicationProblemPlusJSONResponse) VisitListBillingPlansResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListBillingPlans403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListBillingPlans403ApplicationProblemPlusJSONResponse) VisitListBillingPlansResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListBillingPlans404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListBillingPlans404ApplicationProblemPlusJSONResponse) VisitListBillingPlansResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateBillingPlanRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	Body      *CreateBillingPlanJSONRequestBody
+}
+
+type CreateBillingPlanResponseObject interface {
+	VisitCreateBillingPlanResponse(w http.ResponseWriter) error
+}
+
+type CreateBillingPlan201JSONResponse BillingPlanResponse
+
+func (response CreateBillingPlan201JSONResponse) VisitCreateBillingPlanResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateBillingPlan400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateBillingPlan400ApplicationProblemPlusJSONResponse) VisitCreateBillingPlanResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateBillingPlan401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateBillingPlan401ApplicationProblemPlusJSONResponse) VisitCreateBillingPlanResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateBillingPlan403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateBillingPlan403ApplicationProblemPlusJSONResponse) VisitCreateBillingPlanResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateBillingPlan404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateBillingPlan404ApplicationProblemPlusJSONResponse) VisitCreateBillingPlanResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateBillingPlan409ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateBillingPlan409ApplicationProblemPlusJSONResponse) VisitCreateBillingPlanResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateBillingPlanRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	PlanId    PlanId    `json:"planId"`
+	Body      *UpdateBillingPlanJSONRequestBody
+}
+
+type UpdateBillingPlanResponseObject interface {
+	VisitUpdateBillingPlanResponse(w http.ResponseWriter) error
+}
+
+type UpdateBillingPlan200JSONResponse BillingPlanResponse
+
+func (response UpdateBillingPlan200JSONResponse) VisitUpdateBillingPlanResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateBillingPlan400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateBillingPlan400ApplicationProblemPlusJSONResponse) VisitUpdateBillingPlanResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateBillingPlan401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateBillingPlan401ApplicationProblemPlusJSONResponse) VisitUpdateBillingPlanResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateBillingPlan403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateBillingPlan403ApplicationProblemPlusJSONResponse) VisitUpdateBillingPlanResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateBillingPlan404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateBillingPlan404ApplicationProblemPlusJSONResponse) VisitUpdateBillingPlanResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateBillingPlan409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateBillingPlan409ApplicationProblemPlusJSONResponse) VisitUpdateBillingPlanResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ArchiveBillingPlanRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	PlanId    PlanId    `json:"planId"`
+}
+
+type ArchiveBillingPlanResponseObject interface {
+	VisitArchiveBillingPlanResponse(w http.ResponseWriter) error
+}
+
+type ArchiveBillingPlan200JSONResponse BillingPlanResponse
+
+func (response ArchiveBillingPlan200JSONResponse) VisitArchiveBillingPlanResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ArchiveBillingPlan401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ArchiveBillingPlan401ApplicationProblemPlusJSONResponse) VisitArchiveBillingPlanResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ArchiveBillingPlan403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ArchiveBillingPlan403ApplicationProblemPlusJSONResponse) VisitArchiveBillingPlanResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ArchiveBillingPlan404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ArchiveBillingPlan404ApplicationProblemPlusJSONResponse) VisitArchiveBillingPlanResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestoreBillingPlanRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	PlanId    PlanId    `json:"planId"`
+}
+
+type RestoreBillingPlanResponseObject interface {
+	VisitRestoreBillingPlanResponse(w http.ResponseWriter) error
+}
+
+type RestoreBillingPlan200JSONResponse BillingPlanResponse
+
+func (response RestoreBillingPlan200JSONResponse) VisitRestoreBillingPlanResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestoreBillingPlan401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response RestoreBillingPlan401ApplicationProblemPlusJSONResponse) VisitRestoreBillingPlanResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestoreBillingPlan403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RestoreBillingPlan403ApplicationProblemPlusJSONResponse) VisitRestoreBillingPlanResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestoreBillingPlan404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RestoreBillingPlan404ApplicationProblemPlusJSONResponse) VisitRestoreBillingPlanResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -9394,6 +10893,182 @@ func (response DeleteSubject404ApplicationProblemPlusJSONResponse) VisitDeleteSu
 	return err
 }
 
+type CreateEntitlementGrantRequestObject struct {
+	ProjectId ProjectId        `json:"projectId"`
+	SubjectId BillingSubjectId `json:"subjectId"`
+	Body      *CreateEntitlementGrantJSONRequestBody
+}
+
+type CreateEntitlementGrantResponseObject interface {
+	VisitCreateEntitlementGrantResponse(w http.ResponseWriter) error
+}
+
+type CreateEntitlementGrant201JSONResponse EntitlementGrantResponse
+
+func (response CreateEntitlementGrant201JSONResponse) VisitCreateEntitlementGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateEntitlementGrant400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateEntitlementGrant400ApplicationProblemPlusJSONResponse) VisitCreateEntitlementGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateEntitlementGrant401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateEntitlementGrant401ApplicationProblemPlusJSONResponse) VisitCreateEntitlementGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateEntitlementGrant403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateEntitlementGrant403ApplicationProblemPlusJSONResponse) VisitCreateEntitlementGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateEntitlementGrant404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateEntitlementGrant404ApplicationProblemPlusJSONResponse) VisitCreateEntitlementGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSubjectEntitlementsRequestObject struct {
+	ProjectId ProjectId        `json:"projectId"`
+	SubjectId BillingSubjectId `json:"subjectId"`
+	Params    GetSubjectEntitlementsParams
+}
+
+type GetSubjectEntitlementsResponseObject interface {
+	VisitGetSubjectEntitlementsResponse(w http.ResponseWriter) error
+}
+
+type GetSubjectEntitlements200JSONResponse EntitlementsResponse
+
+func (response GetSubjectEntitlements200JSONResponse) VisitGetSubjectEntitlementsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSubjectEntitlements400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSubjectEntitlements400ApplicationProblemPlusJSONResponse) VisitGetSubjectEntitlementsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSubjectEntitlements401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSubjectEntitlements401ApplicationProblemPlusJSONResponse) VisitGetSubjectEntitlementsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSubjectEntitlements403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetSubjectEntitlements403ApplicationProblemPlusJSONResponse) VisitGetSubjectEntitlementsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSubjectEntitlements404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetSubjectEntitlements404ApplicationProblemPlusJSONResponse) VisitGetSubjectEntitlementsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// ChangePassword Change the password
@@ -9516,6 +11191,15 @@ type StrictServerInterface interface {
 	// ListConfigEntryVersions List a configuration entry's versions
 	// (GET /api/v1/environments/{environmentId}/configs/{key}/versions)
 	ListConfigEntryVersions(ctx context.Context, request ListConfigEntryVersionsRequestObject) (ListConfigEntryVersionsResponseObject, error)
+	// DeleteProcessorConnection Disconnect the environment from Stripe
+	// (DELETE /api/v1/environments/{environmentId}/processor-connection)
+	DeleteProcessorConnection(ctx context.Context, request DeleteProcessorConnectionRequestObject) (DeleteProcessorConnectionResponseObject, error)
+	// GetProcessorConnection Read the environment's payment-processor connection
+	// (GET /api/v1/environments/{environmentId}/processor-connection)
+	GetProcessorConnection(ctx context.Context, request GetProcessorConnectionRequestObject) (GetProcessorConnectionResponseObject, error)
+	// PutProcessorConnection Connect the environment to Stripe
+	// (PUT /api/v1/environments/{environmentId}/processor-connection)
+	PutProcessorConnection(ctx context.Context, request PutProcessorConnectionRequestObject) (PutProcessorConnectionResponseObject, error)
 	// GetHealth Check service health
 	// (GET /api/v1/health)
 	GetHealth(ctx context.Context, request GetHealthRequestObject) (GetHealthResponseObject, error)
@@ -9558,6 +11242,24 @@ type StrictServerInterface interface {
 	// ListProjectAuditLogs List a project's audit log
 	// (GET /api/v1/projects/{projectId}/audit-logs)
 	ListProjectAuditLogs(ctx context.Context, request ListProjectAuditLogsRequestObject) (ListProjectAuditLogsResponseObject, error)
+	// CreateCheckout Start a Stripe Checkout for a subject
+	// (POST /api/v1/projects/{projectId}/billing/checkout)
+	CreateCheckout(ctx context.Context, request CreateCheckoutRequestObject) (CreateCheckoutResponseObject, error)
+	// ListBillingPlans List the project's plans
+	// (GET /api/v1/projects/{projectId}/billing/plans)
+	ListBillingPlans(ctx context.Context, request ListBillingPlansRequestObject) (ListBillingPlansResponseObject, error)
+	// CreateBillingPlan Create a plan
+	// (POST /api/v1/projects/{projectId}/billing/plans)
+	CreateBillingPlan(ctx context.Context, request CreateBillingPlanRequestObject) (CreateBillingPlanResponseObject, error)
+	// UpdateBillingPlan Update a plan
+	// (PATCH /api/v1/projects/{projectId}/billing/plans/{planId})
+	UpdateBillingPlan(ctx context.Context, request UpdateBillingPlanRequestObject) (UpdateBillingPlanResponseObject, error)
+	// ArchiveBillingPlan Archive a plan
+	// (POST /api/v1/projects/{projectId}/billing/plans/{planId}/archive)
+	ArchiveBillingPlan(ctx context.Context, request ArchiveBillingPlanRequestObject) (ArchiveBillingPlanResponseObject, error)
+	// RestoreBillingPlan Restore an archived plan
+	// (POST /api/v1/projects/{projectId}/billing/plans/{planId}/restore)
+	RestoreBillingPlan(ctx context.Context, request RestoreBillingPlanRequestObject) (RestoreBillingPlanResponseObject, error)
 	// ListOidcClients List a project's OIDC clients
 	// (GET /api/v1/projects/{projectId}/oidc-clients)
 	ListOidcClients(ctx context.Context, request ListOidcClientsRequestObject) (ListOidcClientsResponseObject, error)
@@ -9618,6 +11320,12 @@ type StrictServerInterface interface {
 	// DeleteSubject Delete a subject
 	// (DELETE /api/v1/projects/{projectId}/subjects/{subjectId})
 	DeleteSubject(ctx context.Context, request DeleteSubjectRequestObject) (DeleteSubjectResponseObject, error)
+	// CreateEntitlementGrant Grant a subject a feature
+	// (POST /api/v1/projects/{projectId}/subjects/{subjectId}/entitlement-grants)
+	CreateEntitlementGrant(ctx context.Context, request CreateEntitlementGrantRequestObject) (CreateEntitlementGrantResponseObject, error)
+	// GetSubjectEntitlements Read a subject's entitlements
+	// (GET /api/v1/projects/{projectId}/subjects/{subjectId}/entitlements)
+	GetSubjectEntitlements(ctx context.Context, request GetSubjectEntitlementsRequestObject) (GetSubjectEntitlementsResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx echo.Context, request any) (any, error)
@@ -11205,6 +12913,104 @@ func (sh *strictHandler) ListConfigEntryVersions(ctx echo.Context, environmentId
 	return nil
 }
 
+// DeleteProcessorConnection operation middleware
+func (sh *strictHandler) DeleteProcessorConnection(ctx echo.Context, environmentId EnvironmentId) error {
+	var request DeleteProcessorConnectionRequestObject
+
+	request.EnvironmentId = environmentId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteProcessorConnection(ctx.Request().Context(), request.(DeleteProcessorConnectionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteProcessorConnection")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteProcessorConnectionResponseObject); ok {
+		return validResponse.VisitDeleteProcessorConnectionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetProcessorConnection operation middleware
+func (sh *strictHandler) GetProcessorConnection(ctx echo.Context, environmentId EnvironmentId) error {
+	var request GetProcessorConnectionRequestObject
+
+	request.EnvironmentId = environmentId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetProcessorConnection(ctx.Request().Context(), request.(GetProcessorConnectionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetProcessorConnection")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetProcessorConnectionResponseObject); ok {
+		return validResponse.VisitGetProcessorConnectionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// PutProcessorConnection operation middleware
+func (sh *strictHandler) PutProcessorConnection(ctx echo.Context, environmentId EnvironmentId) error {
+	var request PutProcessorConnectionRequestObject
+
+	request.EnvironmentId = environmentId
+
+	var body PutProcessorConnectionJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.PutProcessorConnection(ctx.Request().Context(), request.(PutProcessorConnectionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PutProcessorConnection")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(PutProcessorConnectionResponseObject); ok {
+		return validResponse.VisitPutProcessorConnectionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // GetHealth operation middleware
 func (sh *strictHandler) GetHealth(ctx echo.Context) error {
 	var request GetHealthRequestObject
@@ -11638,6 +13444,230 @@ func (sh *strictHandler) ListProjectAuditLogs(ctx echo.Context, projectId Projec
 		return err
 	} else if validResponse, ok := response.(ListProjectAuditLogsResponseObject); ok {
 		return validResponse.VisitListProjectAuditLogsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateCheckout operation middleware
+func (sh *strictHandler) CreateCheckout(ctx echo.Context, projectId ProjectId, params CreateCheckoutParams) error {
+	var request CreateCheckoutRequestObject
+
+	request.ProjectId = projectId
+	request.Params = params
+
+	var body CreateCheckoutJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateCheckout(ctx.Request().Context(), request.(CreateCheckoutRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateCheckout")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateCheckoutResponseObject); ok {
+		return validResponse.VisitCreateCheckoutResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListBillingPlans operation middleware
+func (sh *strictHandler) ListBillingPlans(ctx echo.Context, projectId ProjectId, params ListBillingPlansParams) error {
+	var request ListBillingPlansRequestObject
+
+	request.ProjectId = projectId
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListBillingPlans(ctx.Request().Context(), request.(ListBillingPlansRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListBillingPlans")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListBillingPlansResponseObject); ok {
+		return validResponse.VisitListBillingPlansResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateBillingPlan operation middleware
+func (sh *strictHandler) CreateBillingPlan(ctx echo.Context, projectId ProjectId) error {
+	var request CreateBillingPlanRequestObject
+
+	request.ProjectId = projectId
+
+	var body CreateBillingPlanJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateBillingPlan(ctx.Request().Context(), request.(CreateBillingPlanRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateBillingPlan")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateBillingPlanResponseObject); ok {
+		return validResponse.VisitCreateBillingPlanResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// UpdateBillingPlan operation middleware
+func (sh *strictHandler) UpdateBillingPlan(ctx echo.Context, projectId ProjectId, planId PlanId) error {
+	var request UpdateBillingPlanRequestObject
+
+	request.ProjectId = projectId
+	request.PlanId = planId
+
+	var body UpdateBillingPlanJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateBillingPlan(ctx.Request().Context(), request.(UpdateBillingPlanRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateBillingPlan")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(UpdateBillingPlanResponseObject); ok {
+		return validResponse.VisitUpdateBillingPlanResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ArchiveBillingPlan operation middleware
+func (sh *strictHandler) ArchiveBillingPlan(ctx echo.Context, projectId ProjectId, planId PlanId) error {
+	var request ArchiveBillingPlanRequestObject
+
+	request.ProjectId = projectId
+	request.PlanId = planId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ArchiveBillingPlan(ctx.Request().Context(), request.(ArchiveBillingPlanRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ArchiveBillingPlan")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ArchiveBillingPlanResponseObject); ok {
+		return validResponse.VisitArchiveBillingPlanResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RestoreBillingPlan operation middleware
+func (sh *strictHandler) RestoreBillingPlan(ctx echo.Context, projectId ProjectId, planId PlanId) error {
+	var request RestoreBillingPlanRequestObject
+
+	request.ProjectId = projectId
+	request.PlanId = planId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RestoreBillingPlan(ctx.Request().Context(), request.(RestoreBillingPlanRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RestoreBillingPlan")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RestoreBillingPlanResponseObject); ok {
+		return validResponse.VisitRestoreBillingPlanResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -12293,6 +14323,82 @@ func (sh *strictHandler) DeleteSubject(ctx echo.Context, projectId ProjectId, su
 		return err
 	} else if validResponse, ok := response.(DeleteSubjectResponseObject); ok {
 		return validResponse.VisitDeleteSubjectResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateEntitlementGrant operation middleware
+func (sh *strictHandler) CreateEntitlementGrant(ctx echo.Context, projectId ProjectId, subjectId BillingSubjectId) error {
+	var request CreateEntitlementGrantRequestObject
+
+	request.ProjectId = projectId
+	request.SubjectId = subjectId
+
+	var body CreateEntitlementGrantJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateEntitlementGrant(ctx.Request().Context(), request.(CreateEntitlementGrantRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateEntitlementGrant")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateEntitlementGrantResponseObject); ok {
+		return validResponse.VisitCreateEntitlementGrantResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetSubjectEntitlements operation middleware
+func (sh *strictHandler) GetSubjectEntitlements(ctx echo.Context, projectId ProjectId, subjectId BillingSubjectId, params GetSubjectEntitlementsParams) error {
+	var request GetSubjectEntitlementsRequestObject
+
+	request.ProjectId = projectId
+	request.SubjectId = subjectId
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSubjectEntitlements(ctx.Request().Context(), request.(GetSubjectEntitlementsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSubjectEntitlements")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetSubjectEntitlementsResponseObject); ok {
+		return validResponse.VisitGetSubjectEntitlementsResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

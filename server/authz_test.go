@@ -35,6 +35,9 @@ type tenancy struct {
 	subjectID string
 	// readerKey is the fixture account's API key (scope project:read); starKey has scope *.
 	readerKey, starKey string
+	// planID and planKey name a billing plan priced in the first environment, which is
+	// connected to Stripe (written through the store: no audit rows).
+	planID, planKey string
 }
 
 var fixedRoles = []string{RoleOwner, RoleAdmin, RoleDeveloper, RoleBilling, RoleViewer}
@@ -108,6 +111,7 @@ func (ten *tenancy) addFixtures(t *testing.T, a *testApp) {
 			ten.bindingID = id.Data.ID
 		}
 	}
+	ten.addBillingFixtures(t, a)
 	subject := a.newFixtureUser(t, "Subject", "subject-"+ten.org.Slug+"@example.com")
 	ten.subjectID = subject.ID
 	a.grantRefreshToken(t, ten.clientID, subject.ID)
@@ -170,8 +174,14 @@ func (ten tenancy) exampleRequest(t *testing.T, so specOperation, salt int) requ
 		"{bindingId}", ten.bindingID,
 		"{clientId}", ten.clientID,
 		"{subjectId}", ten.subjectID,
+		"{planId}", ten.planID,
 	).Replace(so.path)
 	r := request{method: strings.ToUpper(so.method), path: path}
+	for _, p := range so.op.Parameters {
+		if p.Value.In == "header" && p.Value.Required {
+			r.headers = map[string]string{p.Value.Name: fmt.Sprint(p.Value.Example)}
+		}
+	}
 	if rb := so.op.RequestBody; rb != nil {
 		mt := rb.Value.Content.Get("application/json")
 		if mt == nil || mt.Example == nil {
@@ -321,7 +331,9 @@ func TestContractGrantsAreComplete(t *testing.T) {
 // call gets a fresh organization, so that mutations do not disturb the next case.
 func TestRoleOperationMatrix(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
-		app := newTestApp(t, b.Open(t), testConfig())
+		cfg := testConfig()
+		cfg.StripeAPIBase = startStripeMock(t) // checkouts succeed against a Stripe double
+		app := newTestApp(t, b.Open(t), cfg)
 		salt := 0
 		for _, so := range v1Operations(loadTestSpec(t)) {
 			auth := readSpecAuth(t, so.op)
@@ -436,6 +448,16 @@ func (ten *tenancy) withFixtureIDs(example map[string]any) map[string]any {
 			case strings.HasPrefix(str, "env_"):
 				v = ten.project.Environments[0].ID
 			}
+			if k == "planKey" {
+				v = ten.planKey
+			}
+		}
+		if m, ok := v.(map[string]any); ok && k == "stripePriceIds" {
+			prices := map[string]any{}
+			for _, price := range m {
+				prices[ten.project.Environments[0].ID] = price
+			}
+			v = prices
 		}
 		out[k] = v
 	}

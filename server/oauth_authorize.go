@@ -664,11 +664,27 @@ func (b *browserProvider) claims(ctx context.Context, ar fosite.AccessRequester,
 		}
 		out["roles"] = roles
 	}
-	if scopes.Has("entitlements") {
-		out["entitlements"] = []any{}
-	}
-	if scopes.Has("billing") {
-		out["billing"] = map[string]any{}
+	if scopes.Has("entitlements") || scopes.Has("billing") {
+		// Both are the subject's state in the client's project (every environment).
+		c, _ := ar.GetClient().(*oauth.Client)
+		projectID := ""
+		if c != nil {
+			projectID = c.ProjectID
+		}
+		if scopes.Has("entitlements") {
+			ents, err := b.s.entitlementClaims(ctx, projectID, user.ID)
+			if err != nil {
+				return nil, err
+			}
+			out["entitlements"] = ents
+		}
+		if scopes.Has("billing") {
+			billing, err := b.s.billingClaims(ctx, projectID, user.ID)
+			if err != nil {
+				return nil, err
+			}
+			out["billing"] = billing
+		}
 	}
 	return out, nil
 }

@@ -216,8 +216,29 @@ func TestOAuthAuthorizationCodeFlow(t *testing.T) {
 			if err := tx.CreateProjectRole(ctx, &foreign); err != nil {
 				return err
 			}
-			return tx.CreateRoleBinding(ctx, &store.RoleBinding{ProjectID: elsewhere.ID, RoleID: foreign.ID,
-				PrincipalType: store.PrincipalUser, PrincipalID: ada.ID})
+			if err := tx.CreateRoleBinding(ctx, &store.RoleBinding{ProjectID: elsewhere.ID, RoleID: foreign.ID,
+				PrincipalType: store.PrincipalUser, PrincipalID: ada.ID}); err != nil {
+				return err
+			}
+			// Billing in the client's project: an active subscription to "pro" and a grant; a
+			// grant in another project does not count.
+			if err := tx.CreatePlan(ctx, &store.Plan{ProjectID: env.project.ID, Key: "pro", Name: "Pro", Currency: "usd",
+				Interval: store.IntervalMonth, Entitlements: map[string]any{"sso": true}}); err != nil {
+				return err
+			}
+			periodEnd := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+			if _, _, err := tx.ApplySubscription(ctx, store.Subscription{ProjectID: env.project.ID,
+				EnvironmentID: env.project.Environments[0].ID, ProcessorID: "sub_flow", SubjectID: ada.ID, PlanKey: "pro",
+				Status: store.StatusActive, CurrentPeriodEnd: &periodEnd, EventCreated: time.Now()}); err != nil {
+				return err
+			}
+			for _, prj := range []string{env.project.ID, elsewhere.ID} {
+				if err := tx.CreateEntitlementGrant(ctx, &store.EntitlementGrant{ProjectID: prj, SubjectID: ada.ID,
+					FeatureKey: "seats", Value: 5, ActorType: store.ActorSystem}); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -367,9 +388,17 @@ func TestOAuthAuthorizationCodeFlow(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantRoles := []any{roles[0].Slug}
-		if claims["name"] != "Ada Lovelace" || claims["email_verified"] != false || !slices.Equal(claims["roles"].([]any), wantRoles) ||
-			len(claims["entitlements"].([]any)) != 0 || len(claims["billing"].(map[string]any)) != 0 {
+		if claims["name"] != "Ada Lovelace" || claims["email_verified"] != false || !slices.Equal(claims["roles"].([]any), wantRoles) {
 			t.Errorf("userinfo claims %v; want roles %v", claims, wantRoles)
+		}
+		ents, _ := json.Marshal(claims["entitlements"])
+		if want := `[{"expiresAt":null,"featureKey":"sso","source":{"id":"pro","type":"plan"},"value":true},` +
+			`{"expiresAt":null,"featureKey":"seats","source":{"id":"` + grantID(t, env.app, env.project.ID, ada.ID) + `","type":"grant"},"value":5}]`; string(ents) != want {
+			t.Errorf("entitlements claim %s\nwant %s", ents, want)
+		}
+		billing, _ := json.Marshal(claims["billing"])
+		if want := `{"currentPeriodEnd":"2030-01-01T00:00:00Z","plan":"pro","status":"active"}`; string(billing) != want {
+			t.Errorf("billing claim %s, want %s", billing, want)
 		}
 		if o, _ := claims["organization"].(map[string]any); o["id"] != org.ID || o["slug"] != org.Slug || o["role"] != RoleDeveloper {
 			t.Errorf("organization claim %v; want id %s slug %s role %s", claims["organization"], org.ID, org.Slug, RoleDeveloper)

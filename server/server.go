@@ -150,6 +150,8 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	// Protocol routes: documented in the spec, excluded from the generated interface.
 	e.GET("/.well-known/jwks.json", s.getJWKS)
 	s.routeProvider(e, provider)
+	// The processor webhook verifies a signature over the raw body: routed by hand.
+	e.POST("/api/v1/webhooks/processor/:environmentId", s.processorWebhook)
 	s.routeBrowserProvider(e, provider)
 	// Hand-routed (a browser redirect endpoint), but an ordinary auth-json operation otherwise.
 	e.GET(socialCallbackPath+":provider", s.socialCallback)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
@@ -87,6 +88,13 @@ type Config struct {
 	// Mailer delivers invitation messages; nil means LogMailer (log the accept link). It is
 	// wiring, not an environment variable.
 	Mailer Mailer
+	// StripeAPIBase is the Stripe API base URL the billing calls go to
+	// (GATEHOUSE_STRIPE_API_BASE, an absolute http(s) URL; default https://api.stripe.com).
+	// Tests point it at stripe-mock.
+	StripeAPIBase string
+	// StripeHTTPClient carries the Stripe API calls; nil means a client with a 30-second
+	// timeout. Wiring, not an environment variable (tests count calls through it).
+	StripeHTTPClient *http.Client
 	// SigningKeys are the OAuth provider's token signing keys, published at
 	// /.well-known/jwks.json; main builds them and ensures a key at start-up. nil means a
 	// KeySet over the store and the secret key with the default timings. Wiring, not an
@@ -112,6 +120,8 @@ const (
 	DefaultPasswordHashMemoryMB = 256
 	DefaultPasswordHashWait     = 2 * time.Second
 	DefaultSignUpLimit          = 10
+	// DefaultStripeAPIBase is Stripe's API.
+	DefaultStripeAPIBase = "https://api.stripe.com"
 	// SignUpWindow is the window of SignUpLimit.
 	SignUpWindow = time.Hour
 )
@@ -214,6 +224,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			}
 			*v.dst = n
 		}
+	}
+	cfg.StripeAPIBase = DefaultStripeAPIBase
+	if v := get("GATEHOUSE_STRIPE_API_BASE", ""); v != "" {
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return cfg, &ConfigError{"GATEHOUSE_STRIPE_API_BASE", "want an absolute http(s) URL such as https://api.stripe.com"}
+		}
+		cfg.StripeAPIBase = strings.TrimSuffix(v, "/")
 	}
 	cfg.PasswordHashWait = DefaultPasswordHashWait
 	if raw := get("GATEHOUSE_PASSWORD_HASH_WAIT", ""); raw != "" {

@@ -245,7 +245,8 @@ type SealedValue struct {
 }
 
 // ResealValues calls fn for every sealed value in the database — the secret values of
-// config_entries and config_versions, then the private keys of signing_keys, in that order,
+// config_entries and config_versions, the private keys of signing_keys, then the secret keys
+// and webhook secrets of processor_connections, in that order,
 // each by id — and stores the new sealed string for each call that reports changed, in tx. It
 // returns how many values it replaced. Re-sealing changes neither UpdatedAt nor Version: the
 // plaintext is the same.
@@ -269,6 +270,12 @@ func (tx *Tx) ResealValues(ctx context.Context, fn func(v SealedValue) (newSeale
 		{"signing_keys", `SELECT id, '' AS environment_id, '' AS key, private_key AS value
 			FROM signing_keys ORDER BY id`, "private_key", nil,
 			func(_, _, id string) []byte { return SigningKeyAAD(id) }},
+		{"processor_connections", `SELECT id, environment_id, '' AS key, secret_key AS value
+			FROM processor_connections ORDER BY id`, "secret_key", nil,
+			func(env, _, _ string) []byte { return ProcessorSecretKeyAAD(env) }},
+		{"processor_connections", `SELECT id, environment_id, '' AS key, webhook_secret AS value
+			FROM processor_connections ORDER BY id`, "webhook_secret", nil,
+			func(env, _, _ string) []byte { return ProcessorWebhookSecretAAD(env) }},
 	}
 	n := 0
 	for _, src := range sources {

@@ -163,6 +163,87 @@ func (e AuthTokenRequestGrantType) Valid() bool {
 	}
 }
 
+// Defines values for BillingPlanInterval.
+const (
+	BillingPlanIntervalMonth   BillingPlanInterval = "month"
+	BillingPlanIntervalOneTime BillingPlanInterval = "one_time"
+	BillingPlanIntervalYear    BillingPlanInterval = "year"
+)
+
+// Valid indicates whether the value is a known member of the BillingPlanInterval enum.
+func (e BillingPlanInterval) Valid() bool {
+	switch e {
+	case BillingPlanIntervalMonth:
+		return true
+	case BillingPlanIntervalOneTime:
+		return true
+	case BillingPlanIntervalYear:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BillingPlanCreateInterval.
+const (
+	BillingPlanCreateIntervalMonth   BillingPlanCreateInterval = "month"
+	BillingPlanCreateIntervalOneTime BillingPlanCreateInterval = "one_time"
+	BillingPlanCreateIntervalYear    BillingPlanCreateInterval = "year"
+)
+
+// Valid indicates whether the value is a known member of the BillingPlanCreateInterval enum.
+func (e BillingPlanCreateInterval) Valid() bool {
+	switch e {
+	case BillingPlanCreateIntervalMonth:
+		return true
+	case BillingPlanCreateIntervalOneTime:
+		return true
+	case BillingPlanCreateIntervalYear:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BillingPlanUpdateInterval.
+const (
+	BillingPlanUpdateIntervalMonth   BillingPlanUpdateInterval = "month"
+	BillingPlanUpdateIntervalOneTime BillingPlanUpdateInterval = "one_time"
+	BillingPlanUpdateIntervalYear    BillingPlanUpdateInterval = "year"
+)
+
+// Valid indicates whether the value is a known member of the BillingPlanUpdateInterval enum.
+func (e BillingPlanUpdateInterval) Valid() bool {
+	switch e {
+	case BillingPlanUpdateIntervalMonth:
+		return true
+	case BillingPlanUpdateIntervalOneTime:
+		return true
+	case BillingPlanUpdateIntervalYear:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EntitlementSourceType.
+const (
+	EntitlementSourceGrant EntitlementSourceType = "grant"
+	EntitlementSourcePlan  EntitlementSourceType = "plan"
+)
+
+// Valid indicates whether the value is a known member of the EntitlementSourceType enum.
+func (e EntitlementSourceType) Valid() bool {
+	switch e {
+	case EntitlementSourceGrant:
+		return true
+	case EntitlementSourcePlan:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EnvironmentName.
 const (
 	Development EnvironmentName = "development"
@@ -328,6 +409,57 @@ func (e PrincipalType) Valid() bool {
 	case PrincipalTypeServiceAccount:
 		return true
 	case PrincipalTypeUser:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ProcessorConnectionMode.
+const (
+	ProcessorModeLive ProcessorConnectionMode = "live"
+	ProcessorModeNull ProcessorConnectionMode = "<nil>"
+	ProcessorModeTest ProcessorConnectionMode = "test"
+)
+
+// Valid indicates whether the value is a known member of the ProcessorConnectionMode enum.
+func (e ProcessorConnectionMode) Valid() bool {
+	switch e {
+	case ProcessorModeLive:
+		return true
+	case ProcessorModeNull:
+		return true
+	case ProcessorModeTest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ProcessorConnectionProvider.
+const (
+	ProcessorProviderStripe ProcessorConnectionProvider = "stripe"
+)
+
+// Valid indicates whether the value is a known member of the ProcessorConnectionProvider enum.
+func (e ProcessorConnectionProvider) Valid() bool {
+	switch e {
+	case ProcessorProviderStripe:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookReceiptReceived.
+const (
+	True WebhookReceiptReceived = true
+)
+
+// Valid indicates whether the value is a known member of the WebhookReceiptReceived enum.
+func (e WebhookReceiptReceived) Valid() bool {
+	switch e {
+	case True:
 		return true
 	default:
 		return false
@@ -565,6 +697,27 @@ func (e ListProjectsParamsState) Valid() bool {
 	case ListProjectsParamsStateAll:
 		return true
 	case ListProjectsParamsStateArchived:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListBillingPlansParamsState.
+const (
+	ListBillingPlansParamsStateActive   ListBillingPlansParamsState = "active"
+	ListBillingPlansParamsStateAll      ListBillingPlansParamsState = "all"
+	ListBillingPlansParamsStateArchived ListBillingPlansParamsState = "archived"
+)
+
+// Valid indicates whether the value is a known member of the ListBillingPlansParamsState enum.
+func (e ListBillingPlansParamsState) Valid() bool {
+	switch e {
+	case ListBillingPlansParamsStateActive:
+		return true
+	case ListBillingPlansParamsStateAll:
+		return true
+	case ListBillingPlansParamsStateArchived:
 		return true
 	default:
 		return false
@@ -1108,6 +1261,119 @@ type AuthorizeRequest struct {
 	ProjectId     string        `json:"projectId"`
 }
 
+// BillingPlan defines model for BillingPlan.
+type BillingPlan struct {
+	// Amount Minor units of the currency.
+	Amount     int64                        `json:"amount"`
+	Archived   bool                         `json:"archived"`
+	ArchivedAt nullable.Nullable[Timestamp] `json:"archivedAt"`
+
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt   Timestamp                 `json:"createdAt"`
+	Currency    string                    `json:"currency"`
+	Description nullable.Nullable[string] `json:"description"`
+
+	// Entitlements Feature key → boolean or numeric limit. Feature keys are 1–100 characters of `a-z 0-9 _ . : -`, starting with a letter or digit.
+	Entitlements EntitlementMap      `json:"entitlements"`
+	Id           string              `json:"id"`
+	Interval     BillingPlanInterval `json:"interval"`
+	Key          string              `json:"key"`
+	Name         string              `json:"name"`
+	ProjectId    string              `json:"projectId"`
+
+	// StripePriceIds Environment id (of this project) → Stripe price id (`price_…`).
+	StripePriceIds StripePriceIds `json:"stripePriceIds"`
+
+	// UpdatedAt UTC, ISO 8601.
+	UpdatedAt Timestamp `json:"updatedAt"`
+}
+
+// BillingPlanInterval defines model for BillingPlan.Interval.
+type BillingPlanInterval string
+
+// BillingPlanCreate defines model for BillingPlanCreate.
+type BillingPlanCreate struct {
+	Amount int64 `json:"amount"`
+
+	// Currency ISO 4217 code in lower case.
+	Currency    string  `json:"currency"`
+	Description *string `json:"description,omitempty"`
+
+	// Entitlements Feature key → boolean or numeric limit. Feature keys are 1–100 characters of `a-z 0-9 _ . : -`, starting with a letter or digit.
+	Entitlements *EntitlementMap           `json:"entitlements,omitempty"`
+	Interval     BillingPlanCreateInterval `json:"interval"`
+
+	// Key Lower-case letters, digits and single hyphens.
+	Key  Slug   `json:"key"`
+	Name string `json:"name"`
+
+	// StripePriceIds Environment id (of this project) → Stripe price id (`price_…`).
+	StripePriceIds *StripePriceIds `json:"stripePriceIds,omitempty"`
+}
+
+// BillingPlanCreateInterval defines model for BillingPlanCreate.Interval.
+type BillingPlanCreateInterval string
+
+// BillingPlanResponse defines model for BillingPlanResponse.
+type BillingPlanResponse struct {
+	Data BillingPlan `json:"data"`
+}
+
+// BillingPlanUpdate defines model for BillingPlanUpdate.
+type BillingPlanUpdate struct {
+	Amount      *int64                    `json:"amount,omitempty"`
+	Currency    *string                   `json:"currency,omitempty"`
+	Description nullable.Nullable[string] `json:"description,omitempty"`
+
+	// Entitlements Feature key → boolean or numeric limit. Feature keys are 1–100 characters of `a-z 0-9 _ . : -`, starting with a letter or digit.
+	Entitlements *EntitlementMap            `json:"entitlements,omitempty"`
+	Interval     *BillingPlanUpdateInterval `json:"interval,omitempty"`
+	Name         *string                    `json:"name,omitempty"`
+
+	// StripePriceIds Environment id (of this project) → Stripe price id (`price_…`).
+	StripePriceIds *StripePriceIds `json:"stripePriceIds,omitempty"`
+}
+
+// BillingPlanUpdateInterval defines model for BillingPlanUpdate.Interval.
+type BillingPlanUpdateInterval string
+
+// Checkout defines model for Checkout.
+type Checkout struct {
+	EnvironmentId string `json:"environmentId"`
+
+	// ExpiresAt UTC, ISO 8601.
+	ExpiresAt Timestamp `json:"expiresAt"`
+
+	// Id The Stripe Checkout Session id.
+	Id      string `json:"id"`
+	PlanKey string `json:"planKey"`
+
+	// Status The session's status at creation (`open`).
+	Status    string `json:"status"`
+	SubjectId string `json:"subjectId"`
+
+	// Url Where to send the subject.
+	Url string `json:"url"`
+}
+
+// CheckoutCreate defines model for CheckoutCreate.
+type CheckoutCreate struct {
+	CancelUrl     string `json:"cancelUrl"`
+	EnvironmentId string `json:"environmentId"`
+
+	// PlanKey Lower-case letters, digits and single hyphens.
+	PlanKey Slug `json:"planKey"`
+
+	// SubjectId The product's opaque subject id.
+	SubjectId  string `json:"subjectId"`
+	SuccessUrl string `json:"successUrl"`
+}
+
+// CheckoutResponse defines model for CheckoutResponse.
+type CheckoutResponse struct {
+	Data Checkout `json:"data"`
+}
+
 // ConfigEntry defines model for ConfigEntry.
 type ConfigEntry struct {
 	ArchivedAt nullable.Nullable[time.Time] `json:"archivedAt"`
@@ -1158,6 +1424,79 @@ type ConfigVersion struct {
 	// Value The value written, exactly as stored (numbers keep every digit), or null for secrets.
 	Value   json.RawMessage `json:"value"`
 	Version int             `json:"version"`
+}
+
+// Entitlement defines model for Entitlement.
+type Entitlement struct {
+	// ExpiresAt When a grant ends; null for plans and grants without an end.
+	ExpiresAt  nullable.Nullable[Timestamp] `json:"expiresAt"`
+	FeatureKey string                       `json:"featureKey"`
+	Source     EntitlementSource            `json:"source"`
+
+	// Value A feature switch (`true`/`false`) or a numeric limit (at least 0).
+	Value EntitlementValue `json:"value"`
+}
+
+// EntitlementGrant defines model for EntitlementGrant.
+type EntitlementGrant struct {
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt  Timestamp                    `json:"createdAt"`
+	CreatedBy  AuditRef                     `json:"createdBy"`
+	ExpiresAt  nullable.Nullable[Timestamp] `json:"expiresAt"`
+	FeatureKey string                       `json:"featureKey"`
+	Id         string                       `json:"id"`
+	ProjectId  string                       `json:"projectId"`
+	Reason     nullable.Nullable[string]    `json:"reason"`
+	SubjectId  string                       `json:"subjectId"`
+
+	// Value A feature switch (`true`/`false`) or a numeric limit (at least 0).
+	Value EntitlementValue `json:"value"`
+}
+
+// EntitlementGrantCreate defines model for EntitlementGrantCreate.
+type EntitlementGrantCreate struct {
+	// ExpiresAt UTC, ISO 8601.
+	ExpiresAt  *Timestamp `json:"expiresAt,omitempty"`
+	FeatureKey string     `json:"featureKey"`
+	Reason     *string    `json:"reason,omitempty"`
+
+	// Value A feature switch (`true`/`false`) or a numeric limit (at least 0).
+	Value EntitlementValue `json:"value"`
+}
+
+// EntitlementGrantResponse defines model for EntitlementGrantResponse.
+type EntitlementGrantResponse struct {
+	Data EntitlementGrant `json:"data"`
+}
+
+// EntitlementMap Feature key → boolean or numeric limit. Feature keys are 1–100 characters of `a-z 0-9 _ . : -`, starting with a letter or digit.
+type EntitlementMap map[string]EntitlementValue
+
+// EntitlementSource defines model for EntitlementSource.
+type EntitlementSource struct {
+	// Id The plan key, or the grant id.
+	Id   string                `json:"id"`
+	Type EntitlementSourceType `json:"type"`
+}
+
+// EntitlementSourceType defines model for EntitlementSource.Type.
+type EntitlementSourceType string
+
+// EntitlementValue A feature switch (`true`/`false`) or a numeric limit (at least 0).
+type EntitlementValue = any
+
+// Entitlements defines model for Entitlements.
+type Entitlements struct {
+	Entitlements []Entitlement `json:"entitlements"`
+
+	// Features Feature key → boolean or numeric limit. Feature keys are 1–100 characters of `a-z 0-9 _ . : -`, starting with a letter or digit.
+	Features  EntitlementMap `json:"features"`
+	SubjectId string         `json:"subjectId"`
+}
+
+// EntitlementsResponse defines model for EntitlementsResponse.
+type EntitlementsResponse struct {
+	Data Entitlements `json:"data"`
 }
 
 // Environment defines model for Environment.
@@ -1352,6 +1691,43 @@ type ProblemFieldError struct {
 	Path []string `json:"path"`
 }
 
+// ProcessorConnection defines model for ProcessorConnection.
+type ProcessorConnection struct {
+	Connected     bool   `json:"connected"`
+	EnvironmentId string `json:"environmentId"`
+
+	// Mode From the key's prefix; null when not connected.
+	Mode     nullable.Nullable[ProcessorConnectionMode] `json:"mode"`
+	Provider ProcessorConnectionProvider                `json:"provider"`
+
+	// SecretKeyLast4 The secret key's last four characters; null when not connected.
+	SecretKeyLast4 nullable.Nullable[string]    `json:"secretKeyLast4"`
+	UpdatedAt      nullable.Nullable[Timestamp] `json:"updatedAt"`
+
+	// WebhookEndpointUrl The URL to configure as the webhook endpoint in Stripe: `{base_url}/api/v1/webhooks/processor/{environmentId}`.
+	WebhookEndpointUrl string `json:"webhookEndpointUrl"`
+}
+
+// ProcessorConnectionMode From the key's prefix; null when not connected.
+type ProcessorConnectionMode string
+
+// ProcessorConnectionProvider defines model for ProcessorConnection.Provider.
+type ProcessorConnectionProvider string
+
+// ProcessorConnectionPut defines model for ProcessorConnectionPut.
+type ProcessorConnectionPut struct {
+	// SecretKey A Stripe secret key (`sk_test_…`, `sk_live_…`) or restricted key (`rk_test_…`, `rk_live_…`).
+	SecretKey string `json:"secretKey"`
+
+	// WebhookSecret The webhook endpoint's signing secret, `whsec_…`.
+	WebhookSecret string `json:"webhookSecret"`
+}
+
+// ProcessorConnectionResponse defines model for ProcessorConnectionResponse.
+type ProcessorConnectionResponse struct {
+	Data ProcessorConnection `json:"data"`
+}
+
 // Project defines model for Project.
 type Project struct {
 	// ArchivedAt When it was archived; null while active.
@@ -1514,6 +1890,9 @@ type ServiceAccountResponse struct {
 // Slug Lower-case letters, digits and single hyphens.
 type Slug = string
 
+// StripePriceIds Environment id (of this project) → Stripe price id (`price_…`).
+type StripePriceIds map[string]string
+
 // SubjectDeletion defines model for SubjectDeletion.
 type SubjectDeletion struct {
 	// Consents Consents the subject gave to OIDC clients.
@@ -1535,8 +1914,21 @@ type SubjectDeletion struct {
 // Timestamp UTC, ISO 8601.
 type Timestamp = time.Time
 
+// WebhookReceipt defines model for WebhookReceipt.
+type WebhookReceipt struct {
+	// Duplicate The event id was applied before; nothing changed.
+	Duplicate bool                   `json:"duplicate"`
+	Received  WebhookReceiptReceived `json:"received"`
+}
+
+// WebhookReceiptReceived defines model for WebhookReceipt.Received.
+type WebhookReceiptReceived bool
+
 // AccountId defines model for AccountId.
 type AccountId = string
+
+// BillingSubjectId defines model for BillingSubjectId.
+type BillingSubjectId = string
 
 // ClientId defines model for ClientId.
 type ClientId = string
@@ -1549,6 +1941,9 @@ type EnvironmentId = string
 
 // OrganizationId defines model for OrganizationId.
 type OrganizationId = string
+
+// PlanId defines model for PlanId.
+type PlanId = string
 
 // ProjectId defines model for ProjectId.
 type ProjectId = string
@@ -1909,6 +2304,21 @@ type ListProjectsParams struct {
 // ListProjectsParamsState defines parameters for ListProjects.
 type ListProjectsParamsState string
 
+// CreateCheckoutParams defines parameters for CreateCheckout.
+type CreateCheckoutParams struct {
+	// IdempotencyKey 16 to 255 characters; the same key retries the same checkout.
+	IdempotencyKey string `json:"idempotency-key"`
+}
+
+// ListBillingPlansParams defines parameters for ListBillingPlans.
+type ListBillingPlansParams struct {
+	// State Which records to list by archive state.
+	State *ListBillingPlansParamsState `form:"state,omitempty" json:"state,omitempty"`
+}
+
+// ListBillingPlansParamsState defines parameters for ListBillingPlans.
+type ListBillingPlansParamsState string
+
 // ListRoleBindingsParams defines parameters for ListRoleBindings.
 type ListRoleBindingsParams struct {
 	PrincipalType *ListRoleBindingsParamsPrincipalType `form:"principalType,omitempty" json:"principalType,omitempty"`
@@ -1931,6 +2341,21 @@ type DeleteProjectRoleParams struct {
 type CreateServiceAccountKeyJSONBody struct {
 	// ExpiresAt In the future.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+// GetSubjectEntitlementsParams defines parameters for GetSubjectEntitlements.
+type GetSubjectEntitlementsParams struct {
+	// EnvironmentId Count only this environment's subscriptions.
+	EnvironmentId *string `form:"environmentId,omitempty" json:"environmentId,omitempty"`
+}
+
+// ReceiveProcessorWebhookJSONBody defines parameters for ReceiveProcessorWebhook.
+type ReceiveProcessorWebhookJSONBody = map[string]interface{}
+
+// ReceiveProcessorWebhookParams defines parameters for ReceiveProcessorWebhook.
+type ReceiveProcessorWebhookParams struct {
+	// StripeSignature `t=<unix seconds>,v1=<hex HMAC-SHA256>[,v1=…]`
+	StripeSignature *string `json:"Stripe-Signature,omitempty"`
 }
 
 // ChangePasswordJSONRequestBody defines body for ChangePassword for application/json ContentType.
@@ -2041,6 +2466,9 @@ type AuthorizeJSONRequestBody = AuthorizeRequest
 // PutConfigEntryJSONRequestBody defines body for PutConfigEntry for application/json ContentType.
 type PutConfigEntryJSONRequestBody = ConfigEntryPut
 
+// PutProcessorConnectionJSONRequestBody defines body for PutProcessorConnection for application/json ContentType.
+type PutProcessorConnectionJSONRequestBody = ProcessorConnectionPut
+
 // CreateOrganizationJSONRequestBody defines body for CreateOrganization for application/json ContentType.
 type CreateOrganizationJSONRequestBody = OrganizationCreate
 
@@ -2052,6 +2480,15 @@ type CreateProjectJSONRequestBody = ProjectCreate
 
 // UpdateProjectJSONRequestBody defines body for UpdateProject for application/json ContentType.
 type UpdateProjectJSONRequestBody = ProjectUpdate
+
+// CreateCheckoutJSONRequestBody defines body for CreateCheckout for application/json ContentType.
+type CreateCheckoutJSONRequestBody = CheckoutCreate
+
+// CreateBillingPlanJSONRequestBody defines body for CreateBillingPlan for application/json ContentType.
+type CreateBillingPlanJSONRequestBody = BillingPlanCreate
+
+// UpdateBillingPlanJSONRequestBody defines body for UpdateBillingPlan for application/json ContentType.
+type UpdateBillingPlanJSONRequestBody = BillingPlanUpdate
 
 // CreateOidcClientJSONRequestBody defines body for CreateOidcClient for application/json ContentType.
 type CreateOidcClientJSONRequestBody = OidcClientCreate
@@ -2070,6 +2507,12 @@ type CreateServiceAccountJSONRequestBody = ServiceAccountCreate
 
 // CreateServiceAccountKeyJSONRequestBody defines body for CreateServiceAccountKey for application/json ContentType.
 type CreateServiceAccountKeyJSONRequestBody CreateServiceAccountKeyJSONBody
+
+// CreateEntitlementGrantJSONRequestBody defines body for CreateEntitlementGrant for application/json ContentType.
+type CreateEntitlementGrantJSONRequestBody = EntitlementGrantCreate
+
+// ReceiveProcessorWebhookJSONRequestBody defines body for ReceiveProcessorWebhook for application/json ContentType.
+type ReceiveProcessorWebhookJSONRequestBody = ReceiveProcessorWebhookJSONBody
 
 // AsAuthRoleName returns the union data inside the AuthRoleInput as a AuthRoleName
 func (t AuthRoleInput) AsAuthRoleName() (AuthRoleName, error) {
@@ -3181,6 +3624,52 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/environments/{environmentId}/configs/{key}/versions (the `ListConfigEntryVersions` operationId).
 	ListConfigEntryVersions(ctx context.Context, environmentId EnvironmentId, key ConfigKey, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// DeleteProcessorConnection Disconnect the environment from Stripe
+	//
+	// Deletes both sealed secrets. Checkouts in the environment then answer 409 and its webhook
+	// 404 until it is connected again; subscriptions, invoices and entitlements already recorded
+	// stay. An environment that is not connected answers 404. Audited as
+	// `processor_connection.delete`.
+	//
+	// Corresponds with DELETE /api/v1/environments/{environmentId}/processor-connection (the `DeleteProcessorConnection` operationId).
+	DeleteProcessorConnection(ctx context.Context, environmentId EnvironmentId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetProcessorConnection Read the environment's payment-processor connection
+	//
+	// Whether the environment is connected to Stripe, the key's mode (`test` or `live`, from its
+	// `sk_test_`/`sk_live_`/`rk_test_`/`rk_live_` prefix) and last four characters, and the
+	// webhook endpoint URL to configure in Stripe. Never a secret. An environment without a
+	// connection answers 200 with `connected: false`.
+	//
+	// Corresponds with GET /api/v1/environments/{environmentId}/processor-connection (the `GetProcessorConnection` operationId).
+	GetProcessorConnection(ctx context.Context, environmentId EnvironmentId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutProcessorConnectionWithBody Connect the environment to Stripe
+	//
+	// Stores the Stripe secret key (`sk_test_…`, `sk_live_…` or a restricted `rk_test_…`/`rk_live_…`)
+	// and the webhook signing secret (`whsec_…`), both sealed at rest with AES-256-GCM bound to
+	// the environment. 201 when the environment was not connected, 200 when the secrets are
+	// replaced. Neither secret is ever returned, logged or written to the audit log. Audited as
+	// `processor_connection.update`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/v1/environments/{environmentId}/processor-connection (the `PutProcessorConnection` operationId).
+	PutProcessorConnectionWithBody(ctx context.Context, environmentId EnvironmentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutProcessorConnection Connect the environment to Stripe
+	//
+	// Stores the Stripe secret key (`sk_test_…`, `sk_live_…` or a restricted `rk_test_…`/`rk_live_…`)
+	// and the webhook signing secret (`whsec_…`), both sealed at rest with AES-256-GCM bound to
+	// the environment. 201 when the environment was not connected, 200 when the secrets are
+	// replaced. Neither secret is ever returned, logged or written to the audit log. Audited as
+	// `processor_connection.update`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/v1/environments/{environmentId}/processor-connection (the `PutProcessorConnection` operationId).
+	PutProcessorConnection(ctx context.Context, environmentId EnvironmentId, body PutProcessorConnectionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetHealth Check service health
 	//
 	// Runs a trivial query against the database, so a 200 reports that the database is
@@ -3323,6 +3812,129 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/projects/{projectId}/audit-logs (the `ListProjectAuditLogs` operationId).
 	ListProjectAuditLogs(ctx context.Context, projectId ProjectId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateCheckoutWithBody Start a Stripe Checkout for a subject
+	//
+	// Creates a Stripe Checkout Session with the environment's secret key and the plan's price
+	// for that environment (mode `subscription`, or `payment` for a `one_time` plan),
+	// `client_reference_id` = the subject and metadata `project_id`, `environment_id`,
+	// `subject_id`, `plan_key` (copied to the subscription), forwarding the `idempotency-key`.
+	//
+	// Idempotency, per project and key: the key is reserved in the database before Stripe is
+	// called. The same key with the same body answers the stored response (201) without calling
+	// Stripe again; with a different body 409 `Idempotency key already used with a different
+	// request`; while the first request with the key is still waiting for Stripe, 409
+	// `A request with this idempotency key is in progress` (what Stripe itself answers) — retry
+	// later. A failed Stripe call frees the key. Requests that fail validation (400, 404, 409
+	// below) reserve nothing.
+	//
+	// `successUrl` and `cancelUrl` must be on the base URL's origin or a trusted product origin
+	// (400 otherwise). An `environmentId` of another project, or an unknown `planKey`, is 404.
+	// 409: the environment has no processor connection, the plan is archived, or the plan has no
+	// Stripe price for the environment. 502: Stripe refused the request or could not be reached.
+	// Audited as `billing.checkout`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/billing/checkout (the `CreateCheckout` operationId).
+	CreateCheckoutWithBody(ctx context.Context, projectId ProjectId, params *CreateCheckoutParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateCheckout Start a Stripe Checkout for a subject
+	//
+	// Creates a Stripe Checkout Session with the environment's secret key and the plan's price
+	// for that environment (mode `subscription`, or `payment` for a `one_time` plan),
+	// `client_reference_id` = the subject and metadata `project_id`, `environment_id`,
+	// `subject_id`, `plan_key` (copied to the subscription), forwarding the `idempotency-key`.
+	//
+	// Idempotency, per project and key: the key is reserved in the database before Stripe is
+	// called. The same key with the same body answers the stored response (201) without calling
+	// Stripe again; with a different body 409 `Idempotency key already used with a different
+	// request`; while the first request with the key is still waiting for Stripe, 409
+	// `A request with this idempotency key is in progress` (what Stripe itself answers) — retry
+	// later. A failed Stripe call frees the key. Requests that fail validation (400, 404, 409
+	// below) reserve nothing.
+	//
+	// `successUrl` and `cancelUrl` must be on the base URL's origin or a trusted product origin
+	// (400 otherwise). An `environmentId` of another project, or an unknown `planKey`, is 404.
+	// 409: the environment has no processor connection, the plan is archived, or the plan has no
+	// Stripe price for the environment. 502: Stripe refused the request or could not be reached.
+	// Audited as `billing.checkout`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/billing/checkout (the `CreateCheckout` operationId).
+	CreateCheckout(ctx context.Context, projectId ProjectId, params *CreateCheckoutParams, body CreateCheckoutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListBillingPlans List the project's plans
+	//
+	// By key. Archived plans only with `state=archived` or `state=all`.
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/billing/plans (the `ListBillingPlans` operationId).
+	ListBillingPlans(ctx context.Context, projectId ProjectId, params *ListBillingPlansParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateBillingPlanWithBody Create a plan
+	//
+	// `key` is unique within the project, archived plans included (409 otherwise). `amount` is in
+	// the currency's minor units; `currency` an ISO 4217 code in lower case. `stripePriceIds`
+	// maps environment ids of this project to the Stripe price a checkout in that environment
+	// uses. `entitlements` maps feature keys to `true`/`false` or a numeric limit. Audited as
+	// `billing_plan.create`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/billing/plans (the `CreateBillingPlan` operationId).
+	CreateBillingPlanWithBody(ctx context.Context, projectId ProjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateBillingPlan Create a plan
+	//
+	// `key` is unique within the project, archived plans included (409 otherwise). `amount` is in
+	// the currency's minor units; `currency` an ISO 4217 code in lower case. `stripePriceIds`
+	// maps environment ids of this project to the Stripe price a checkout in that environment
+	// uses. `entitlements` maps feature keys to `true`/`false` or a numeric limit. Audited as
+	// `billing_plan.create`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/billing/plans (the `CreateBillingPlan` operationId).
+	CreateBillingPlan(ctx context.Context, projectId ProjectId, body CreateBillingPlanJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateBillingPlanWithBody Update a plan
+	//
+	// Changes the members sent; `key` cannot change (subscriptions refer to it). An archived plan
+	// answers 409: restore it first. New entitlements apply at once to every subject subscribed
+	// to the plan. Audited as `billing_plan.update`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /api/v1/projects/{projectId}/billing/plans/{planId} (the `UpdateBillingPlan` operationId).
+	UpdateBillingPlanWithBody(ctx context.Context, projectId ProjectId, planId PlanId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateBillingPlan Update a plan
+	//
+	// Changes the members sent; `key` cannot change (subscriptions refer to it). An archived plan
+	// answers 409: restore it first. New entitlements apply at once to every subject subscribed
+	// to the plan. Audited as `billing_plan.update`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /api/v1/projects/{projectId}/billing/plans/{planId} (the `UpdateBillingPlan` operationId).
+	UpdateBillingPlan(ctx context.Context, projectId ProjectId, planId PlanId, body UpdateBillingPlanJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ArchiveBillingPlan Archive a plan
+	//
+	// New checkouts of an archived plan answer 409; subjects already subscribed keep its
+	// entitlements. Archiving an archived plan returns it unchanged. Audited as
+	// `billing_plan.archive`.
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/billing/plans/{planId}/archive (the `ArchiveBillingPlan` operationId).
+	ArchiveBillingPlan(ctx context.Context, projectId ProjectId, planId PlanId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RestoreBillingPlan Restore an archived plan
+	//
+	// Restoring an active plan returns it unchanged. Audited as `billing_plan.restore`.
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/billing/plans/{planId}/restore (the `RestoreBillingPlan` operationId).
+	RestoreBillingPlan(ctx context.Context, projectId ProjectId, planId PlanId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListOidcClients List a project's OIDC clients
 	//
@@ -3587,6 +4199,84 @@ type ClientInterface interface {
 	//
 	// Corresponds with DELETE /api/v1/projects/{projectId}/subjects/{subjectId} (the `DeleteSubject` operationId).
 	DeleteSubject(ctx context.Context, projectId ProjectId, subjectId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateEntitlementGrantWithBody Grant a subject a feature
+	//
+	// Adds a feature to the subject's entitlements, whatever its plan, until `expiresAt` (which
+	// must be in the future) or for good. Grants are kept when the subject's subscription ends
+	// and when the subject is deleted. Audited as `entitlement_grant.create`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/subjects/{subjectId}/entitlement-grants (the `CreateEntitlementGrant` operationId).
+	CreateEntitlementGrantWithBody(ctx context.Context, projectId ProjectId, subjectId BillingSubjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateEntitlementGrant Grant a subject a feature
+	//
+	// Adds a feature to the subject's entitlements, whatever its plan, until `expiresAt` (which
+	// must be in the future) or for good. Grants are kept when the subject's subscription ends
+	// and when the subject is deleted. Audited as `entitlement_grant.create`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/subjects/{subjectId}/entitlement-grants (the `CreateEntitlementGrant` operationId).
+	CreateEntitlementGrant(ctx context.Context, projectId ProjectId, subjectId BillingSubjectId, body CreateEntitlementGrantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSubjectEntitlements Read a subject's entitlements
+	//
+	// The union of the entitlements of the plans of the subject's active subscriptions (status
+	// `active`, `trialing` or `past_due`) and of its unexpired grants, one item per feature and
+	// source (`plan` with the plan key, or `grant` with the grant id). `features` folds them:
+	// `true` when any source grants the feature, the largest numeric limit. With
+	// `environmentId`, only that environment's subscriptions count; grants belong to the
+	// project and always count. An unknown subject has none (200, empty).
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/subjects/{subjectId}/entitlements (the `GetSubjectEntitlements` operationId).
+	GetSubjectEntitlements(ctx context.Context, projectId ProjectId, subjectId BillingSubjectId, params *GetSubjectEntitlementsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReceiveProcessorWebhookWithBody Receive a Stripe webhook event
+	//
+	// Unauthenticated: the `Stripe-Signature` header is verified against the environment's
+	// webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
+	// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
+	// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
+	// is not an event answers 400; an unknown environment, or one without a processor
+	// connection, 404. The body is not wrapped in `data`.
+	//
+	// Each event id is applied once per environment: a replay answers 200 with
+	// `duplicate: true` and changes nothing. Handled: `checkout.session.completed`,
+	// `customer.subscription.created`, `.updated`, `.deleted`, `invoice.paid`,
+	// `invoice.payment_failed`; any other type answers 200 and is ignored. A subscription event
+	// older than what is stored (an earlier billing period, an earlier event of the same period,
+	// or any change after `canceled`) is recorded as received but never rolls the subscription
+	// back.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/webhooks/processor/{environmentId} (the `ReceiveProcessorWebhook` operationId).
+	ReceiveProcessorWebhookWithBody(ctx context.Context, environmentId EnvironmentId, params *ReceiveProcessorWebhookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReceiveProcessorWebhook Receive a Stripe webhook event
+	//
+	// Unauthenticated: the `Stripe-Signature` header is verified against the environment's
+	// webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
+	// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
+	// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
+	// is not an event answers 400; an unknown environment, or one without a processor
+	// connection, 404. The body is not wrapped in `data`.
+	//
+	// Each event id is applied once per environment: a replay answers 200 with
+	// `duplicate: true` and changes nothing. Handled: `checkout.session.completed`,
+	// `customer.subscription.created`, `.updated`, `.deleted`, `invoice.paid`,
+	// `invoice.payment_failed`; any other type answers 200 and is ignored. A subscription event
+	// older than what is stored (an earlier billing period, an earlier event of the same period,
+	// or any change after `canceled`) is recorded as received but never rolls the subscription
+	// back.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/webhooks/processor/{environmentId} (the `ReceiveProcessorWebhook` operationId).
+	ReceiveProcessorWebhook(ctx context.Context, environmentId EnvironmentId, params *ReceiveProcessorWebhookParams, body ReceiveProcessorWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetDocsApiReference Open the API explorer (docs alias)
 	//
@@ -5507,6 +6197,92 @@ func (c *Client) ListConfigEntryVersions(ctx context.Context, environmentId Envi
 	return c.Client.Do(req)
 }
 
+// DeleteProcessorConnection Disconnect the environment from Stripe
+//
+// Deletes both sealed secrets. Checkouts in the environment then answer 409 and its webhook
+// 404 until it is connected again; subscriptions, invoices and entitlements already recorded
+// stay. An environment that is not connected answers 404. Audited as
+// `processor_connection.delete`.
+//
+// Corresponds with DELETE /api/v1/environments/{environmentId}/processor-connection (the `DeleteProcessorConnection` operationId).
+func (c *Client) DeleteProcessorConnection(ctx context.Context, environmentId EnvironmentId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteProcessorConnectionRequest(c.Server, environmentId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetProcessorConnection Read the environment's payment-processor connection
+//
+// Whether the environment is connected to Stripe, the key's mode (`test` or `live`, from its
+// `sk_test_`/`sk_live_`/`rk_test_`/`rk_live_` prefix) and last four characters, and the
+// webhook endpoint URL to configure in Stripe. Never a secret. An environment without a
+// connection answers 200 with `connected: false`.
+//
+// Corresponds with GET /api/v1/environments/{environmentId}/processor-connection (the `GetProcessorConnection` operationId).
+func (c *Client) GetProcessorConnection(ctx context.Context, environmentId EnvironmentId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetProcessorConnectionRequest(c.Server, environmentId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutProcessorConnectionWithBody Connect the environment to Stripe
+//
+// Stores the Stripe secret key (`sk_test_…`, `sk_live_…` or a restricted `rk_test_…`/`rk_live_…`)
+// and the webhook signing secret (`whsec_…`), both sealed at rest with AES-256-GCM bound to
+// the environment. 201 when the environment was not connected, 200 when the secrets are
+// replaced. Neither secret is ever returned, logged or written to the audit log. Audited as
+// `processor_connection.update`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/v1/environments/{environmentId}/processor-connection (the `PutProcessorConnection` operationId).
+func (c *Client) PutProcessorConnectionWithBody(ctx context.Context, environmentId EnvironmentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutProcessorConnectionRequestWithBody(c.Server, environmentId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutProcessorConnection Connect the environment to Stripe
+//
+// Stores the Stripe secret key (`sk_test_…`, `sk_live_…` or a restricted `rk_test_…`/`rk_live_…`)
+// and the webhook signing secret (`whsec_…`), both sealed at rest with AES-256-GCM bound to
+// the environment. 201 when the environment was not connected, 200 when the secrets are
+// replaced. Neither secret is ever returned, logged or written to the audit log. Audited as
+// `processor_connection.update`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/v1/environments/{environmentId}/processor-connection (the `PutProcessorConnection` operationId).
+func (c *Client) PutProcessorConnection(ctx context.Context, environmentId EnvironmentId, body PutProcessorConnectionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutProcessorConnectionRequest(c.Server, environmentId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetHealth Check service health
 //
 // Runs a trivial query against the database, so a 200 reports that the database is
@@ -5830,6 +6606,219 @@ func (c *Client) UpdateProject(ctx context.Context, projectId ProjectId, body Up
 // Corresponds with GET /api/v1/projects/{projectId}/audit-logs (the `ListProjectAuditLogs` operationId).
 func (c *Client) ListProjectAuditLogs(ctx context.Context, projectId ProjectId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListProjectAuditLogsRequest(c.Server, projectId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateCheckoutWithBody Start a Stripe Checkout for a subject
+//
+// Creates a Stripe Checkout Session with the environment's secret key and the plan's price
+// for that environment (mode `subscription`, or `payment` for a `one_time` plan),
+// `client_reference_id` = the subject and metadata `project_id`, `environment_id`,
+// `subject_id`, `plan_key` (copied to the subscription), forwarding the `idempotency-key`.
+//
+// Idempotency, per project and key: the key is reserved in the database before Stripe is
+// called. The same key with the same body answers the stored response (201) without calling
+// Stripe again; with a different body 409 `Idempotency key already used with a different
+// request`; while the first request with the key is still waiting for Stripe, 409
+// `A request with this idempotency key is in progress` (what Stripe itself answers) — retry
+// later. A failed Stripe call frees the key. Requests that fail validation (400, 404, 409
+// below) reserve nothing.
+//
+// `successUrl` and `cancelUrl` must be on the base URL's origin or a trusted product origin
+// (400 otherwise). An `environmentId` of another project, or an unknown `planKey`, is 404.
+// 409: the environment has no processor connection, the plan is archived, or the plan has no
+// Stripe price for the environment. 502: Stripe refused the request or could not be reached.
+// Audited as `billing.checkout`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/projects/{projectId}/billing/checkout (the `CreateCheckout` operationId).
+func (c *Client) CreateCheckoutWithBody(ctx context.Context, projectId ProjectId, params *CreateCheckoutParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateCheckoutRequestWithBody(c.Server, projectId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateCheckout Start a Stripe Checkout for a subject
+//
+// Creates a Stripe Checkout Session with the environment's secret key and the plan's price
+// for that environment (mode `subscription`, or `payment` for a `one_time` plan),
+// `client_reference_id` = the subject and metadata `project_id`, `environment_id`,
+// `subject_id`, `plan_key` (copied to the subscription), forwarding the `idempotency-key`.
+//
+// Idempotency, per project and key: the key is reserved in the database before Stripe is
+// called. The same key with the same body answers the stored response (201) without calling
+// Stripe again; with a different body 409 `Idempotency key already used with a different
+// request`; while the first request with the key is still waiting for Stripe, 409
+// `A request with this idempotency key is in progress` (what Stripe itself answers) — retry
+// later. A failed Stripe call frees the key. Requests that fail validation (400, 404, 409
+// below) reserve nothing.
+//
+// `successUrl` and `cancelUrl` must be on the base URL's origin or a trusted product origin
+// (400 otherwise). An `environmentId` of another project, or an unknown `planKey`, is 404.
+// 409: the environment has no processor connection, the plan is archived, or the plan has no
+// Stripe price for the environment. 502: Stripe refused the request or could not be reached.
+// Audited as `billing.checkout`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/projects/{projectId}/billing/checkout (the `CreateCheckout` operationId).
+func (c *Client) CreateCheckout(ctx context.Context, projectId ProjectId, params *CreateCheckoutParams, body CreateCheckoutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateCheckoutRequest(c.Server, projectId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListBillingPlans List the project's plans
+//
+// By key. Archived plans only with `state=archived` or `state=all`.
+//
+// Corresponds with GET /api/v1/projects/{projectId}/billing/plans (the `ListBillingPlans` operationId).
+func (c *Client) ListBillingPlans(ctx context.Context, projectId ProjectId, params *ListBillingPlansParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListBillingPlansRequest(c.Server, projectId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateBillingPlanWithBody Create a plan
+//
+// `key` is unique within the project, archived plans included (409 otherwise). `amount` is in
+// the currency's minor units; `currency` an ISO 4217 code in lower case. `stripePriceIds`
+// maps environment ids of this project to the Stripe price a checkout in that environment
+// uses. `entitlements` maps feature keys to `true`/`false` or a numeric limit. Audited as
+// `billing_plan.create`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/projects/{projectId}/billing/plans (the `CreateBillingPlan` operationId).
+func (c *Client) CreateBillingPlanWithBody(ctx context.Context, projectId ProjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateBillingPlanRequestWithBody(c.Server, projectId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateBillingPlan Create a plan
+//
+// `key` is unique within the project, archived plans included (409 otherwise). `amount` is in
+// the currency's minor units; `currency` an ISO 4217 code in lower case. `stripePriceIds`
+// maps environment ids of this project to the Stripe price a checkout in that environment
+// uses. `entitlements` maps feature keys to `true`/`false` or a numeric limit. Audited as
+// `billing_plan.create`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/projects/{projectId}/billing/plans (the `CreateBillingPlan` operationId).
+func (c *Client) CreateBillingPlan(ctx context.Context, projectId ProjectId, body CreateBillingPlanJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateBillingPlanRequest(c.Server, projectId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateBillingPlanWithBody Update a plan
+//
+// Changes the members sent; `key` cannot change (subscriptions refer to it). An archived plan
+// answers 409: restore it first. New entitlements apply at once to every subject subscribed
+// to the plan. Audited as `billing_plan.update`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /api/v1/projects/{projectId}/billing/plans/{planId} (the `UpdateBillingPlan` operationId).
+func (c *Client) UpdateBillingPlanWithBody(ctx context.Context, projectId ProjectId, planId PlanId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateBillingPlanRequestWithBody(c.Server, projectId, planId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateBillingPlan Update a plan
+//
+// Changes the members sent; `key` cannot change (subscriptions refer to it). An archived plan
+// answers 409: restore it first. New entitlements apply at once to every subject subscribed
+// to the plan. Audited as `billing_plan.update`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /api/v1/projects/{projectId}/billing/plans/{planId} (the `UpdateBillingPlan` operationId).
+func (c *Client) UpdateBillingPlan(ctx context.Context, projectId ProjectId, planId PlanId, body UpdateBillingPlanJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateBillingPlanRequest(c.Server, projectId, planId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ArchiveBillingPlan Archive a plan
+//
+// New checkouts of an archived plan answer 409; subjects already subscribed keep its
+// entitlements. Archiving an archived plan returns it unchanged. Audited as
+// `billing_plan.archive`.
+//
+// Corresponds with POST /api/v1/projects/{projectId}/billing/plans/{planId}/archive (the `ArchiveBillingPlan` operationId).
+func (c *Client) ArchiveBillingPlan(ctx context.Context, projectId ProjectId, planId PlanId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewArchiveBillingPlanRequest(c.Server, projectId, planId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RestoreBillingPlan Restore an archived plan
+//
+// Restoring an active plan returns it unchanged. Audited as `billing_plan.restore`.
+//
+// Corresponds with POST /api/v1/projects/{projectId}/billing/plans/{planId}/restore (the `RestoreBillingPlan` operationId).
+func (c *Client) RestoreBillingPlan(ctx context.Context, projectId ProjectId, planId PlanId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRestoreBillingPlanRequest(c.Server, projectId, planId)
 	if err != nil {
 		return nil, err
 	}
@@ -6354,6 +7343,134 @@ func (c *Client) RevokeServiceAccountKey(ctx context.Context, projectId ProjectI
 // Corresponds with DELETE /api/v1/projects/{projectId}/subjects/{subjectId} (the `DeleteSubject` operationId).
 func (c *Client) DeleteSubject(ctx context.Context, projectId ProjectId, subjectId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteSubjectRequest(c.Server, projectId, subjectId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateEntitlementGrantWithBody Grant a subject a feature
+//
+// Adds a feature to the subject's entitlements, whatever its plan, until `expiresAt` (which
+// must be in the future) or for good. Grants are kept when the subject's subscription ends
+// and when the subject is deleted. Audited as `entitlement_grant.create`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/projects/{projectId}/subjects/{subjectId}/entitlement-grants (the `CreateEntitlementGrant` operationId).
+func (c *Client) CreateEntitlementGrantWithBody(ctx context.Context, projectId ProjectId, subjectId BillingSubjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateEntitlementGrantRequestWithBody(c.Server, projectId, subjectId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateEntitlementGrant Grant a subject a feature
+//
+// Adds a feature to the subject's entitlements, whatever its plan, until `expiresAt` (which
+// must be in the future) or for good. Grants are kept when the subject's subscription ends
+// and when the subject is deleted. Audited as `entitlement_grant.create`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/projects/{projectId}/subjects/{subjectId}/entitlement-grants (the `CreateEntitlementGrant` operationId).
+func (c *Client) CreateEntitlementGrant(ctx context.Context, projectId ProjectId, subjectId BillingSubjectId, body CreateEntitlementGrantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateEntitlementGrantRequest(c.Server, projectId, subjectId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSubjectEntitlements Read a subject's entitlements
+//
+// The union of the entitlements of the plans of the subject's active subscriptions (status
+// `active`, `trialing` or `past_due`) and of its unexpired grants, one item per feature and
+// source (`plan` with the plan key, or `grant` with the grant id). `features` folds them:
+// `true` when any source grants the feature, the largest numeric limit. With
+// `environmentId`, only that environment's subscriptions count; grants belong to the
+// project and always count. An unknown subject has none (200, empty).
+//
+// Corresponds with GET /api/v1/projects/{projectId}/subjects/{subjectId}/entitlements (the `GetSubjectEntitlements` operationId).
+func (c *Client) GetSubjectEntitlements(ctx context.Context, projectId ProjectId, subjectId BillingSubjectId, params *GetSubjectEntitlementsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSubjectEntitlementsRequest(c.Server, projectId, subjectId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReceiveProcessorWebhookWithBody Receive a Stripe webhook event
+//
+// Unauthenticated: the `Stripe-Signature` header is verified against the environment's
+// webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
+// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
+// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
+// is not an event answers 400; an unknown environment, or one without a processor
+// connection, 404. The body is not wrapped in `data`.
+//
+// Each event id is applied once per environment: a replay answers 200 with
+// `duplicate: true` and changes nothing. Handled: `checkout.session.completed`,
+// `customer.subscription.created`, `.updated`, `.deleted`, `invoice.paid`,
+// `invoice.payment_failed`; any other type answers 200 and is ignored. A subscription event
+// older than what is stored (an earlier billing period, an earlier event of the same period,
+// or any change after `canceled`) is recorded as received but never rolls the subscription
+// back.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/webhooks/processor/{environmentId} (the `ReceiveProcessorWebhook` operationId).
+func (c *Client) ReceiveProcessorWebhookWithBody(ctx context.Context, environmentId EnvironmentId, params *ReceiveProcessorWebhookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReceiveProcessorWebhookRequestWithBody(c.Server, environmentId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReceiveProcessorWebhook Receive a Stripe webhook event
+//
+// Unauthenticated: the `Stripe-Signature` header is verified against the environment's
+// webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
+// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
+// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
+// is not an event answers 400; an unknown environment, or one without a processor
+// connection, 404. The body is not wrapped in `data`.
+//
+// Each event id is applied once per environment: a replay answers 200 with
+// `duplicate: true` and changes nothing. Handled: `checkout.session.completed`,
+// `customer.subscription.created`, `.updated`, `.deleted`, `invoice.paid`,
+// `invoice.payment_failed`; any other type answers 200 and is ignored. A subscription event
+// older than what is stored (an earlier billing period, an earlier event of the same period,
+// or any change after `canceled`) is recorded as received but never rolls the subscription
+// back.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/webhooks/processor/{environmentId} (the `ReceiveProcessorWebhook` operationId).
+func (c *Client) ReceiveProcessorWebhook(ctx context.Context, environmentId EnvironmentId, params *ReceiveProcessorWebhookParams, body ReceiveProcessorWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReceiveProcessorWebhookRequest(c.Server, environmentId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -9108,6 +10225,121 @@ func NewListConfigEntryVersionsRequest(server string, environmentId EnvironmentI
 	return req, nil
 }
 
+// NewDeleteProcessorConnectionRequest constructs an http.Request for the DeleteProcessorConnection method
+func NewDeleteProcessorConnectionRequest(server string, environmentId EnvironmentId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "environmentId", environmentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/environments/%s/processor-connection", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetProcessorConnectionRequest constructs an http.Request for the GetProcessorConnection method
+func NewGetProcessorConnectionRequest(server string, environmentId EnvironmentId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "environmentId", environmentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/environments/%s/processor-connection", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutProcessorConnectionRequest calls the generic PutProcessorConnection builder with application/json body
+func NewPutProcessorConnectionRequest(server string, environmentId EnvironmentId, body PutProcessorConnectionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutProcessorConnectionRequestWithBody(server, environmentId, "application/json", bodyReader)
+}
+
+// NewPutProcessorConnectionRequestWithBody constructs an http.Request for the PutProcessorConnection method, with any body, and a specified content type
+func NewPutProcessorConnectionRequestWithBody(server string, environmentId EnvironmentId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "environmentId", environmentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/environments/%s/processor-connection", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetHealthRequest constructs an http.Request for the GetHealth method
 func NewGetHealthRequest(server string) (*http.Request, error) {
 	var err error
@@ -9689,6 +10921,310 @@ func NewListProjectAuditLogsRequest(server string, projectId ProjectId) (*http.R
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateCheckoutRequest calls the generic CreateCheckout builder with application/json body
+func NewCreateCheckoutRequest(server string, projectId ProjectId, params *CreateCheckoutParams, body CreateCheckoutJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateCheckoutRequestWithBody(server, projectId, params, "application/json", bodyReader)
+}
+
+// NewCreateCheckoutRequestWithBody constructs an http.Request for the CreateCheckout method, with any body, and a specified content type
+func NewCreateCheckoutRequestWithBody(server string, projectId ProjectId, params *CreateCheckoutParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/billing/checkout", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "idempotency-key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("idempotency-key", headerParam0)
+
+	}
+
+	return req, nil
+}
+
+// NewListBillingPlansRequest constructs an http.Request for the ListBillingPlans method
+func NewListBillingPlansRequest(server string, projectId ProjectId, params *ListBillingPlansParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/billing/plans", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateBillingPlanRequest calls the generic CreateBillingPlan builder with application/json body
+func NewCreateBillingPlanRequest(server string, projectId ProjectId, body CreateBillingPlanJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateBillingPlanRequestWithBody(server, projectId, "application/json", bodyReader)
+}
+
+// NewCreateBillingPlanRequestWithBody constructs an http.Request for the CreateBillingPlan method, with any body, and a specified content type
+func NewCreateBillingPlanRequestWithBody(server string, projectId ProjectId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/billing/plans", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewUpdateBillingPlanRequest calls the generic UpdateBillingPlan builder with application/json body
+func NewUpdateBillingPlanRequest(server string, projectId ProjectId, planId PlanId, body UpdateBillingPlanJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateBillingPlanRequestWithBody(server, projectId, planId, "application/json", bodyReader)
+}
+
+// NewUpdateBillingPlanRequestWithBody constructs an http.Request for the UpdateBillingPlan method, with any body, and a specified content type
+func NewUpdateBillingPlanRequestWithBody(server string, projectId ProjectId, planId PlanId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "planId", planId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/billing/plans/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewArchiveBillingPlanRequest constructs an http.Request for the ArchiveBillingPlan method
+func NewArchiveBillingPlanRequest(server string, projectId ProjectId, planId PlanId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "planId", planId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/billing/plans/%s/archive", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRestoreBillingPlanRequest constructs an http.Request for the RestoreBillingPlan method
+func NewRestoreBillingPlanRequest(server string, projectId ProjectId, planId PlanId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "planId", planId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/billing/plans/%s/restore", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -10635,6 +12171,190 @@ func NewDeleteSubjectRequest(server string, projectId ProjectId, subjectId strin
 	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateEntitlementGrantRequest calls the generic CreateEntitlementGrant builder with application/json body
+func NewCreateEntitlementGrantRequest(server string, projectId ProjectId, subjectId BillingSubjectId, body CreateEntitlementGrantJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateEntitlementGrantRequestWithBody(server, projectId, subjectId, "application/json", bodyReader)
+}
+
+// NewCreateEntitlementGrantRequestWithBody constructs an http.Request for the CreateEntitlementGrant method, with any body, and a specified content type
+func NewCreateEntitlementGrantRequestWithBody(server string, projectId ProjectId, subjectId BillingSubjectId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "subjectId", subjectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/subjects/%s/entitlement-grants", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetSubjectEntitlementsRequest constructs an http.Request for the GetSubjectEntitlements method
+func NewGetSubjectEntitlementsRequest(server string, projectId ProjectId, subjectId BillingSubjectId, params *GetSubjectEntitlementsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "subjectId", subjectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/subjects/%s/entitlements", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.EnvironmentId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "environmentId", *params.EnvironmentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewReceiveProcessorWebhookRequest calls the generic ReceiveProcessorWebhook builder with application/json body
+func NewReceiveProcessorWebhookRequest(server string, environmentId EnvironmentId, params *ReceiveProcessorWebhookParams, body ReceiveProcessorWebhookJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReceiveProcessorWebhookRequestWithBody(server, environmentId, params, "application/json", bodyReader)
+}
+
+// NewReceiveProcessorWebhookRequestWithBody constructs an http.Request for the ReceiveProcessorWebhook method, with any body, and a specified content type
+func NewReceiveProcessorWebhookRequestWithBody(server string, environmentId EnvironmentId, params *ReceiveProcessorWebhookParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "environmentId", environmentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/webhooks/processor/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.StripeSignature != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Stripe-Signature", *params.StripeSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Stripe-Signature", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -11760,6 +13480,56 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/environments/{environmentId}/configs/{key}/versions (the `ListConfigEntryVersions` operationId).
 	ListConfigEntryVersionsWithResponse(ctx context.Context, environmentId EnvironmentId, key ConfigKey, reqEditors ...RequestEditorFn) (*ListConfigEntryVersionsResponse, error)
 
+	// DeleteProcessorConnectionWithResponse Disconnect the environment from Stripe
+	//
+	// Deletes both sealed secrets. Checkouts in the environment then answer 409 and its webhook
+	// 404 until it is connected again; subscriptions, invoices and entitlements already recorded
+	// stay. An environment that is not connected answers 404. Audited as
+	// `processor_connection.delete`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/environments/{environmentId}/processor-connection (the `DeleteProcessorConnection` operationId).
+	DeleteProcessorConnectionWithResponse(ctx context.Context, environmentId EnvironmentId, reqEditors ...RequestEditorFn) (*DeleteProcessorConnectionResponse, error)
+
+	// GetProcessorConnectionWithResponse Read the environment's payment-processor connection
+	//
+	// Whether the environment is connected to Stripe, the key's mode (`test` or `live`, from its
+	// `sk_test_`/`sk_live_`/`rk_test_`/`rk_live_` prefix) and last four characters, and the
+	// webhook endpoint URL to configure in Stripe. Never a secret. An environment without a
+	// connection answers 200 with `connected: false`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/environments/{environmentId}/processor-connection (the `GetProcessorConnection` operationId).
+	GetProcessorConnectionWithResponse(ctx context.Context, environmentId EnvironmentId, reqEditors ...RequestEditorFn) (*GetProcessorConnectionResponse, error)
+
+	// PutProcessorConnectionWithBodyWithResponse Connect the environment to Stripe
+	//
+	// Stores the Stripe secret key (`sk_test_…`, `sk_live_…` or a restricted `rk_test_…`/`rk_live_…`)
+	// and the webhook signing secret (`whsec_…`), both sealed at rest with AES-256-GCM bound to
+	// the environment. 201 when the environment was not connected, 200 when the secrets are
+	// replaced. Neither secret is ever returned, logged or written to the audit log. Audited as
+	// `processor_connection.update`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/environments/{environmentId}/processor-connection (the `PutProcessorConnection` operationId).
+	PutProcessorConnectionWithBodyWithResponse(ctx context.Context, environmentId EnvironmentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutProcessorConnectionResponse, error)
+
+	// PutProcessorConnectionWithResponse Connect the environment to Stripe
+	//
+	// Stores the Stripe secret key (`sk_test_…`, `sk_live_…` or a restricted `rk_test_…`/`rk_live_…`)
+	// and the webhook signing secret (`whsec_…`), both sealed at rest with AES-256-GCM bound to
+	// the environment. 201 when the environment was not connected, 200 when the secrets are
+	// replaced. Neither secret is ever returned, logged or written to the audit log. Audited as
+	// `processor_connection.update`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/environments/{environmentId}/processor-connection (the `PutProcessorConnection` operationId).
+	PutProcessorConnectionWithResponse(ctx context.Context, environmentId EnvironmentId, body PutProcessorConnectionJSONRequestBody, reqEditors ...RequestEditorFn) (*PutProcessorConnectionResponse, error)
+
 	// GetHealthWithResponse Check service health
 	//
 	// Runs a trivial query against the database, so a 200 reports that the database is
@@ -11924,6 +13694,135 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/projects/{projectId}/audit-logs (the `ListProjectAuditLogs` operationId).
 	ListProjectAuditLogsWithResponse(ctx context.Context, projectId ProjectId, reqEditors ...RequestEditorFn) (*ListProjectAuditLogsResponse, error)
+
+	// CreateCheckoutWithBodyWithResponse Start a Stripe Checkout for a subject
+	//
+	// Creates a Stripe Checkout Session with the environment's secret key and the plan's price
+	// for that environment (mode `subscription`, or `payment` for a `one_time` plan),
+	// `client_reference_id` = the subject and metadata `project_id`, `environment_id`,
+	// `subject_id`, `plan_key` (copied to the subscription), forwarding the `idempotency-key`.
+	//
+	// Idempotency, per project and key: the key is reserved in the database before Stripe is
+	// called. The same key with the same body answers the stored response (201) without calling
+	// Stripe again; with a different body 409 `Idempotency key already used with a different
+	// request`; while the first request with the key is still waiting for Stripe, 409
+	// `A request with this idempotency key is in progress` (what Stripe itself answers) — retry
+	// later. A failed Stripe call frees the key. Requests that fail validation (400, 404, 409
+	// below) reserve nothing.
+	//
+	// `successUrl` and `cancelUrl` must be on the base URL's origin or a trusted product origin
+	// (400 otherwise). An `environmentId` of another project, or an unknown `planKey`, is 404.
+	// 409: the environment has no processor connection, the plan is archived, or the plan has no
+	// Stripe price for the environment. 502: Stripe refused the request or could not be reached.
+	// Audited as `billing.checkout`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/billing/checkout (the `CreateCheckout` operationId).
+	CreateCheckoutWithBodyWithResponse(ctx context.Context, projectId ProjectId, params *CreateCheckoutParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateCheckoutResponse, error)
+
+	// CreateCheckoutWithResponse Start a Stripe Checkout for a subject
+	//
+	// Creates a Stripe Checkout Session with the environment's secret key and the plan's price
+	// for that environment (mode `subscription`, or `payment` for a `one_time` plan),
+	// `client_reference_id` = the subject and metadata `project_id`, `environment_id`,
+	// `subject_id`, `plan_key` (copied to the subscription), forwarding the `idempotency-key`.
+	//
+	// Idempotency, per project and key: the key is reserved in the database before Stripe is
+	// called. The same key with the same body answers the stored response (201) without calling
+	// Stripe again; with a different body 409 `Idempotency key already used with a different
+	// request`; while the first request with the key is still waiting for Stripe, 409
+	// `A request with this idempotency key is in progress` (what Stripe itself answers) — retry
+	// later. A failed Stripe call frees the key. Requests that fail validation (400, 404, 409
+	// below) reserve nothing.
+	//
+	// `successUrl` and `cancelUrl` must be on the base URL's origin or a trusted product origin
+	// (400 otherwise). An `environmentId` of another project, or an unknown `planKey`, is 404.
+	// 409: the environment has no processor connection, the plan is archived, or the plan has no
+	// Stripe price for the environment. 502: Stripe refused the request or could not be reached.
+	// Audited as `billing.checkout`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/billing/checkout (the `CreateCheckout` operationId).
+	CreateCheckoutWithResponse(ctx context.Context, projectId ProjectId, params *CreateCheckoutParams, body CreateCheckoutJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateCheckoutResponse, error)
+
+	// ListBillingPlansWithResponse List the project's plans
+	//
+	// By key. Archived plans only with `state=archived` or `state=all`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/billing/plans (the `ListBillingPlans` operationId).
+	ListBillingPlansWithResponse(ctx context.Context, projectId ProjectId, params *ListBillingPlansParams, reqEditors ...RequestEditorFn) (*ListBillingPlansResponse, error)
+
+	// CreateBillingPlanWithBodyWithResponse Create a plan
+	//
+	// `key` is unique within the project, archived plans included (409 otherwise). `amount` is in
+	// the currency's minor units; `currency` an ISO 4217 code in lower case. `stripePriceIds`
+	// maps environment ids of this project to the Stripe price a checkout in that environment
+	// uses. `entitlements` maps feature keys to `true`/`false` or a numeric limit. Audited as
+	// `billing_plan.create`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/billing/plans (the `CreateBillingPlan` operationId).
+	CreateBillingPlanWithBodyWithResponse(ctx context.Context, projectId ProjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateBillingPlanResponse, error)
+
+	// CreateBillingPlanWithResponse Create a plan
+	//
+	// `key` is unique within the project, archived plans included (409 otherwise). `amount` is in
+	// the currency's minor units; `currency` an ISO 4217 code in lower case. `stripePriceIds`
+	// maps environment ids of this project to the Stripe price a checkout in that environment
+	// uses. `entitlements` maps feature keys to `true`/`false` or a numeric limit. Audited as
+	// `billing_plan.create`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/billing/plans (the `CreateBillingPlan` operationId).
+	CreateBillingPlanWithResponse(ctx context.Context, projectId ProjectId, body CreateBillingPlanJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBillingPlanResponse, error)
+
+	// UpdateBillingPlanWithBodyWithResponse Update a plan
+	//
+	// Changes the members sent; `key` cannot change (subscriptions refer to it). An archived plan
+	// answers 409: restore it first. New entitlements apply at once to every subject subscribed
+	// to the plan. Audited as `billing_plan.update`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/v1/projects/{projectId}/billing/plans/{planId} (the `UpdateBillingPlan` operationId).
+	UpdateBillingPlanWithBodyWithResponse(ctx context.Context, projectId ProjectId, planId PlanId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateBillingPlanResponse, error)
+
+	// UpdateBillingPlanWithResponse Update a plan
+	//
+	// Changes the members sent; `key` cannot change (subscriptions refer to it). An archived plan
+	// answers 409: restore it first. New entitlements apply at once to every subject subscribed
+	// to the plan. Audited as `billing_plan.update`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/v1/projects/{projectId}/billing/plans/{planId} (the `UpdateBillingPlan` operationId).
+	UpdateBillingPlanWithResponse(ctx context.Context, projectId ProjectId, planId PlanId, body UpdateBillingPlanJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateBillingPlanResponse, error)
+
+	// ArchiveBillingPlanWithResponse Archive a plan
+	//
+	// New checkouts of an archived plan answer 409; subjects already subscribed keep its
+	// entitlements. Archiving an archived plan returns it unchanged. Audited as
+	// `billing_plan.archive`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/billing/plans/{planId}/archive (the `ArchiveBillingPlan` operationId).
+	ArchiveBillingPlanWithResponse(ctx context.Context, projectId ProjectId, planId PlanId, reqEditors ...RequestEditorFn) (*ArchiveBillingPlanResponse, error)
+
+	// RestoreBillingPlanWithResponse Restore an archived plan
+	//
+	// Restoring an active plan returns it unchanged. Audited as `billing_plan.restore`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/billing/plans/{planId}/restore (the `RestoreBillingPlan` operationId).
+	RestoreBillingPlanWithResponse(ctx context.Context, projectId ProjectId, planId PlanId, reqEditors ...RequestEditorFn) (*RestoreBillingPlanResponse, error)
 
 	// ListOidcClientsWithResponse List a project's OIDC clients
 	//
@@ -12216,6 +14115,86 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with DELETE /api/v1/projects/{projectId}/subjects/{subjectId} (the `DeleteSubject` operationId).
 	DeleteSubjectWithResponse(ctx context.Context, projectId ProjectId, subjectId string, reqEditors ...RequestEditorFn) (*DeleteSubjectResponse, error)
+
+	// CreateEntitlementGrantWithBodyWithResponse Grant a subject a feature
+	//
+	// Adds a feature to the subject's entitlements, whatever its plan, until `expiresAt` (which
+	// must be in the future) or for good. Grants are kept when the subject's subscription ends
+	// and when the subject is deleted. Audited as `entitlement_grant.create`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/subjects/{subjectId}/entitlement-grants (the `CreateEntitlementGrant` operationId).
+	CreateEntitlementGrantWithBodyWithResponse(ctx context.Context, projectId ProjectId, subjectId BillingSubjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateEntitlementGrantResponse, error)
+
+	// CreateEntitlementGrantWithResponse Grant a subject a feature
+	//
+	// Adds a feature to the subject's entitlements, whatever its plan, until `expiresAt` (which
+	// must be in the future) or for good. Grants are kept when the subject's subscription ends
+	// and when the subject is deleted. Audited as `entitlement_grant.create`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/subjects/{subjectId}/entitlement-grants (the `CreateEntitlementGrant` operationId).
+	CreateEntitlementGrantWithResponse(ctx context.Context, projectId ProjectId, subjectId BillingSubjectId, body CreateEntitlementGrantJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateEntitlementGrantResponse, error)
+
+	// GetSubjectEntitlementsWithResponse Read a subject's entitlements
+	//
+	// The union of the entitlements of the plans of the subject's active subscriptions (status
+	// `active`, `trialing` or `past_due`) and of its unexpired grants, one item per feature and
+	// source (`plan` with the plan key, or `grant` with the grant id). `features` folds them:
+	// `true` when any source grants the feature, the largest numeric limit. With
+	// `environmentId`, only that environment's subscriptions count; grants belong to the
+	// project and always count. An unknown subject has none (200, empty).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/subjects/{subjectId}/entitlements (the `GetSubjectEntitlements` operationId).
+	GetSubjectEntitlementsWithResponse(ctx context.Context, projectId ProjectId, subjectId BillingSubjectId, params *GetSubjectEntitlementsParams, reqEditors ...RequestEditorFn) (*GetSubjectEntitlementsResponse, error)
+
+	// ReceiveProcessorWebhookWithBodyWithResponse Receive a Stripe webhook event
+	//
+	// Unauthenticated: the `Stripe-Signature` header is verified against the environment's
+	// webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
+	// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
+	// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
+	// is not an event answers 400; an unknown environment, or one without a processor
+	// connection, 404. The body is not wrapped in `data`.
+	//
+	// Each event id is applied once per environment: a replay answers 200 with
+	// `duplicate: true` and changes nothing. Handled: `checkout.session.completed`,
+	// `customer.subscription.created`, `.updated`, `.deleted`, `invoice.paid`,
+	// `invoice.payment_failed`; any other type answers 200 and is ignored. A subscription event
+	// older than what is stored (an earlier billing period, an earlier event of the same period,
+	// or any change after `canceled`) is recorded as received but never rolls the subscription
+	// back.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/webhooks/processor/{environmentId} (the `ReceiveProcessorWebhook` operationId).
+	ReceiveProcessorWebhookWithBodyWithResponse(ctx context.Context, environmentId EnvironmentId, params *ReceiveProcessorWebhookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReceiveProcessorWebhookResponse, error)
+
+	// ReceiveProcessorWebhookWithResponse Receive a Stripe webhook event
+	//
+	// Unauthenticated: the `Stripe-Signature` header is verified against the environment's
+	// webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
+	// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
+	// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
+	// is not an event answers 400; an unknown environment, or one without a processor
+	// connection, 404. The body is not wrapped in `data`.
+	//
+	// Each event id is applied once per environment: a replay answers 200 with
+	// `duplicate: true` and changes nothing. Handled: `checkout.session.completed`,
+	// `customer.subscription.created`, `.updated`, `.deleted`, `invoice.paid`,
+	// `invoice.payment_failed`; any other type answers 200 and is ignored. A subscription event
+	// older than what is stored (an earlier billing period, an earlier event of the same period,
+	// or any change after `canceled`) is recorded as received but never rolls the subscription
+	// back.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/webhooks/processor/{environmentId} (the `ReceiveProcessorWebhook` operationId).
+	ReceiveProcessorWebhookWithResponse(ctx context.Context, environmentId EnvironmentId, params *ReceiveProcessorWebhookParams, body ReceiveProcessorWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*ReceiveProcessorWebhookResponse, error)
 
 	// GetDocsApiReferenceWithResponse Open the API explorer (docs alias)
 	//
@@ -15883,6 +17862,206 @@ func (r ListConfigEntryVersionsResponse) ContentType() string {
 	return ""
 }
 
+type DeleteProcessorConnectionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ProcessorConnectionResponse
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeleteProcessorConnectionResponse) GetJSON200() *ProcessorConnectionResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteProcessorConnectionResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteProcessorConnectionResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteProcessorConnectionResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteProcessorConnectionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteProcessorConnectionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteProcessorConnectionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteProcessorConnectionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetProcessorConnectionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ProcessorConnectionResponse
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetProcessorConnectionResponse) GetJSON200() *ProcessorConnectionResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetProcessorConnectionResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetProcessorConnectionResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetProcessorConnectionResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetProcessorConnectionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetProcessorConnectionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetProcessorConnectionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetProcessorConnectionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PutProcessorConnectionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ProcessorConnectionResponse
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *ProcessorConnectionResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutProcessorConnectionResponse) GetJSON200() *ProcessorConnectionResponse {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutProcessorConnectionResponse) GetJSON201() *ProcessorConnectionResponse {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutProcessorConnectionResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PutProcessorConnectionResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PutProcessorConnectionResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PutProcessorConnectionResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r PutProcessorConnectionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutProcessorConnectionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutProcessorConnectionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutProcessorConnectionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetHealthResponse503Headers the declared response headers of an HTTP 503 response for GetHealth
 type GetHealthResponse503Headers struct {
 	RetryAfter *int
@@ -16864,6 +19043,438 @@ func (r ListProjectAuditLogsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListProjectAuditLogsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateCheckoutResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *CheckoutResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON502 the response for an HTTP 502 `application/problem+json` response
+	ApplicationproblemJSON502 *Problem
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateCheckoutResponse) GetJSON201() *CheckoutResponse {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateCheckoutResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateCheckoutResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateCheckoutResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateCheckoutResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateCheckoutResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON502 returns the response for an HTTP 502 `application/problem+json` response
+func (r CreateCheckoutResponse) GetApplicationproblemJSON502() *Problem {
+	return r.ApplicationproblemJSON502
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateCheckoutResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateCheckoutResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateCheckoutResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateCheckoutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListBillingPlansResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Data []BillingPlan `json:"data"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListBillingPlansResponse) GetJSON200() *struct {
+	Data []BillingPlan `json:"data"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListBillingPlansResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListBillingPlansResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListBillingPlansResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListBillingPlansResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ListBillingPlansResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListBillingPlansResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListBillingPlansResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListBillingPlansResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateBillingPlanResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *BillingPlanResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateBillingPlanResponse) GetJSON201() *BillingPlanResponse {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateBillingPlanResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateBillingPlanResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateBillingPlanResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateBillingPlanResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateBillingPlanResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateBillingPlanResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateBillingPlanResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateBillingPlanResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateBillingPlanResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type UpdateBillingPlanResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BillingPlanResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateBillingPlanResponse) GetJSON200() *BillingPlanResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r UpdateBillingPlanResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r UpdateBillingPlanResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r UpdateBillingPlanResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r UpdateBillingPlanResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r UpdateBillingPlanResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateBillingPlanResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateBillingPlanResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateBillingPlanResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateBillingPlanResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ArchiveBillingPlanResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BillingPlanResponse
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ArchiveBillingPlanResponse) GetJSON200() *BillingPlanResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ArchiveBillingPlanResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ArchiveBillingPlanResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ArchiveBillingPlanResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ArchiveBillingPlanResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ArchiveBillingPlanResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ArchiveBillingPlanResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ArchiveBillingPlanResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RestoreBillingPlanResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BillingPlanResponse
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RestoreBillingPlanResponse) GetJSON200() *BillingPlanResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RestoreBillingPlanResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RestoreBillingPlanResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RestoreBillingPlanResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r RestoreBillingPlanResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RestoreBillingPlanResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RestoreBillingPlanResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RestoreBillingPlanResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -18433,6 +21044,199 @@ func (r DeleteSubjectResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r DeleteSubjectResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateEntitlementGrantResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *EntitlementGrantResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateEntitlementGrantResponse) GetJSON201() *EntitlementGrantResponse {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateEntitlementGrantResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateEntitlementGrantResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateEntitlementGrantResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateEntitlementGrantResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateEntitlementGrantResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateEntitlementGrantResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateEntitlementGrantResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateEntitlementGrantResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetSubjectEntitlementsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EntitlementsResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSubjectEntitlementsResponse) GetJSON200() *EntitlementsResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetSubjectEntitlementsResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSubjectEntitlementsResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetSubjectEntitlementsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetSubjectEntitlementsResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSubjectEntitlementsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSubjectEntitlementsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSubjectEntitlementsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSubjectEntitlementsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ReceiveProcessorWebhookResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookReceipt
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReceiveProcessorWebhookResponse) GetJSON200() *WebhookReceipt {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ReceiveProcessorWebhookResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ReceiveProcessorWebhookResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ReceiveProcessorWebhookResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReceiveProcessorWebhookResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReceiveProcessorWebhookResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReceiveProcessorWebhookResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -20115,6 +22919,80 @@ func (c *ClientWithResponses) ListConfigEntryVersionsWithResponse(ctx context.Co
 	return ParseListConfigEntryVersionsResponse(rsp)
 }
 
+// DeleteProcessorConnectionWithResponse Disconnect the environment from Stripe
+//
+// Deletes both sealed secrets. Checkouts in the environment then answer 409 and its webhook
+// 404 until it is connected again; subscriptions, invoices and entitlements already recorded
+// stay. An environment that is not connected answers 404. Audited as
+// `processor_connection.delete`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/environments/{environmentId}/processor-connection (the `DeleteProcessorConnection` operationId).
+func (c *ClientWithResponses) DeleteProcessorConnectionWithResponse(ctx context.Context, environmentId EnvironmentId, reqEditors ...RequestEditorFn) (*DeleteProcessorConnectionResponse, error) {
+	rsp, err := c.DeleteProcessorConnection(ctx, environmentId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteProcessorConnectionResponse(rsp)
+}
+
+// GetProcessorConnectionWithResponse Read the environment's payment-processor connection
+//
+// Whether the environment is connected to Stripe, the key's mode (`test` or `live`, from its
+// `sk_test_`/`sk_live_`/`rk_test_`/`rk_live_` prefix) and last four characters, and the
+// webhook endpoint URL to configure in Stripe. Never a secret. An environment without a
+// connection answers 200 with `connected: false`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/environments/{environmentId}/processor-connection (the `GetProcessorConnection` operationId).
+func (c *ClientWithResponses) GetProcessorConnectionWithResponse(ctx context.Context, environmentId EnvironmentId, reqEditors ...RequestEditorFn) (*GetProcessorConnectionResponse, error) {
+	rsp, err := c.GetProcessorConnection(ctx, environmentId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetProcessorConnectionResponse(rsp)
+}
+
+// PutProcessorConnectionWithBodyWithResponse Connect the environment to Stripe
+//
+// Stores the Stripe secret key (`sk_test_…`, `sk_live_…` or a restricted `rk_test_…`/`rk_live_…`)
+// and the webhook signing secret (`whsec_…`), both sealed at rest with AES-256-GCM bound to
+// the environment. 201 when the environment was not connected, 200 when the secrets are
+// replaced. Neither secret is ever returned, logged or written to the audit log. Audited as
+// `processor_connection.update`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/environments/{environmentId}/processor-connection (the `PutProcessorConnection` operationId).
+func (c *ClientWithResponses) PutProcessorConnectionWithBodyWithResponse(ctx context.Context, environmentId EnvironmentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutProcessorConnectionResponse, error) {
+	rsp, err := c.PutProcessorConnectionWithBody(ctx, environmentId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutProcessorConnectionResponse(rsp)
+}
+
+// PutProcessorConnectionWithResponse Connect the environment to Stripe
+//
+// Stores the Stripe secret key (`sk_test_…`, `sk_live_…` or a restricted `rk_test_…`/`rk_live_…`)
+// and the webhook signing secret (`whsec_…`), both sealed at rest with AES-256-GCM bound to
+// the environment. 201 when the environment was not connected, 200 when the secrets are
+// replaced. Neither secret is ever returned, logged or written to the audit log. Audited as
+// `processor_connection.update`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/environments/{environmentId}/processor-connection (the `PutProcessorConnection` operationId).
+func (c *ClientWithResponses) PutProcessorConnectionWithResponse(ctx context.Context, environmentId EnvironmentId, body PutProcessorConnectionJSONRequestBody, reqEditors ...RequestEditorFn) (*PutProcessorConnectionResponse, error) {
+	rsp, err := c.PutProcessorConnection(ctx, environmentId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutProcessorConnectionResponse(rsp)
+}
+
 // GetHealthWithResponse Check service health
 //
 // Runs a trivial query against the database, so a 200 reports that the database is
@@ -20392,6 +23270,189 @@ func (c *ClientWithResponses) ListProjectAuditLogsWithResponse(ctx context.Conte
 		return nil, err
 	}
 	return ParseListProjectAuditLogsResponse(rsp)
+}
+
+// CreateCheckoutWithBodyWithResponse Start a Stripe Checkout for a subject
+//
+// Creates a Stripe Checkout Session with the environment's secret key and the plan's price
+// for that environment (mode `subscription`, or `payment` for a `one_time` plan),
+// `client_reference_id` = the subject and metadata `project_id`, `environment_id`,
+// `subject_id`, `plan_key` (copied to the subscription), forwarding the `idempotency-key`.
+//
+// Idempotency, per project and key: the key is reserved in the database before Stripe is
+// called. The same key with the same body answers the stored response (201) without calling
+// Stripe again; with a different body 409 `Idempotency key already used with a different
+// request`; while the first request with the key is still waiting for Stripe, 409
+// `A request with this idempotency key is in progress` (what Stripe itself answers) — retry
+// later. A failed Stripe call frees the key. Requests that fail validation (400, 404, 409
+// below) reserve nothing.
+//
+// `successUrl` and `cancelUrl` must be on the base URL's origin or a trusted product origin
+// (400 otherwise). An `environmentId` of another project, or an unknown `planKey`, is 404.
+// 409: the environment has no processor connection, the plan is archived, or the plan has no
+// Stripe price for the environment. 502: Stripe refused the request or could not be reached.
+// Audited as `billing.checkout`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/billing/checkout (the `CreateCheckout` operationId).
+func (c *ClientWithResponses) CreateCheckoutWithBodyWithResponse(ctx context.Context, projectId ProjectId, params *CreateCheckoutParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateCheckoutResponse, error) {
+	rsp, err := c.CreateCheckoutWithBody(ctx, projectId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateCheckoutResponse(rsp)
+}
+
+// CreateCheckoutWithResponse Start a Stripe Checkout for a subject
+//
+// Creates a Stripe Checkout Session with the environment's secret key and the plan's price
+// for that environment (mode `subscription`, or `payment` for a `one_time` plan),
+// `client_reference_id` = the subject and metadata `project_id`, `environment_id`,
+// `subject_id`, `plan_key` (copied to the subscription), forwarding the `idempotency-key`.
+//
+// Idempotency, per project and key: the key is reserved in the database before Stripe is
+// called. The same key with the same body answers the stored response (201) without calling
+// Stripe again; with a different body 409 `Idempotency key already used with a different
+// request`; while the first request with the key is still waiting for Stripe, 409
+// `A request with this idempotency key is in progress` (what Stripe itself answers) — retry
+// later. A failed Stripe call frees the key. Requests that fail validation (400, 404, 409
+// below) reserve nothing.
+//
+// `successUrl` and `cancelUrl` must be on the base URL's origin or a trusted product origin
+// (400 otherwise). An `environmentId` of another project, or an unknown `planKey`, is 404.
+// 409: the environment has no processor connection, the plan is archived, or the plan has no
+// Stripe price for the environment. 502: Stripe refused the request or could not be reached.
+// Audited as `billing.checkout`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/billing/checkout (the `CreateCheckout` operationId).
+func (c *ClientWithResponses) CreateCheckoutWithResponse(ctx context.Context, projectId ProjectId, params *CreateCheckoutParams, body CreateCheckoutJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateCheckoutResponse, error) {
+	rsp, err := c.CreateCheckout(ctx, projectId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateCheckoutResponse(rsp)
+}
+
+// ListBillingPlansWithResponse List the project's plans
+//
+// By key. Archived plans only with `state=archived` or `state=all`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/projects/{projectId}/billing/plans (the `ListBillingPlans` operationId).
+func (c *ClientWithResponses) ListBillingPlansWithResponse(ctx context.Context, projectId ProjectId, params *ListBillingPlansParams, reqEditors ...RequestEditorFn) (*ListBillingPlansResponse, error) {
+	rsp, err := c.ListBillingPlans(ctx, projectId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListBillingPlansResponse(rsp)
+}
+
+// CreateBillingPlanWithBodyWithResponse Create a plan
+//
+// `key` is unique within the project, archived plans included (409 otherwise). `amount` is in
+// the currency's minor units; `currency` an ISO 4217 code in lower case. `stripePriceIds`
+// maps environment ids of this project to the Stripe price a checkout in that environment
+// uses. `entitlements` maps feature keys to `true`/`false` or a numeric limit. Audited as
+// `billing_plan.create`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/billing/plans (the `CreateBillingPlan` operationId).
+func (c *ClientWithResponses) CreateBillingPlanWithBodyWithResponse(ctx context.Context, projectId ProjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateBillingPlanResponse, error) {
+	rsp, err := c.CreateBillingPlanWithBody(ctx, projectId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateBillingPlanResponse(rsp)
+}
+
+// CreateBillingPlanWithResponse Create a plan
+//
+// `key` is unique within the project, archived plans included (409 otherwise). `amount` is in
+// the currency's minor units; `currency` an ISO 4217 code in lower case. `stripePriceIds`
+// maps environment ids of this project to the Stripe price a checkout in that environment
+// uses. `entitlements` maps feature keys to `true`/`false` or a numeric limit. Audited as
+// `billing_plan.create`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/billing/plans (the `CreateBillingPlan` operationId).
+func (c *ClientWithResponses) CreateBillingPlanWithResponse(ctx context.Context, projectId ProjectId, body CreateBillingPlanJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBillingPlanResponse, error) {
+	rsp, err := c.CreateBillingPlan(ctx, projectId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateBillingPlanResponse(rsp)
+}
+
+// UpdateBillingPlanWithBodyWithResponse Update a plan
+//
+// Changes the members sent; `key` cannot change (subscriptions refer to it). An archived plan
+// answers 409: restore it first. New entitlements apply at once to every subject subscribed
+// to the plan. Audited as `billing_plan.update`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/v1/projects/{projectId}/billing/plans/{planId} (the `UpdateBillingPlan` operationId).
+func (c *ClientWithResponses) UpdateBillingPlanWithBodyWithResponse(ctx context.Context, projectId ProjectId, planId PlanId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateBillingPlanResponse, error) {
+	rsp, err := c.UpdateBillingPlanWithBody(ctx, projectId, planId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateBillingPlanResponse(rsp)
+}
+
+// UpdateBillingPlanWithResponse Update a plan
+//
+// Changes the members sent; `key` cannot change (subscriptions refer to it). An archived plan
+// answers 409: restore it first. New entitlements apply at once to every subject subscribed
+// to the plan. Audited as `billing_plan.update`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/v1/projects/{projectId}/billing/plans/{planId} (the `UpdateBillingPlan` operationId).
+func (c *ClientWithResponses) UpdateBillingPlanWithResponse(ctx context.Context, projectId ProjectId, planId PlanId, body UpdateBillingPlanJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateBillingPlanResponse, error) {
+	rsp, err := c.UpdateBillingPlan(ctx, projectId, planId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateBillingPlanResponse(rsp)
+}
+
+// ArchiveBillingPlanWithResponse Archive a plan
+//
+// New checkouts of an archived plan answer 409; subjects already subscribed keep its
+// entitlements. Archiving an archived plan returns it unchanged. Audited as
+// `billing_plan.archive`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/billing/plans/{planId}/archive (the `ArchiveBillingPlan` operationId).
+func (c *ClientWithResponses) ArchiveBillingPlanWithResponse(ctx context.Context, projectId ProjectId, planId PlanId, reqEditors ...RequestEditorFn) (*ArchiveBillingPlanResponse, error) {
+	rsp, err := c.ArchiveBillingPlan(ctx, projectId, planId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseArchiveBillingPlanResponse(rsp)
+}
+
+// RestoreBillingPlanWithResponse Restore an archived plan
+//
+// Restoring an active plan returns it unchanged. Audited as `billing_plan.restore`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/billing/plans/{planId}/restore (the `RestoreBillingPlan` operationId).
+func (c *ClientWithResponses) RestoreBillingPlanWithResponse(ctx context.Context, projectId ProjectId, planId PlanId, reqEditors ...RequestEditorFn) (*RestoreBillingPlanResponse, error) {
+	rsp, err := c.RestoreBillingPlan(ctx, projectId, planId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRestoreBillingPlanResponse(rsp)
 }
 
 // ListOidcClientsWithResponse List a project's OIDC clients
@@ -20840,6 +23901,116 @@ func (c *ClientWithResponses) DeleteSubjectWithResponse(ctx context.Context, pro
 		return nil, err
 	}
 	return ParseDeleteSubjectResponse(rsp)
+}
+
+// CreateEntitlementGrantWithBodyWithResponse Grant a subject a feature
+//
+// Adds a feature to the subject's entitlements, whatever its plan, until `expiresAt` (which
+// must be in the future) or for good. Grants are kept when the subject's subscription ends
+// and when the subject is deleted. Audited as `entitlement_grant.create`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/subjects/{subjectId}/entitlement-grants (the `CreateEntitlementGrant` operationId).
+func (c *ClientWithResponses) CreateEntitlementGrantWithBodyWithResponse(ctx context.Context, projectId ProjectId, subjectId BillingSubjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateEntitlementGrantResponse, error) {
+	rsp, err := c.CreateEntitlementGrantWithBody(ctx, projectId, subjectId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateEntitlementGrantResponse(rsp)
+}
+
+// CreateEntitlementGrantWithResponse Grant a subject a feature
+//
+// Adds a feature to the subject's entitlements, whatever its plan, until `expiresAt` (which
+// must be in the future) or for good. Grants are kept when the subject's subscription ends
+// and when the subject is deleted. Audited as `entitlement_grant.create`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/subjects/{subjectId}/entitlement-grants (the `CreateEntitlementGrant` operationId).
+func (c *ClientWithResponses) CreateEntitlementGrantWithResponse(ctx context.Context, projectId ProjectId, subjectId BillingSubjectId, body CreateEntitlementGrantJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateEntitlementGrantResponse, error) {
+	rsp, err := c.CreateEntitlementGrant(ctx, projectId, subjectId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateEntitlementGrantResponse(rsp)
+}
+
+// GetSubjectEntitlementsWithResponse Read a subject's entitlements
+//
+// The union of the entitlements of the plans of the subject's active subscriptions (status
+// `active`, `trialing` or `past_due`) and of its unexpired grants, one item per feature and
+// source (`plan` with the plan key, or `grant` with the grant id). `features` folds them:
+// `true` when any source grants the feature, the largest numeric limit. With
+// `environmentId`, only that environment's subscriptions count; grants belong to the
+// project and always count. An unknown subject has none (200, empty).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/projects/{projectId}/subjects/{subjectId}/entitlements (the `GetSubjectEntitlements` operationId).
+func (c *ClientWithResponses) GetSubjectEntitlementsWithResponse(ctx context.Context, projectId ProjectId, subjectId BillingSubjectId, params *GetSubjectEntitlementsParams, reqEditors ...RequestEditorFn) (*GetSubjectEntitlementsResponse, error) {
+	rsp, err := c.GetSubjectEntitlements(ctx, projectId, subjectId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSubjectEntitlementsResponse(rsp)
+}
+
+// ReceiveProcessorWebhookWithBodyWithResponse Receive a Stripe webhook event
+//
+// Unauthenticated: the `Stripe-Signature` header is verified against the environment's
+// webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
+// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
+// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
+// is not an event answers 400; an unknown environment, or one without a processor
+// connection, 404. The body is not wrapped in `data`.
+//
+// Each event id is applied once per environment: a replay answers 200 with
+// `duplicate: true` and changes nothing. Handled: `checkout.session.completed`,
+// `customer.subscription.created`, `.updated`, `.deleted`, `invoice.paid`,
+// `invoice.payment_failed`; any other type answers 200 and is ignored. A subscription event
+// older than what is stored (an earlier billing period, an earlier event of the same period,
+// or any change after `canceled`) is recorded as received but never rolls the subscription
+// back.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/webhooks/processor/{environmentId} (the `ReceiveProcessorWebhook` operationId).
+func (c *ClientWithResponses) ReceiveProcessorWebhookWithBodyWithResponse(ctx context.Context, environmentId EnvironmentId, params *ReceiveProcessorWebhookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReceiveProcessorWebhookResponse, error) {
+	rsp, err := c.ReceiveProcessorWebhookWithBody(ctx, environmentId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReceiveProcessorWebhookResponse(rsp)
+}
+
+// ReceiveProcessorWebhookWithResponse Receive a Stripe webhook event
+//
+// Unauthenticated: the `Stripe-Signature` header is verified against the environment's
+// webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
+// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
+// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
+// is not an event answers 400; an unknown environment, or one without a processor
+// connection, 404. The body is not wrapped in `data`.
+//
+// Each event id is applied once per environment: a replay answers 200 with
+// `duplicate: true` and changes nothing. Handled: `checkout.session.completed`,
+// `customer.subscription.created`, `.updated`, `.deleted`, `invoice.paid`,
+// `invoice.payment_failed`; any other type answers 200 and is ignored. A subscription event
+// older than what is stored (an earlier billing period, an earlier event of the same period,
+// or any change after `canceled`) is recorded as received but never rolls the subscription
+// back.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/webhooks/processor/{environmentId} (the `ReceiveProcessorWebhook` operationId).
+func (c *ClientWithResponses) ReceiveProcessorWebhookWithResponse(ctx context.Context, environmentId EnvironmentId, params *ReceiveProcessorWebhookParams, body ReceiveProcessorWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*ReceiveProcessorWebhookResponse, error) {
+	rsp, err := c.ReceiveProcessorWebhook(ctx, environmentId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReceiveProcessorWebhookResponse(rsp)
 }
 
 // GetDocsApiReferenceWithResponse Open the API explorer (docs alias)
@@ -23767,6 +26938,161 @@ func ParseListConfigEntryVersionsResponse(rsp *http.Response) (*ListConfigEntryV
 	return response, nil
 }
 
+// ParseDeleteProcessorConnectionResponse parses an HTTP response from a DeleteProcessorConnectionWithResponse call
+func ParseDeleteProcessorConnectionResponse(rsp *http.Response) (*DeleteProcessorConnectionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteProcessorConnectionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ProcessorConnectionResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetProcessorConnectionResponse parses an HTTP response from a GetProcessorConnectionWithResponse call
+func ParseGetProcessorConnectionResponse(rsp *http.Response) (*GetProcessorConnectionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetProcessorConnectionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ProcessorConnectionResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePutProcessorConnectionResponse parses an HTTP response from a PutProcessorConnectionWithResponse call
+func ParsePutProcessorConnectionResponse(rsp *http.Response) (*PutProcessorConnectionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutProcessorConnectionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ProcessorConnectionResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest ProcessorConnectionResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetHealthResponse parses an HTTP response from a GetHealthWithResponse call
 func ParseGetHealthResponse(rsp *http.Response) (*GetHealthResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -24509,6 +27835,346 @@ func ParseListProjectAuditLogsResponse(rsp *http.Response) (*ListProjectAuditLog
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest AuditLogList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateCheckoutResponse parses an HTTP response from a CreateCheckoutWithResponse call
+func ParseCreateCheckoutResponse(rsp *http.Response) (*CreateCheckoutResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateCheckoutResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest CheckoutResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON502 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListBillingPlansResponse parses an HTTP response from a ListBillingPlansWithResponse call
+func ParseListBillingPlansResponse(rsp *http.Response) (*ListBillingPlansResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListBillingPlansResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Data []BillingPlan `json:"data"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateBillingPlanResponse parses an HTTP response from a CreateBillingPlanWithResponse call
+func ParseCreateBillingPlanResponse(rsp *http.Response) (*CreateBillingPlanResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateBillingPlanResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest BillingPlanResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseUpdateBillingPlanResponse parses an HTTP response from a UpdateBillingPlanWithResponse call
+func ParseUpdateBillingPlanResponse(rsp *http.Response) (*UpdateBillingPlanResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateBillingPlanResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BillingPlanResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseArchiveBillingPlanResponse parses an HTTP response from a ArchiveBillingPlanWithResponse call
+func ParseArchiveBillingPlanResponse(rsp *http.Response) (*ArchiveBillingPlanResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ArchiveBillingPlanResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BillingPlanResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRestoreBillingPlanResponse parses an HTTP response from a RestoreBillingPlanWithResponse call
+func ParseRestoreBillingPlanResponse(rsp *http.Response) (*RestoreBillingPlanResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RestoreBillingPlanResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BillingPlanResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -25677,6 +29343,154 @@ func ParseDeleteSubjectResponse(rsp *http.Response) (*DeleteSubjectResponse, err
 			return nil, err
 		}
 		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateEntitlementGrantResponse parses an HTTP response from a CreateEntitlementGrantWithResponse call
+func ParseCreateEntitlementGrantResponse(rsp *http.Response) (*CreateEntitlementGrantResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateEntitlementGrantResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest EntitlementGrantResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetSubjectEntitlementsResponse parses an HTTP response from a GetSubjectEntitlementsWithResponse call
+func ParseGetSubjectEntitlementsResponse(rsp *http.Response) (*GetSubjectEntitlementsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSubjectEntitlementsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EntitlementsResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseReceiveProcessorWebhookResponse parses an HTTP response from a ReceiveProcessorWebhookWithResponse call
+func ParseReceiveProcessorWebhookResponse(rsp *http.Response) (*ReceiveProcessorWebhookResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReceiveProcessorWebhookResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookReceipt
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
