@@ -58,7 +58,9 @@ type Server struct {
 	mailer Mailer
 	// signingKeys sign tokens and make the JWKS: cfg.SigningKeys, or a KeySet over the store.
 	signingKeys *oauth.KeySet
-	echo        *echo.Echo
+	// metrics are the Prometheus series, on a registry of this Server's (see MetricsHandler).
+	metrics *metrics
+	echo    *echo.Echo
 }
 
 var _ gen.StrictServerInterface = (*Server)(nil)
@@ -124,6 +126,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 		ipThrottle:         newIPThrottle(st, nil),
 		signUpThrottle:     newSignUpThrottle(st, cfg.SignUpLimit, nil),
 		hashLimiter:        newHashLimiter(cfg),
+		metrics:            newMetrics(st.Pools()),
 	}
 
 	s.sessions = oauth.NewSessions(st, s.cookieKey, cfg.Secure(), oauth.SessionLifetimes{

@@ -326,6 +326,15 @@ type Tx struct {
 	store *Store
 }
 
+// Pools names the store's connection pools, for their statistics: "postgres" (the one pool) on
+// PostgreSQL; "sqlite-writer" (one connection, every transaction) and "sqlite-reader" on SQLite.
+func (s *Store) Pools() map[string]*sql.DB {
+	if s.reader == s.writer {
+		return map[string]*sql.DB{"postgres": s.writer.DB}
+	}
+	return map[string]*sql.DB{"sqlite-writer": s.writer.DB, "sqlite-reader": s.reader.DB}
+}
+
 // readStatement returns query (written with ? placeholders) prepared on the reader pool,
 // preparing it on first use. It is for the hot read paths (authentication, authorization,
 // decisions): preparing costs SQLite more than running them, and a prepared statement saves
