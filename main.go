@@ -98,9 +98,11 @@ func serve(ctx context.Context, cfg server.Config, getenv func(string) string, l
 		return err
 	}
 	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
+	applied, err := st.MigrateApplied(ctx)
+	if err != nil {
 		return err
 	}
+	log.Info("database schema", "migrations_applied", applied)
 	ring, err := seal.NewKeyring(cfg.SecretKey, cfg.OldSecretKeys...)
 	if err != nil {
 		return &server.ConfigError{Var: "GATEHOUSE_SECRET_KEYS_OLD", Reason: err.Error()}

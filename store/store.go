@@ -260,7 +260,22 @@ func ping(ctx context.Context, db *sqlx.DB) error {
 // database is not an error. It returns golang-migrate's error when a
 // migration fails (the database is then marked dirty at that version).
 func (s *Store) Migrate(ctx context.Context) error {
-	return s.migrate(ctx, "migrate", func(m *migrate.Migrate) error { return m.Up() })
+	_, err := s.MigrateApplied(ctx)
+	return err
+}
+
+// MigrateApplied is Migrate, and reports whether this call applied any migration: false when
+// the database was current, including when another process (a replica starting at the same
+// time) migrated it first. On PostgreSQL golang-migrate holds an advisory lock for the whole
+// run, so of several processes migrating one database at once exactly one applies the
+// migrations while the others wait for the lock, then find nothing to do.
+func (s *Store) MigrateApplied(ctx context.Context) (applied bool, err error) {
+	err = s.migrate(ctx, "migrate", func(m *migrate.Migrate) error {
+		err := m.Up()
+		applied = err == nil
+		return err
+	})
+	return applied, err
 }
 
 // MigrateDown reverts every applied migration, dropping the whole schema.
