@@ -120,7 +120,7 @@ func TestMetrics(t *testing.T) {
 			}
 		}
 		publicID := ten.readerKey[len("svc_sk_") : len("svc_sk_")+12]
-		wrongSecret := ten.readerKey[:len(ten.readerKey)-1] + map[bool]string{true: "B", false: "A"}[strings.HasSuffix(ten.readerKey, "A")]
+		wrongSecret := flipSecret(ten.readerKey)
 		unknown := "svc_sk_" + strings.Repeat("Z", len(publicID)) + ten.readerKey[len("svc_sk_")+12:]
 		authorize("not-a-key", "document:read").wantProblem(t, http.StatusUnauthorized, "http-401", "Authentication required")
 		authorize(wrongSecret, "document:read").wantProblem(t, http.StatusUnauthorized, "http-401", "Authentication required")
