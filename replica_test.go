@@ -329,3 +329,42 @@ func httpGet(t *testing.T, url string) string {
 	}
 	return string(raw)
 }
+
+// TestMetricsListener: GATEHOUSE_METRICS_ADDR serves /metrics on its own listener, the app's
+// listener does not, and an invalid address stops the binary with status 2 naming the variable.
+func TestMetricsListener(t *testing.T) {
+	metricsAddr := freeLoopbackAddr(t)
+	sv := startServe(t, testEnv(t, map[string]string{"GATEHOUSE_METRICS_ADDR": metricsAddr}))
+	httpGet(t, "http://"+sv.addr.String()+"/api/v1/health")
+	metrics := httpGet(t, "http://"+metricsAddr+"/metrics")
+	for _, series := range []string{
+		`gatehouse_http_requests_total{method="GET",operation="getHealth",status="200"} 1`,
+		`go_sql_open_connections{db_name="sqlite-writer"}`,
+		"go_goroutines ",
+		"process_cpu_seconds_total ",
+	} {
+		if !strings.Contains(metrics, series) {
+			t.Errorf("metrics lack %s", series)
+		}
+	}
+	resp, err := http.Get("http://" + sv.addr.String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /metrics on the app's listener: %d, want 404", resp.StatusCode)
+	}
+	if resp, err := http.Get("http://" + metricsAddr + "/api/v1/health"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET /api/v1/health on the metrics listener: %d, want 404", resp.StatusCode)
+		}
+	}
+
+	var stderr lockedBuffer
+	code := run(context.Background(), nil, testEnv(t, map[string]string{"GATEHOUSE_METRICS_ADDR": "nope"}), &stderr, nil)
+	if code != 2 || !strings.Contains(stderr.String(), "GATEHOUSE_METRICS_ADDR") {
+		t.Errorf("invalid metrics address: exit %d, stderr %q", code, stderr.String())
+	}
+}
