@@ -91,9 +91,11 @@ func (s *Server) accessLog() echo.MiddlewareFunc {
 				attrs = append(attrs, slog.String("decision_id", d))
 			}
 			s.log.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
+			// The operation of the route echo matched, even when a stage before match (CORS
+			// preflight, body limit) answered.
 			operation := operationUnmatched
-			if m := routeOf(c); m != nil {
-				operation = m.id
+			if op := s.operations[routeKey(c.Request().Method, c.Path())]; op != nil {
+				operation = op.id
 			}
 			s.metrics.observeRequest(operation, v.Method, v.Status, v.Latency)
 			return nil
