@@ -129,6 +129,11 @@ func TestMetrics(t *testing.T) {
 			path: "/api/v1/projects/" + ten.project.ID + "/service-accounts/" + ten.accountID + "/keys/" + ten.keyID + "/revoke"})).
 			decode(t, http.StatusOK, &struct{}{})
 		authorize(ten.readerKey, "document:read").wantProblem(t, http.StatusUnauthorized, "http-401", "Authentication required")
+		// A body over the limit is refused before the operation is matched, and still counted
+		// under it.
+		if res := app.do(request{method: http.MethodPost, path: "/api/v1/authorize", body: strings.Repeat(" ", 1<<20+1)}); res.Code != http.StatusRequestEntityTooLarge {
+			t.Fatalf("oversized body: %d", res.Code)
+		}
 		// Unknown paths, and the app's own /metrics, are not operations.
 		for _, path := range []string{"/no/such/path", "/metrics"} {
 			if res := app.do(request{method: http.MethodGet, path: path}); res.Code != http.StatusNotFound || strings.Contains(res.Body.String(), "gatehouse_") {
@@ -192,6 +197,7 @@ func TestMetrics(t *testing.T) {
 			{metricRequests, map[string]string{"operation": "authorize", "method": "POST", "status": "200"}, 3},
 			{metricRequests, map[string]string{"operation": "authorize", "method": "POST", "status": "401"}, 4},
 			{metricRequests, map[string]string{"operation": "unmatched", "method": "GET", "status": "404"}, 2},
+			{metricRequests, map[string]string{"operation": "authorize", "method": "POST", "status": "413"}, 1},
 			{metricRequests, map[string]string{"operation": "signInEmail", "method": "POST", "status": "429"}, 1},
 			{metricRequestSeconds, map[string]string{"operation": "authorize", "method": "POST", "status": "200"}, 3},
 		} {

@@ -170,7 +170,8 @@ func (s *Server) DeleteRoleBinding(ctx context.Context, req gen.DeleteRoleBindin
 // Authorize decides whether a principal holds a permission in the project named by the body.
 // The authorization middleware has resolved that project (x-scope-from-body: unknown, archived
 // or foreign ones are 404 there) and checked the caller's project:read; the decision is one
-// read query, or none when it was read with the request's API key (authorize_fast.go). Its id goes to the access log, never to the audit log.
+// read query, or none when it was read with the request's API key (authorize_fast.go). Its id
+// goes to the access log, never to the audit log.
 func (s *Server) Authorize(ctx context.Context, req gen.AuthorizeRequestObject) (gen.AuthorizeResponseObject, error) {
 	body := req.Body
 	projectID := ScopeFrom(ctx).ProjectID

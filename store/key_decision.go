@@ -13,7 +13,10 @@ import (
 // scope, decision). The key's row is repeated once per row of the decision
 // (one row with NULL role and permission when the principal has no unexpired
 // binding, or when the decision's project is not the key's own, where the
-// decision is not made at all).
+// decision is not made at all). The decision's subquery names the project by parameter, not
+// through the join, so that PostgreSQL's generic plan for the prepared statement answers it from
+// role_bindings_decision_idx alone, as decideQuery does (joined on a.project_id it chose an
+// index on project_id and filtered the project's other bindings).
 const apiKeyDecisionQuery = `SELECT k.id AS key_id, k.public_id, k.secret_hash,
 		k.expires_at, k.revoked_at, k.last_used_at,
 		a.id AS account_id, a.name AS account_name, a.project_id, p.organization_id,
@@ -25,12 +28,12 @@ const apiKeyDecisionQuery = `SELECT k.id AS key_id, k.public_id, k.secret_hash,
 	JOIN service_accounts a ON a.id = k.service_account_id
 	JOIN projects p ON p.id = a.project_id
 	JOIN organizations o ON o.id = p.organization_id
-	LEFT JOIN (SELECT b.project_id, r.slug, rp.permission
+	LEFT JOIN (SELECT r.slug, rp.permission
 		FROM role_bindings b
 			JOIN project_roles r ON r.id = b.role_id
 			LEFT JOIN project_role_permissions rp ON rp.role_id = b.role_id AND rp.permission IN (?, '*')
 		WHERE b.project_id = ? AND b.principal_type = ? AND b.principal_id = ?
-			AND (b.expires_at IS NULL OR b.expires_at > ?)) d ON d.project_id = a.project_id
+			AND (b.expires_at IS NULL OR b.expires_at > ?)) d ON a.project_id = ?
 	WHERE k.public_id = ?`
 
 // Decision is the answer of Decide: whether the permission is held, and the
@@ -53,7 +56,7 @@ func (s *Store) APIKeyDecision(ctx context.Context, publicID, projectID, princip
 	if err != nil {
 		return APIKeyAuth{}, nil, wrapError(op, err)
 	}
-	rows, err := stmt.QueryxContext(ctx, permission, projectID, principalType, principalID, sqlTime(now), publicID)
+	rows, err := stmt.QueryxContext(ctx, permission, projectID, principalType, principalID, sqlTime(now), projectID, publicID)
 	if err != nil {
 		return APIKeyAuth{}, nil, wrapError(op, err)
 	}
