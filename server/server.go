@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -126,7 +127,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 		ipThrottle:         newIPThrottle(st, nil),
 		signUpThrottle:     newSignUpThrottle(st, cfg.SignUpLimit, nil),
 		hashLimiter:        newHashLimiter(cfg),
-		metrics:            newMetrics(st.Pools()),
+		metrics:            newMetrics(storePools(st)),
 	}
 
 	s.sessions = oauth.NewSessions(st, s.cookieKey, cfg.Secure(), oauth.SessionLifetimes{
@@ -157,6 +158,14 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	}
 	s.echo = e
 	return s, nil
+}
+
+// storePools is st.Pools(), or none without a store (some tests build a Server without one).
+func storePools(st *store.Store) map[string]*sql.DB {
+	if st == nil {
+		return nil
+	}
+	return st.Pools()
 }
 
 // Handler returns the app as an http.Handler.
