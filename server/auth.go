@@ -110,7 +110,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		if key, ok := req.Header["X-Api-Key"]; ok && !authSurface {
 			// The key alone decides: the cookie is never read, even when the key is bad.
 			var d *prefetchedDecision
-			if body, ok := peekAuthorizeBody(req, m.id == operationAuthorize); ok {
+			if body, ok := peekAuthorizeBody(req, m.id == operationAuthorize && s.store.CombinesKeyDecision()); ok {
 				p, d, err = s.apiKeyDecisionPrincipal(req.Context(), strings.Join(key, ""), body)
 			} else {
 				p, err = s.apiKeyPrincipal(req.Context(), strings.Join(key, ""))
