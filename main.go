@@ -19,9 +19,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/server"
@@ -96,9 +98,11 @@ func serve(ctx context.Context, cfg server.Config, getenv func(string) string, l
 		return err
 	}
 	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
+	applied, err := st.MigrateApplied(ctx)
+	if err != nil {
 		return err
 	}
+	log.Info("database schema", "migrations_applied", applied)
 	ring, err := seal.NewKeyring(cfg.SecretKey, cfg.OldSecretKeys...)
 	if err != nil {
 		return &server.ConfigError{Var: "GATEHOUSE_SECRET_KEYS_OLD", Reason: err.Error()}
@@ -119,9 +123,20 @@ func serve(ctx context.Context, cfg server.Config, getenv func(string) string, l
 		return &server.ConfigError{Var: "GATEHOUSE_LISTEN_ADDR", Reason: err.Error()}
 	}
 	hs := srv.HTTPServer()
-	errc := make(chan error, 1)
+	errc := make(chan error, 2) // the app's and the metrics listener's Serve
 	go func() { errc <- hs.Serve(srv.Listener(ln)) }()
 	log.Info("gatehouse listening", "addr", ln.Addr().String(), "base_url", cfg.BaseURL, "database", string(st.Dialect()))
+	if cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			_ = hs.Close()
+			return &server.ConfigError{Var: "GATEHOUSE_METRICS_ADDR", Reason: err.Error()}
+		}
+		ms := metricsServer(srv)
+		defer ms.Close()
+		go func() { errc <- ms.Serve(mln) }()
+		log.Info("metrics listening", "addr", mln.Addr().String(), "path", "/metrics")
+	}
 	if ready != nil {
 		ready <- ln.Addr()
 	}
@@ -145,6 +160,15 @@ func serve(ctx context.Context, cfg server.Config, getenv func(string) string, l
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// metricsServer serves srv's Prometheus metrics at /metrics and nothing else: it is the
+// GATEHOUSE_METRICS_ADDR listener, separate from the app's so that metrics are never public by
+// accident.
+func metricsServer(srv *server.Server) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", srv.MetricsHandler())
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 }
 
 func migrate(ctx context.Context, cfg server.Config, direction string, log *slog.Logger) error {

@@ -109,8 +109,17 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		var err error
 		if key, ok := req.Header["X-Api-Key"]; ok && !authSurface {
 			// The key alone decides: the cookie is never read, even when the key is bad.
-			if p, err = s.apiKeyPrincipal(req.Context(), strings.Join(key, "")); err != nil {
+			var d *prefetchedDecision
+			if body, ok := peekAuthorizeBody(req, m.id == operationAuthorize && s.store.CombinesKeyDecision()); ok {
+				p, d, err = s.apiKeyDecisionPrincipal(req.Context(), strings.Join(key, ""), body)
+			} else {
+				p, err = s.apiKeyPrincipal(req.Context(), strings.Join(key, ""))
+			}
+			if err != nil {
 				return err
+			}
+			if d != nil {
+				setContext(c, prefetchedDecisionKey{}, d)
 			}
 		} else if p, err = s.sessionPrincipal(req); err != nil {
 			return err
@@ -132,20 +141,48 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 // access; an unknown id, a wrong secret, a revoked or expired key, a disabled account and an
 // archived project all give the same 401. The secret is compared as an HMAC in constant time.
 func (s *Server) apiKeyPrincipal(ctx context.Context, key string) (*Principal, error) {
-	publicID, secret, ok := oauth.ParseAPIKey(key)
+	publicID, secret, ok := s.parseAPIKey(key)
 	if !ok {
 		return nil, ErrUnauthenticated
 	}
-	sum := oauth.HashAPIKeySecret(s.apiKeyPepper, secret)
 	k, err := s.store.APIKeyByPublicID(ctx, publicID)
 	if errors.Is(err, store.ErrNotFound) {
+		s.metrics.apiKeyAuth(apiKeyUnknown)
 		return nil, ErrUnauthenticated
 	}
 	if err != nil {
 		return nil, err
 	}
-	now := s.store.Now()
-	if !hmac.Equal(sum, k.SecretHash) || !k.Usable(now) || k.ProjectArchived || k.OrganizationArchived {
+	return s.apiKeyAuthenticated(k, secret, s.store.Now())
+}
+
+// parseAPIKey is oauth.ParseAPIKey, counting a malformed key.
+func (s *Server) parseAPIKey(key string) (publicID, secret string, ok bool) {
+	if publicID, secret, ok = oauth.ParseAPIKey(key); !ok {
+		s.metrics.apiKeyAuth(apiKeyMalformed)
+	}
+	return publicID, secret, ok
+}
+
+// apiKeyAuthenticated judges key k, read for a request presenting secret at now: the secret
+// (an HMAC compared in constant time), revocation, expiry, the account's and the project's
+// states. It counts the outcome and returns the service account, or ErrUnauthenticated.
+func (s *Server) apiKeyAuthenticated(k store.APIKeyAuth, secret string, now time.Time) (*Principal, error) {
+	outcome := apiKeyOK
+	switch {
+	case !hmac.Equal(oauth.HashAPIKeySecret(s.apiKeyPepper, secret), k.SecretHash):
+		outcome = apiKeyWrongSecret
+	case k.RevokedAt != nil:
+		outcome = apiKeyRevoked
+	case k.DisabledAt != nil:
+		outcome = apiKeyDisabled
+	case !k.Usable(now):
+		outcome = apiKeyExpired
+	case k.ProjectArchived || k.OrganizationArchived:
+		outcome = apiKeyArchived
+	}
+	s.metrics.apiKeyAuth(outcome)
+	if outcome != apiKeyOK {
 		return nil, ErrUnauthenticated
 	}
 	s.touchAPIKey(k.KeyID, k.LastUsedAt, now)

@@ -167,6 +167,11 @@ func (s *Server) hit(ctx context.Context, keys ...throttleKey) ([]oauth.Attempt,
 		wait = max(wait, a.RetryAfter())
 	}
 	if wait > 0 {
+		for i, a := range attempts {
+			if !a.Allowed() {
+				s.metrics.throttleRefused(s.throttleKind(keys[i].t))
+			}
+		}
 		s.undo(ctx, attempts...)
 		return nil, tooManyAttempts(wait)
 	}

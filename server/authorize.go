@@ -37,7 +37,14 @@ func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
 		if sa == nil {
 			userID = p.ID()
 		}
-		scope, err := s.store.ResolveScope(ctx, ref, userID)
+		var scope store.Scope
+		if sa != nil && ref.ProjectID != "" && ref.ProjectID == sa.ProjectID {
+			// A service account's own project: its key's row, read in this request, has the
+			// scope (an archived project or organization refuses the key itself).
+			scope = store.Scope{OrganizationID: sa.OrganizationID, ProjectID: sa.ProjectID}
+		} else {
+			scope, err = s.store.ResolveScope(ctx, ref, userID)
+		}
 		if errors.Is(err, store.ErrNotFound) || (err == nil && sa == nil && scope.MemberRole == "") {
 			return ErrNotFound
 		}

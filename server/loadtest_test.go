@@ -47,13 +47,21 @@ type loadResult struct {
 	// this process) over the measured window: CPU / Requests is what one request costs,
 	// whatever else the machine is running.
 	CPU time.Duration
+	// DBCPU is the CPU time of the PostgreSQL server processes serving the store over the
+	// measured window (see postgresBackendCPU), when the run measured it: CPU + DBCPU per
+	// request is what one request costs the machine.
+	DBCPU time.Duration
 	// FirstError describes the first error seen, for the benchmark's log.
 	FirstError string
 }
 
 func (r loadResult) String() string {
-	return fmt.Sprintf("%d requests, %.0f req/s, p50 %v, p99 %v, %d errors, %v CPU per request",
+	out := fmt.Sprintf("%d requests, %.0f req/s, p50 %v, p99 %v, %d errors, %v CPU per request",
 		r.Requests, r.RPS, r.P50, r.P99, r.Errors, r.cpuPerRequest())
+	if r.DBCPU > 0 && r.Requests > 0 {
+		out += fmt.Sprintf(" + %v in PostgreSQL", r.DBCPU/time.Duration(r.Requests))
+	}
+	return out
 }
 
 // cpuPerRequest is CPU / Requests.
@@ -67,8 +75,14 @@ func (r loadResult) cpuPerRequest() time.Duration {
 // runLoad sends target() requests from conns goroutines, each holding one keep-alive
 // connection, for duration after a short warm-up (duration/10, at most one second, not
 // measured) that opens the connections. target must return a new request each call (the
-// body is consumed) addressed to 127.0.0.1; it is called concurrently.
-func runLoad(tb testing.TB, target func() *http.Request, conns int, duration time.Duration) loadResult {
+// body is consumed) addressed to 127.0.0.1; it is called concurrently. dbCPU, when given and
+// not nil, reads the database server's CPU time so far (see postgresBackendCPU).
+func runLoad(tb testing.TB, target func() *http.Request, conns int, duration time.Duration, dbCPU ...func() time.Duration) loadResult {
+	tb.Helper()
+	readDB := func() time.Duration { return 0 }
+	if len(dbCPU) > 0 && dbCPU[0] != nil {
+		readDB = dbCPU[0]
+	}
 	tb.Helper()
 	if conns < 1 || conns > maxLoadConns {
 		tb.Fatalf("runLoad: %d connections, want 1..%d", conns, maxLoadConns)
@@ -113,14 +127,15 @@ func runLoad(tb testing.TB, target func() *http.Request, conns int, duration tim
 			}
 		})
 	}
-	var cpuStart time.Duration
+	var cpuStart, dbStart time.Duration
 	wg.Go(func() {
 		time.Sleep(time.Until(measureFrom))
-		cpuStart = processCPU()
+		cpuStart, dbStart = processCPU(), readDB()
 	})
 	wg.Wait()
 	elapsed := time.Since(measureFrom)
 	cpu := processCPU() - cpuStart
+	dbUsed := readDB() - dbStart
 
 	var res loadResult
 	var all []time.Duration
@@ -131,7 +146,7 @@ func runLoad(tb testing.TB, target func() *http.Request, conns int, duration tim
 			res.FirstError = w.firstErr
 		}
 	}
-	res.Requests, res.CPU = len(all), cpu
+	res.Requests, res.CPU, res.DBCPU = len(all), cpu, max(dbUsed, 0)
 	if res.Requests == 0 {
 		return res
 	}
@@ -150,6 +165,50 @@ func processCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// postgresBackendCPU returns a function reading the CPU time (user + system) used so far by the
+// PostgreSQL server processes connected to st's database (pg_stat_activity, then /proc/<pid>/stat:
+// the server must run on this host), or nil when st is not PostgreSQL. The load benchmarks run
+// alone on their database, so these are the processes serving them; on a machine shared with
+// other work, CPU per request is the steadier figure than requests per second.
+func postgresBackendCPU(tb testing.TB, st *store.Store) func() time.Duration {
+	db := st.Pools()["postgres"]
+	if db == nil {
+		return nil
+	}
+	return func() time.Duration {
+		rows, err := db.Query("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+		if err != nil {
+			tb.Errorf("pg_stat_activity: %v", err)
+			return 0
+		}
+		defer rows.Close()
+		var total time.Duration
+		for rows.Next() {
+			var pid int
+			if rows.Scan(&pid) != nil {
+				continue
+			}
+			raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil {
+				continue // not on this host, or gone
+			}
+			// Fields after the parenthesised command: utime and stime are the 14th and 15th.
+			fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+			if len(fields) < 13 {
+				continue
+			}
+			var utime, stime int64
+			fmt.Sscan(fields[11], &utime)
+			fmt.Sscan(fields[12], &stime)
+			total += time.Duration(utime+stime) * (time.Second / clockTicks)
+		}
+		return total
+	}
+}
+
+// clockTicks is Linux's USER_HZ, the unit of /proc/<pid>/stat CPU times.
+const clockTicks = 100
 
 // loopbackClient is an HTTP/1.1 client with conns keep-alive connections that dials
 // 127.0.0.1 only, never through a proxy, and does not follow redirects.
@@ -270,7 +329,7 @@ func BenchmarkAuthorizeLoad(b *testing.B) {
 					b.ResetTimer()
 					var res loadResult
 					for b.Loop() {
-						res = runLoad(b, target, authorizeLoadConns, duration)
+						res = runLoad(b, target, authorizeLoadConns, duration, postgresBackendCPU(b, st))
 					}
 					b.Logf("%s %s: %s", be.name, name, res)
 					if res.Errors > 0 {
@@ -280,6 +339,9 @@ func BenchmarkAuthorizeLoad(b *testing.B) {
 					b.ReportMetric(float64(res.P50.Microseconds())/1000, "p50-ms")
 					b.ReportMetric(float64(res.P99.Microseconds())/1000, "p99-ms")
 					b.ReportMetric(float64(res.cpuPerRequest().Microseconds()), "cpu-µs/decision")
+					if res.DBCPU > 0 {
+						b.ReportMetric(float64((res.DBCPU / time.Duration(res.Requests)).Microseconds()), "pg-cpu-µs/decision")
+					}
 				})
 			}
 		})

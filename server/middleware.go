@@ -69,7 +69,8 @@ func validRequestID(id string) bool {
 // accessLog writes one line per request: method, path (never the query string, which may carry
 // codes or tokens), route, status, duration, size, client IP and request id. Credentials and
 // cookies are never logged. Errors are handed to the error handler first, so the line has the
-// status the client got.
+// status the client got. The same values feed the request metrics (metrics.go), labelled by
+// the spec operation rather than the path.
 func (s *Server) accessLog() echo.MiddlewareFunc {
 	return middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
 		HandleError: true, LogStatus: true, LogLatency: true, LogResponseSize: true,
@@ -90,6 +91,13 @@ func (s *Server) accessLog() echo.MiddlewareFunc {
 				attrs = append(attrs, slog.String("decision_id", d))
 			}
 			s.log.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
+			// The operation of the route echo matched, even when a stage before match (CORS
+			// preflight, body limit) answered.
+			operation := operationUnmatched
+			if op := s.operations[routeKey(c.Request().Method, c.Path())]; op != nil {
+				operation = op.id
+			}
+			s.metrics.observeRequest(operation, v.Method, v.Status, v.Latency)
 			return nil
 		},
 	})

@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -60,7 +61,9 @@ type Server struct {
 	signingKeys *oauth.KeySet
 	// social are the configured social sign-in providers (cfg.Social).
 	social socialProviders
-	echo   *echo.Echo
+	// metrics are the Prometheus series, on a registry of this Server's (see MetricsHandler).
+	metrics *metrics
+	echo    *echo.Echo
 }
 
 var _ gen.StrictServerInterface = (*Server)(nil)
@@ -131,6 +134,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 		ipThrottle:         newIPThrottle(st, nil),
 		signUpThrottle:     newSignUpThrottle(st, cfg.SignUpLimit, nil),
 		hashLimiter:        newHashLimiter(cfg),
+		metrics:            newMetrics(storePools(st)),
 	}
 
 	s.sessions = oauth.NewSessions(st, s.cookieKey, cfg.Secure(), oauth.SessionLifetimes{
@@ -165,6 +169,14 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	}
 	s.echo = e
 	return s, nil
+}
+
+// storePools is st.Pools(), or none without a store (some tests build a Server without one).
+func storePools(st *store.Store) map[string]*sql.DB {
+	if st == nil {
+		return nil
+	}
+	return st.Pools()
 }
 
 // Handler returns the app as an http.Handler.

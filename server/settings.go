@@ -27,6 +27,10 @@ import (
 type Config struct {
 	// ListenAddr is the address the HTTP server listens on (GATEHOUSE_LISTEN_ADDR).
 	ListenAddr string
+	// MetricsAddr, when set, is the address of a second listener that serves only the
+	// Prometheus metrics at /metrics (GATEHOUSE_METRICS_ADDR; off by default). Keep it off the
+	// public network: the app's own listener never serves /metrics.
+	MetricsAddr string
 	// BaseURL is the public origin, without a trailing slash (GATEHOUSE_BASE_URL). It prefixes
 	// problem type URIs, is the OpenAPI servers entry and the OAuth issuer, and is always a
 	// trusted origin.
@@ -171,6 +175,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	if _, _, err := net.SplitHostPort(cfg.ListenAddr); err != nil {
 		return cfg, &ConfigError{"GATEHOUSE_LISTEN_ADDR", "want host:port, for example :8080"}
+	}
+	if cfg.MetricsAddr = get("GATEHOUSE_METRICS_ADDR", ""); cfg.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(cfg.MetricsAddr); err != nil {
+			return cfg, &ConfigError{"GATEHOUSE_METRICS_ADDR", "want host:port, for example 127.0.0.1:9090"}
+		}
 	}
 	base, err := NormalizeOrigin(get("GATEHOUSE_BASE_URL", "http://localhost:8080"))
 	if err != nil {

@@ -261,23 +261,7 @@ const apiKeyByPublicIDQuery = `SELECT k.id AS key_id, k.public_id, k.secret_hash
 // public id.
 func (s *Store) APIKeyByPublicID(ctx context.Context, publicID string) (APIKeyAuth, error) {
 	const op = "api key by public id"
-	var r struct {
-		KeyID                string   `db:"key_id"`
-		PublicID             string   `db:"public_id"`
-		SecretHash           []byte   `db:"secret_hash"`
-		ExpiresAt            *sqlTime `db:"expires_at"`
-		RevokedAt            *sqlTime `db:"revoked_at"`
-		LastUsedAt           *sqlTime `db:"last_used_at"`
-		AccountID            string   `db:"account_id"`
-		AccountName          string   `db:"account_name"`
-		ProjectID            string   `db:"project_id"`
-		OrganizationID       string   `db:"organization_id"`
-		EnvironmentID        string   `db:"environment_id"`
-		Scopes               string   `db:"scopes"`
-		DisabledAt           *sqlTime `db:"disabled_at"`
-		ProjectArchived      bool     `db:"project_archived"`
-		OrganizationArchived bool     `db:"organization_archived"`
-	}
+	var r apiKeyAuthRow
 	stmt, err := s.readStatement(ctx, apiKeyByPublicIDQuery)
 	if err != nil {
 		return APIKeyAuth{}, wrapError(op, err)
@@ -285,6 +269,30 @@ func (s *Store) APIKeyByPublicID(ctx context.Context, publicID string) (APIKeyAu
 	if err := stmt.GetContext(ctx, &r, publicID); err != nil {
 		return APIKeyAuth{}, wrapError(op, err)
 	}
+	return r.auth(op)
+}
+
+// apiKeyAuthRow is the row of apiKeyByPublicIDQuery (and the key part of
+// apiKeyDecisionQuery's rows).
+type apiKeyAuthRow struct {
+	KeyID                string   `db:"key_id"`
+	PublicID             string   `db:"public_id"`
+	SecretHash           []byte   `db:"secret_hash"`
+	ExpiresAt            *sqlTime `db:"expires_at"`
+	RevokedAt            *sqlTime `db:"revoked_at"`
+	LastUsedAt           *sqlTime `db:"last_used_at"`
+	AccountID            string   `db:"account_id"`
+	AccountName          string   `db:"account_name"`
+	ProjectID            string   `db:"project_id"`
+	OrganizationID       string   `db:"organization_id"`
+	EnvironmentID        string   `db:"environment_id"`
+	Scopes               string   `db:"scopes"`
+	DisabledAt           *sqlTime `db:"disabled_at"`
+	ProjectArchived      bool     `db:"project_archived"`
+	OrganizationArchived bool     `db:"organization_archived"`
+}
+
+func (r apiKeyAuthRow) auth(op string) (APIKeyAuth, error) {
 	out := APIKeyAuth{
 		KeyID:                r.KeyID,
 		PublicID:             r.PublicID,

@@ -71,7 +71,8 @@ func (tx *Tx) CreateSession(ctx context.Context, s *Session) error {
 }
 
 // SessionByTokenHash returns the unexpired session with tokenHash and its
-// user, in one query (it runs on every cookie-authenticated request). It
+// user, in one query through a prepared statement (it runs on every
+// cookie-authenticated request). It
 // returns ErrNotFound when there is no such session or it has expired.
 func (s *Store) SessionByTokenHash(ctx context.Context, tokenHash string) (Session, User, error) {
 	const query = `SELECT ` + sessionColumns + `,
@@ -88,8 +89,11 @@ func (s *Store) SessionByTokenHash(ctx context.Context, tokenHash string) (Sessi
 		UserCreatedAt     sqlTime        `db:"user_created_at"`
 		UserUpdatedAt     sqlTime        `db:"user_updated_at"`
 	}
-	err := s.reader.GetContext(ctx, &row, s.reader.Rebind(query), tokenHash, sqlTime(s.Now()))
+	stmt, err := s.readStatement(ctx, query)
 	if err != nil {
+		return Session{}, User{}, wrapError("session by token hash", err)
+	}
+	if err := stmt.GetContext(ctx, &row, tokenHash, sqlTime(s.Now())); err != nil {
 		return Session{}, User{}, wrapError("session by token hash", err)
 	}
 	user := User{

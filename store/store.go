@@ -260,7 +260,22 @@ func ping(ctx context.Context, db *sqlx.DB) error {
 // database is not an error. It returns golang-migrate's error when a
 // migration fails (the database is then marked dirty at that version).
 func (s *Store) Migrate(ctx context.Context) error {
-	return s.migrate(ctx, "migrate", func(m *migrate.Migrate) error { return m.Up() })
+	_, err := s.MigrateApplied(ctx)
+	return err
+}
+
+// MigrateApplied is Migrate, and reports whether this call applied any migration: false when
+// the database was current, including when another process (a replica starting at the same
+// time) migrated it first. On PostgreSQL golang-migrate holds an advisory lock for the whole
+// run, so of several processes migrating one database at once exactly one applies the
+// migrations while the others wait for the lock, then find nothing to do.
+func (s *Store) MigrateApplied(ctx context.Context) (applied bool, err error) {
+	err = s.migrate(ctx, "migrate", func(m *migrate.Migrate) error {
+		err := m.Up()
+		applied = err == nil
+		return err
+	})
+	return applied, err
 }
 
 // MigrateDown reverts every applied migration, dropping the whole schema.
@@ -324,6 +339,15 @@ type Tx struct {
 	reads
 	tx    *sqlx.Tx
 	store *Store
+}
+
+// Pools names the store's connection pools, for their statistics: "postgres" (the one pool) on
+// PostgreSQL; "sqlite-writer" (one connection, every transaction) and "sqlite-reader" on SQLite.
+func (s *Store) Pools() map[string]*sql.DB {
+	if s.reader == s.writer {
+		return map[string]*sql.DB{"postgres": s.writer.DB}
+	}
+	return map[string]*sql.DB{"sqlite-writer": s.writer.DB, "sqlite-reader": s.reader.DB}
 }
 
 // readStatement returns query (written with ? placeholders) prepared on the reader pool,

@@ -39,6 +39,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("Config", func(t *testing.T) { runConfig(t, open) })
 	t.Run("RBAC", func(t *testing.T) { runRBAC(t, open) })
 	t.Run("ServiceAccounts", func(t *testing.T) { runServiceAccounts(t, open) })
+	t.Run("KeyDecision", func(t *testing.T) { runKeyDecision(t, open) })
 	t.Run("Throttle", func(t *testing.T) { runThrottle(t, open) })
 	t.Run("OIDCClients", func(t *testing.T) { runOIDCClients(t, open) })
 	t.Run("SigningKeys", func(t *testing.T) { runSigningKeys(t, open) })
