@@ -10,7 +10,7 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 
 	"github.com/gatehouse-dev/gatehouse/gen"
-		"github.com/gatehouse-dev/gatehouse/store"
+	"github.com/gatehouse-dev/gatehouse/store"
 )
 
 // Usage analytics: thin handlers over the store's rollup reads (store/analytics.go). The

@@ -602,7 +602,7 @@ type AnalyticsSummary struct {
 	// Revenue Currency (lower-case ISO 4217) → amount in minor units (cents). Empty until billing records paid invoices.
 	Revenue Revenue `json:"revenue"`
 
-	// To Last day of the window
+	// To Last day of the window: today (UTC).
 	To openapi_types.Date `json:"to"`
 }
 
@@ -1465,7 +1465,7 @@ type SubjectActivity struct {
 	// Meters The series' days, by meter name.
 	Meters []MeterUsage `json:"meters"`
 
-	// Quantity Lifetime quantity
+	// Quantity Lifetime quantity, every meter.
 	Quantity float64 `json:"quantity"`
 
 	// RecentEvents The 50 most recent events, newest first.
@@ -1520,7 +1520,7 @@ type SubjectSummary struct {
 	FirstSeen time.Time `json:"firstSeen"`
 	LastSeen  time.Time `json:"lastSeen"`
 
-	// Quantity Lifetime quantity
+	// Quantity Lifetime quantity, every meter.
 	Quantity float64 `json:"quantity"`
 
 	// Revenue Currency (lower-case ISO 4217) → amount in minor units (cents). Empty until billing records paid invoices.
@@ -1990,7 +1990,7 @@ type GetAnalyticsActivityParams struct {
 	// EnvironmentId Only this environment of the project (400 if it is not one); all of them when absent.
 	EnvironmentId *AnalyticsEnvironment `form:"environmentId,omitempty" json:"environmentId,omitempty"`
 
-	// Days Days in the series
+	// Days Days in the series, today included.
 	Days *int `form:"days,omitempty" json:"days,omitempty"`
 }
 
@@ -2049,7 +2049,7 @@ type GetSubjectActivityParams struct {
 	// EnvironmentId Only this environment of the project (400 if it is not one); all of them when absent.
 	EnvironmentId *AnalyticsEnvironment `form:"environmentId,omitempty" json:"environmentId,omitempty"`
 
-	// Days Days in the series
+	// Days Days in the series, today included.
 	Days *int `form:"days,omitempty" json:"days,omitempty"`
 }
 
