@@ -53,3 +53,25 @@ func (tx *Tx) AddRevenue(ctx context.Context, e RevenueEntry) error {
 	}
 	return nil
 }
+
+// RevenueDay is one revenue_daily row.
+type RevenueDay struct {
+	EnvironmentID string `db:"environment_id"`
+	Day           string `db:"day"`
+	SubjectID     string `db:"subject_id"`
+	Currency      string `db:"currency"`
+	Amount        int64  `db:"amount"`
+	Invoices      int    `db:"invoices"`
+}
+
+// RevenueDays returns a project's revenue_daily rows ordered by day, environment, subject and
+// currency.
+func (s *Store) RevenueDays(ctx context.Context, projectID string) ([]RevenueDay, error) {
+	var rows []RevenueDay
+	err := s.reader.SelectContext(ctx, &rows, s.reader.Rebind(`SELECT environment_id, day, subject_id, currency, amount, invoices
+		FROM revenue_daily WHERE project_id = ? ORDER BY day, environment_id, subject_id, currency`), projectID)
+	if err != nil {
+		return nil, wrapError("revenue days", err)
+	}
+	return rows, nil
+}

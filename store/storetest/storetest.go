@@ -44,6 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("SigningKeys", func(t *testing.T) { runSigningKeys(t, open) })
 	t.Run("OAuthTokens", func(t *testing.T) { runOAuthTokens(t, open) })
 	t.Run("OAuthConsents", func(t *testing.T) { runOAuthConsents(t, open) })
+	t.Run("Usage", func(t *testing.T) { runUsage(t, open) })
 }
 
 func testContext(t *testing.T) context.Context {
