@@ -6,6 +6,9 @@
 -- server checks that the environment belongs to the project before it writes).
 -- day: the UTC date of the event's timestamp as TEXT 'YYYY-MM-DD' (the same
 -- on both dialects, also in revenue_daily).
+-- The rollup tables leave 30 % of each page free (fillfactor 70): their
+-- updates change no indexed column, so PostgreSQL can make them HOT updates
+-- (no new index entries) when the page has room.
 
 -- One row per accepted event, unique per (project_id, event_id); id is the
 -- public id (uev_…), returned to replays too. No index on id: nothing reads
@@ -36,7 +39,7 @@ CREATE TABLE usage_daily (
     events         BIGINT NOT NULL,
     quantity       DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (project_id, subject_id, day, meter, environment_id)
-);
+) WITH (fillfactor = 70);
 
 -- Per project, subject, day and environment: events. A row whose count
 -- becomes 1 is the subject's first event that day, which adds one to
@@ -48,12 +51,14 @@ CREATE TABLE usage_subject_days (
     environment_id TEXT COLLATE "C" NOT NULL,
     events         BIGINT NOT NULL,
     PRIMARY KEY (project_id, subject_id, day, environment_id)
-);
+) WITH (fillfactor = 70);
 
 -- Subject summary per project, environment and subject: first and last seen
 -- (event timestamps), lifetime events and quantity, and revenue (the sum of
 -- revenue_daily.amount in minor units over all currencies, for sorting).
--- A subject that only has revenue has events 0.
+-- A subject that only has revenue has events 0. No index on last_seen: it
+-- changes with nearly every event, and every reader scans the project's
+-- rows (one per subject and environment) anyway.
 CREATE TABLE usage_subjects (
     project_id     TEXT COLLATE "C" NOT NULL,
     subject_id     TEXT COLLATE "C" NOT NULL,
@@ -64,9 +69,7 @@ CREATE TABLE usage_subjects (
     quantity       DOUBLE PRECISION NOT NULL,
     revenue        BIGINT NOT NULL DEFAULT 0,
     PRIMARY KEY (project_id, subject_id, environment_id)
-);
-CREATE INDEX usage_subjects_seen_idx ON usage_subjects (project_id, last_seen, subject_id);
-CREATE INDEX usage_subjects_env_seen_idx ON usage_subjects (project_id, environment_id, last_seen);
+) WITH (fillfactor = 70);
 
 -- Per project, day, environment, meter and shard: events, quantity and the
 -- subjects whose first event of the day it carried. shard (0–15, from a hash
@@ -82,4 +85,4 @@ CREATE TABLE usage_totals (
     quantity       DOUBLE PRECISION NOT NULL,
     new_subjects   BIGINT NOT NULL,
     PRIMARY KEY (project_id, day, environment_id, meter, shard)
-);
+) WITH (fillfactor = 70);

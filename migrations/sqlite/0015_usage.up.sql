@@ -53,7 +53,9 @@ CREATE TABLE usage_subject_days (
 -- Subject summary per project, environment and subject: first and last seen
 -- (event timestamps), lifetime events and quantity, and revenue (the sum of
 -- revenue_daily.amount in minor units over all currencies, for sorting).
--- A subject that only has revenue has events 0.
+-- A subject that only has revenue has events 0. No index on last_seen: it
+-- changes with nearly every event, and every reader scans the project's
+-- rows (one per subject and environment) anyway.
 CREATE TABLE usage_subjects (
     project_id     TEXT NOT NULL,
     subject_id     TEXT NOT NULL,
@@ -65,8 +67,6 @@ CREATE TABLE usage_subjects (
     revenue        INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (project_id, subject_id, environment_id)
 );
-CREATE INDEX usage_subjects_seen_idx ON usage_subjects (project_id, last_seen, subject_id);
-CREATE INDEX usage_subjects_env_seen_idx ON usage_subjects (project_id, environment_id, last_seen);
 
 -- Per project, day, environment, meter and shard: events, quantity and the
 -- subjects whose first event of the day it carried. shard (0–15, from a hash
