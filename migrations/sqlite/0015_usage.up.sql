@@ -6,6 +6,8 @@
 -- server checks that the environment belongs to the project before it writes).
 -- day: the UTC date of the event's timestamp as TEXT 'YYYY-MM-DD' (the same
 -- on both dialects, also in revenue_daily).
+-- WITHOUT ROWID: every table is keyed by its primary key alone, so a row is
+-- one B-tree entry instead of a rowid row plus a unique index entry.
 
 -- One row per accepted event, unique per (project_id, event_id); id is the
 -- public id (uev_…), returned to replays too. No index on id: nothing reads
@@ -22,7 +24,7 @@ CREATE TABLE usage_events (
     received_at    TEXT NOT NULL,
     properties     TEXT,
     PRIMARY KEY (project_id, event_id)
-);
+) WITHOUT ROWID;
 CREATE INDEX usage_events_subject_idx ON usage_events (project_id, subject_id, occurred_at);
 
 -- Per project, subject, day, meter and environment: events and quantity.
@@ -36,7 +38,7 @@ CREATE TABLE usage_daily (
     events         INTEGER NOT NULL,
     quantity       REAL NOT NULL,
     PRIMARY KEY (project_id, subject_id, day, meter, environment_id)
-);
+) WITHOUT ROWID;
 
 -- Per project, subject, day and environment: events. A row whose count
 -- becomes 1 is the subject's first event that day, which adds one to
@@ -48,7 +50,7 @@ CREATE TABLE usage_subject_days (
     environment_id TEXT NOT NULL,
     events         INTEGER NOT NULL,
     PRIMARY KEY (project_id, subject_id, day, environment_id)
-);
+) WITHOUT ROWID;
 
 -- Subject summary per project, environment and subject: first and last seen
 -- (event timestamps), lifetime events and quantity, and revenue (the sum of
@@ -66,7 +68,7 @@ CREATE TABLE usage_subjects (
     quantity       REAL NOT NULL,
     revenue        INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (project_id, subject_id, environment_id)
-);
+) WITHOUT ROWID;
 
 -- Per project, day, environment, meter and shard: events, quantity and the
 -- subjects whose first event of the day it carried. shard (0–15, from a hash
@@ -82,4 +84,4 @@ CREATE TABLE usage_totals (
     quantity       REAL NOT NULL,
     new_subjects   INTEGER NOT NULL,
     PRIMARY KEY (project_id, day, environment_id, meter, shard)
-);
+) WITHOUT ROWID;

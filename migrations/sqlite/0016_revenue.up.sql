@@ -11,6 +11,6 @@ CREATE TABLE revenue_daily (
     amount         INTEGER NOT NULL,
     invoices       INTEGER NOT NULL,
     PRIMARY KEY (project_id, environment_id, day, subject_id, currency)
-);
+) WITHOUT ROWID;
 CREATE INDEX revenue_daily_day_idx ON revenue_daily (project_id, day);
 CREATE INDEX revenue_daily_subject_idx ON revenue_daily (project_id, subject_id, day);
