@@ -3660,8 +3660,8 @@ type ClientInterface interface {
 	// 400 (paths such as `body.events.3.timestamp`) and records nothing. Otherwise the answer
 	// is 200 with one result per event, in request order: `accepted: true` for a new event,
 	// `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
-	// within the batch: its first occurrence is the one recorded). A batch is limited by the
-	// request body limit (`GATEHOUSE_BODY_LIMIT`, 1 MiB by default) too.
+	// within the batch: its first occurrence is the one recorded). The 1 MiB request body
+	// limit applies too (413 beyond it).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3676,8 +3676,8 @@ type ClientInterface interface {
 	// 400 (paths such as `body.events.3.timestamp`) and records nothing. Otherwise the answer
 	// is 200 with one result per event, in request order: `accepted: true` for a new event,
 	// `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
-	// within the batch: its first occurrence is the one recorded). A batch is limited by the
-	// request body limit (`GATEHOUSE_BODY_LIMIT`, 1 MiB by default) too.
+	// within the batch: its first occurrence is the one recorded). The 1 MiB request body
+	// limit applies too (413 beyond it).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -6395,8 +6395,8 @@ func (c *Client) IngestUsageEvent(ctx context.Context, projectId ProjectId, body
 // 400 (paths such as `body.events.3.timestamp`) and records nothing. Otherwise the answer
 // is 200 with one result per event, in request order: `accepted: true` for a new event,
 // `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
-// within the batch: its first occurrence is the one recorded). A batch is limited by the
-// request body limit (`GATEHOUSE_BODY_LIMIT`, 1 MiB by default) too.
+// within the batch: its first occurrence is the one recorded). The 1 MiB request body
+// limit applies too (413 beyond it).
 //
 // Takes any type of body and a specified content type.
 //
@@ -6421,8 +6421,8 @@ func (c *Client) IngestUsageEventBatchWithBody(ctx context.Context, projectId Pr
 // 400 (paths such as `body.events.3.timestamp`) and records nothing. Otherwise the answer
 // is 200 with one result per event, in request order: `accepted: true` for a new event,
 // `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
-// within the batch: its first occurrence is the one recorded). A batch is limited by the
-// request body limit (`GATEHOUSE_BODY_LIMIT`, 1 MiB by default) too.
+// within the batch: its first occurrence is the one recorded). The 1 MiB request body
+// limit applies too (413 beyond it).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -12424,8 +12424,8 @@ type ClientWithResponsesInterface interface {
 	// 400 (paths such as `body.events.3.timestamp`) and records nothing. Otherwise the answer
 	// is 200 with one result per event, in request order: `accepted: true` for a new event,
 	// `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
-	// within the batch: its first occurrence is the one recorded). A batch is limited by the
-	// request body limit (`GATEHOUSE_BODY_LIMIT`, 1 MiB by default) too.
+	// within the batch: its first occurrence is the one recorded). The 1 MiB request body
+	// limit applies too (413 beyond it).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12440,8 +12440,8 @@ type ClientWithResponsesInterface interface {
 	// 400 (paths such as `body.events.3.timestamp`) and records nothing. Otherwise the answer
 	// is 200 with one result per event, in request order: `accepted: true` for a new event,
 	// `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
-	// within the batch: its first occurrence is the one recorded). A batch is limited by the
-	// request body limit (`GATEHOUSE_BODY_LIMIT`, 1 MiB by default) too.
+	// within the batch: its first occurrence is the one recorded). The 1 MiB request body
+	// limit applies too (413 beyond it).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -21127,8 +21127,8 @@ func (c *ClientWithResponses) IngestUsageEventWithResponse(ctx context.Context, 
 // 400 (paths such as `body.events.3.timestamp`) and records nothing. Otherwise the answer
 // is 200 with one result per event, in request order: `accepted: true` for a new event,
 // `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
-// within the batch: its first occurrence is the one recorded). A batch is limited by the
-// request body limit (`GATEHOUSE_BODY_LIMIT`, 1 MiB by default) too.
+// within the batch: its first occurrence is the one recorded). The 1 MiB request body
+// limit applies too (413 beyond it).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -21149,8 +21149,8 @@ func (c *ClientWithResponses) IngestUsageEventBatchWithBodyWithResponse(ctx cont
 // 400 (paths such as `body.events.3.timestamp`) and records nothing. Otherwise the answer
 // is 200 with one result per event, in request order: `accepted: true` for a new event,
 // `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
-// within the batch: its first occurrence is the one recorded). A batch is limited by the
-// request body limit (`GATEHOUSE_BODY_LIMIT`, 1 MiB by default) too.
+// within the batch: its first occurrence is the one recorded). The 1 MiB request body
+// limit applies too (413 beyond it).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
