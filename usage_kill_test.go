@@ -92,7 +92,13 @@ func TestUsageSurvivesSIGKILL(t *testing.T) {
 						}
 					})
 				}
-				time.Sleep(time.Duration(300+200*round) * time.Millisecond)
+				// Kill once this round has had some events acknowledged (however slow the
+				// machine), a little later each round.
+				before := ackedCount(&mu, acked)
+				for deadline := time.Now().Add(time.Minute); ackedCount(&mu, acked) < before+25 && time.Now().Before(deadline); {
+					time.Sleep(10 * time.Millisecond)
+				}
+				time.Sleep(time.Duration(50*round) * time.Millisecond)
 				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 					t.Fatal(err)
 				}
@@ -100,7 +106,7 @@ func TestUsageSurvivesSIGKILL(t *testing.T) {
 				close(stop)
 				wg.Wait()
 			}
-			if len(acked) < 20 {
+			if len(acked) < 75 {
 				t.Fatalf("only %d events acknowledged: the load did not run", len(acked))
 			}
 			cmd := startBinary(t, bin, env, base)
@@ -143,6 +149,12 @@ func TestUsageSurvivesSIGKILL(t *testing.T) {
 			}
 		})
 	}
+}
+
+func ackedCount(mu *sync.Mutex, acked map[string]bool) int {
+	mu.Lock()
+	defer mu.Unlock()
+	return len(acked)
 }
 
 // seedKillFixture creates a project and a service account with usage:write directly in the
