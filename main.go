@@ -7,6 +7,8 @@
 //	gatehouse keys rotate-signing
 //	                           publish the next token signing key; it signs after the publish
 //	                           delay, and the current key stays published until its tokens expire
+//	gatehouse dev seed-usage -project ID [-events N] [-subjects M] [-days D]
+//	                           write synthetic usage events (with their rollups) through the store
 //
 // Configuration comes from GATEHOUSE_* environment variables (see README.md). An invalid value
 // exits with status 2 and one line naming the variable.
@@ -60,8 +62,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		err = rewrap(ctx, cfg, getenv, stderr, log)
 	case cmd == "keys" && len(args) == 2 && args[1] == "rotate-signing":
 		err = rotateSigning(ctx, cfg, getenv, stderr, log)
+	case cmd == "dev" && len(args) >= 2 && args[1] == "seed-usage":
+		err = seedUsage(ctx, cfg, args[2:], stderr, log)
 	default:
-		fmt.Fprintln(stderr, "usage: gatehouse [serve] | gatehouse migrate up|down | gatehouse keys rewrap|rotate-signing")
+		fmt.Fprintln(stderr, "usage: gatehouse [serve] | gatehouse migrate up|down | gatehouse keys rewrap|rotate-signing | gatehouse dev seed-usage -project ID")
 		return 2
 	}
 	var cerr *server.ConfigError

@@ -521,6 +521,48 @@ func (e ListProjectsParamsState) Valid() bool {
 	}
 }
 
+// Defines values for ListAnalyticsSubjectsParamsSort.
+const (
+	ListAnalyticsSubjectsParamsSortEvents         ListAnalyticsSubjectsParamsSort = "events"
+	ListAnalyticsSubjectsParamsSortLastSeen       ListAnalyticsSubjectsParamsSort = "lastSeen"
+	ListAnalyticsSubjectsParamsSortMinusEvents    ListAnalyticsSubjectsParamsSort = "-events"
+	ListAnalyticsSubjectsParamsSortMinusLastSeen  ListAnalyticsSubjectsParamsSort = "-lastSeen"
+	ListAnalyticsSubjectsParamsSortMinusQuantity  ListAnalyticsSubjectsParamsSort = "-quantity"
+	ListAnalyticsSubjectsParamsSortMinusRevenue   ListAnalyticsSubjectsParamsSort = "-revenue"
+	ListAnalyticsSubjectsParamsSortMinusSubjectId ListAnalyticsSubjectsParamsSort = "-subjectId"
+	ListAnalyticsSubjectsParamsSortQuantity       ListAnalyticsSubjectsParamsSort = "quantity"
+	ListAnalyticsSubjectsParamsSortRevenue        ListAnalyticsSubjectsParamsSort = "revenue"
+	ListAnalyticsSubjectsParamsSortSubjectId      ListAnalyticsSubjectsParamsSort = "subjectId"
+)
+
+// Valid indicates whether the value is a known member of the ListAnalyticsSubjectsParamsSort enum.
+func (e ListAnalyticsSubjectsParamsSort) Valid() bool {
+	switch e {
+	case ListAnalyticsSubjectsParamsSortEvents:
+		return true
+	case ListAnalyticsSubjectsParamsSortLastSeen:
+		return true
+	case ListAnalyticsSubjectsParamsSortMinusEvents:
+		return true
+	case ListAnalyticsSubjectsParamsSortMinusLastSeen:
+		return true
+	case ListAnalyticsSubjectsParamsSortMinusQuantity:
+		return true
+	case ListAnalyticsSubjectsParamsSortMinusRevenue:
+		return true
+	case ListAnalyticsSubjectsParamsSortMinusSubjectId:
+		return true
+	case ListAnalyticsSubjectsParamsSortQuantity:
+		return true
+	case ListAnalyticsSubjectsParamsSortRevenue:
+		return true
+	case ListAnalyticsSubjectsParamsSortSubjectId:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListBillingPlansParamsState.
 const (
 	ListBillingPlansParamsStateActive   ListBillingPlansParamsState = "active"
@@ -558,6 +600,38 @@ func (e ListRoleBindingsParamsPrincipalType) Valid() bool {
 	default:
 		return false
 	}
+}
+
+// ActivityPoint defines model for ActivityPoint.
+type ActivityPoint struct {
+	ActiveSubjects int64              `json:"activeSubjects"`
+	Day            openapi_types.Date `json:"day"`
+	Events         int64              `json:"events"`
+	Quantity       float64            `json:"quantity"`
+
+	// Revenue Currency (lower-case ISO 4217) → amount in minor units (cents). Empty until billing records paid invoices.
+	Revenue Revenue `json:"revenue"`
+}
+
+// AnalyticsSummary defines model for AnalyticsSummary.
+type AnalyticsSummary struct {
+	ActiveSubjects struct {
+		Last30Days int64 `json:"last30Days"`
+		Last7Days  int64 `json:"last7Days"`
+		Today      int64 `json:"today"`
+	} `json:"activeSubjects"`
+
+	// From First day of the 30-day window (UTC).
+	From openapi_types.Date `json:"from"`
+
+	// Meters The last 30 days, by meter name.
+	Meters []MeterUsage `json:"meters"`
+
+	// Revenue Currency (lower-case ISO 4217) → amount in minor units (cents). Empty until billing records paid invoices.
+	Revenue Revenue `json:"revenue"`
+
+	// To Last day of the window: today (UTC).
+	To openapi_types.Date `json:"to"`
 }
 
 // ApiKey defines model for ApiKey.
@@ -1162,6 +1236,13 @@ type Health struct {
 // HealthStatus Always `ok` on a 200.
 type HealthStatus string
 
+// MeterUsage defines model for MeterUsage.
+type MeterUsage struct {
+	Events   int64   `json:"events"`
+	Meter    string  `json:"meter"`
+	Quantity float64 `json:"quantity"`
+}
+
 // OidcClient defines model for OidcClient.
 type OidcClient struct {
 	// CreatedAt UTC, ISO 8601.
@@ -1470,6 +1551,9 @@ type ProjectWithEnvironments struct {
 	UpdatedAt Timestamp `json:"updatedAt"`
 }
 
+// Revenue Currency (lower-case ISO 4217) → amount in minor units (cents). Empty until billing records paid invoices.
+type Revenue map[string]int64
+
 // RoleBinding defines model for RoleBinding.
 type RoleBinding struct {
 	// CreatedAt UTC, ISO 8601.
@@ -1535,6 +1619,55 @@ type Slug = string
 // StripePriceIds Environment id (of this project) → Stripe price id (`price_…`).
 type StripePriceIds map[string]string
 
+// SubjectActivity defines model for SubjectActivity.
+type SubjectActivity struct {
+	// Billing The subject's billing state, like the OAuth `billing` claim: the subscription that
+	// entitles it (else its latest), within `environmentId` when given. `status` is the
+	// Stripe subscription status, or `none` (and the other fields null) when the subject
+	// never subscribed.
+	Billing struct {
+		CurrentPeriodEnd nullable.Nullable[time.Time] `json:"currentPeriodEnd"`
+		EnvironmentId    nullable.Nullable[string]    `json:"environmentId"`
+
+		// Plan The plan key.
+		//
+		// Examples: pro
+		Plan nullable.Nullable[string] `json:"plan"`
+
+		// Status Examples: active
+		Status string `json:"status"`
+	} `json:"billing"`
+
+	// Events Lifetime events.
+	Events    int64     `json:"events"`
+	FirstSeen time.Time `json:"firstSeen"`
+	LastSeen  time.Time `json:"lastSeen"`
+
+	// Meters The series' days, by meter name.
+	Meters []MeterUsage `json:"meters"`
+
+	// Quantity Lifetime quantity, every meter.
+	Quantity float64 `json:"quantity"`
+
+	// RecentEvents The 50 most recent events, newest first.
+	RecentEvents []UsageEventRecord `json:"recentEvents"`
+
+	// Revenue Currency (lower-case ISO 4217) → amount in minor units (cents). Empty until billing records paid invoices.
+	Revenue   Revenue                `json:"revenue"`
+	Series    []SubjectActivityPoint `json:"series"`
+	SubjectId string                 `json:"subjectId"`
+}
+
+// SubjectActivityPoint defines model for SubjectActivityPoint.
+type SubjectActivityPoint struct {
+	Day      openapi_types.Date `json:"day"`
+	Events   int64              `json:"events"`
+	Quantity float64            `json:"quantity"`
+
+	// Revenue Currency (lower-case ISO 4217) → amount in minor units (cents). Empty until billing records paid invoices.
+	Revenue Revenue `json:"revenue"`
+}
+
 // SubjectDeletion defines model for SubjectDeletion.
 type SubjectDeletion struct {
 	// Consents Consents the subject gave to OIDC clients.
@@ -1553,11 +1686,136 @@ type SubjectDeletion struct {
 	SubjectId string `json:"subjectId"`
 }
 
+// SubjectDirectory defines model for SubjectDirectory.
+type SubjectDirectory struct {
+	Limit    int              `json:"limit"`
+	Offset   int              `json:"offset"`
+	Subjects []SubjectSummary `json:"subjects"`
+	Total    int              `json:"total"`
+}
+
+// SubjectSummary defines model for SubjectSummary.
+type SubjectSummary struct {
+	// Events Lifetime events.
+	Events    int64     `json:"events"`
+	FirstSeen time.Time `json:"firstSeen"`
+	LastSeen  time.Time `json:"lastSeen"`
+
+	// Quantity Lifetime quantity, every meter.
+	Quantity float64 `json:"quantity"`
+
+	// Revenue Currency (lower-case ISO 4217) → amount in minor units (cents). Empty until billing records paid invoices.
+	Revenue   Revenue `json:"revenue"`
+	SubjectId string  `json:"subjectId"`
+}
+
 // Timestamp UTC, ISO 8601.
 type Timestamp = time.Time
 
+// UsageEventAck defines model for UsageEventAck.
+type UsageEventAck struct {
+	// Accepted True when this request recorded the event.
+	Accepted bool `json:"accepted"`
+
+	// Duplicate True for a replay of a recorded eventId.
+	Duplicate bool `json:"duplicate"`
+
+	// Id The recorded event's id (the original one for a replay).
+	Id string `json:"id"`
+}
+
+// UsageEventAckResponse defines model for UsageEventAckResponse.
+type UsageEventAckResponse struct {
+	Data UsageEventAck `json:"data"`
+}
+
+// UsageEventBatch defines model for UsageEventBatch.
+type UsageEventBatch struct {
+	// EnvironmentId The environment of every event.
+	EnvironmentId string             `json:"environmentId"`
+	Events        []UsageEventFields `json:"events"`
+}
+
+// UsageEventBatchResponse defines model for UsageEventBatchResponse.
+type UsageEventBatchResponse struct {
+	Data struct {
+		// Accepted Events recorded by this request.
+		Accepted int `json:"accepted"`
+
+		// Duplicates Replays.
+		Duplicates int `json:"duplicates"`
+		Results    []struct {
+			// Accepted True when this request recorded the event.
+			Accepted bool `json:"accepted"`
+
+			// Duplicate True for a replay of a recorded eventId.
+			Duplicate bool   `json:"duplicate"`
+			EventId   string `json:"eventId"`
+
+			// Id The recorded event's id (the original one for a replay).
+			Id string `json:"id"`
+		} `json:"results"`
+	} `json:"data"`
+}
+
+// UsageEventCreate defines model for UsageEventCreate.
+type UsageEventCreate struct {
+	// EnvironmentId One of the project's environments.
+	EnvironmentId string `json:"environmentId"`
+
+	// EventId Unique in the project: a replay is a duplicate.
+	EventId string `json:"eventId"`
+
+	// Meter What is measured, e.g. `api_call`.
+	Meter string `json:"meter"`
+
+	// Properties Free-form attributes; at most 4 KiB as JSON.
+	Properties *map[string]interface{} `json:"properties,omitempty"`
+	Quantity   *float64                `json:"quantity,omitempty"`
+
+	// SubjectId The product's subject (end user) the usage belongs to.
+	SubjectId string `json:"subjectId"`
+
+	// Timestamp When it happened; defaults to now; at most 5 minutes in the future.
+	Timestamp *time.Time `json:"timestamp,omitempty"`
+}
+
+// UsageEventFields defines model for UsageEventFields.
+type UsageEventFields struct {
+	// EventId Unique in the project: a replay is a duplicate.
+	EventId string `json:"eventId"`
+
+	// Meter What is measured, e.g. `api_call`.
+	Meter string `json:"meter"`
+
+	// Properties Free-form attributes; at most 4 KiB as JSON.
+	Properties *map[string]interface{} `json:"properties,omitempty"`
+	Quantity   *float64                `json:"quantity,omitempty"`
+
+	// SubjectId The product's subject (end user) the usage belongs to.
+	SubjectId string `json:"subjectId"`
+
+	// Timestamp When it happened; defaults to now; at most 5 minutes in the future.
+	Timestamp *time.Time `json:"timestamp,omitempty"`
+}
+
+// UsageEventRecord defines model for UsageEventRecord.
+type UsageEventRecord struct {
+	EnvironmentId string                                    `json:"environmentId"`
+	EventId       string                                    `json:"eventId"`
+	Id            string                                    `json:"id"`
+	Meter         string                                    `json:"meter"`
+	Properties    nullable.Nullable[map[string]interface{}] `json:"properties"`
+	Quantity      float64                                   `json:"quantity"`
+	ReceivedAt    time.Time                                 `json:"receivedAt"`
+	Timestamp     time.Time                                 `json:"timestamp"`
+}
+
 // AccountId defines model for AccountId.
 type AccountId = string
+
+// AnalyticsEnvironment defines model for AnalyticsEnvironment.
+type AnalyticsEnvironment = string
 
 // BillingSubjectId defines model for BillingSubjectId.
 type BillingSubjectId = string
@@ -1846,6 +2104,41 @@ type ListProjectsParams struct {
 // ListProjectsParamsState defines parameters for ListProjects.
 type ListProjectsParamsState string
 
+// GetAnalyticsActivityParams defines parameters for GetAnalyticsActivity.
+type GetAnalyticsActivityParams struct {
+	// EnvironmentId Only this environment of the project (400 if it is not one); all of them when absent.
+	EnvironmentId *AnalyticsEnvironment `form:"environmentId,omitempty" json:"environmentId,omitempty"`
+
+	// Days Days in the series, today included.
+	Days *int `form:"days,omitempty" json:"days,omitempty"`
+}
+
+// ListAnalyticsSubjectsParams defines parameters for ListAnalyticsSubjects.
+type ListAnalyticsSubjectsParams struct {
+	// EnvironmentId Only this environment of the project (400 if it is not one); all of them when absent.
+	EnvironmentId *AnalyticsEnvironment `form:"environmentId,omitempty" json:"environmentId,omitempty"`
+
+	// Days Only subjects last seen in this many days.
+	Days *int `form:"days,omitempty" json:"days,omitempty"`
+
+	// Q Substring of the subject id.
+	Q *string `form:"q,omitempty" json:"q,omitempty"`
+
+	// Sort Order; `-` for descending.
+	Sort   *ListAnalyticsSubjectsParamsSort `form:"sort,omitempty" json:"sort,omitempty"`
+	Limit  *int                             `form:"limit,omitempty" json:"limit,omitempty"`
+	Offset *int                             `form:"offset,omitempty" json:"offset,omitempty"`
+}
+
+// ListAnalyticsSubjectsParamsSort defines parameters for ListAnalyticsSubjects.
+type ListAnalyticsSubjectsParamsSort string
+
+// GetAnalyticsSummaryParams defines parameters for GetAnalyticsSummary.
+type GetAnalyticsSummaryParams struct {
+	// EnvironmentId Only this environment of the project (400 if it is not one); all of them when absent.
+	EnvironmentId *AnalyticsEnvironment `form:"environmentId,omitempty" json:"environmentId,omitempty"`
+}
+
 // CreateCheckoutParams defines parameters for CreateCheckout.
 type CreateCheckoutParams struct {
 	// IdempotencyKey 16 to 255 characters; the same key retries the same checkout.
@@ -1883,6 +2176,15 @@ type DeleteProjectRoleParams struct {
 type CreateServiceAccountKeyJSONBody struct {
 	// ExpiresAt In the future.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+// GetSubjectActivityParams defines parameters for GetSubjectActivity.
+type GetSubjectActivityParams struct {
+	// EnvironmentId Only this environment of the project (400 if it is not one); all of them when absent.
+	EnvironmentId *AnalyticsEnvironment `form:"environmentId,omitempty" json:"environmentId,omitempty"`
+
+	// Days Days in the series, today included.
+	Days *int `form:"days,omitempty" json:"days,omitempty"`
 }
 
 // GetSubjectEntitlementsParams defines parameters for GetSubjectEntitlements.
@@ -2019,6 +2321,12 @@ type CreateServiceAccountKeyJSONRequestBody CreateServiceAccountKeyJSONBody
 
 // CreateEntitlementGrantJSONRequestBody defines body for CreateEntitlementGrant for application/json ContentType.
 type CreateEntitlementGrantJSONRequestBody = EntitlementGrantCreate
+
+// IngestUsageEventJSONRequestBody defines body for IngestUsageEvent for application/json ContentType.
+type IngestUsageEventJSONRequestBody = UsageEventCreate
+
+// IngestUsageEventBatchJSONRequestBody defines body for IngestUsageEventBatch for application/json ContentType.
+type IngestUsageEventBatchJSONRequestBody = UsageEventBatch
 
 // AsAuthRoleName returns the union data inside the AuthRoleInput as a AuthRoleName
 func (t AuthRoleInput) AsAuthRoleName() (AuthRoleName, error) {
@@ -2252,6 +2560,15 @@ type ServerInterface interface {
 	// UpdateProject Rename a project or change its slug
 	// (PATCH /api/v1/projects/{projectId})
 	UpdateProject(ctx echo.Context, projectId ProjectId) error
+	// GetAnalyticsActivity Daily active subjects, usage and revenue
+	// (GET /api/v1/projects/{projectId}/analytics/activity)
+	GetAnalyticsActivity(ctx echo.Context, projectId ProjectId, params GetAnalyticsActivityParams) error
+	// ListAnalyticsSubjects Subject directory
+	// (GET /api/v1/projects/{projectId}/analytics/subjects)
+	ListAnalyticsSubjects(ctx echo.Context, projectId ProjectId, params ListAnalyticsSubjectsParams) error
+	// GetAnalyticsSummary Usage and revenue headline figures
+	// (GET /api/v1/projects/{projectId}/analytics/summary)
+	GetAnalyticsSummary(ctx echo.Context, projectId ProjectId, params GetAnalyticsSummaryParams) error
 	// ListProjectAuditLogs List a project's audit log
 	// (GET /api/v1/projects/{projectId}/audit-logs)
 	ListProjectAuditLogs(ctx echo.Context, projectId ProjectId) error
@@ -2333,12 +2650,21 @@ type ServerInterface interface {
 	// DeleteSubject Delete a subject
 	// (DELETE /api/v1/projects/{projectId}/subjects/{subjectId})
 	DeleteSubject(ctx echo.Context, projectId ProjectId, subjectId string) error
+	// GetSubjectActivity One subject's activity
+	// (GET /api/v1/projects/{projectId}/subjects/{subjectId}/activity)
+	GetSubjectActivity(ctx echo.Context, projectId ProjectId, subjectId string, params GetSubjectActivityParams) error
 	// CreateEntitlementGrant Grant a subject a feature
 	// (POST /api/v1/projects/{projectId}/subjects/{subjectId}/entitlement-grants)
 	CreateEntitlementGrant(ctx echo.Context, projectId ProjectId, subjectId BillingSubjectId) error
 	// GetSubjectEntitlements Read a subject's entitlements
 	// (GET /api/v1/projects/{projectId}/subjects/{subjectId}/entitlements)
 	GetSubjectEntitlements(ctx echo.Context, projectId ProjectId, subjectId BillingSubjectId, params GetSubjectEntitlementsParams) error
+	// IngestUsageEvent Record a usage event
+	// (POST /api/v1/projects/{projectId}/usage-events)
+	IngestUsageEvent(ctx echo.Context, projectId ProjectId) error
+	// IngestUsageEventBatch Record up to 1,000 usage events
+	// (POST /api/v1/projects/{projectId}/usage-events/batch)
+	IngestUsageEventBatch(ctx echo.Context, projectId ProjectId) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -3188,6 +3514,123 @@ func (w *ServerInterfaceWrapper) UpdateProject(ctx echo.Context) error {
 	return err
 }
 
+// GetAnalyticsActivity converts echo context to params.
+func (w *ServerInterfaceWrapper) GetAnalyticsActivity(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetAnalyticsActivityParams
+	// ------------- Optional query parameter "environmentId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "environmentId", ctx.QueryParams(), &params.EnvironmentId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter environmentId: %s", err))
+	}
+
+	// ------------- Optional query parameter "days" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "days", ctx.QueryParams(), &params.Days, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter days: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetAnalyticsActivity(ctx, projectId, params)
+	return err
+}
+
+// ListAnalyticsSubjects converts echo context to params.
+func (w *ServerInterfaceWrapper) ListAnalyticsSubjects(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListAnalyticsSubjectsParams
+	// ------------- Optional query parameter "environmentId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "environmentId", ctx.QueryParams(), &params.EnvironmentId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter environmentId: %s", err))
+	}
+
+	// ------------- Optional query parameter "days" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "days", ctx.QueryParams(), &params.Days, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter days: %s", err))
+	}
+
+	// ------------- Optional query parameter "q" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "q", ctx.QueryParams(), &params.Q, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter q: %s", err))
+	}
+
+	// ------------- Optional query parameter "sort" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "sort", ctx.QueryParams(), &params.Sort, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter sort: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "offset" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", ctx.QueryParams(), &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter offset: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListAnalyticsSubjects(ctx, projectId, params)
+	return err
+}
+
+// GetAnalyticsSummary converts echo context to params.
+func (w *ServerInterfaceWrapper) GetAnalyticsSummary(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetAnalyticsSummaryParams
+	// ------------- Optional query parameter "environmentId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "environmentId", ctx.QueryParams(), &params.EnvironmentId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter environmentId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetAnalyticsSummary(ctx, projectId, params)
+	return err
+}
+
 // ListProjectAuditLogs converts echo context to params.
 func (w *ServerInterfaceWrapper) ListProjectAuditLogs(ctx echo.Context) error {
 	var err error
@@ -3817,6 +4260,46 @@ func (w *ServerInterfaceWrapper) DeleteSubject(ctx echo.Context) error {
 	return err
 }
 
+// GetSubjectActivity converts echo context to params.
+func (w *ServerInterfaceWrapper) GetSubjectActivity(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "subjectId" -------------
+	var subjectId string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "subjectId", ctx.Param("subjectId"), &subjectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter subjectId: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetSubjectActivityParams
+	// ------------- Optional query parameter "environmentId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "environmentId", ctx.QueryParams(), &params.EnvironmentId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter environmentId: %s", err))
+	}
+
+	// ------------- Optional query parameter "days" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "days", ctx.QueryParams(), &params.Days, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter days: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetSubjectActivity(ctx, projectId, subjectId, params)
+	return err
+}
+
 // CreateEntitlementGrant converts echo context to params.
 func (w *ServerInterfaceWrapper) CreateEntitlementGrant(ctx echo.Context) error {
 	var err error
@@ -3871,6 +4354,38 @@ func (w *ServerInterfaceWrapper) GetSubjectEntitlements(ctx echo.Context) error 
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetSubjectEntitlements(ctx, projectId, subjectId, params)
+	return err
+}
+
+// IngestUsageEvent converts echo context to params.
+func (w *ServerInterfaceWrapper) IngestUsageEvent(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.IngestUsageEvent(ctx, projectId)
+	return err
+}
+
+// IngestUsageEventBatch converts echo context to params.
+func (w *ServerInterfaceWrapper) IngestUsageEventBatch(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.IngestUsageEventBatch(ctx, projectId)
 	return err
 }
 
@@ -3961,6 +4476,12 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/api/v1/projects/:projectId/role-bindings", wrapper.ListRoleBindings, options.OperationMiddlewares["listRoleBindings"]...)
 	router.POST(options.BaseURL+"/api/v1/projects/:projectId/role-bindings", wrapper.CreateRoleBinding, options.OperationMiddlewares["createRoleBinding"]...)
 	router.DELETE(options.BaseURL+"/api/v1/projects/:projectId/role-bindings/:bindingId", wrapper.DeleteRoleBinding, options.OperationMiddlewares["deleteRoleBinding"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/usage-events", wrapper.IngestUsageEvent, options.OperationMiddlewares["ingestUsageEvent"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/usage-events/batch", wrapper.IngestUsageEventBatch, options.OperationMiddlewares["ingestUsageEventBatch"]...)
+	router.GET(options.BaseURL+"/api/v1/projects/:projectId/analytics/summary", wrapper.GetAnalyticsSummary, options.OperationMiddlewares["getAnalyticsSummary"]...)
+	router.GET(options.BaseURL+"/api/v1/projects/:projectId/analytics/activity", wrapper.GetAnalyticsActivity, options.OperationMiddlewares["getAnalyticsActivity"]...)
+	router.GET(options.BaseURL+"/api/v1/projects/:projectId/analytics/subjects", wrapper.ListAnalyticsSubjects, options.OperationMiddlewares["listAnalyticsSubjects"]...)
+	router.GET(options.BaseURL+"/api/v1/projects/:projectId/subjects/:subjectId/activity", wrapper.GetSubjectActivity, options.OperationMiddlewares["getSubjectActivity"]...)
 	router.POST(options.BaseURL+"/api/v1/authorize", wrapper.Authorize, options.OperationMiddlewares["authorize"]...)
 	router.DELETE(options.BaseURL+"/api/v1/environments/:environmentId/processor-connection", wrapper.DeleteProcessorConnection, options.OperationMiddlewares["deleteProcessorConnection"]...)
 	router.GET(options.BaseURL+"/api/v1/environments/:environmentId/processor-connection", wrapper.GetProcessorConnection, options.OperationMiddlewares["getProcessorConnection"]...)
@@ -8526,6 +9047,273 @@ func (response UpdateProject409ApplicationProblemPlusJSONResponse) VisitUpdatePr
 	return err
 }
 
+type GetAnalyticsActivityRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	Params    GetAnalyticsActivityParams
+}
+
+type GetAnalyticsActivityResponseObject interface {
+	VisitGetAnalyticsActivityResponse(w http.ResponseWriter) error
+}
+
+type GetAnalyticsActivity200JSONResponse struct {
+	Data []ActivityPoint `json:"data"`
+}
+
+func (response GetAnalyticsActivity200JSONResponse) VisitGetAnalyticsActivityResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAnalyticsActivity400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response GetAnalyticsActivity400ApplicationProblemPlusJSONResponse) VisitGetAnalyticsActivityResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAnalyticsActivity401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetAnalyticsActivity401ApplicationProblemPlusJSONResponse) VisitGetAnalyticsActivityResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAnalyticsActivity403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetAnalyticsActivity403ApplicationProblemPlusJSONResponse) VisitGetAnalyticsActivityResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAnalyticsActivity404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetAnalyticsActivity404ApplicationProblemPlusJSONResponse) VisitGetAnalyticsActivityResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAnalyticsSubjectsRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	Params    ListAnalyticsSubjectsParams
+}
+
+type ListAnalyticsSubjectsResponseObject interface {
+	VisitListAnalyticsSubjectsResponse(w http.ResponseWriter) error
+}
+
+type ListAnalyticsSubjects200JSONResponse struct {
+	Data SubjectDirectory `json:"data"`
+}
+
+func (response ListAnalyticsSubjects200JSONResponse) VisitListAnalyticsSubjectsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAnalyticsSubjects400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response ListAnalyticsSubjects400ApplicationProblemPlusJSONResponse) VisitListAnalyticsSubjectsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAnalyticsSubjects401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListAnalyticsSubjects401ApplicationProblemPlusJSONResponse) VisitListAnalyticsSubjectsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAnalyticsSubjects403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListAnalyticsSubjects403ApplicationProblemPlusJSONResponse) VisitListAnalyticsSubjectsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAnalyticsSubjects404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListAnalyticsSubjects404ApplicationProblemPlusJSONResponse) VisitListAnalyticsSubjectsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAnalyticsSummaryRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	Params    GetAnalyticsSummaryParams
+}
+
+type GetAnalyticsSummaryResponseObject interface {
+	VisitGetAnalyticsSummaryResponse(w http.ResponseWriter) error
+}
+
+type GetAnalyticsSummary200JSONResponse struct {
+	Data AnalyticsSummary `json:"data"`
+}
+
+func (response GetAnalyticsSummary200JSONResponse) VisitGetAnalyticsSummaryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAnalyticsSummary400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response GetAnalyticsSummary400ApplicationProblemPlusJSONResponse) VisitGetAnalyticsSummaryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAnalyticsSummary401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetAnalyticsSummary401ApplicationProblemPlusJSONResponse) VisitGetAnalyticsSummaryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAnalyticsSummary403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetAnalyticsSummary403ApplicationProblemPlusJSONResponse) VisitGetAnalyticsSummaryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAnalyticsSummary404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetAnalyticsSummary404ApplicationProblemPlusJSONResponse) VisitGetAnalyticsSummaryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListProjectAuditLogsRequestObject struct {
 	ProjectId ProjectId `json:"projectId"`
 }
@@ -10893,6 +11681,96 @@ func (response DeleteSubject404ApplicationProblemPlusJSONResponse) VisitDeleteSu
 	return err
 }
 
+type GetSubjectActivityRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	SubjectId string    `json:"subjectId"`
+	Params    GetSubjectActivityParams
+}
+
+type GetSubjectActivityResponseObject interface {
+	VisitGetSubjectActivityResponse(w http.ResponseWriter) error
+}
+
+type GetSubjectActivity200JSONResponse struct {
+	Data SubjectActivity `json:"data"`
+}
+
+func (response GetSubjectActivity200JSONResponse) VisitGetSubjectActivityResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSubjectActivity400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSubjectActivity400ApplicationProblemPlusJSONResponse) VisitGetSubjectActivityResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSubjectActivity401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSubjectActivity401ApplicationProblemPlusJSONResponse) VisitGetSubjectActivityResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSubjectActivity403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetSubjectActivity403ApplicationProblemPlusJSONResponse) VisitGetSubjectActivityResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSubjectActivity404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetSubjectActivity404ApplicationProblemPlusJSONResponse) VisitGetSubjectActivityResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateEntitlementGrantRequestObject struct {
 	ProjectId ProjectId        `json:"projectId"`
 	SubjectId BillingSubjectId `json:"subjectId"`
@@ -11058,6 +11936,194 @@ type GetSubjectEntitlements404ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response GetSubjectEntitlements404ApplicationProblemPlusJSONResponse) VisitGetSubjectEntitlementsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type IngestUsageEventRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	Body      *IngestUsageEventJSONRequestBody
+}
+
+type IngestUsageEventResponseObject interface {
+	VisitIngestUsageEventResponse(w http.ResponseWriter) error
+}
+
+type IngestUsageEvent200JSONResponse UsageEventAckResponse
+
+func (response IngestUsageEvent200JSONResponse) VisitIngestUsageEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type IngestUsageEvent201JSONResponse UsageEventAckResponse
+
+func (response IngestUsageEvent201JSONResponse) VisitIngestUsageEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type IngestUsageEvent400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response IngestUsageEvent400ApplicationProblemPlusJSONResponse) VisitIngestUsageEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type IngestUsageEvent401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response IngestUsageEvent401ApplicationProblemPlusJSONResponse) VisitIngestUsageEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type IngestUsageEvent403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response IngestUsageEvent403ApplicationProblemPlusJSONResponse) VisitIngestUsageEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type IngestUsageEvent404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response IngestUsageEvent404ApplicationProblemPlusJSONResponse) VisitIngestUsageEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type IngestUsageEventBatchRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	Body      *IngestUsageEventBatchJSONRequestBody
+}
+
+type IngestUsageEventBatchResponseObject interface {
+	VisitIngestUsageEventBatchResponse(w http.ResponseWriter) error
+}
+
+type IngestUsageEventBatch200JSONResponse UsageEventBatchResponse
+
+func (response IngestUsageEventBatch200JSONResponse) VisitIngestUsageEventBatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type IngestUsageEventBatch400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response IngestUsageEventBatch400ApplicationProblemPlusJSONResponse) VisitIngestUsageEventBatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type IngestUsageEventBatch401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response IngestUsageEventBatch401ApplicationProblemPlusJSONResponse) VisitIngestUsageEventBatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type IngestUsageEventBatch403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response IngestUsageEventBatch403ApplicationProblemPlusJSONResponse) VisitIngestUsageEventBatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type IngestUsageEventBatch404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response IngestUsageEventBatch404ApplicationProblemPlusJSONResponse) VisitIngestUsageEventBatchResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -11239,6 +12305,15 @@ type StrictServerInterface interface {
 	// UpdateProject Rename a project or change its slug
 	// (PATCH /api/v1/projects/{projectId})
 	UpdateProject(ctx context.Context, request UpdateProjectRequestObject) (UpdateProjectResponseObject, error)
+	// GetAnalyticsActivity Daily active subjects, usage and revenue
+	// (GET /api/v1/projects/{projectId}/analytics/activity)
+	GetAnalyticsActivity(ctx context.Context, request GetAnalyticsActivityRequestObject) (GetAnalyticsActivityResponseObject, error)
+	// ListAnalyticsSubjects Subject directory
+	// (GET /api/v1/projects/{projectId}/analytics/subjects)
+	ListAnalyticsSubjects(ctx context.Context, request ListAnalyticsSubjectsRequestObject) (ListAnalyticsSubjectsResponseObject, error)
+	// GetAnalyticsSummary Usage and revenue headline figures
+	// (GET /api/v1/projects/{projectId}/analytics/summary)
+	GetAnalyticsSummary(ctx context.Context, request GetAnalyticsSummaryRequestObject) (GetAnalyticsSummaryResponseObject, error)
 	// ListProjectAuditLogs List a project's audit log
 	// (GET /api/v1/projects/{projectId}/audit-logs)
 	ListProjectAuditLogs(ctx context.Context, request ListProjectAuditLogsRequestObject) (ListProjectAuditLogsResponseObject, error)
@@ -11320,12 +12395,21 @@ type StrictServerInterface interface {
 	// DeleteSubject Delete a subject
 	// (DELETE /api/v1/projects/{projectId}/subjects/{subjectId})
 	DeleteSubject(ctx context.Context, request DeleteSubjectRequestObject) (DeleteSubjectResponseObject, error)
+	// GetSubjectActivity One subject's activity
+	// (GET /api/v1/projects/{projectId}/subjects/{subjectId}/activity)
+	GetSubjectActivity(ctx context.Context, request GetSubjectActivityRequestObject) (GetSubjectActivityResponseObject, error)
 	// CreateEntitlementGrant Grant a subject a feature
 	// (POST /api/v1/projects/{projectId}/subjects/{subjectId}/entitlement-grants)
 	CreateEntitlementGrant(ctx context.Context, request CreateEntitlementGrantRequestObject) (CreateEntitlementGrantResponseObject, error)
 	// GetSubjectEntitlements Read a subject's entitlements
 	// (GET /api/v1/projects/{projectId}/subjects/{subjectId}/entitlements)
 	GetSubjectEntitlements(ctx context.Context, request GetSubjectEntitlementsRequestObject) (GetSubjectEntitlementsResponseObject, error)
+	// IngestUsageEvent Record a usage event
+	// (POST /api/v1/projects/{projectId}/usage-events)
+	IngestUsageEvent(ctx context.Context, request IngestUsageEventRequestObject) (IngestUsageEventResponseObject, error)
+	// IngestUsageEventBatch Record up to 1,000 usage events
+	// (POST /api/v1/projects/{projectId}/usage-events/batch)
+	IngestUsageEventBatch(ctx context.Context, request IngestUsageEventBatchRequestObject) (IngestUsageEventBatchResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx echo.Context, request any) (any, error)
@@ -13425,6 +14509,84 @@ func (sh *strictHandler) UpdateProject(ctx echo.Context, projectId ProjectId) er
 	return nil
 }
 
+// GetAnalyticsActivity operation middleware
+func (sh *strictHandler) GetAnalyticsActivity(ctx echo.Context, projectId ProjectId, params GetAnalyticsActivityParams) error {
+	var request GetAnalyticsActivityRequestObject
+
+	request.ProjectId = projectId
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetAnalyticsActivity(ctx.Request().Context(), request.(GetAnalyticsActivityRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetAnalyticsActivity")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetAnalyticsActivityResponseObject); ok {
+		return validResponse.VisitGetAnalyticsActivityResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListAnalyticsSubjects operation middleware
+func (sh *strictHandler) ListAnalyticsSubjects(ctx echo.Context, projectId ProjectId, params ListAnalyticsSubjectsParams) error {
+	var request ListAnalyticsSubjectsRequestObject
+
+	request.ProjectId = projectId
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListAnalyticsSubjects(ctx.Request().Context(), request.(ListAnalyticsSubjectsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListAnalyticsSubjects")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListAnalyticsSubjectsResponseObject); ok {
+		return validResponse.VisitListAnalyticsSubjectsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetAnalyticsSummary operation middleware
+func (sh *strictHandler) GetAnalyticsSummary(ctx echo.Context, projectId ProjectId, params GetAnalyticsSummaryParams) error {
+	var request GetAnalyticsSummaryRequestObject
+
+	request.ProjectId = projectId
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetAnalyticsSummary(ctx.Request().Context(), request.(GetAnalyticsSummaryRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetAnalyticsSummary")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetAnalyticsSummaryResponseObject); ok {
+		return validResponse.VisitGetAnalyticsSummaryResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // ListProjectAuditLogs operation middleware
 func (sh *strictHandler) ListProjectAuditLogs(ctx echo.Context, projectId ProjectId) error {
 	var request ListProjectAuditLogsRequestObject
@@ -14329,6 +15491,33 @@ func (sh *strictHandler) DeleteSubject(ctx echo.Context, projectId ProjectId, su
 	return nil
 }
 
+// GetSubjectActivity operation middleware
+func (sh *strictHandler) GetSubjectActivity(ctx echo.Context, projectId ProjectId, subjectId string, params GetSubjectActivityParams) error {
+	var request GetSubjectActivityRequestObject
+
+	request.ProjectId = projectId
+	request.SubjectId = subjectId
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSubjectActivity(ctx.Request().Context(), request.(GetSubjectActivityRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSubjectActivity")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetSubjectActivityResponseObject); ok {
+		return validResponse.VisitGetSubjectActivityResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // CreateEntitlementGrant operation middleware
 func (sh *strictHandler) CreateEntitlementGrant(ctx echo.Context, projectId ProjectId, subjectId BillingSubjectId) error {
 	var request CreateEntitlementGrantRequestObject
@@ -14399,6 +15588,102 @@ func (sh *strictHandler) GetSubjectEntitlements(ctx echo.Context, projectId Proj
 		return err
 	} else if validResponse, ok := response.(GetSubjectEntitlementsResponseObject); ok {
 		return validResponse.VisitGetSubjectEntitlementsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// IngestUsageEvent operation middleware
+func (sh *strictHandler) IngestUsageEvent(ctx echo.Context, projectId ProjectId) error {
+	var request IngestUsageEventRequestObject
+
+	request.ProjectId = projectId
+
+	var body IngestUsageEventJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.IngestUsageEvent(ctx.Request().Context(), request.(IngestUsageEventRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "IngestUsageEvent")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(IngestUsageEventResponseObject); ok {
+		return validResponse.VisitIngestUsageEventResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// IngestUsageEventBatch operation middleware
+func (sh *strictHandler) IngestUsageEventBatch(ctx echo.Context, projectId ProjectId) error {
+	var request IngestUsageEventBatchRequestObject
+
+	request.ProjectId = projectId
+
+	var body IngestUsageEventBatchJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.IngestUsageEventBatch(ctx.Request().Context(), request.(IngestUsageEventBatchRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "IngestUsageEventBatch")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(IngestUsageEventBatchResponseObject); ok {
+		return validResponse.VisitIngestUsageEventBatchResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

@@ -115,6 +115,17 @@ func (ten *tenancy) addFixtures(t *testing.T, a *testApp) {
 	subject := a.newFixtureUser(t, "Subject", "subject-"+ten.org.Slug+"@example.com")
 	ten.subjectID = subject.ID
 	a.grantRefreshToken(t, ten.clientID, subject.ID)
+	// Usage: the ingest example's event, so that the example is a replay (200), and an event of
+	// the subject, so that its activity exists (200).
+	_, err = a.store.IngestUsage(context.Background(), []store.UsageEvent{
+		{ProjectID: ten.project.ID, EnvironmentID: ten.project.Environments[0].ID, EventID: "evt_2026-11-22_000123",
+			SubjectID: "usr_01JD3M3Z5Y4X3W2V1T0S9R8Q7P", Meter: "api_call"},
+		{ProjectID: ten.project.ID, EnvironmentID: ten.project.Environments[0].ID, EventID: "fixture-subject-event",
+			SubjectID: ten.subjectID, Meter: "api_call"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // grantRefreshToken stores an active refresh token of clientID for subject, as the provider

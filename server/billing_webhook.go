@@ -223,8 +223,12 @@ func (s *Server) applyInvoice(ctx context.Context, tx *store.Tx, env store.Envir
 	if err != nil || !newlyPaid {
 		return err
 	}
-	// revenue: call tx.AddRevenue once the usage rollups land (issue 11)
-	return nil
+	// Revenue enters the analytics rollups once, when the invoice first becomes paid.
+	if rec.Status != store.InvoicePaid || rec.SubjectID == "" || rec.PaidAt == nil {
+		return nil
+	}
+	return tx.AddRevenue(ctx, store.RevenueEntry{ProjectID: env.ProjectID, EnvironmentID: env.ID,
+		SubjectID: rec.SubjectID, At: *rec.PaidAt, Currency: rec.Currency, Amount: rec.Amount})
 }
 
 // objectID reads a Stripe reference that is either an id string or an expanded object.

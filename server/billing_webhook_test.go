@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -196,6 +198,30 @@ func TestBillingLifecycle(t *testing.T) {
 		if len(invoices) != 1 || invoices[0].Status != "paid" || invoices[0].Amount != 2900 || invoices[0].Currency != "usd" ||
 			invoices[0].SubscriptionID != "sub_1" || invoices[0].PaidAt == nil || invoices[0].PaidAt.Unix() != t0+32 {
 			t.Errorf("invoices %+v", invoices)
+		}
+		// The paid invoice entered the revenue rollup once (the replay and the late failure did not).
+		revenue, err := f.app.store.RevenueDays(ctx, f.ten.project.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantRevenue := []store.RevenueDay{{EnvironmentID: f.env, Day: "2025-11-24", SubjectID: subject, Currency: "usd", Amount: 2900, Invoices: 1}}
+		if !reflect.DeepEqual(revenue, wantRevenue) {
+			t.Errorf("revenue rollup %+v, want %+v", revenue, wantRevenue)
+		}
+		// The subject's activity carries its billing state and lifetime revenue.
+		res = f.call(RoleViewer, "GET", f.prj+"/subjects/"+subject+"/activity", "")
+		var activity struct {
+			Data struct {
+				Revenue map[string]int64 `json:"revenue"`
+				Billing map[string]any   `json:"billing"`
+			} `json:"data"`
+		}
+		if res.Code != http.StatusOK || json.Unmarshal(res.Body.Bytes(), &activity) != nil {
+			t.Fatalf("subject activity: %d %s", res.Code, res.Body)
+		}
+		wantBilling := map[string]any{"status": "active", "plan": "pro", "environmentId": f.env, "currentPeriodEnd": "2026-01-23T16:00:00Z"}
+		if !reflect.DeepEqual(activity.Data.Billing, wantBilling) || activity.Data.Revenue["usd"] != 2900 {
+			t.Errorf("subject activity revenue %v billing %v, want usd 2900 and %v", activity.Data.Revenue, activity.Data.Billing, wantBilling)
 		}
 
 		send("evt_8", "customer.created", t0+34, `{"id":"cus_1","object":"customer"}`, false) // ignored

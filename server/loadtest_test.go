@@ -42,7 +42,9 @@ type loadResult struct {
 	Requests int
 	RPS      float64
 	P50, P99 time.Duration
-	Errors   int
+	// P95 is the 95th latency percentile.
+	P95    time.Duration
+	Errors int
 	// CPU is the process's CPU time (user + system, client and server alike when both run in
 	// this process) over the measured window: CPU / Requests is what one request costs,
 	// whatever else the machine is running.
@@ -153,6 +155,7 @@ func runLoad(tb testing.TB, target func() *http.Request, conns int, duration tim
 	slices.Sort(all)
 	res.RPS = float64(res.Requests) / elapsed.Seconds()
 	res.P50 = all[(len(all)-1)*50/100]
+	res.P95 = all[(len(all)-1)*95/100]
 	res.P99 = all[(len(all)-1)*99/100]
 	return res
 }

@@ -41,6 +41,9 @@ type Server struct {
 	sessions oauth.Sessions
 	// keyTouches remembers, per API key id, when its use was last recorded (time.Time).
 	keyTouches sync.Map
+	// envProjects caches environment id → project id (environments never move): the usage
+	// routes check that an environment belongs to the addressed project without a query.
+	envProjects sync.Map
 	// apiKeyPepper keys HashAPIKeySecret: oauth.DeriveKey(secret key, "api-key").
 	apiKeyPepper []byte
 	// clientSecretPepper keys HashClientSecret: oauth.DeriveKey(secret key, "oidc-client-secret").

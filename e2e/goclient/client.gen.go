@@ -703,6 +703,48 @@ func (e ListProjectsParamsState) Valid() bool {
 	}
 }
 
+// Defines values for ListAnalyticsSubjectsParamsSort.
+const (
+	ListAnalyticsSubjectsParamsSortEvents         ListAnalyticsSubjectsParamsSort = "events"
+	ListAnalyticsSubjectsParamsSortLastSeen       ListAnalyticsSubjectsParamsSort = "lastSeen"
+	ListAnalyticsSubjectsParamsSortMinusEvents    ListAnalyticsSubjectsParamsSort = "-events"
+	ListAnalyticsSubjectsParamsSortMinusLastSeen  ListAnalyticsSubjectsParamsSort = "-lastSeen"
+	ListAnalyticsSubjectsParamsSortMinusQuantity  ListAnalyticsSubjectsParamsSort = "-quantity"
+	ListAnalyticsSubjectsParamsSortMinusRevenue   ListAnalyticsSubjectsParamsSort = "-revenue"
+	ListAnalyticsSubjectsParamsSortMinusSubjectId ListAnalyticsSubjectsParamsSort = "-subjectId"
+	ListAnalyticsSubjectsParamsSortQuantity       ListAnalyticsSubjectsParamsSort = "quantity"
+	ListAnalyticsSubjectsParamsSortRevenue        ListAnalyticsSubjectsParamsSort = "revenue"
+	ListAnalyticsSubjectsParamsSortSubjectId      ListAnalyticsSubjectsParamsSort = "subjectId"
+)
+
+// Valid indicates whether the value is a known member of the ListAnalyticsSubjectsParamsSort enum.
+func (e ListAnalyticsSubjectsParamsSort) Valid() bool {
+	switch e {
+	case ListAnalyticsSubjectsParamsSortEvents:
+		return true
+	case ListAnalyticsSubjectsParamsSortLastSeen:
+		return true
+	case ListAnalyticsSubjectsParamsSortMinusEvents:
+		return true
+	case ListAnalyticsSubjectsParamsSortMinusLastSeen:
+		return true
+	case ListAnalyticsSubjectsParamsSortMinusQuantity:
+		return true
+	case ListAnalyticsSubjectsParamsSortMinusRevenue:
+		return true
+	case ListAnalyticsSubjectsParamsSortMinusSubjectId:
+		return true
+	case ListAnalyticsSubjectsParamsSortQuantity:
+		return true
+	case ListAnalyticsSubjectsParamsSortRevenue:
+		return true
+	case ListAnalyticsSubjectsParamsSortSubjectId:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListBillingPlansParamsState.
 const (
 	ListBillingPlansParamsStateActive   ListBillingPlansParamsState = "active"
@@ -740,6 +782,38 @@ func (e ListRoleBindingsParamsPrincipalType) Valid() bool {
 	default:
 		return false
 	}
+}
+
+// ActivityPoint defines model for ActivityPoint.
+type ActivityPoint struct {
+	ActiveSubjects int64              `json:"activeSubjects"`
+	Day            openapi_types.Date `json:"day"`
+	Events         int64              `json:"events"`
+	Quantity       float64            `json:"quantity"`
+
+	// Revenue Currency (lower-case ISO 4217) → amount in minor units (cents). Empty until billing records paid invoices.
+	Revenue Revenue `json:"revenue"`
+}
+
+// AnalyticsSummary defines model for AnalyticsSummary.
+type AnalyticsSummary struct {
+	ActiveSubjects struct {
+		Last30Days int64 `json:"last30Days"`
+		Last7Days  int64 `json:"last7Days"`
+		Today      int64 `json:"today"`
+	} `json:"activeSubjects"`
+
+	// From First day of the 30-day window (UTC).
+	From openapi_types.Date `json:"from"`
+
+	// Meters The last 30 days, by meter name.
+	Meters []MeterUsage `json:"meters"`
+
+	// Revenue Currency (lower-case ISO 4217) → amount in minor units (cents). Empty until billing records paid invoices.
+	Revenue Revenue `json:"revenue"`
+
+	// To Last day of the window: today (UTC).
+	To openapi_types.Date `json:"to"`
 }
 
 // ApiKey defines model for ApiKey.
@@ -1520,6 +1594,13 @@ type Health struct {
 // HealthStatus Always `ok` on a 200.
 type HealthStatus string
 
+// MeterUsage defines model for MeterUsage.
+type MeterUsage struct {
+	Events   int64   `json:"events"`
+	Meter    string  `json:"meter"`
+	Quantity float64 `json:"quantity"`
+}
+
 // OidcClient defines model for OidcClient.
 type OidcClient struct {
 	// CreatedAt UTC, ISO 8601.
@@ -1828,6 +1909,9 @@ type ProjectWithEnvironments struct {
 	UpdatedAt Timestamp `json:"updatedAt"`
 }
 
+// Revenue Currency (lower-case ISO 4217) → amount in minor units (cents). Empty until billing records paid invoices.
+type Revenue map[string]int64
+
 // RoleBinding defines model for RoleBinding.
 type RoleBinding struct {
 	// CreatedAt UTC, ISO 8601.
@@ -1893,6 +1977,55 @@ type Slug = string
 // StripePriceIds Environment id (of this project) → Stripe price id (`price_…`).
 type StripePriceIds map[string]string
 
+// SubjectActivity defines model for SubjectActivity.
+type SubjectActivity struct {
+	// Billing The subject's billing state, like the OAuth `billing` claim: the subscription that
+	// entitles it (else its latest), within `environmentId` when given. `status` is the
+	// Stripe subscription status, or `none` (and the other fields null) when the subject
+	// never subscribed.
+	Billing struct {
+		CurrentPeriodEnd nullable.Nullable[time.Time] `json:"currentPeriodEnd"`
+		EnvironmentId    nullable.Nullable[string]    `json:"environmentId"`
+
+		// Plan The plan key.
+		//
+		// Examples: pro
+		Plan nullable.Nullable[string] `json:"plan"`
+
+		// Status Examples: active
+		Status string `json:"status"`
+	} `json:"billing"`
+
+	// Events Lifetime events.
+	Events    int64     `json:"events"`
+	FirstSeen time.Time `json:"firstSeen"`
+	LastSeen  time.Time `json:"lastSeen"`
+
+	// Meters The series' days, by meter name.
+	Meters []MeterUsage `json:"meters"`
+
+	// Quantity Lifetime quantity, every meter.
+	Quantity float64 `json:"quantity"`
+
+	// RecentEvents The 50 most recent events, newest first.
+	RecentEvents []UsageEventRecord `json:"recentEvents"`
+
+	// Revenue Currency (lower-case ISO 4217) → amount in minor units (cents). Empty until billing records paid invoices.
+	Revenue   Revenue                `json:"revenue"`
+	Series    []SubjectActivityPoint `json:"series"`
+	SubjectId string                 `json:"subjectId"`
+}
+
+// SubjectActivityPoint defines model for SubjectActivityPoint.
+type SubjectActivityPoint struct {
+	Day      openapi_types.Date `json:"day"`
+	Events   int64              `json:"events"`
+	Quantity float64            `json:"quantity"`
+
+	// Revenue Currency (lower-case ISO 4217) → amount in minor units (cents). Empty until billing records paid invoices.
+	Revenue Revenue `json:"revenue"`
+}
+
 // SubjectDeletion defines model for SubjectDeletion.
 type SubjectDeletion struct {
 	// Consents Consents the subject gave to OIDC clients.
@@ -1911,8 +2044,130 @@ type SubjectDeletion struct {
 	SubjectId string `json:"subjectId"`
 }
 
+// SubjectDirectory defines model for SubjectDirectory.
+type SubjectDirectory struct {
+	Limit    int              `json:"limit"`
+	Offset   int              `json:"offset"`
+	Subjects []SubjectSummary `json:"subjects"`
+	Total    int              `json:"total"`
+}
+
+// SubjectSummary defines model for SubjectSummary.
+type SubjectSummary struct {
+	// Events Lifetime events.
+	Events    int64     `json:"events"`
+	FirstSeen time.Time `json:"firstSeen"`
+	LastSeen  time.Time `json:"lastSeen"`
+
+	// Quantity Lifetime quantity, every meter.
+	Quantity float64 `json:"quantity"`
+
+	// Revenue Currency (lower-case ISO 4217) → amount in minor units (cents). Empty until billing records paid invoices.
+	Revenue   Revenue `json:"revenue"`
+	SubjectId string  `json:"subjectId"`
+}
+
 // Timestamp UTC, ISO 8601.
 type Timestamp = time.Time
+
+// UsageEventAck defines model for UsageEventAck.
+type UsageEventAck struct {
+	// Accepted True when this request recorded the event.
+	Accepted bool `json:"accepted"`
+
+	// Duplicate True for a replay of a recorded eventId.
+	Duplicate bool `json:"duplicate"`
+
+	// Id The recorded event's id (the original one for a replay).
+	Id string `json:"id"`
+}
+
+// UsageEventAckResponse defines model for UsageEventAckResponse.
+type UsageEventAckResponse struct {
+	Data UsageEventAck `json:"data"`
+}
+
+// UsageEventBatch defines model for UsageEventBatch.
+type UsageEventBatch struct {
+	// EnvironmentId The environment of every event.
+	EnvironmentId string             `json:"environmentId"`
+	Events        []UsageEventFields `json:"events"`
+}
+
+// UsageEventBatchResponse defines model for UsageEventBatchResponse.
+type UsageEventBatchResponse struct {
+	Data struct {
+		// Accepted Events recorded by this request.
+		Accepted int `json:"accepted"`
+
+		// Duplicates Replays.
+		Duplicates int `json:"duplicates"`
+		Results    []struct {
+			// Accepted True when this request recorded the event.
+			Accepted bool `json:"accepted"`
+
+			// Duplicate True for a replay of a recorded eventId.
+			Duplicate bool   `json:"duplicate"`
+			EventId   string `json:"eventId"`
+
+			// Id The recorded event's id (the original one for a replay).
+			Id string `json:"id"`
+		} `json:"results"`
+	} `json:"data"`
+}
+
+// UsageEventCreate defines model for UsageEventCreate.
+type UsageEventCreate struct {
+	// EnvironmentId One of the project's environments.
+	EnvironmentId string `json:"environmentId"`
+
+	// EventId Unique in the project: a replay is a duplicate.
+	EventId string `json:"eventId"`
+
+	// Meter What is measured, e.g. `api_call`.
+	Meter string `json:"meter"`
+
+	// Properties Free-form attributes; at most 4 KiB as JSON.
+	Properties *map[string]interface{} `json:"properties,omitempty"`
+	Quantity   *float64                `json:"quantity,omitempty"`
+
+	// SubjectId The product's subject (end user) the usage belongs to.
+	SubjectId string `json:"subjectId"`
+
+	// Timestamp When it happened; defaults to now; at most 5 minutes in the future.
+	Timestamp *time.Time `json:"timestamp,omitempty"`
+}
+
+// UsageEventFields defines model for UsageEventFields.
+type UsageEventFields struct {
+	// EventId Unique in the project: a replay is a duplicate.
+	EventId string `json:"eventId"`
+
+	// Meter What is measured, e.g. `api_call`.
+	Meter string `json:"meter"`
+
+	// Properties Free-form attributes; at most 4 KiB as JSON.
+	Properties *map[string]interface{} `json:"properties,omitempty"`
+	Quantity   *float64                `json:"quantity,omitempty"`
+
+	// SubjectId The product's subject (end user) the usage belongs to.
+	SubjectId string `json:"subjectId"`
+
+	// Timestamp When it happened; defaults to now; at most 5 minutes in the future.
+	Timestamp *time.Time `json:"timestamp,omitempty"`
+}
+
+// UsageEventRecord defines model for UsageEventRecord.
+type UsageEventRecord struct {
+	EnvironmentId string                                    `json:"environmentId"`
+	EventId       string                                    `json:"eventId"`
+	Id            string                                    `json:"id"`
+	Meter         string                                    `json:"meter"`
+	Properties    nullable.Nullable[map[string]interface{}] `json:"properties"`
+	Quantity      float64                                   `json:"quantity"`
+	ReceivedAt    time.Time                                 `json:"receivedAt"`
+	Timestamp     time.Time                                 `json:"timestamp"`
+}
 
 // WebhookReceipt defines model for WebhookReceipt.
 type WebhookReceipt struct {
@@ -1926,6 +2181,9 @@ type WebhookReceiptReceived bool
 
 // AccountId defines model for AccountId.
 type AccountId = string
+
+// AnalyticsEnvironment defines model for AnalyticsEnvironment.
+type AnalyticsEnvironment = string
 
 // BillingSubjectId defines model for BillingSubjectId.
 type BillingSubjectId = string
@@ -2304,6 +2562,41 @@ type ListProjectsParams struct {
 // ListProjectsParamsState defines parameters for ListProjects.
 type ListProjectsParamsState string
 
+// GetAnalyticsActivityParams defines parameters for GetAnalyticsActivity.
+type GetAnalyticsActivityParams struct {
+	// EnvironmentId Only this environment of the project (400 if it is not one); all of them when absent.
+	EnvironmentId *AnalyticsEnvironment `form:"environmentId,omitempty" json:"environmentId,omitempty"`
+
+	// Days Days in the series, today included.
+	Days *int `form:"days,omitempty" json:"days,omitempty"`
+}
+
+// ListAnalyticsSubjectsParams defines parameters for ListAnalyticsSubjects.
+type ListAnalyticsSubjectsParams struct {
+	// EnvironmentId Only this environment of the project (400 if it is not one); all of them when absent.
+	EnvironmentId *AnalyticsEnvironment `form:"environmentId,omitempty" json:"environmentId,omitempty"`
+
+	// Days Only subjects last seen in this many days.
+	Days *int `form:"days,omitempty" json:"days,omitempty"`
+
+	// Q Substring of the subject id.
+	Q *string `form:"q,omitempty" json:"q,omitempty"`
+
+	// Sort Order; `-` for descending.
+	Sort   *ListAnalyticsSubjectsParamsSort `form:"sort,omitempty" json:"sort,omitempty"`
+	Limit  *int                             `form:"limit,omitempty" json:"limit,omitempty"`
+	Offset *int                             `form:"offset,omitempty" json:"offset,omitempty"`
+}
+
+// ListAnalyticsSubjectsParamsSort defines parameters for ListAnalyticsSubjects.
+type ListAnalyticsSubjectsParamsSort string
+
+// GetAnalyticsSummaryParams defines parameters for GetAnalyticsSummary.
+type GetAnalyticsSummaryParams struct {
+	// EnvironmentId Only this environment of the project (400 if it is not one); all of them when absent.
+	EnvironmentId *AnalyticsEnvironment `form:"environmentId,omitempty" json:"environmentId,omitempty"`
+}
+
 // CreateCheckoutParams defines parameters for CreateCheckout.
 type CreateCheckoutParams struct {
 	// IdempotencyKey 16 to 255 characters; the same key retries the same checkout.
@@ -2341,6 +2634,15 @@ type DeleteProjectRoleParams struct {
 type CreateServiceAccountKeyJSONBody struct {
 	// ExpiresAt In the future.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+// GetSubjectActivityParams defines parameters for GetSubjectActivity.
+type GetSubjectActivityParams struct {
+	// EnvironmentId Only this environment of the project (400 if it is not one); all of them when absent.
+	EnvironmentId *AnalyticsEnvironment `form:"environmentId,omitempty" json:"environmentId,omitempty"`
+
+	// Days Days in the series, today included.
+	Days *int `form:"days,omitempty" json:"days,omitempty"`
 }
 
 // GetSubjectEntitlementsParams defines parameters for GetSubjectEntitlements.
@@ -2510,6 +2812,12 @@ type CreateServiceAccountKeyJSONRequestBody CreateServiceAccountKeyJSONBody
 
 // CreateEntitlementGrantJSONRequestBody defines body for CreateEntitlementGrant for application/json ContentType.
 type CreateEntitlementGrantJSONRequestBody = EntitlementGrantCreate
+
+// IngestUsageEventJSONRequestBody defines body for IngestUsageEvent for application/json ContentType.
+type IngestUsageEventJSONRequestBody = UsageEventCreate
+
+// IngestUsageEventBatchJSONRequestBody defines body for IngestUsageEventBatch for application/json ContentType.
+type IngestUsageEventBatchJSONRequestBody = UsageEventBatch
 
 // ReceiveProcessorWebhookJSONRequestBody defines body for ReceiveProcessorWebhook for application/json ContentType.
 type ReceiveProcessorWebhookJSONRequestBody = ReceiveProcessorWebhookJSONBody
@@ -3806,6 +4114,42 @@ type ClientInterface interface {
 	// Corresponds with PATCH /api/v1/projects/{projectId} (the `UpdateProject` operationId).
 	UpdateProject(ctx context.Context, projectId ProjectId, body UpdateProjectJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetAnalyticsActivity Daily active subjects, usage and revenue
+	//
+	// One point per UTC day for the last `days` days (today included), oldest first, days
+	// without activity included with zeros. `activeSubjects` counts the subjects with at least
+	// one event that day (per environment: without `environmentId`, a subject active in two
+	// environments the same day counts twice); `events` and `quantity` sum every meter;
+	// `revenue` maps currency to minor units (empty until billing lands).
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/analytics/activity (the `GetAnalyticsActivity` operationId).
+	GetAnalyticsActivity(ctx context.Context, projectId ProjectId, params *GetAnalyticsActivityParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListAnalyticsSubjects Subject directory
+	//
+	// The subjects last seen in the last `days` days (today included), with their lifetime
+	// `events`, `quantity` and `revenue` (currency → minor units), `firstSeen` and `lastSeen`.
+	// `q` keeps subject ids containing it (case-sensitive). `sort` is one of `lastSeen`,
+	// `events`, `quantity`, `revenue`, `subjectId`, ascending, or descending with a leading
+	// `-` (default `-lastSeen`); `revenue` orders by the sum of minor units over all
+	// currencies; ties are broken by subject id, ascending. `total` counts every matching
+	// subject; `limit` (1–200, default 50) and `offset` page through them. Read from the
+	// subject summary rollup, never from raw events.
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/analytics/subjects (the `ListAnalyticsSubjects` operationId).
+	ListAnalyticsSubjects(ctx context.Context, projectId ProjectId, params *ListAnalyticsSubjectsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetAnalyticsSummary Usage and revenue headline figures
+	//
+	// Active subjects — those whose latest event falls today (UTC), in the last 7 or the last
+	// 30 days (today included) — counted once across environments; events and summed quantity
+	// by meter and revenue by currency (minor units) over the last 30 days. Read from rollups
+	// maintained on ingest, never from raw events. `revenue` is empty until billing records
+	// paid invoices. Needs both `usage:read` and `billing:read`.
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/analytics/summary (the `GetAnalyticsSummary` operationId).
+	GetAnalyticsSummary(ctx context.Context, projectId ProjectId, params *GetAnalyticsSummaryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListProjectAuditLogs List a project's audit log
 	//
 	// The latest 100 entries of the project, newest first.
@@ -4200,6 +4544,18 @@ type ClientInterface interface {
 	// Corresponds with DELETE /api/v1/projects/{projectId}/subjects/{subjectId} (the `DeleteSubject` operationId).
 	DeleteSubject(ctx context.Context, projectId ProjectId, subjectId string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetSubjectActivity One subject's activity
+	//
+	// The subject's lifetime totals, a zero-filled daily series of the last `days` days (7–90,
+	// default 30, today included), events and quantity by meter over those days, its 50 most
+	// recent events (newest first, by event timestamp) and `billing`, a placeholder object
+	// (`{"status": "none"}`) that billing fills with the subject's billing state once it
+	// lands. A subject with no event (and no revenue) in the project — or in `environmentId`
+	// — is 404.
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/subjects/{subjectId}/activity (the `GetSubjectActivity` operationId).
+	GetSubjectActivity(ctx context.Context, projectId ProjectId, subjectId string, params *GetSubjectActivityParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateEntitlementGrantWithBody Grant a subject a feature
 	//
 	// Adds a feature to the subject's entitlements, whatever its plan, until `expiresAt` (which
@@ -4233,6 +4589,74 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/projects/{projectId}/subjects/{subjectId}/entitlements (the `GetSubjectEntitlements` operationId).
 	GetSubjectEntitlements(ctx context.Context, projectId ProjectId, subjectId BillingSubjectId, params *GetSubjectEntitlementsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// IngestUsageEventWithBody Record a usage event
+	//
+	// Records one event, unique in the project by `eventId`. The first time: 201 with
+	// `accepted: true`. A replay of the same `eventId` — whatever its other fields — writes
+	// nothing and answers 200 with `accepted: false`, `duplicate: true` and the original
+	// event's `id`, never 409; concurrent replays leave exactly one event. Treat both as
+	// success and stop retrying. The event and the analytics rollups it feeds commit together.
+	//
+	// `environmentId` must be one of the project's environments (400 otherwise); a service
+	// account pinned to another environment gets 403. `timestamp` defaults to now, may be in
+	// the past (backfill) but not more than 5 minutes in the future. `properties` is any JSON
+	// object up to 4 KiB encoded; it is stored and shown in the subject's recent events.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/usage-events (the `IngestUsageEvent` operationId).
+	IngestUsageEventWithBody(ctx context.Context, projectId ProjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// IngestUsageEvent Record a usage event
+	//
+	// Records one event, unique in the project by `eventId`. The first time: 201 with
+	// `accepted: true`. A replay of the same `eventId` — whatever its other fields — writes
+	// nothing and answers 200 with `accepted: false`, `duplicate: true` and the original
+	// event's `id`, never 409; concurrent replays leave exactly one event. Treat both as
+	// success and stop retrying. The event and the analytics rollups it feeds commit together.
+	//
+	// `environmentId` must be one of the project's environments (400 otherwise); a service
+	// account pinned to another environment gets 403. `timestamp` defaults to now, may be in
+	// the past (backfill) but not more than 5 minutes in the future. `properties` is any JSON
+	// object up to 4 KiB encoded; it is stored and shown in the subject's recent events.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/usage-events (the `IngestUsageEvent` operationId).
+	IngestUsageEvent(ctx context.Context, projectId ProjectId, body IngestUsageEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// IngestUsageEventBatchWithBody Record up to 1,000 usage events
+	//
+	// For high-volume senders: 1 to 1,000 events of one environment (`environmentId` applies
+	// to every event) in one request and one transaction. Each event follows the single-event
+	// rules; the whole batch is validated first, and any invalid event fails the request with
+	// 400 (paths such as `body.events.3.timestamp`) and records nothing. Otherwise the answer
+	// is 200 with one result per event, in request order: `accepted: true` for a new event,
+	// `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
+	// within the batch: its first occurrence is the one recorded). The 1 MiB request body
+	// limit applies too (413 beyond it).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/usage-events/batch (the `IngestUsageEventBatch` operationId).
+	IngestUsageEventBatchWithBody(ctx context.Context, projectId ProjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// IngestUsageEventBatch Record up to 1,000 usage events
+	//
+	// For high-volume senders: 1 to 1,000 events of one environment (`environmentId` applies
+	// to every event) in one request and one transaction. Each event follows the single-event
+	// rules; the whole batch is validated first, and any invalid event fails the request with
+	// 400 (paths such as `body.events.3.timestamp`) and records nothing. Otherwise the answer
+	// is 200 with one result per event, in request order: `accepted: true` for a new event,
+	// `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
+	// within the batch: its first occurrence is the one recorded). The 1 MiB request body
+	// limit applies too (413 beyond it).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/usage-events/batch (the `IngestUsageEventBatch` operationId).
+	IngestUsageEventBatch(ctx context.Context, projectId ProjectId, body IngestUsageEventBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReceiveProcessorWebhookWithBody Receive a Stripe webhook event
 	//
@@ -6599,6 +7023,72 @@ func (c *Client) UpdateProject(ctx context.Context, projectId ProjectId, body Up
 	return c.Client.Do(req)
 }
 
+// GetAnalyticsActivity Daily active subjects, usage and revenue
+//
+// One point per UTC day for the last `days` days (today included), oldest first, days
+// without activity included with zeros. `activeSubjects` counts the subjects with at least
+// one event that day (per environment: without `environmentId`, a subject active in two
+// environments the same day counts twice); `events` and `quantity` sum every meter;
+// `revenue` maps currency to minor units (empty until billing lands).
+//
+// Corresponds with GET /api/v1/projects/{projectId}/analytics/activity (the `GetAnalyticsActivity` operationId).
+func (c *Client) GetAnalyticsActivity(ctx context.Context, projectId ProjectId, params *GetAnalyticsActivityParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetAnalyticsActivityRequest(c.Server, projectId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListAnalyticsSubjects Subject directory
+//
+// The subjects last seen in the last `days` days (today included), with their lifetime
+// `events`, `quantity` and `revenue` (currency → minor units), `firstSeen` and `lastSeen`.
+// `q` keeps subject ids containing it (case-sensitive). `sort` is one of `lastSeen`,
+// `events`, `quantity`, `revenue`, `subjectId`, ascending, or descending with a leading
+// `-` (default `-lastSeen`); `revenue` orders by the sum of minor units over all
+// currencies; ties are broken by subject id, ascending. `total` counts every matching
+// subject; `limit` (1–200, default 50) and `offset` page through them. Read from the
+// subject summary rollup, never from raw events.
+//
+// Corresponds with GET /api/v1/projects/{projectId}/analytics/subjects (the `ListAnalyticsSubjects` operationId).
+func (c *Client) ListAnalyticsSubjects(ctx context.Context, projectId ProjectId, params *ListAnalyticsSubjectsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAnalyticsSubjectsRequest(c.Server, projectId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetAnalyticsSummary Usage and revenue headline figures
+//
+// Active subjects — those whose latest event falls today (UTC), in the last 7 or the last
+// 30 days (today included) — counted once across environments; events and summed quantity
+// by meter and revenue by currency (minor units) over the last 30 days. Read from rollups
+// maintained on ingest, never from raw events. `revenue` is empty until billing records
+// paid invoices. Needs both `usage:read` and `billing:read`.
+//
+// Corresponds with GET /api/v1/projects/{projectId}/analytics/summary (the `GetAnalyticsSummary` operationId).
+func (c *Client) GetAnalyticsSummary(ctx context.Context, projectId ProjectId, params *GetAnalyticsSummaryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetAnalyticsSummaryRequest(c.Server, projectId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListProjectAuditLogs List a project's audit log
 //
 // The latest 100 entries of the project, newest first.
@@ -7353,6 +7843,28 @@ func (c *Client) DeleteSubject(ctx context.Context, projectId ProjectId, subject
 	return c.Client.Do(req)
 }
 
+// GetSubjectActivity One subject's activity
+//
+// The subject's lifetime totals, a zero-filled daily series of the last `days` days (7–90,
+// default 30, today included), events and quantity by meter over those days, its 50 most
+// recent events (newest first, by event timestamp) and `billing`, a placeholder object
+// (`{"status": "none"}`) that billing fills with the subject's billing state once it
+// lands. A subject with no event (and no revenue) in the project — or in `environmentId`
+// — is 404.
+//
+// Corresponds with GET /api/v1/projects/{projectId}/subjects/{subjectId}/activity (the `GetSubjectActivity` operationId).
+func (c *Client) GetSubjectActivity(ctx context.Context, projectId ProjectId, subjectId string, params *GetSubjectActivityParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSubjectActivityRequest(c.Server, projectId, subjectId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CreateEntitlementGrantWithBody Grant a subject a feature
 //
 // Adds a feature to the subject's entitlements, whatever its plan, until `expiresAt` (which
@@ -7407,6 +7919,114 @@ func (c *Client) CreateEntitlementGrant(ctx context.Context, projectId ProjectId
 // Corresponds with GET /api/v1/projects/{projectId}/subjects/{subjectId}/entitlements (the `GetSubjectEntitlements` operationId).
 func (c *Client) GetSubjectEntitlements(ctx context.Context, projectId ProjectId, subjectId BillingSubjectId, params *GetSubjectEntitlementsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetSubjectEntitlementsRequest(c.Server, projectId, subjectId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// IngestUsageEventWithBody Record a usage event
+//
+// Records one event, unique in the project by `eventId`. The first time: 201 with
+// `accepted: true`. A replay of the same `eventId` — whatever its other fields — writes
+// nothing and answers 200 with `accepted: false`, `duplicate: true` and the original
+// event's `id`, never 409; concurrent replays leave exactly one event. Treat both as
+// success and stop retrying. The event and the analytics rollups it feeds commit together.
+//
+// `environmentId` must be one of the project's environments (400 otherwise); a service
+// account pinned to another environment gets 403. `timestamp` defaults to now, may be in
+// the past (backfill) but not more than 5 minutes in the future. `properties` is any JSON
+// object up to 4 KiB encoded; it is stored and shown in the subject's recent events.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/projects/{projectId}/usage-events (the `IngestUsageEvent` operationId).
+func (c *Client) IngestUsageEventWithBody(ctx context.Context, projectId ProjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewIngestUsageEventRequestWithBody(c.Server, projectId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// IngestUsageEvent Record a usage event
+//
+// Records one event, unique in the project by `eventId`. The first time: 201 with
+// `accepted: true`. A replay of the same `eventId` — whatever its other fields — writes
+// nothing and answers 200 with `accepted: false`, `duplicate: true` and the original
+// event's `id`, never 409; concurrent replays leave exactly one event. Treat both as
+// success and stop retrying. The event and the analytics rollups it feeds commit together.
+//
+// `environmentId` must be one of the project's environments (400 otherwise); a service
+// account pinned to another environment gets 403. `timestamp` defaults to now, may be in
+// the past (backfill) but not more than 5 minutes in the future. `properties` is any JSON
+// object up to 4 KiB encoded; it is stored and shown in the subject's recent events.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/projects/{projectId}/usage-events (the `IngestUsageEvent` operationId).
+func (c *Client) IngestUsageEvent(ctx context.Context, projectId ProjectId, body IngestUsageEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewIngestUsageEventRequest(c.Server, projectId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// IngestUsageEventBatchWithBody Record up to 1,000 usage events
+//
+// For high-volume senders: 1 to 1,000 events of one environment (`environmentId` applies
+// to every event) in one request and one transaction. Each event follows the single-event
+// rules; the whole batch is validated first, and any invalid event fails the request with
+// 400 (paths such as `body.events.3.timestamp`) and records nothing. Otherwise the answer
+// is 200 with one result per event, in request order: `accepted: true` for a new event,
+// `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
+// within the batch: its first occurrence is the one recorded). The 1 MiB request body
+// limit applies too (413 beyond it).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/projects/{projectId}/usage-events/batch (the `IngestUsageEventBatch` operationId).
+func (c *Client) IngestUsageEventBatchWithBody(ctx context.Context, projectId ProjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewIngestUsageEventBatchRequestWithBody(c.Server, projectId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// IngestUsageEventBatch Record up to 1,000 usage events
+//
+// For high-volume senders: 1 to 1,000 events of one environment (`environmentId` applies
+// to every event) in one request and one transaction. Each event follows the single-event
+// rules; the whole batch is validated first, and any invalid event fails the request with
+// 400 (paths such as `body.events.3.timestamp`) and records nothing. Otherwise the answer
+// is 200 with one result per event, in request order: `accepted: true` for a new event,
+// `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
+// within the batch: its first occurrence is the one recorded). The 1 MiB request body
+// limit applies too (413 beyond it).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/projects/{projectId}/usage-events/batch (the `IngestUsageEventBatch` operationId).
+func (c *Client) IngestUsageEventBatch(ctx context.Context, projectId ProjectId, body IngestUsageEventBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewIngestUsageEventBatchRequest(c.Server, projectId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -10894,6 +11514,261 @@ func NewUpdateProjectRequestWithBody(server string, projectId ProjectId, content
 	return req, nil
 }
 
+// NewGetAnalyticsActivityRequest constructs an http.Request for the GetAnalyticsActivity method
+func NewGetAnalyticsActivityRequest(server string, projectId ProjectId, params *GetAnalyticsActivityParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/analytics/activity", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.EnvironmentId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "environmentId", *params.EnvironmentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Days != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "days", *params.Days, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListAnalyticsSubjectsRequest constructs an http.Request for the ListAnalyticsSubjects method
+func NewListAnalyticsSubjectsRequest(server string, projectId ProjectId, params *ListAnalyticsSubjectsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/analytics/subjects", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.EnvironmentId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "environmentId", *params.EnvironmentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Days != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "days", *params.Days, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Q != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "q", *params.Q, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Sort != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "sort", *params.Sort, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Offset != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "offset", *params.Offset, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetAnalyticsSummaryRequest constructs an http.Request for the GetAnalyticsSummary method
+func NewGetAnalyticsSummaryRequest(server string, projectId ProjectId, params *GetAnalyticsSummaryParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/analytics/summary", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.EnvironmentId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "environmentId", *params.EnvironmentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListProjectAuditLogsRequest constructs an http.Request for the ListProjectAuditLogs method
 func NewListProjectAuditLogsRequest(server string, projectId ProjectId) (*http.Request, error) {
 	var err error
@@ -12176,6 +13051,86 @@ func NewDeleteSubjectRequest(server string, projectId ProjectId, subjectId strin
 	return req, nil
 }
 
+// NewGetSubjectActivityRequest constructs an http.Request for the GetSubjectActivity method
+func NewGetSubjectActivityRequest(server string, projectId ProjectId, subjectId string, params *GetSubjectActivityParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "subjectId", subjectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/subjects/%s/activity", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.EnvironmentId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "environmentId", *params.EnvironmentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Days != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "days", *params.Days, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewCreateEntitlementGrantRequest calls the generic CreateEntitlementGrant builder with application/json body
 func NewCreateEntitlementGrantRequest(server string, projectId ProjectId, subjectId BillingSubjectId, body CreateEntitlementGrantJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -12294,6 +13249,100 @@ func NewGetSubjectEntitlementsRequest(server string, projectId ProjectId, subjec
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewIngestUsageEventRequest calls the generic IngestUsageEvent builder with application/json body
+func NewIngestUsageEventRequest(server string, projectId ProjectId, body IngestUsageEventJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewIngestUsageEventRequestWithBody(server, projectId, "application/json", bodyReader)
+}
+
+// NewIngestUsageEventRequestWithBody constructs an http.Request for the IngestUsageEvent method, with any body, and a specified content type
+func NewIngestUsageEventRequestWithBody(server string, projectId ProjectId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/usage-events", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewIngestUsageEventBatchRequest calls the generic IngestUsageEventBatch builder with application/json body
+func NewIngestUsageEventBatchRequest(server string, projectId ProjectId, body IngestUsageEventBatchJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewIngestUsageEventBatchRequestWithBody(server, projectId, "application/json", bodyReader)
+}
+
+// NewIngestUsageEventBatchRequestWithBody constructs an http.Request for the IngestUsageEventBatch method, with any body, and a specified content type
+func NewIngestUsageEventBatchRequestWithBody(server string, projectId ProjectId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/usage-events/batch", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -13686,6 +14735,48 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PATCH /api/v1/projects/{projectId} (the `UpdateProject` operationId).
 	UpdateProjectWithResponse(ctx context.Context, projectId ProjectId, body UpdateProjectJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateProjectResponse, error)
 
+	// GetAnalyticsActivityWithResponse Daily active subjects, usage and revenue
+	//
+	// One point per UTC day for the last `days` days (today included), oldest first, days
+	// without activity included with zeros. `activeSubjects` counts the subjects with at least
+	// one event that day (per environment: without `environmentId`, a subject active in two
+	// environments the same day counts twice); `events` and `quantity` sum every meter;
+	// `revenue` maps currency to minor units (empty until billing lands).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/analytics/activity (the `GetAnalyticsActivity` operationId).
+	GetAnalyticsActivityWithResponse(ctx context.Context, projectId ProjectId, params *GetAnalyticsActivityParams, reqEditors ...RequestEditorFn) (*GetAnalyticsActivityResponse, error)
+
+	// ListAnalyticsSubjectsWithResponse Subject directory
+	//
+	// The subjects last seen in the last `days` days (today included), with their lifetime
+	// `events`, `quantity` and `revenue` (currency → minor units), `firstSeen` and `lastSeen`.
+	// `q` keeps subject ids containing it (case-sensitive). `sort` is one of `lastSeen`,
+	// `events`, `quantity`, `revenue`, `subjectId`, ascending, or descending with a leading
+	// `-` (default `-lastSeen`); `revenue` orders by the sum of minor units over all
+	// currencies; ties are broken by subject id, ascending. `total` counts every matching
+	// subject; `limit` (1–200, default 50) and `offset` page through them. Read from the
+	// subject summary rollup, never from raw events.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/analytics/subjects (the `ListAnalyticsSubjects` operationId).
+	ListAnalyticsSubjectsWithResponse(ctx context.Context, projectId ProjectId, params *ListAnalyticsSubjectsParams, reqEditors ...RequestEditorFn) (*ListAnalyticsSubjectsResponse, error)
+
+	// GetAnalyticsSummaryWithResponse Usage and revenue headline figures
+	//
+	// Active subjects — those whose latest event falls today (UTC), in the last 7 or the last
+	// 30 days (today included) — counted once across environments; events and summed quantity
+	// by meter and revenue by currency (minor units) over the last 30 days. Read from rollups
+	// maintained on ingest, never from raw events. `revenue` is empty until billing records
+	// paid invoices. Needs both `usage:read` and `billing:read`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/analytics/summary (the `GetAnalyticsSummary` operationId).
+	GetAnalyticsSummaryWithResponse(ctx context.Context, projectId ProjectId, params *GetAnalyticsSummaryParams, reqEditors ...RequestEditorFn) (*GetAnalyticsSummaryResponse, error)
+
 	// ListProjectAuditLogsWithResponse List a project's audit log
 	//
 	// The latest 100 entries of the project, newest first.
@@ -14116,6 +15207,20 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /api/v1/projects/{projectId}/subjects/{subjectId} (the `DeleteSubject` operationId).
 	DeleteSubjectWithResponse(ctx context.Context, projectId ProjectId, subjectId string, reqEditors ...RequestEditorFn) (*DeleteSubjectResponse, error)
 
+	// GetSubjectActivityWithResponse One subject's activity
+	//
+	// The subject's lifetime totals, a zero-filled daily series of the last `days` days (7–90,
+	// default 30, today included), events and quantity by meter over those days, its 50 most
+	// recent events (newest first, by event timestamp) and `billing`, a placeholder object
+	// (`{"status": "none"}`) that billing fills with the subject's billing state once it
+	// lands. A subject with no event (and no revenue) in the project — or in `environmentId`
+	// — is 404.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/subjects/{subjectId}/activity (the `GetSubjectActivity` operationId).
+	GetSubjectActivityWithResponse(ctx context.Context, projectId ProjectId, subjectId string, params *GetSubjectActivityParams, reqEditors ...RequestEditorFn) (*GetSubjectActivityResponse, error)
+
 	// CreateEntitlementGrantWithBodyWithResponse Grant a subject a feature
 	//
 	// Adds a feature to the subject's entitlements, whatever its plan, until `expiresAt` (which
@@ -14151,6 +15256,74 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/projects/{projectId}/subjects/{subjectId}/entitlements (the `GetSubjectEntitlements` operationId).
 	GetSubjectEntitlementsWithResponse(ctx context.Context, projectId ProjectId, subjectId BillingSubjectId, params *GetSubjectEntitlementsParams, reqEditors ...RequestEditorFn) (*GetSubjectEntitlementsResponse, error)
+
+	// IngestUsageEventWithBodyWithResponse Record a usage event
+	//
+	// Records one event, unique in the project by `eventId`. The first time: 201 with
+	// `accepted: true`. A replay of the same `eventId` — whatever its other fields — writes
+	// nothing and answers 200 with `accepted: false`, `duplicate: true` and the original
+	// event's `id`, never 409; concurrent replays leave exactly one event. Treat both as
+	// success and stop retrying. The event and the analytics rollups it feeds commit together.
+	//
+	// `environmentId` must be one of the project's environments (400 otherwise); a service
+	// account pinned to another environment gets 403. `timestamp` defaults to now, may be in
+	// the past (backfill) but not more than 5 minutes in the future. `properties` is any JSON
+	// object up to 4 KiB encoded; it is stored and shown in the subject's recent events.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/usage-events (the `IngestUsageEvent` operationId).
+	IngestUsageEventWithBodyWithResponse(ctx context.Context, projectId ProjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*IngestUsageEventResponse, error)
+
+	// IngestUsageEventWithResponse Record a usage event
+	//
+	// Records one event, unique in the project by `eventId`. The first time: 201 with
+	// `accepted: true`. A replay of the same `eventId` — whatever its other fields — writes
+	// nothing and answers 200 with `accepted: false`, `duplicate: true` and the original
+	// event's `id`, never 409; concurrent replays leave exactly one event. Treat both as
+	// success and stop retrying. The event and the analytics rollups it feeds commit together.
+	//
+	// `environmentId` must be one of the project's environments (400 otherwise); a service
+	// account pinned to another environment gets 403. `timestamp` defaults to now, may be in
+	// the past (backfill) but not more than 5 minutes in the future. `properties` is any JSON
+	// object up to 4 KiB encoded; it is stored and shown in the subject's recent events.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/usage-events (the `IngestUsageEvent` operationId).
+	IngestUsageEventWithResponse(ctx context.Context, projectId ProjectId, body IngestUsageEventJSONRequestBody, reqEditors ...RequestEditorFn) (*IngestUsageEventResponse, error)
+
+	// IngestUsageEventBatchWithBodyWithResponse Record up to 1,000 usage events
+	//
+	// For high-volume senders: 1 to 1,000 events of one environment (`environmentId` applies
+	// to every event) in one request and one transaction. Each event follows the single-event
+	// rules; the whole batch is validated first, and any invalid event fails the request with
+	// 400 (paths such as `body.events.3.timestamp`) and records nothing. Otherwise the answer
+	// is 200 with one result per event, in request order: `accepted: true` for a new event,
+	// `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
+	// within the batch: its first occurrence is the one recorded). The 1 MiB request body
+	// limit applies too (413 beyond it).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/usage-events/batch (the `IngestUsageEventBatch` operationId).
+	IngestUsageEventBatchWithBodyWithResponse(ctx context.Context, projectId ProjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*IngestUsageEventBatchResponse, error)
+
+	// IngestUsageEventBatchWithResponse Record up to 1,000 usage events
+	//
+	// For high-volume senders: 1 to 1,000 events of one environment (`environmentId` applies
+	// to every event) in one request and one transaction. Each event follows the single-event
+	// rules; the whole batch is validated first, and any invalid event fails the request with
+	// 400 (paths such as `body.events.3.timestamp`) and records nothing. Otherwise the answer
+	// is 200 with one result per event, in request order: `accepted: true` for a new event,
+	// `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
+	// within the batch: its first occurrence is the one recorded). The 1 MiB request body
+	// limit applies too (413 beyond it).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/usage-events/batch (the `IngestUsageEventBatch` operationId).
+	IngestUsageEventBatchWithResponse(ctx context.Context, projectId ProjectId, body IngestUsageEventBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*IngestUsageEventBatchResponse, error)
 
 	// ReceiveProcessorWebhookWithBodyWithResponse Receive a Stripe webhook event
 	//
@@ -18987,6 +20160,225 @@ func (r UpdateProjectResponse) ContentType() string {
 	return ""
 }
 
+type GetAnalyticsActivityResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Data []ActivityPoint `json:"data"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetAnalyticsActivityResponse) GetJSON200() *struct {
+	Data []ActivityPoint `json:"data"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetAnalyticsActivityResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetAnalyticsActivityResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetAnalyticsActivityResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetAnalyticsActivityResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetAnalyticsActivityResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetAnalyticsActivityResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetAnalyticsActivityResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetAnalyticsActivityResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListAnalyticsSubjectsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Data SubjectDirectory `json:"data"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAnalyticsSubjectsResponse) GetJSON200() *struct {
+	Data SubjectDirectory `json:"data"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListAnalyticsSubjectsResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListAnalyticsSubjectsResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListAnalyticsSubjectsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListAnalyticsSubjectsResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAnalyticsSubjectsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAnalyticsSubjectsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAnalyticsSubjectsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAnalyticsSubjectsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetAnalyticsSummaryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Data AnalyticsSummary `json:"data"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetAnalyticsSummaryResponse) GetJSON200() *struct {
+	Data AnalyticsSummary `json:"data"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetAnalyticsSummaryResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetAnalyticsSummaryResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetAnalyticsSummaryResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetAnalyticsSummaryResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetAnalyticsSummaryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetAnalyticsSummaryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetAnalyticsSummaryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetAnalyticsSummaryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListProjectAuditLogsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -21050,6 +22442,79 @@ func (r DeleteSubjectResponse) ContentType() string {
 	return ""
 }
 
+type GetSubjectActivityResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Data SubjectActivity `json:"data"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSubjectActivityResponse) GetJSON200() *struct {
+	Data SubjectActivity `json:"data"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetSubjectActivityResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSubjectActivityResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetSubjectActivityResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetSubjectActivityResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSubjectActivityResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSubjectActivityResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSubjectActivityResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSubjectActivityResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type CreateEntitlementGrantResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -21182,6 +22647,151 @@ func (r GetSubjectEntitlementsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetSubjectEntitlementsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type IngestUsageEventResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *UsageEventAckResponse
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *UsageEventAckResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r IngestUsageEventResponse) GetJSON200() *UsageEventAckResponse {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r IngestUsageEventResponse) GetJSON201() *UsageEventAckResponse {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r IngestUsageEventResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r IngestUsageEventResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r IngestUsageEventResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r IngestUsageEventResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r IngestUsageEventResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r IngestUsageEventResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r IngestUsageEventResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r IngestUsageEventResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type IngestUsageEventBatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *UsageEventBatchResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r IngestUsageEventBatchResponse) GetJSON200() *UsageEventBatchResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r IngestUsageEventBatchResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r IngestUsageEventBatchResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r IngestUsageEventBatchResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r IngestUsageEventBatchResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r IngestUsageEventBatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r IngestUsageEventBatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r IngestUsageEventBatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r IngestUsageEventBatchResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -23257,6 +24867,66 @@ func (c *ClientWithResponses) UpdateProjectWithResponse(ctx context.Context, pro
 	return ParseUpdateProjectResponse(rsp)
 }
 
+// GetAnalyticsActivityWithResponse Daily active subjects, usage and revenue
+//
+// One point per UTC day for the last `days` days (today included), oldest first, days
+// without activity included with zeros. `activeSubjects` counts the subjects with at least
+// one event that day (per environment: without `environmentId`, a subject active in two
+// environments the same day counts twice); `events` and `quantity` sum every meter;
+// `revenue` maps currency to minor units (empty until billing lands).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/projects/{projectId}/analytics/activity (the `GetAnalyticsActivity` operationId).
+func (c *ClientWithResponses) GetAnalyticsActivityWithResponse(ctx context.Context, projectId ProjectId, params *GetAnalyticsActivityParams, reqEditors ...RequestEditorFn) (*GetAnalyticsActivityResponse, error) {
+	rsp, err := c.GetAnalyticsActivity(ctx, projectId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetAnalyticsActivityResponse(rsp)
+}
+
+// ListAnalyticsSubjectsWithResponse Subject directory
+//
+// The subjects last seen in the last `days` days (today included), with their lifetime
+// `events`, `quantity` and `revenue` (currency → minor units), `firstSeen` and `lastSeen`.
+// `q` keeps subject ids containing it (case-sensitive). `sort` is one of `lastSeen`,
+// `events`, `quantity`, `revenue`, `subjectId`, ascending, or descending with a leading
+// `-` (default `-lastSeen`); `revenue` orders by the sum of minor units over all
+// currencies; ties are broken by subject id, ascending. `total` counts every matching
+// subject; `limit` (1–200, default 50) and `offset` page through them. Read from the
+// subject summary rollup, never from raw events.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/projects/{projectId}/analytics/subjects (the `ListAnalyticsSubjects` operationId).
+func (c *ClientWithResponses) ListAnalyticsSubjectsWithResponse(ctx context.Context, projectId ProjectId, params *ListAnalyticsSubjectsParams, reqEditors ...RequestEditorFn) (*ListAnalyticsSubjectsResponse, error) {
+	rsp, err := c.ListAnalyticsSubjects(ctx, projectId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAnalyticsSubjectsResponse(rsp)
+}
+
+// GetAnalyticsSummaryWithResponse Usage and revenue headline figures
+//
+// Active subjects — those whose latest event falls today (UTC), in the last 7 or the last
+// 30 days (today included) — counted once across environments; events and summed quantity
+// by meter and revenue by currency (minor units) over the last 30 days. Read from rollups
+// maintained on ingest, never from raw events. `revenue` is empty until billing records
+// paid invoices. Needs both `usage:read` and `billing:read`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/projects/{projectId}/analytics/summary (the `GetAnalyticsSummary` operationId).
+func (c *ClientWithResponses) GetAnalyticsSummaryWithResponse(ctx context.Context, projectId ProjectId, params *GetAnalyticsSummaryParams, reqEditors ...RequestEditorFn) (*GetAnalyticsSummaryResponse, error) {
+	rsp, err := c.GetAnalyticsSummary(ctx, projectId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetAnalyticsSummaryResponse(rsp)
+}
+
 // ListProjectAuditLogsWithResponse List a project's audit log
 //
 // The latest 100 entries of the project, newest first.
@@ -23903,6 +25573,26 @@ func (c *ClientWithResponses) DeleteSubjectWithResponse(ctx context.Context, pro
 	return ParseDeleteSubjectResponse(rsp)
 }
 
+// GetSubjectActivityWithResponse One subject's activity
+//
+// The subject's lifetime totals, a zero-filled daily series of the last `days` days (7–90,
+// default 30, today included), events and quantity by meter over those days, its 50 most
+// recent events (newest first, by event timestamp) and `billing`, a placeholder object
+// (`{"status": "none"}`) that billing fills with the subject's billing state once it
+// lands. A subject with no event (and no revenue) in the project — or in `environmentId`
+// — is 404.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/projects/{projectId}/subjects/{subjectId}/activity (the `GetSubjectActivity` operationId).
+func (c *ClientWithResponses) GetSubjectActivityWithResponse(ctx context.Context, projectId ProjectId, subjectId string, params *GetSubjectActivityParams, reqEditors ...RequestEditorFn) (*GetSubjectActivityResponse, error) {
+	rsp, err := c.GetSubjectActivity(ctx, projectId, subjectId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSubjectActivityResponse(rsp)
+}
+
 // CreateEntitlementGrantWithBodyWithResponse Grant a subject a feature
 //
 // Adds a feature to the subject's entitlements, whatever its plan, until `expiresAt` (which
@@ -23955,6 +25645,98 @@ func (c *ClientWithResponses) GetSubjectEntitlementsWithResponse(ctx context.Con
 		return nil, err
 	}
 	return ParseGetSubjectEntitlementsResponse(rsp)
+}
+
+// IngestUsageEventWithBodyWithResponse Record a usage event
+//
+// Records one event, unique in the project by `eventId`. The first time: 201 with
+// `accepted: true`. A replay of the same `eventId` — whatever its other fields — writes
+// nothing and answers 200 with `accepted: false`, `duplicate: true` and the original
+// event's `id`, never 409; concurrent replays leave exactly one event. Treat both as
+// success and stop retrying. The event and the analytics rollups it feeds commit together.
+//
+// `environmentId` must be one of the project's environments (400 otherwise); a service
+// account pinned to another environment gets 403. `timestamp` defaults to now, may be in
+// the past (backfill) but not more than 5 minutes in the future. `properties` is any JSON
+// object up to 4 KiB encoded; it is stored and shown in the subject's recent events.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/usage-events (the `IngestUsageEvent` operationId).
+func (c *ClientWithResponses) IngestUsageEventWithBodyWithResponse(ctx context.Context, projectId ProjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*IngestUsageEventResponse, error) {
+	rsp, err := c.IngestUsageEventWithBody(ctx, projectId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseIngestUsageEventResponse(rsp)
+}
+
+// IngestUsageEventWithResponse Record a usage event
+//
+// Records one event, unique in the project by `eventId`. The first time: 201 with
+// `accepted: true`. A replay of the same `eventId` — whatever its other fields — writes
+// nothing and answers 200 with `accepted: false`, `duplicate: true` and the original
+// event's `id`, never 409; concurrent replays leave exactly one event. Treat both as
+// success and stop retrying. The event and the analytics rollups it feeds commit together.
+//
+// `environmentId` must be one of the project's environments (400 otherwise); a service
+// account pinned to another environment gets 403. `timestamp` defaults to now, may be in
+// the past (backfill) but not more than 5 minutes in the future. `properties` is any JSON
+// object up to 4 KiB encoded; it is stored and shown in the subject's recent events.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/usage-events (the `IngestUsageEvent` operationId).
+func (c *ClientWithResponses) IngestUsageEventWithResponse(ctx context.Context, projectId ProjectId, body IngestUsageEventJSONRequestBody, reqEditors ...RequestEditorFn) (*IngestUsageEventResponse, error) {
+	rsp, err := c.IngestUsageEvent(ctx, projectId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseIngestUsageEventResponse(rsp)
+}
+
+// IngestUsageEventBatchWithBodyWithResponse Record up to 1,000 usage events
+//
+// For high-volume senders: 1 to 1,000 events of one environment (`environmentId` applies
+// to every event) in one request and one transaction. Each event follows the single-event
+// rules; the whole batch is validated first, and any invalid event fails the request with
+// 400 (paths such as `body.events.3.timestamp`) and records nothing. Otherwise the answer
+// is 200 with one result per event, in request order: `accepted: true` for a new event,
+// `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
+// within the batch: its first occurrence is the one recorded). The 1 MiB request body
+// limit applies too (413 beyond it).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/usage-events/batch (the `IngestUsageEventBatch` operationId).
+func (c *ClientWithResponses) IngestUsageEventBatchWithBodyWithResponse(ctx context.Context, projectId ProjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*IngestUsageEventBatchResponse, error) {
+	rsp, err := c.IngestUsageEventBatchWithBody(ctx, projectId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseIngestUsageEventBatchResponse(rsp)
+}
+
+// IngestUsageEventBatchWithResponse Record up to 1,000 usage events
+//
+// For high-volume senders: 1 to 1,000 events of one environment (`environmentId` applies
+// to every event) in one request and one transaction. Each event follows the single-event
+// rules; the whole batch is validated first, and any invalid event fails the request with
+// 400 (paths such as `body.events.3.timestamp`) and records nothing. Otherwise the answer
+// is 200 with one result per event, in request order: `accepted: true` for a new event,
+// `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
+// within the batch: its first occurrence is the one recorded). The 1 MiB request body
+// limit applies too (413 beyond it).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/usage-events/batch (the `IngestUsageEventBatch` operationId).
+func (c *ClientWithResponses) IngestUsageEventBatchWithResponse(ctx context.Context, projectId ProjectId, body IngestUsageEventBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*IngestUsageEventBatchResponse, error) {
+	rsp, err := c.IngestUsageEventBatch(ctx, projectId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseIngestUsageEventBatchResponse(rsp)
 }
 
 // ReceiveProcessorWebhookWithBodyWithResponse Receive a Stripe webhook event
@@ -27819,6 +29601,174 @@ func ParseUpdateProjectResponse(rsp *http.Response) (*UpdateProjectResponse, err
 	return response, nil
 }
 
+// ParseGetAnalyticsActivityResponse parses an HTTP response from a GetAnalyticsActivityWithResponse call
+func ParseGetAnalyticsActivityResponse(rsp *http.Response) (*GetAnalyticsActivityResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetAnalyticsActivityResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Data []ActivityPoint `json:"data"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListAnalyticsSubjectsResponse parses an HTTP response from a ListAnalyticsSubjectsWithResponse call
+func ParseListAnalyticsSubjectsResponse(rsp *http.Response) (*ListAnalyticsSubjectsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAnalyticsSubjectsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Data SubjectDirectory `json:"data"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetAnalyticsSummaryResponse parses an HTTP response from a GetAnalyticsSummaryWithResponse call
+func ParseGetAnalyticsSummaryResponse(rsp *http.Response) (*GetAnalyticsSummaryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetAnalyticsSummaryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Data AnalyticsSummary `json:"data"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListProjectAuditLogsResponse parses an HTTP response from a ListProjectAuditLogsWithResponse call
 func ParseListProjectAuditLogsResponse(rsp *http.Response) (*ListProjectAuditLogsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -29356,6 +31306,62 @@ func ParseDeleteSubjectResponse(rsp *http.Response) (*DeleteSubjectResponse, err
 	return response, nil
 }
 
+// ParseGetSubjectActivityResponse parses an HTTP response from a GetSubjectActivityWithResponse call
+func ParseGetSubjectActivityResponse(rsp *http.Response) (*GetSubjectActivityResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSubjectActivityResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Data SubjectActivity `json:"data"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseCreateEntitlementGrantResponse parses an HTTP response from a CreateEntitlementGrantWithResponse call
 func ParseCreateEntitlementGrantResponse(rsp *http.Response) (*CreateEntitlementGrantResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -29426,6 +31432,121 @@ func ParseGetSubjectEntitlementsResponse(rsp *http.Response) (*GetSubjectEntitle
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest EntitlementsResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseIngestUsageEventResponse parses an HTTP response from a IngestUsageEventWithResponse call
+func ParseIngestUsageEventResponse(rsp *http.Response) (*IngestUsageEventResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &IngestUsageEventResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest UsageEventAckResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest UsageEventAckResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseIngestUsageEventBatchResponse parses an HTTP response from a IngestUsageEventBatchWithResponse call
+func ParseIngestUsageEventBatchResponse(rsp *http.Response) (*IngestUsageEventBatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &IngestUsageEventBatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest UsageEventBatchResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,88 @@
+-- Usage events and the rollups maintained with them in the same transaction
+-- (store/usage.go, store/analytics.go). Accounting rows are kept when a
+-- subject is deleted, so nothing here references users; nor environments or
+-- projects: a foreign key check on every event would take a KEY SHARE lock
+-- on the environment row, which 16 concurrent senders contend for (the
+-- server checks that the environment belongs to the project before it writes).
+-- day: the UTC date of the event's timestamp as TEXT 'YYYY-MM-DD' (the same
+-- on both dialects, also in revenue_daily).
+-- The rollup tables leave 30 % of each page free (fillfactor 70): their
+-- updates change no indexed column, so PostgreSQL can make them HOT updates
+-- (no new index entries) when the page has room.
+
+-- One row per accepted event, unique per (project_id, event_id); id is the
+-- public id (uev_…), returned to replays too. No index on id: nothing reads
+-- an event by it. The subject index serves a subject's 50 most recent events.
+CREATE TABLE usage_events (
+    project_id     TEXT COLLATE "C" NOT NULL,
+    event_id       TEXT COLLATE "C" NOT NULL,
+    id             TEXT COLLATE "C" NOT NULL,
+    environment_id TEXT COLLATE "C" NOT NULL,
+    subject_id     TEXT COLLATE "C" NOT NULL,
+    meter          TEXT COLLATE "C" NOT NULL,
+    quantity       DOUBLE PRECISION NOT NULL CHECK (quantity >= 0),
+    occurred_at    TIMESTAMPTZ NOT NULL,
+    received_at    TIMESTAMPTZ NOT NULL,
+    properties     TEXT,
+    PRIMARY KEY (project_id, event_id)
+);
+CREATE INDEX usage_events_subject_idx ON usage_events (project_id, subject_id, occurred_at);
+
+-- Per project, subject, day, meter and environment: events and quantity.
+-- Keyed subject first: every reader asks about one subject.
+CREATE TABLE usage_daily (
+    project_id     TEXT COLLATE "C" NOT NULL,
+    subject_id     TEXT COLLATE "C" NOT NULL,
+    day            TEXT COLLATE "C" NOT NULL,
+    meter          TEXT COLLATE "C" NOT NULL,
+    environment_id TEXT COLLATE "C" NOT NULL,
+    events         BIGINT NOT NULL,
+    quantity       DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (project_id, subject_id, day, meter, environment_id)
+) WITH (fillfactor = 70);
+
+-- Per project, subject, day and environment: events. A row whose count
+-- becomes 1 is the subject's first event that day, which adds one to
+-- usage_totals.new_subjects: daily active subjects without a DISTINCT.
+CREATE TABLE usage_subject_days (
+    project_id     TEXT COLLATE "C" NOT NULL,
+    subject_id     TEXT COLLATE "C" NOT NULL,
+    day            TEXT COLLATE "C" NOT NULL,
+    environment_id TEXT COLLATE "C" NOT NULL,
+    events         BIGINT NOT NULL,
+    PRIMARY KEY (project_id, subject_id, day, environment_id)
+) WITH (fillfactor = 70);
+
+-- Subject summary per project, environment and subject: first and last seen
+-- (event timestamps), lifetime events and quantity, and revenue (the sum of
+-- revenue_daily.amount in minor units over all currencies, for sorting).
+-- A subject that only has revenue has events 0. No index on last_seen: it
+-- changes with nearly every event, and every reader scans the project's
+-- rows (one per subject and environment) anyway.
+CREATE TABLE usage_subjects (
+    project_id     TEXT COLLATE "C" NOT NULL,
+    subject_id     TEXT COLLATE "C" NOT NULL,
+    environment_id TEXT COLLATE "C" NOT NULL,
+    first_seen     TIMESTAMPTZ NOT NULL,
+    last_seen      TIMESTAMPTZ NOT NULL,
+    events         BIGINT NOT NULL,
+    quantity       DOUBLE PRECISION NOT NULL,
+    revenue        BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (project_id, subject_id, environment_id)
+) WITH (fillfactor = 70);
+
+-- Per project, day, environment, meter and shard: events, quantity and the
+-- subjects whose first event of the day it carried. shard (0–15, from a hash
+-- of the subject id) spreads concurrent writers over 16 rows instead of one
+-- hot row per day; readers sum the shards.
+CREATE TABLE usage_totals (
+    project_id     TEXT COLLATE "C" NOT NULL,
+    day            TEXT COLLATE "C" NOT NULL,
+    environment_id TEXT COLLATE "C" NOT NULL,
+    meter          TEXT COLLATE "C" NOT NULL,
+    shard          SMALLINT NOT NULL,
+    events         BIGINT NOT NULL,
+    quantity       DOUBLE PRECISION NOT NULL,
+    new_subjects   BIGINT NOT NULL,
+    PRIMARY KEY (project_id, day, environment_id, meter, shard)
+) WITH (fillfactor = 70);

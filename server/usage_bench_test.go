@@ -1,0 +1,233 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/store"
+	"github.com/gatehouse-dev/gatehouse/store/usagegen"
+)
+
+// Usage load benchmarks, on the loopback harness of loadtest_test.go (16 keep-alive
+// connections, 5 s per run, GATEHOUSE_BENCH_DURATION to change it):
+//
+//	go test -run '^$' -bench UsageLoad -benchtime 1x ./server/
+//
+// For each backend: single-event and batch (usageBatchSize events per request) ingest of new
+// events, then of the same events again (duplicates), in an empty project. With
+// GATEHOUSE_BENCH_EVENTS=N (for example 2000000) the project is then seeded with N events over
+// N/200 subjects and 90 days (usagegen, through the store), ingest is measured again at that
+// size, and every analytics route is loaded from 4 connections for its p50/p95.
+
+const usageBatchSize = 500
+
+// analyticsLoadConns is how many connections load the analytics routes at once: a handful of
+// dashboards, not the ingest's 16 senders.
+const analyticsLoadConns = 4
+
+// usageBench is a running server with one project and an API key holding usage:write,
+// usage:read and billing:read.
+type usageBench struct {
+	url, key, projectID string
+	envs                []string
+	st                  *store.Store
+}
+
+func newUsageBench(b *testing.B, st *store.Store) usageBench {
+	b.Helper()
+	ctx := context.Background()
+	owner := store.User{Name: "Owner", Email: "owner@bench.example.com"}
+	org := store.Organization{Name: "Bench", Slug: "bench"}
+	prj := store.Project{Name: "Usage", Slug: "usage"}
+	token, err := oauth.NewSessionToken()
+	if err != nil {
+		b.Fatal(err)
+	}
+	err = st.InTx(ctx, func(tx *store.Tx) error {
+		if err := tx.CreateUser(ctx, &owner, "!no-password"); err != nil {
+			return err
+		}
+		if _, err := tx.CreateOrganization(ctx, &org, owner.ID); err != nil {
+			return err
+		}
+		prj.OrganizationID = org.ID
+		if err := tx.CreateProject(ctx, &prj); err != nil {
+			return err
+		}
+		return tx.CreateSession(ctx, &store.Session{UserID: owner.ID, TokenHash: oauth.HashToken(token), ExpiresAt: time.Now().Add(time.Hour)})
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := New(testConfig(), st, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodPost, "/api/v1/projects/"+prj.ID+"/service-accounts",
+		strings.NewReader(`{"name":"meter","scopes":["usage:write","usage:read","billing:read"]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Cookie", srv.sessionCookieName+"="+oauth.CookieValue(srv.cookieKey, token))
+	req.Header.Set("Origin", testBaseURL)
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, req)
+	var out envelope[struct {
+		APIKey string `json:"apiKey"`
+	}]
+	if err := decodeJSON(rec, http.StatusCreated, &out); err != nil {
+		b.Fatalf("create service account: %v", err)
+	}
+	ts := httptest.NewUnstartedServer(srv.Handler())
+	ts.Listener.Close()
+	if ts.Listener, err = net.Listen("tcp4", "127.0.0.1:0"); err != nil {
+		b.Fatal(err)
+	}
+	ts.Start()
+	b.Cleanup(ts.Close)
+	envs := make([]string, len(prj.Environments))
+	for i, e := range prj.Environments {
+		envs[i] = e.ID
+	}
+	return usageBench{url: ts.URL, key: out.Data.APIKey, projectID: prj.ID, envs: envs, st: st}
+}
+
+// ingestLoad drives single-event (batch 0) or batch ingest of events "<prefix>-<n>" for
+// n = 0, 1, 2, … (new events) or of n modulo known (duplicates of an earlier run with the
+// same prefix) and reports events/s. It returns how many events it sent.
+func (u usageBench) ingestLoad(b *testing.B, name, prefix string, batch, known int) int {
+	var sent int
+	b.Run(name, func(b *testing.B) {
+		var next atomic.Int64
+		id := func() int {
+			n := int(next.Add(1) - 1)
+			if known > 0 {
+				n %= known
+			}
+			return n
+		}
+		event := func(n int) string {
+			return fmt.Sprintf(`"eventId":"%s-%d","subjectId":"load_%05d","meter":"api_call","quantity":1`, prefix, n, n%5000)
+		}
+		target := func() *http.Request {
+			var body, path string
+			if batch == 0 {
+				body = `{` + event(id()) + `,"environmentId":"` + u.envs[0] + `"}`
+				path = "/usage-events"
+			} else {
+				parts := make([]string, batch)
+				for i := range parts {
+					parts[i] = "{" + event(id()) + "}"
+				}
+				body = `{"environmentId":"` + u.envs[0] + `","events":[` + strings.Join(parts, ",") + `]}`
+				path = "/usage-events/batch"
+			}
+			req, _ := http.NewRequest(http.MethodPost, u.url+"/api/v1/projects/"+u.projectID+path, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-API-Key", u.key)
+			return req
+		}
+		var res loadResult
+		for b.Loop() {
+			res = runLoad(b, target, authorizeLoadConns, benchDuration(b, authorizeLoadDuration))
+		}
+		perRequest := max(batch, 1)
+		b.Logf("%s: %s; %.0f events/s", name, res, res.RPS*float64(perRequest))
+		if res.Errors > 0 {
+			b.Errorf("%d errors, first: %s", res.Errors, res.FirstError)
+		}
+		b.ReportMetric(res.RPS*float64(perRequest), "events/s")
+		b.ReportMetric(float64(res.P50.Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(res.P99.Microseconds())/1000, "p99-ms")
+		sent = int(next.Load())
+	})
+	return sent
+}
+
+// ingestRuns measures new then duplicate events, single and batch.
+func (u usageBench) ingestRuns(b *testing.B, tag string) {
+	n := u.ingestLoad(b, "single/new"+tag, "s"+tag, 0, 0)
+	u.ingestLoad(b, "single/duplicate"+tag, "s"+tag, 0, n)
+	n = u.ingestLoad(b, "batch/new"+tag, "b"+tag, usageBatchSize, 0)
+	u.ingestLoad(b, "batch/duplicate"+tag, "b"+tag, usageBatchSize, n)
+}
+
+func BenchmarkUsageLoad(b *testing.B) {
+	for _, be := range benchBackends(b) {
+		b.Run(be.name, func(b *testing.B) {
+			u := newUsageBench(b, be.open(b))
+			u.ingestRuns(b, "")
+			size, _ := strconv.Atoi(os.Getenv("GATEHOUSE_BENCH_EVENTS"))
+			if size <= 0 {
+				return
+			}
+			subjects := max(size/200, 1)
+			start := time.Now()
+			workers := 1
+			if be.name == string(store.Postgres) {
+				workers = 4
+			}
+			_, err := usagegen.Seed(context.Background(), u.st, usagegen.Spec{ProjectID: u.projectID, Environments: u.envs,
+				Events: size, Subjects: subjects, Days: 90, Prefix: "seed", Workers: workers})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Logf("%s: seeded %d events over %d subjects in %v (%.0f events/s through the store)", be.name, size, subjects,
+				time.Since(start).Round(time.Second), float64(size)/time.Since(start).Seconds())
+			tag := "@" + strconv.Itoa(size)
+			u.ingestRuns(b, tag)
+			u.analyticsRuns(b, tag, subjects)
+		})
+	}
+}
+
+// analyticsRuns loads each analytics route and reports p50 and p95.
+func (u usageBench) analyticsRuns(b *testing.B, tag string, subjects int) {
+	routes := []struct {
+		name string
+		path func() string
+	}{
+		{"summary", func() string { return "/analytics/summary" }},
+		{"summary-env", func() string { return "/analytics/summary?environmentId=" + u.envs[0] }},
+		{"activity-90d", func() string { return "/analytics/activity?days=90" }},
+		{"subjects-events", func() string { return "/analytics/subjects?days=365&sort=-events&limit=50" }},
+		{"subjects-search", func() string {
+			return "/analytics/subjects?days=30&q=sub_00" + strconv.Itoa(rand.IntN(10)) + "&sort=-lastSeen"
+		}},
+		{"subjects-page", func() string {
+			return "/analytics/subjects?days=90&sort=subjectId&limit=50&offset=" + strconv.Itoa(rand.IntN(subjects))
+		}},
+		{"subject-activity", func() string { return fmt.Sprintf("/subjects/sub_%06d/activity?days=30", rand.IntN(subjects)) }},
+	}
+	for _, r := range routes {
+		b.Run("analytics/"+r.name+tag, func(b *testing.B) {
+			target := func() *http.Request {
+				req, _ := http.NewRequest(http.MethodGet, u.url+"/api/v1/projects/"+u.projectID+r.path(), nil)
+				req.Header.Set("X-API-Key", u.key)
+				return req
+			}
+			var res loadResult
+			for b.Loop() {
+				res = runLoad(b, target, analyticsLoadConns, benchDuration(b, authorizeLoadDuration))
+			}
+			b.Logf("analytics %s: %s, p95 %v", r.name, res, res.P95)
+			if res.Errors > 0 {
+				b.Errorf("%d errors, first: %s", res.Errors, res.FirstError)
+			}
+			b.ReportMetric(res.RPS, "req/s")
+			b.ReportMetric(float64(res.P50.Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(res.P95.Microseconds())/1000, "p95-ms")
+		})
+	}
+}

@@ -1,0 +1,388 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Usage events: ingest, with the rollups the analytics read (store/analytics.go) maintained in
+// the same transaction as each new event. An event is unique on (project, eventId): a replay
+// writes nothing and reports the original event's id. Nothing references users, so deleting
+// a subject keeps its accounting rows.
+//
+// Per new event the rollups are:
+//   - usage_daily: (project, subject, day, meter, environment) → events, quantity;
+//   - usage_subject_days: (project, subject, day, environment) → events; the upsert that takes
+//     it to 1 marks the subject's first event of the day;
+//   - usage_subjects: (project, subject, environment) → first/last seen, events, quantity
+//     (and revenue, from AddRevenue);
+//   - usage_totals: (project, day, environment, meter, shard) → events, quantity and the
+//     subjects whose first event of the day it was. shard spreads concurrent writers of one
+//     day over usageShards rows.
+
+// MaxUsageBatch is the most events one IngestUsage call takes (the batch route's limit).
+const MaxUsageBatch = 1000
+
+// usageShards is how many usage_totals rows share one (project, day, environment, meter).
+const usageShards = 16
+
+// UsageEvent is one usage event. On ingest ID and ReceivedAt are assigned when empty;
+// Properties is compact JSON text or "" for none. Timestamp is kept at microsecond precision,
+// and its UTC date is the event's day in every rollup.
+type UsageEvent struct {
+	ID            string    `db:"id"`
+	ProjectID     string    `db:"project_id"`
+	EnvironmentID string    `db:"environment_id"`
+	EventID       string    `db:"event_id"`
+	SubjectID     string    `db:"subject_id"`
+	Meter         string    `db:"meter"`
+	Quantity      float64   `db:"quantity"`
+	Timestamp     time.Time `db:"-"`
+	ReceivedAt    time.Time `db:"-"`
+	Properties    string    `db:"-"`
+}
+
+// IngestResult is the outcome of one event: its id (the original one for a duplicate) and
+// whether it was already recorded.
+type IngestResult struct {
+	ID        string
+	Duplicate bool
+}
+
+// UsageDay is the rollup day of t: its UTC date as YYYY-MM-DD, the form every rollup stores.
+func UsageDay(t time.Time) string { return t.UTC().Format(time.DateOnly) }
+
+// usageShard is the usage_totals shard of a subject.
+func usageShard(subjectID string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(subjectID))
+	return int(h.Sum32() % usageShards)
+}
+
+// IngestUsage records events, all of one project, and returns one result per event in order.
+// New events and their rollups commit together, in one transaction; an event whose
+// (ProjectID, EventID) is already stored — by an earlier call, a concurrent one or earlier in
+// the same call — is a duplicate: nothing is written for it and its result carries the
+// original id. Concurrent calls with the same event leave exactly one row.
+//
+// It returns ErrInvalid for an empty or oversized call (MaxUsageBatch), events of several
+// projects, a missing id field or a negative quantity; nothing is written then.
+func (s *Store) IngestUsage(ctx context.Context, events []UsageEvent) ([]IngestResult, error) {
+	const op = "ingest usage"
+	if err := s.prepareUsage(events); err != nil {
+		return nil, fmt.Errorf("store: %s: %w", op, err)
+	}
+	var results []IngestResult
+	var err error
+	// A PostgreSQL deadlock (a batch and a concurrent writer meeting on rollup rows in
+	// different orders) rolls back everything; the events are then simply sent again.
+	for attempt := 0; attempt < 3; attempt++ {
+		if s.dialect == Postgres && len(events) == 1 {
+			results, err = s.ingestOnePostgres(ctx, events[0])
+		} else {
+			err = s.InTx(ctx, func(tx *Tx) error {
+				var err error
+				results, err = tx.ingestUsage(ctx, events)
+				return err
+			})
+		}
+		if err == nil || !isRetryableWrite(err) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, wrapError(op, err)
+	}
+	return results, nil
+}
+
+// prepareUsage validates events and fills in ids, received times and precision.
+func (s *Store) prepareUsage(events []UsageEvent) error {
+	if len(events) == 0 || len(events) > MaxUsageBatch {
+		return fmt.Errorf("%w: %d events (1 to %d)", ErrInvalid, len(events), MaxUsageBatch)
+	}
+	now := s.Now()
+	for i := range events {
+		e := &events[i]
+		switch {
+		case e.ProjectID != events[0].ProjectID:
+			return fmt.Errorf("%w: events of several projects", ErrInvalid)
+		case e.ProjectID == "" || e.EnvironmentID == "" || e.EventID == "" || e.SubjectID == "" || e.Meter == "":
+			return fmt.Errorf("%w: event %d lacks an id field", ErrInvalid, i)
+		case !(e.Quantity >= 0):
+			return fmt.Errorf("%w: event %d has a negative quantity", ErrInvalid, i)
+		}
+		if e.ID == "" {
+			e.ID = NewID("uev")
+		}
+		if e.ReceivedAt.IsZero() {
+			e.ReceivedAt = now
+		}
+		if e.Timestamp.IsZero() {
+			e.Timestamp = e.ReceivedAt
+		}
+		e.Timestamp = e.Timestamp.UTC().Truncate(time.Microsecond)
+		e.ReceivedAt = e.ReceivedAt.UTC().Truncate(time.Microsecond)
+	}
+	return nil
+}
+
+// ingestOnePostgres records one event in one statement (postgresIngestOne, one round trip on
+// a prepared statement, committed on its own): the insert and, only when it inserted, the
+// rollup upserts. A replay of an event committed before the statement began gets the original
+// id from the same statement; one committed by a racing transaction while it waited on the
+// unique index gets it from a second read.
+func (s *Store) ingestOnePostgres(ctx context.Context, e UsageEvent) ([]IngestResult, error) {
+	stmt, err := s.readStatement(ctx, postgresIngestOne)
+	if err != nil {
+		return nil, err
+	}
+	var id string
+	var inserted bool
+	err = stmt.QueryRowxContext(ctx, e.ProjectID, e.EventID, e.ID, e.EnvironmentID, e.SubjectID, e.Meter,
+		e.Quantity, sqlTime(e.Timestamp), sqlTime(e.ReceivedAt), nullString(e.Properties),
+		UsageDay(e.Timestamp), usageShard(e.SubjectID)).Scan(&id, &inserted)
+	if isNoRows(err) {
+		stmt, err := s.readStatement(ctx, `SELECT id FROM usage_events WHERE project_id = ? AND event_id = ?`)
+		if err != nil {
+			return nil, err
+		}
+		err = stmt.GetContext(ctx, &id, e.ProjectID, e.EventID)
+		if err != nil {
+			return nil, err
+		}
+		return []IngestResult{{ID: id, Duplicate: true}}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return []IngestResult{{ID: id, Duplicate: !inserted}}, nil
+}
+
+// usageKey names one rollup row of a call (fields unused by a table stay empty).
+type usageKey struct {
+	env, subject, day, meter string
+	shard                    int
+}
+
+func compareUsageKeys(a, b usageKey) int {
+	return cmp.Or(strings.Compare(a.subject, b.subject), strings.Compare(a.day, b.day),
+		strings.Compare(a.meter, b.meter), strings.Compare(a.env, b.env), cmp.Compare(a.shard, b.shard))
+}
+
+// usageDelta is what a call adds to one rollup row.
+type usageDelta struct {
+	events      int64
+	quantity    float64
+	first, last time.Time
+	newSubjects int64
+	// firstMeter is the meter of the subject-day's first new event in the call.
+	firstMeter string
+}
+
+// ingestUsage is IngestUsage inside a transaction, in a fixed number of statements whatever
+// the call's size: the events insert, a read of the duplicates' original ids, then one upsert
+// per rollup table with the call's deltas. Rows are written in key order (events by event id,
+// rollups by key) so that concurrent calls lock them in the same order.
+func (tx *Tx) ingestUsage(ctx context.Context, events []UsageEvent) ([]IngestResult, error) {
+	project := events[0].ProjectID
+	order := make([]int, len(events))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(events[a].EventID, events[b].EventID) })
+
+	var q strings.Builder
+	q.WriteString(`INSERT INTO usage_events (project_id, event_id, id, environment_id, subject_id, meter, quantity, occurred_at, received_at, properties) VALUES `)
+	args := make([]any, 0, len(events)*10)
+	for n, i := range order {
+		if n > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		e := events[i]
+		args = append(args, project, e.EventID, e.ID, e.EnvironmentID, e.SubjectID, e.Meter, e.Quantity,
+			sqlTime(e.Timestamp), sqlTime(e.ReceivedAt), nullString(e.Properties))
+	}
+	q.WriteString(` ON CONFLICT (project_id, event_id) DO NOTHING RETURNING event_id`)
+	var insertedIDs []string
+	if err := tx.tx.SelectContext(ctx, &insertedIDs, tx.tx.Rebind(q.String()), args...); err != nil {
+		return nil, err
+	}
+	inserted := make(map[string]bool, len(insertedIDs))
+	for _, id := range insertedIDs {
+		inserted[id] = true
+	}
+
+	// The first occurrence of an inserted event id is new; every other event is a duplicate
+	// whose original id is read back (a later occurrence in this call reads this call's row).
+	results := make([]IngestResult, len(events))
+	var fresh []UsageEvent
+	var lookup []any
+	for i, e := range events {
+		if inserted[e.EventID] {
+			delete(inserted, e.EventID)
+			results[i] = IngestResult{ID: e.ID}
+			fresh = append(fresh, e)
+			continue
+		}
+		results[i].Duplicate = true
+		lookup = append(lookup, e.EventID)
+	}
+	if len(lookup) > 0 {
+		var rows []struct {
+			EventID string `db:"event_id"`
+			ID      string `db:"id"`
+		}
+		query := `SELECT event_id, id FROM usage_events WHERE project_id = ? AND event_id IN (?` +
+			strings.Repeat(", ?", len(lookup)-1) + `)`
+		if err := tx.tx.SelectContext(ctx, &rows, tx.tx.Rebind(query), append([]any{project}, lookup...)...); err != nil {
+			return nil, err
+		}
+		ids := make(map[string]string, len(rows))
+		for _, r := range rows {
+			ids[r.EventID] = r.ID
+		}
+		for i, e := range events {
+			if results[i].Duplicate {
+				if results[i].ID = ids[e.EventID]; results[i].ID == "" {
+					return nil, fmt.Errorf("duplicate event %q has no stored row", e.EventID)
+				}
+			}
+		}
+	}
+	if len(fresh) == 0 {
+		return results, nil
+	}
+	return results, tx.addUsageRollups(ctx, project, fresh)
+}
+
+// addUsageRollups adds new events to the four rollup tables, one upsert statement each.
+func (tx *Tx) addUsageRollups(ctx context.Context, project string, fresh []UsageEvent) error {
+	daily := map[usageKey]*usageDelta{}
+	subjectDays := map[usageKey]*usageDelta{}
+	subjects := map[usageKey]*usageDelta{}
+	totals := map[usageKey]*usageDelta{}
+	add := func(m map[usageKey]*usageDelta, k usageKey, e UsageEvent) *usageDelta {
+		d := m[k]
+		if d == nil {
+			d = &usageDelta{first: e.Timestamp, last: e.Timestamp, firstMeter: e.Meter}
+			m[k] = d
+		}
+		d.events++
+		d.quantity += e.Quantity
+		if e.Timestamp.Before(d.first) {
+			d.first = e.Timestamp
+		}
+		if e.Timestamp.After(d.last) {
+			d.last = e.Timestamp
+		}
+		return d
+	}
+	for _, e := range fresh {
+		day := UsageDay(e.Timestamp)
+		add(daily, usageKey{env: e.EnvironmentID, subject: e.SubjectID, day: day, meter: e.Meter}, e)
+		add(subjectDays, usageKey{env: e.EnvironmentID, subject: e.SubjectID, day: day}, e)
+		add(subjects, usageKey{env: e.EnvironmentID, subject: e.SubjectID}, e)
+		add(totals, usageKey{env: e.EnvironmentID, day: day, meter: e.Meter, shard: usageShard(e.SubjectID)}, e)
+	}
+
+	// Subject-days first: a row whose count after the upsert equals what this call added is
+	// new, the subject's first event of that day, counted in usage_totals.new_subjects.
+	keys := sortedKeys(subjectDays)
+	args := make([]any, 0, len(keys)*5)
+	for _, k := range keys {
+		args = append(args, project, k.subject, k.day, k.env, subjectDays[k].events)
+	}
+	var after []struct {
+		SubjectID     string `db:"subject_id"`
+		Day           string `db:"day"`
+		EnvironmentID string `db:"environment_id"`
+		Events        int64  `db:"events"`
+	}
+	err := tx.tx.SelectContext(ctx, &after, tx.tx.Rebind(`INSERT INTO usage_subject_days (project_id, subject_id, day, environment_id, events) VALUES `+
+		valuesList(len(keys), 5)+` ON CONFLICT (project_id, subject_id, day, environment_id) DO UPDATE SET events = usage_subject_days.events + excluded.events
+		RETURNING subject_id, day, environment_id, events`), args...)
+	if err != nil {
+		return err
+	}
+	for _, r := range after {
+		k := usageKey{env: r.EnvironmentID, subject: r.SubjectID, day: r.Day}
+		if d := subjectDays[k]; d != nil && r.Events == d.events {
+			totals[usageKey{env: k.env, day: k.day, meter: d.firstMeter, shard: usageShard(k.subject)}].newSubjects++
+		}
+	}
+
+	keys = sortedKeys(daily)
+	args = args[:0]
+	for _, k := range keys {
+		d := daily[k]
+		args = append(args, project, k.subject, k.day, k.meter, k.env, d.events, d.quantity)
+	}
+	_, err = tx.tx.ExecContext(ctx, tx.tx.Rebind(`INSERT INTO usage_daily (project_id, subject_id, day, meter, environment_id, events, quantity) VALUES `+
+		valuesList(len(keys), 7)+` ON CONFLICT (project_id, subject_id, day, meter, environment_id) DO UPDATE SET
+		events = usage_daily.events + excluded.events, quantity = usage_daily.quantity + excluded.quantity`), args...)
+	if err != nil {
+		return err
+	}
+
+	keys = sortedKeys(subjects)
+	args = args[:0]
+	for _, k := range keys {
+		d := subjects[k]
+		args = append(args, project, k.subject, k.env, sqlTime(d.first), sqlTime(d.last), d.events, d.quantity)
+	}
+	_, err = tx.tx.ExecContext(ctx, tx.tx.Rebind(`INSERT INTO usage_subjects (project_id, subject_id, environment_id, first_seen, last_seen, events, quantity) VALUES `+
+		valuesList(len(keys), 7)+` ON CONFLICT (project_id, subject_id, environment_id) DO UPDATE SET
+		first_seen = CASE WHEN excluded.first_seen < usage_subjects.first_seen THEN excluded.first_seen ELSE usage_subjects.first_seen END,
+		last_seen = CASE WHEN excluded.last_seen > usage_subjects.last_seen THEN excluded.last_seen ELSE usage_subjects.last_seen END,
+		events = usage_subjects.events + excluded.events, quantity = usage_subjects.quantity + excluded.quantity`), args...)
+	if err != nil {
+		return err
+	}
+
+	keys = sortedKeys(totals)
+	args = args[:0]
+	for _, k := range keys {
+		d := totals[k]
+		args = append(args, project, k.day, k.env, k.meter, k.shard, d.events, d.quantity, d.newSubjects)
+	}
+	_, err = tx.tx.ExecContext(ctx, tx.tx.Rebind(`INSERT INTO usage_totals (project_id, day, environment_id, meter, shard, events, quantity, new_subjects) VALUES `+
+		valuesList(len(keys), 8)+` ON CONFLICT (project_id, day, environment_id, meter, shard) DO UPDATE SET
+		events = usage_totals.events + excluded.events, quantity = usage_totals.quantity + excluded.quantity,
+		new_subjects = usage_totals.new_subjects + excluded.new_subjects`), args...)
+	return err
+}
+
+func sortedKeys(m map[usageKey]*usageDelta) []usageKey {
+	keys := make([]usageKey, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareUsageKeys)
+	return keys
+}
+
+// valuesList is rows groups of cols placeholders: "(?, ?), (?, ?)".
+func valuesList(rows, cols int) string {
+	group := "(?" + strings.Repeat(", ?", cols-1) + ")"
+	return group + strings.Repeat(", "+group, rows-1)
+}
+
+// EnvironmentProject returns the id of the project an environment belongs to, or ErrNotFound.
+func (s *Store) EnvironmentProject(ctx context.Context, environmentID string) (string, error) {
+	stmt, err := s.readStatement(ctx, `SELECT project_id FROM environments WHERE id = ?`)
+	if err != nil {
+		return "", wrapError("environment project", err)
+	}
+	var projectID string
+	if err := stmt.GetContext(ctx, &projectID, environmentID); err != nil {
+		return "", wrapError("environment project", err)
+	}
+	return projectID, nil
+}
