@@ -72,6 +72,8 @@ type Store struct {
 	// statements caches the prepared hot read queries (query text → *sqlx.Stmt); see
 	// readStatement. Close closes them.
 	statements sync.Map
+	// usageQueue groups concurrent single usage events into shared transactions.
+	usageQueue usageQueue
 }
 
 // Option configures Open.

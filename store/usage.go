@@ -65,7 +65,8 @@ func usageShard(subjectID string) int {
 }
 
 // IngestUsage records events, all of one project, and returns one result per event in order.
-// New events and their rollups commit together, in one transaction; an event whose
+// New events and their rollups commit together, in one transaction (a single event may share
+// it with concurrent single events: usage_batch.go); an event whose
 // (ProjectID, EventID) is already stored — by an earlier call, a concurrent one or earlier in
 // the same call — is a duplicate: nothing is written for it and its result carries the
 // original id. Concurrent calls with the same event leave exactly one row.
@@ -77,6 +78,24 @@ func (s *Store) IngestUsage(ctx context.Context, events []UsageEvent) ([]IngestR
 	if err := s.prepareUsage(events); err != nil {
 		return nil, fmt.Errorf("store: %s: %w", op, err)
 	}
+	if len(events) == 1 {
+		// Single events share transactions with concurrent ones (usage_batch.go).
+		r, err := s.ingestQueued(events[0])
+		if err != nil {
+			return nil, wrapError(op, err)
+		}
+		return []IngestResult{r}, nil
+	}
+	results, err := s.ingestPrepared(ctx, events)
+	if err != nil {
+		return nil, wrapError(op, err)
+	}
+	return results, nil
+}
+
+// ingestPrepared records prepared events of one project in one transaction (one statement on
+// PostgreSQL for a single event).
+func (s *Store) ingestPrepared(ctx context.Context, events []UsageEvent) ([]IngestResult, error) {
 	var results []IngestResult
 	var err error
 	// A PostgreSQL deadlock (a batch and a concurrent writer meeting on rollup rows in
@@ -95,10 +114,7 @@ func (s *Store) IngestUsage(ctx context.Context, events []UsageEvent) ([]IngestR
 			break
 		}
 	}
-	if err != nil {
-		return nil, wrapError(op, err)
-	}
-	return results, nil
+	return results, err
 }
 
 // prepareUsage validates events and fills in ids, received times and precision.

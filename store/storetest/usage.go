@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 func runUsage(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("IngestAndRollups", func(t *testing.T) { testUsageIngest(t, open) })
 	t.Run("ConcurrentReplays", func(t *testing.T) { testUsageConcurrentReplays(t, open) })
+	t.Run("ConcurrentSingles", func(t *testing.T) { testUsageConcurrentSingles(t, open) })
 	t.Run("AddRevenue", func(t *testing.T) { testAddRevenue(t, open) })
 }
 
@@ -119,6 +121,63 @@ func testUsageConcurrentReplays(t *testing.T, open func(t *testing.T) *store.Sto
 	}
 	if fresh != 1 || a.Events != 1 || len(a.Recent) != 1 {
 		t.Fatalf("%d calls recorded it, %d events, %d rows; want 1", fresh, a.Events, len(a.Recent))
+	}
+}
+
+// testUsageConcurrentSingles sends 60 single events at once — 3 projects × 10 event ids, each
+// sent twice — so that the store groups them into shared transactions: each project ends with
+// exactly its 10 events, every event id has one id, and each id was new for exactly one call.
+func testUsageConcurrentSingles(t *testing.T, open func(t *testing.T) *store.Store) {
+	s := open(t)
+	projects := []string{"prj_a", "prj_b", "prj_c"}
+	type call struct{ project, event string }
+	var calls []call
+	for _, p := range projects {
+		for n := range 10 {
+			calls = append(calls, call{p, fmt.Sprintf("e%d", n)}, call{p, fmt.Sprintf("e%d", n)})
+		}
+	}
+	results := make([]store.IngestResult, len(calls))
+	errs := make([]error, len(calls))
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		wg.Go(func() {
+			r, err := s.IngestUsage(testContext(t), []store.UsageEvent{{ProjectID: c.project, EnvironmentID: "env_" + c.project,
+				EventID: c.event, SubjectID: "sub_" + c.event, Meter: "m", Quantity: 2}})
+			if err == nil {
+				results[i] = r[0]
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	ids := map[call]string{}
+	fresh := map[call]int{}
+	for i, c := range calls {
+		if errs[i] != nil {
+			t.Fatalf("call %d: %v", i, errs[i])
+		}
+		if id, ok := ids[c]; ok && id != results[i].ID {
+			t.Fatalf("%v: ids %s and %s", c, id, results[i].ID)
+		}
+		ids[c] = results[i].ID
+		if !results[i].Duplicate {
+			fresh[c]++
+		}
+	}
+	for c := range ids {
+		if fresh[c] != 1 {
+			t.Errorf("%v was new for %d calls, want 1", c, fresh[c])
+		}
+	}
+	for _, p := range projects {
+		sum, err := s.UsageSummary(testContext(t), store.AnalyticsScope{ProjectID: p}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sum.Meters) != 1 || sum.Meters[0].Events != 10 || sum.Meters[0].Quantity != 20 {
+			t.Errorf("%s: meters %+v, want m with 10 events and quantity 20", p, sum.Meters)
+		}
 	}
 }
 
