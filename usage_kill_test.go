@@ -178,14 +178,7 @@ func seedKillFixture(t *testing.T, dbURL string, secret []byte) (projectID, envI
 	org := store.Organization{Name: "Kill", Slug: "kill"}
 	prj := store.Project{Name: "Usage", Slug: "usage"}
 	err = st.InTx(ctx, func(tx *store.Tx) error {
-		if err := tx.CreateUser(ctx, &owner, "!no-password"); err != nil {
-			return err
-		}
-		if _, err := tx.CreateOrganization(ctx, &org, owner.ID); err != nil {
-			return err
-		}
-		prj.OrganizationID = org.ID
-		if err := tx.CreateProject(ctx, &prj); err != nil {
+		if err := storetest.CreateOwnedProject(ctx, tx, &owner, "!no-password", &org, &prj); err != nil {
 			return err
 		}
 		sa := store.ServiceAccount{ProjectID: prj.ID, Name: "sender", Scopes: []string{"usage:write"}}

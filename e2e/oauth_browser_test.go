@@ -83,15 +83,9 @@ func TestOAuthPagesInBrowser(t *testing.T) {
 		RedirectURIs: []string{rp.url + "/cb"}, PostLogoutRedirectURIs: []string{rp.url + "/bye"},
 		GrantTypes: []string{"authorization_code", "refresh_token"}, Scopes: []string{"openid", "profile", "email"}}
 	err = st.InTx(ctx, func(tx *store.Tx) error {
-		if err := tx.CreateUser(ctx, &user, hash); err != nil {
-			return err
-		}
 		org := store.Organization{Name: "Navy", Slug: "navy"}
-		if _, err := tx.CreateOrganization(ctx, &org, user.ID); err != nil {
-			return err
-		}
-		p := store.Project{OrganizationID: org.ID, Name: "Compilers", Slug: "compilers"}
-		if err := tx.CreateProject(ctx, &p); err != nil {
+		p := store.Project{Name: "Compilers", Slug: "compilers"}
+		if err := storetest.CreateOwnedProject(ctx, tx, &user, hash, &org, &p); err != nil {
 			return err
 		}
 		client.ProjectID = p.ID

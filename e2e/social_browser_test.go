@@ -58,15 +58,9 @@ func TestSocialSignInInBrowser(t *testing.T) {
 	client := store.OIDCClient{Name: "Trajectories", Type: store.OIDCClientWeb, SkipConsent: true, SecretHash: hash,
 		RedirectURIs: []string{rp.url + "/cb"}, GrantTypes: []string{"authorization_code"}, Scopes: []string{"openid", "email"}}
 	err = st.InTx(ctx, func(tx *store.Tx) error {
-		if err := tx.CreateUser(ctx, &owner, ""); err != nil {
-			return err
-		}
 		org := store.Organization{Name: "NACA", Slug: "naca"}
-		if _, err := tx.CreateOrganization(ctx, &org, owner.ID); err != nil {
-			return err
-		}
-		p := store.Project{OrganizationID: org.ID, Name: "Orbits", Slug: "orbits"}
-		if err := tx.CreateProject(ctx, &p); err != nil {
+		p := store.Project{Name: "Orbits", Slug: "orbits"}
+		if err := storetest.CreateOwnedProject(ctx, tx, &owner, "", &org, &p); err != nil {
 			return err
 		}
 		client.ProjectID = p.ID

@@ -55,15 +55,9 @@ func internalStore(t *testing.T, b storetest.Backend) (*store.Store, store.OIDCC
 		GrantTypes: []string{"authorization_code", "refresh_token"}, Scopes: []string{"openid", "offline_access"}}
 	err := st.InTx(ctx, func(tx *store.Tx) error {
 		u := store.User{Name: "Owner", Email: "owner@example.com"}
-		if err := tx.CreateUser(ctx, &u, ""); err != nil {
-			return err
-		}
 		org := store.Organization{Name: "Acme", Slug: "acme"}
-		if _, err := tx.CreateOrganization(ctx, &org, u.ID); err != nil {
-			return err
-		}
-		p := store.Project{OrganizationID: org.ID, Name: "RP", Slug: "rp"}
-		if err := tx.CreateProject(ctx, &p); err != nil {
+		p := store.Project{Name: "RP", Slug: "rp"}
+		if err := storetest.CreateOwnedProject(ctx, tx, &u, "", &org, &p); err != nil {
 			return err
 		}
 		client.ProjectID = p.ID

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/store"
+	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
 // apiKeyBench is a server over one backend with a project, a secret config entry in its
@@ -38,14 +39,7 @@ func newAPIKeyBench(b *testing.B, st *store.Store) apiKeyBench {
 	prj := store.Project{Name: "Bench", Slug: "bench"}
 	token, _ := oauth.NewSessionToken()
 	err = st.InTx(ctx, func(tx *store.Tx) error {
-		if err := tx.CreateUser(ctx, &u, "!"); err != nil {
-			return err
-		}
-		if _, err := tx.CreateOrganization(ctx, &org, u.ID); err != nil {
-			return err
-		}
-		prj.OrganizationID = org.ID
-		if err := tx.CreateProject(ctx, &prj); err != nil {
+		if err := storetest.CreateOwnedProject(ctx, tx, &u, "!", &org, &prj); err != nil {
 			return err
 		}
 		return tx.CreateSession(ctx, &store.Session{UserID: u.ID, TokenHash: oauth.HashToken(token), ExpiresAt: time.Now().Add(time.Hour)})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/store"
+	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
 // seedBilling creates a project with a plan of 10 features, 1,000 subjects each with an active
@@ -17,15 +18,9 @@ func seedBilling(b *testing.B, st *store.Store) (projectID, envID string) {
 	ctx := context.Background()
 	err := st.InTx(ctx, func(tx *store.Tx) error {
 		u := store.User{Name: "Owner", Email: fmt.Sprintf("owner-%d@example.com", time.Now().UnixNano())}
-		if err := tx.CreateUser(ctx, &u, "!"); err != nil {
-			return err
-		}
 		org := store.Organization{Name: "Bench", Slug: fmt.Sprintf("bench-%d", time.Now().UnixNano())}
-		if _, err := tx.CreateOrganization(ctx, &org, u.ID); err != nil {
-			return err
-		}
-		p := store.Project{OrganizationID: org.ID, Name: "Shop", Slug: "shop"}
-		if err := tx.CreateProject(ctx, &p); err != nil {
+		p := store.Project{Name: "Shop", Slug: "shop"}
+		if err := storetest.CreateOwnedProject(ctx, tx, &u, "!", &org, &p); err != nil {
 			return err
 		}
 		projectID, envID = p.ID, p.Environments[0].ID

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/store"
+	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
 // Loopback load runs of the OAuth provider's token side, 16 keep-alive connections for 5 s
@@ -44,15 +45,9 @@ func oauthBenchServer(b *testing.B, st *store.Store) (string, string) {
 		SecretHash: oauth.HashClientSecret(oauth.DeriveKey(cfg.SecretKey, "oidc-client-secret"), oauthBenchSecret)}
 	err := st.InTx(ctx, func(tx *store.Tx) error {
 		u := store.User{Name: "Bench owner", Email: "oauth-bench@example.com"}
-		if err := tx.CreateUser(ctx, &u, ""); err != nil {
-			return err
-		}
 		org := store.Organization{Name: "Bench", Slug: "oauth-bench"}
-		if _, err := tx.CreateOrganization(ctx, &org, u.ID); err != nil {
-			return err
-		}
-		p := store.Project{OrganizationID: org.ID, Name: "Bench", Slug: "bench"}
-		if err := tx.CreateProject(ctx, &p); err != nil {
+		p := store.Project{Name: "Bench", Slug: "bench"}
+		if err := storetest.CreateOwnedProject(ctx, tx, &u, "", &org, &p); err != nil {
 			return err
 		}
 		client.ProjectID = p.ID

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/store"
+	"github.com/gatehouse-dev/gatehouse/store/storetest"
 	"github.com/gatehouse-dev/gatehouse/store/usagegen"
 )
 
@@ -57,14 +58,7 @@ func newUsageBench(b *testing.B, st *store.Store) usageBench {
 		b.Fatal(err)
 	}
 	err = st.InTx(ctx, func(tx *store.Tx) error {
-		if err := tx.CreateUser(ctx, &owner, "!no-password"); err != nil {
-			return err
-		}
-		if _, err := tx.CreateOrganization(ctx, &org, owner.ID); err != nil {
-			return err
-		}
-		prj.OrganizationID = org.ID
-		if err := tx.CreateProject(ctx, &prj); err != nil {
+		if err := storetest.CreateOwnedProject(ctx, tx, &owner, "!no-password", &org, &prj); err != nil {
 			return err
 		}
 		return tx.CreateSession(ctx, &store.Session{UserID: owner.ID, TokenHash: oauth.HashToken(token), ExpiresAt: time.Now().Add(time.Hour)})
