@@ -223,8 +223,9 @@ func (s *Server) applyInvoice(ctx context.Context, tx *store.Tx, env store.Envir
 	if err != nil || !newlyPaid {
 		return err
 	}
-	// Revenue enters the analytics rollups once, when the invoice first becomes paid.
-	if rec.Status != store.InvoicePaid || rec.SubjectID == "" || rec.PaidAt == nil {
+	// Revenue enters the analytics rollups once, when the invoice first becomes paid (then
+	// PaidAt is set); an invoice no subscription or metadata ties to a subject counts nowhere.
+	if rec.SubjectID == "" {
 		return nil
 	}
 	return tx.AddRevenue(ctx, store.RevenueEntry{ProjectID: env.ProjectID, EnvironmentID: env.ID,

@@ -154,11 +154,7 @@ func (s *Server) GetSubjectActivity(ctx context.Context, req gen.GetSubjectActiv
 	data := gen.SubjectActivity{SubjectId: sum.SubjectId, FirstSeen: sum.FirstSeen, LastSeen: sum.LastSeen,
 		Events: sum.Events, Quantity: sum.Quantity, Revenue: sum.Revenue, Meters: metersJSON(a.Meters),
 		Series: make([]gen.SubjectActivityPoint, len(a.Series)), RecentEvents: make([]gen.UsageEventRecord, len(a.Recent))}
-	envID := ""
-	if req.Params.EnvironmentId != nil {
-		envID = *req.Params.EnvironmentId
-	}
-	state, subscribed, err := s.store.SubjectBillingState(ctx, req.ProjectId, req.SubjectId, envID)
+	state, subscribed, err := s.store.SubjectBillingState(ctx, scope.ProjectID, req.SubjectId, scope.EnvironmentID)
 	if err != nil {
 		return nil, err
 	}
