@@ -324,13 +324,9 @@ func (tx *Tx) SetPlanArchived(ctx context.Context, projectID, id string, archive
 		query = `UPDATE billing_plans SET archived_at = ?, updated_at = ? WHERE project_id = ? AND id = ? AND archived_at IS NULL`
 		args = []any{now, now, projectID, id}
 	}
-	res, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(query), args...)
+	n, err := tx.execCount(ctx, op, query, args...)
 	if err != nil {
-		return Plan{}, false, wrapError(op, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return Plan{}, false, wrapError(op, err)
+		return Plan{}, false, err
 	}
 	p, err := tx.Plan(ctx, projectID, id)
 	return p, n == 1, err

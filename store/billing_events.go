@@ -231,15 +231,11 @@ func (tx *Tx) ApplySubscription(ctx context.Context, next Subscription) (Subscri
 // (envID, processorID) where they are empty, without touching its status; it reports whether
 // the row exists.
 func (tx *Tx) FillSubscription(ctx context.Context, envID, processorID, subjectID, planKey, customerID string) (bool, error) {
-	res, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(`UPDATE billing_subscriptions SET
+	n, err := tx.execCount(ctx, "fill subscription", `UPDATE billing_subscriptions SET
 		subject_id = CASE WHEN subject_id = '' THEN ? ELSE subject_id END,
 		plan_key = CASE WHEN plan_key = '' THEN ? ELSE plan_key END,
 		customer_id = CASE WHEN customer_id = '' THEN ? ELSE customer_id END
-		WHERE environment_id = ? AND processor_id = ?`), subjectID, planKey, customerID, envID, processorID)
-	if err != nil {
-		return false, wrapError("fill subscription", err)
-	}
-	n, err := res.RowsAffected()
+		WHERE environment_id = ? AND processor_id = ?`, subjectID, planKey, customerID, envID, processorID)
 	return n == 1, err
 }
 

@@ -97,13 +97,6 @@ func (s *Store) OAuthConsents(ctx context.Context, userID, clientID string) ([]O
 // RevokeOAuthConsents deletes every consent user userID gave client clientID and returns how
 // many there were.
 func (tx *Tx) RevokeOAuthConsents(ctx context.Context, userID, clientID string) (int, error) {
-	res, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(`DELETE FROM oauth_consents WHERE user_id = ? AND client_id = ?`), userID, clientID)
-	if err != nil {
-		return 0, wrapError("revoke oauth consents", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, wrapError("revoke oauth consents", err)
-	}
-	return int(n), nil
+	n, err := tx.execCount(ctx, "revoke oauth consents", `DELETE FROM oauth_consents WHERE user_id = ? AND client_id = ?`, userID, clientID)
+	return int(n), err
 }

@@ -205,6 +205,8 @@ func (tx *Tx) DeleteOAuthTokensByRequest(ctx context.Context, kind, requestID st
 		"DELETE FROM oauth_tokens WHERE kind = ? AND request_id = ?", kind, requestID)
 }
 
+// execCount runs query (with ? placeholders) in tx and returns how many rows it affected;
+// errors are wrapped with op.
 func (tx *Tx) execCount(ctx context.Context, op, query string, args ...any) (int64, error) {
 	res, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(query), args...)
 	if err != nil {

@@ -155,30 +155,14 @@ func (tx *Tx) DeleteSessionByUser(ctx context.Context, userID, sessionID string)
 // Pass keepSessionID "" to delete them all. It never returns ErrNotFound.
 func (tx *Tx) DeleteOtherSessions(ctx context.Context, userID, keepSessionID string) (int64, error) {
 	const op = "delete other sessions"
-	res, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(`DELETE FROM sessions WHERE user_id = ? AND id <> ?`), userID, keepSessionID)
-	if err != nil {
-		return 0, wrapError(op, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, wrapError(op, err)
-	}
-	return n, nil
+	return tx.execCount(ctx, op, `DELETE FROM sessions WHERE user_id = ? AND id <> ?`, userID, keepSessionID)
 }
 
 // DeleteExpiredSessions deletes every session that has expired by Store.Now
 // and returns how many it deleted (housekeeping; reads already ignore them).
 func (tx *Tx) DeleteExpiredSessions(ctx context.Context) (int64, error) {
 	const op = "delete expired sessions"
-	res, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(`DELETE FROM sessions WHERE expires_at <= ?`), sqlTime(tx.store.Now()))
-	if err != nil {
-		return 0, wrapError(op, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, wrapError(op, err)
-	}
-	return n, nil
+	return tx.execCount(ctx, op, `DELETE FROM sessions WHERE expires_at <= ?`, sqlTime(tx.store.Now()))
 }
 
 // SetActiveOrganization sets the active organization of session sessionID
