@@ -266,46 +266,6 @@ func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
 
 // ---- Usage ingest and analytics ----
 
-// postgresIngestOne records one usage event on PostgreSQL in one statement, committed on its
-// own: the insert, and the four rollup upserts fed by its RETURNING (so they write only when
-// the event is new; usage_totals counts a new subject-day when the subject-day upsert left 1).
-// It returns (id, true) for a new event; (original id, false) for a replay of an event
-// committed before the statement began; no row when a racing transaction inserted the event
-// while this one waited on the unique index (read the id again then). Parameters: project,
-// event id, id, environment, subject, meter, quantity, timestamp, received at, properties,
-// day, shard. SQLite has no data-modifying WITH; it runs Tx.ingestUsage's statements instead.
-const postgresIngestOne = `WITH ev AS (
-	INSERT INTO usage_events (project_id, event_id, id, environment_id, subject_id, meter, quantity, occurred_at, received_at, properties)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-	ON CONFLICT (project_id, event_id) DO NOTHING RETURNING id
-), sd AS (
-	INSERT INTO usage_subject_days (project_id, subject_id, day, environment_id, events)
-	SELECT $1::text, $5::text, $11::text, $4::text, 1 FROM ev
-	ON CONFLICT (project_id, subject_id, day, environment_id) DO UPDATE SET events = usage_subject_days.events + 1
-	RETURNING events
-), ud AS (
-	INSERT INTO usage_daily (project_id, subject_id, day, meter, environment_id, events, quantity)
-	SELECT $1::text, $5::text, $11::text, $6::text, $4::text, 1, $7::double precision FROM ev
-	ON CONFLICT (project_id, subject_id, day, meter, environment_id) DO UPDATE SET
-		events = usage_daily.events + 1, quantity = usage_daily.quantity + excluded.quantity
-), us AS (
-	INSERT INTO usage_subjects (project_id, subject_id, environment_id, first_seen, last_seen, events, quantity)
-	SELECT $1::text, $5::text, $4::text, $8::timestamptz, $8::timestamptz, 1, $7::double precision FROM ev
-	ON CONFLICT (project_id, subject_id, environment_id) DO UPDATE SET
-		first_seen = LEAST(usage_subjects.first_seen, excluded.first_seen),
-		last_seen = GREATEST(usage_subjects.last_seen, excluded.last_seen),
-		events = usage_subjects.events + 1, quantity = usage_subjects.quantity + excluded.quantity
-), ut AS (
-	INSERT INTO usage_totals (project_id, day, environment_id, meter, shard, events, quantity, new_subjects)
-	SELECT $1::text, $11::text, $4::text, $6::text, $12::smallint, 1, $7::double precision, CASE WHEN sd.events = 1 THEN 1 ELSE 0 END FROM sd
-	ON CONFLICT (project_id, day, environment_id, meter, shard) DO UPDATE SET
-		events = usage_totals.events + 1, quantity = usage_totals.quantity + excluded.quantity,
-		new_subjects = usage_totals.new_subjects + excluded.new_subjects
-)
-SELECT id, true AS inserted FROM ev
-UNION ALL
-SELECT id, false FROM usage_events WHERE project_id = $1 AND event_id = $2`
-
 // containsClause is a WHERE condition true when column contains the (next) parameter as a
 // case-sensitive substring, with no LIKE wildcards to escape.
 func (d Dialect) containsClause(column string) string {

@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"hash/fnv"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -22,8 +22,9 @@ import (
 //   - usage_subjects: (project, subject, environment) → first/last seen, events, quantity
 //     (and revenue, from AddRevenue);
 //   - usage_totals: (project, day, environment, meter, shard) → events, quantity and the
-//     subjects whose first event of the day it was. shard spreads concurrent writers of one
-//     day over usageShards rows.
+//     subjects whose first event of the day it was. Each call (one transaction) writes one
+//     shard, drawn at random, so that concurrent transactions rarely update the same row
+//     and wait on each other's commit; readers sum the shards.
 
 // MaxUsageBatch is the most events one IngestUsage call takes (the batch route's limit).
 const MaxUsageBatch = 1000
@@ -57,12 +58,8 @@ type IngestResult struct {
 // UsageDay is the rollup day of t: its UTC date as YYYY-MM-DD, the form every rollup stores.
 func UsageDay(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 
-// usageShard is the usage_totals shard of a subject.
-func usageShard(subjectID string) int {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(subjectID))
-	return int(h.Sum32() % usageShards)
-}
+// callShard draws the usage_totals shard of one ingest call.
+func callShard() int { return rand.IntN(usageShards) }
 
 // IngestUsage records events, all of one project, and returns one result per event in order.
 // New events and their rollups commit together, in one transaction (a single event may share
@@ -86,7 +83,7 @@ func (s *Store) IngestUsage(ctx context.Context, events []UsageEvent) ([]IngestR
 		}
 		return []IngestResult{r}, nil
 	}
-	results, err := s.ingestPrepared(ctx, events)
+	results, err := s.ingestBatch(ctx, events)
 	if err != nil {
 		return nil, wrapError(op, err)
 	}
@@ -94,15 +91,15 @@ func (s *Store) IngestUsage(ctx context.Context, events []UsageEvent) ([]IngestR
 }
 
 // ingestPrepared records prepared events of one project in one transaction (one statement on
-// PostgreSQL for a single event).
+// PostgreSQL: usage_postgres.go).
 func (s *Store) ingestPrepared(ctx context.Context, events []UsageEvent) ([]IngestResult, error) {
 	var results []IngestResult
 	var err error
 	// A PostgreSQL deadlock (a batch and a concurrent writer meeting on rollup rows in
 	// different orders) rolls back everything; the events are then simply sent again.
 	for attempt := 0; attempt < 3; attempt++ {
-		if s.dialect == Postgres && len(events) == 1 {
-			results, err = s.ingestOnePostgres(ctx, events[0])
+		if s.dialect == Postgres {
+			results, err = s.ingestPostgres(ctx, events)
 		} else {
 			err = s.InTx(ctx, func(tx *Tx) error {
 				var err error
@@ -146,38 +143,6 @@ func (s *Store) prepareUsage(events []UsageEvent) error {
 		e.ReceivedAt = e.ReceivedAt.UTC().Truncate(time.Microsecond)
 	}
 	return nil
-}
-
-// ingestOnePostgres records one event in one statement (postgresIngestOne, one round trip on
-// a prepared statement, committed on its own): the insert and, only when it inserted, the
-// rollup upserts. A replay of an event committed before the statement began gets the original
-// id from the same statement; one committed by a racing transaction while it waited on the
-// unique index gets it from a second read.
-func (s *Store) ingestOnePostgres(ctx context.Context, e UsageEvent) ([]IngestResult, error) {
-	stmt, err := s.readStatement(ctx, postgresIngestOne)
-	if err != nil {
-		return nil, err
-	}
-	var id string
-	var inserted bool
-	err = stmt.QueryRowxContext(ctx, e.ProjectID, e.EventID, e.ID, e.EnvironmentID, e.SubjectID, e.Meter,
-		e.Quantity, sqlTime(e.Timestamp), sqlTime(e.ReceivedAt), nullString(e.Properties),
-		UsageDay(e.Timestamp), usageShard(e.SubjectID)).Scan(&id, &inserted)
-	if isNoRows(err) {
-		stmt, err := s.readStatement(ctx, `SELECT id FROM usage_events WHERE project_id = ? AND event_id = ?`)
-		if err != nil {
-			return nil, err
-		}
-		err = stmt.GetContext(ctx, &id, e.ProjectID, e.EventID)
-		if err != nil {
-			return nil, err
-		}
-		return []IngestResult{{ID: id, Duplicate: true}}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return []IngestResult{{ID: id, Duplicate: !inserted}}, nil
 }
 
 // usageKey names one rollup row of a call (fields unused by a table stay empty).
@@ -300,12 +265,13 @@ func (tx *Tx) addUsageRollups(ctx context.Context, project string, fresh []Usage
 		}
 		return d
 	}
+	shard := callShard()
 	for _, e := range fresh {
 		day := UsageDay(e.Timestamp)
 		add(daily, usageKey{env: e.EnvironmentID, subject: e.SubjectID, day: day, meter: e.Meter}, e)
 		add(subjectDays, usageKey{env: e.EnvironmentID, subject: e.SubjectID, day: day}, e)
 		add(subjects, usageKey{env: e.EnvironmentID, subject: e.SubjectID}, e)
-		add(totals, usageKey{env: e.EnvironmentID, day: day, meter: e.Meter, shard: usageShard(e.SubjectID)}, e)
+		add(totals, usageKey{env: e.EnvironmentID, day: day, meter: e.Meter, shard: shard}, e)
 	}
 
 	// Subject-days first: a row whose count after the upsert equals what this call added is
@@ -330,7 +296,7 @@ func (tx *Tx) addUsageRollups(ctx context.Context, project string, fresh []Usage
 	for _, r := range after {
 		k := usageKey{env: r.EnvironmentID, subject: r.SubjectID, day: r.Day}
 		if d := subjectDays[k]; d != nil && r.Events == d.events {
-			totals[usageKey{env: k.env, day: k.day, meter: d.firstMeter, shard: usageShard(k.subject)}].newSubjects++
+			totals[usageKey{env: k.env, day: k.day, meter: d.firstMeter, shard: shard}].newSubjects++
 		}
 	}
 
