@@ -73,9 +73,9 @@ CREATE TABLE usage_subjects (
 
 -- Per project, day, environment, meter and shard: events, quantity and the
 -- subjects whose first event of the day it carried. shard (0–15, drawn at
--- random per ingest transaction since 0021's release; from a hash of the
--- subject id before) spreads concurrent writers over 16 rows instead of one
--- hot row per day; readers sum the shards.
+-- random for each ingest transaction; earlier releases hashed the subject id)
+-- spreads concurrent writers over 16 rows instead of one hot row per day;
+-- readers sum the shards.
 CREATE TABLE usage_totals (
     project_id     TEXT COLLATE "C" NOT NULL,
     day            TEXT COLLATE "C" NOT NULL,
