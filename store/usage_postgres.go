@@ -147,14 +147,21 @@ func (s *Store) ingestPostgres(ctx context.Context, events []UsageEvent) ([]Inge
 	// once per connection, often while usage_events is nearly empty, and then read replays
 	// through the subject index or a sequential scan as the table grew: replays fell from
 	// ~3,000 to ~400 events/s within seconds in the load benchmark, and an = ANY read of a
-	// batch's 500 replays scanned the whole project through a bitmap).
+	// batch's 500 replays scanned the whole project through a bitmap). The values are quoted
+	// into the text by lib/pq (QuoteLiteral over the driver's own array encoding) because a
+	// statement without parameters is lib/pq's simple protocol, one round trip; with
+	// parameters an unprepared statement takes two.
+	arrayText, err := pq.Array(replays).Value()
+	if err != nil {
+		return nil, err
+	}
 	var stored []struct {
 		EventID string `db:"event_id"`
 		ID      string `db:"id"`
 	}
-	err = s.reader.SelectContext(ctx, &stored, `SELECT r.event_id, e.id FROM unnest($2::text[]) AS r(event_id)
-		CROSS JOIN LATERAL (SELECT id FROM usage_events WHERE project_id = $1 AND event_id = r.event_id LIMIT 1) e`,
-		events[0].ProjectID, pq.Array(replays))
+	err = s.reader.SelectContext(ctx, &stored, `SELECT r.event_id, e.id FROM unnest(`+pq.QuoteLiteral(arrayText.(string))+`::text[]) AS r(event_id)
+		CROSS JOIN LATERAL (SELECT id FROM usage_events WHERE project_id = `+pq.QuoteLiteral(events[0].ProjectID)+`
+		AND event_id = r.event_id LIMIT 1) e`)
 	if err != nil {
 		return nil, err
 	}

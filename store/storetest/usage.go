@@ -16,6 +16,7 @@ import (
 func runUsage(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("IngestAndRollups", func(t *testing.T) { testUsageIngest(t, open) })
 	t.Run("ConcurrentReplays", func(t *testing.T) { testUsageConcurrentReplays(t, open) })
+	t.Run("ReplaysOfAnyEventID", func(t *testing.T) { testUsageReplayIDs(t, open) })
 	t.Run("ConcurrentSingles", func(t *testing.T) { testUsageConcurrentSingles(t, open) })
 	t.Run("AddRevenue", func(t *testing.T) { testAddRevenue(t, open) })
 }
@@ -80,6 +81,25 @@ func testUsageIngest(t *testing.T, open func(t *testing.T) *store.Store) {
 		{ev("x", "ada", "m", 1, d1), {ProjectID: "prj_other", EnvironmentID: "env_a", EventID: "y", SubjectID: "s", Meter: "m"}}} {
 		if _, err := s.IngestUsage(ctx, bad); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("IngestUsage(%+v) = %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+// testUsageReplayIDs replays events whose ids hold quotes, backslashes, array and SQL syntax
+// and non-ASCII letters, in a batch and one by one: each is a duplicate with its original id.
+func testUsageReplayIDs(t *testing.T, open func(t *testing.T) *store.Store) {
+	s := open(t)
+	ids := []string{`it's`, `back\slash`, `\'`, `{brace},comma`, `"quoted"`, `NULL`, `ünï 🙂`, ` spaced `, `a'); DROP TABLE usage_events; --`}
+	events := make([]store.UsageEvent, len(ids))
+	for i, id := range ids {
+		events[i] = store.UsageEvent{ProjectID: "prj_u'q", EnvironmentID: "env_a", EventID: id, SubjectID: "ada", Meter: "m", Quantity: 1}
+	}
+	first := ingest(t, s, events...)
+	again := ingest(t, s, events...)
+	for i := range ids {
+		one := ingest(t, s, events[i])
+		if first[i].Duplicate || !again[i].Duplicate || !one[0].Duplicate || again[i].ID != first[i].ID || one[0].ID != first[i].ID {
+			t.Errorf("event id %q: first %+v, batch replay %+v, single replay %+v", ids[i], first[i], again[i], one[0])
 		}
 	}
 }
