@@ -261,9 +261,6 @@ func isRetryableWrite(err error) bool {
 	return false
 }
 
-// isNoRows reports whether err is database/sql's "no rows in result set".
-func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
-
 // ---- Usage ingest and analytics ----
 
 // containsClause is a WHERE condition true when column contains the (next) parameter as a
