@@ -1,11 +1,14 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -84,9 +87,30 @@ func Conflict(title string) *Error {
 	return &Error{Status: http.StatusConflict, Kind: kindConflict, Title: title}
 }
 
-// Validation is a 400 /problems/validation listing the issues.
+// Validation is a 400 /problems/validation listing the issues, ordered by path (array indices
+// as numbers) so that clients see the same order for the same input: kin-openapi reports a
+// body's issues in map order.
 func Validation(errs ...FieldError) *Error {
+	errs = slices.Clone(errs)
+	slices.SortStableFunc(errs, func(a, b FieldError) int { return comparePaths(a.Path, b.Path) })
 	return &Error{Status: http.StatusBadRequest, Kind: kindValidation, Title: titleValidation, Errors: errs}
+}
+
+// comparePaths orders error paths segment by segment, two array indices as numbers and
+// anything else as text; a path sorts before the paths it prefixes.
+func comparePaths(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		c := strings.Compare(a[i], b[i])
+		if x, err := strconv.Atoi(a[i]); err == nil {
+			if y, err := strconv.Atoi(b[i]); err == nil {
+				c = cmp.Compare(x, y)
+			}
+		}
+		if c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(len(a), len(b))
 }
 
 // ClientError is a 4xx /problems/http-4xx for any other client error.

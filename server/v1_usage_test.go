@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -190,6 +191,32 @@ func TestUsageBatch(t *testing.T) {
 			wantProblem(t, http.StatusBadRequest, "validation", "Validation failed")
 		if strings.Join(p.Errors[0].Path, ".") != "body.events.0.meter" {
 			t.Fatalf("errors = %+v", p.Errors)
+		}
+		// Several issues come back ordered by path, indices as numbers, the same on every call.
+		var several []string
+		for i := range 11 {
+			switch i {
+			case 0:
+				several = append(several, `{"eventId":"d-0","meter":"api_call"}`)
+			case 2:
+				several = append(several, `{"eventId":"","subjectId":"s","meter":"api_call","quantity":-1}`)
+			case 10:
+				several = append(several, `{"eventId":"d-10","subjectId":"s","meter":"bad meter"}`)
+			default:
+				several = append(several, fmt.Sprintf(`{"eventId":"d-%d","subjectId":"s","meter":"api_call"}`, i))
+			}
+		}
+		wantPaths := []string{"body.events.0.subjectId", "body.events.2.eventId", "body.events.2.quantity", "body.events.10.meter"}
+		for range 10 {
+			p := post(`{"environmentId":"`+envA+`","events":[`+strings.Join(several, ",")+`]}`).
+				wantProblem(t, http.StatusBadRequest, "validation", "Validation failed")
+			var paths []string
+			for _, e := range p.Errors {
+				paths = append(paths, strings.Join(e.Path, "."))
+			}
+			if !slices.Equal(paths, wantPaths) {
+				t.Fatalf("error paths = %q, want %q", paths, wantPaths)
+			}
 		}
 		for name, tc := range map[string]struct{ body, path string }{
 			"empty":        {`{"environmentId":"` + envA + `","events":[]}`, "body.events"},
