@@ -63,7 +63,7 @@ check: assets
 ## GATEHOUSE_BENCH_EVENTS=2000000 also seeds that many usage events, measures ingest again at that
 ## size and loads every analytics route (p50/p95). Figures are recorded in README.md.
 bench: assets
-	$(GO) test -run '^$$' -bench 'Decide|APIKeyAuth|SubjectEntitlements|WebhookApply' -benchmem -count=3 ./server/
+	$(GO) test -run '^$$' -bench 'Decide|APIKeyAuth|SubjectEntitlements|WebhookApply|IngestUsage' -benchmem -count=3 ./server/
 	$(GO) test -run '^$$' -bench 'AuthorizeLoad|ConfigRevealLoad|OAuthTokenLoad|OAuthIntrospectLoad|OAuthPrivateKeyJWTLoad' -benchtime=1x ./server/
 	$(GO) test -run '^$$' -bench 'UsageLoad' -benchtime=1x -timeout 60m ./server/
 

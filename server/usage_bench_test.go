@@ -225,3 +225,33 @@ func (u usageBench) analyticsRuns(b *testing.B, tag string, subjects int) {
 		})
 	}
 }
+
+// BenchmarkIngestUsage measures store.IngestUsage alone, one caller at a time (no HTTP, no
+// group commit to share): a new single event, and a batch of usageBatchSize new events, per
+// operation. Subjects cycle over 5,000 as in the load runs.
+func BenchmarkIngestUsage(b *testing.B) {
+	for _, be := range benchBackends(b) {
+		st := be.open(b)
+		ctx := context.Background()
+		var n int
+		event := func() store.UsageEvent {
+			n++
+			return store.UsageEvent{ProjectID: "prj_bench", EnvironmentID: "env_bench", EventID: "e-" + strconv.Itoa(n),
+				SubjectID: fmt.Sprintf("load_%05d", n%5000), Meter: "api_call", Quantity: 1}
+		}
+		for _, size := range []int{1, usageBatchSize} {
+			b.Run(fmt.Sprintf("%s/events=%d", be.name, size), func(b *testing.B) {
+				events := make([]store.UsageEvent, size)
+				for b.Loop() {
+					for i := range events {
+						events[i] = event()
+					}
+					if _, err := st.IngestUsage(ctx, events); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "events/s")
+			})
+		}
+	}
+}
