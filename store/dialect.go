@@ -135,9 +135,10 @@ const sqliteTimeLayout = "2006-01-02T15:04:05.000000Z"
 type sqlTime time.Time
 
 // Value formats t in UTC with sqliteTimeLayout.
-func (t sqlTime) Value() (driver.Value, error) {
-	return time.Time(t).UTC().Format(sqliteTimeLayout), nil
-}
+func (t sqlTime) Value() (driver.Value, error) { return t.text(), nil }
+
+// text is t in UTC with sqliteTimeLayout (RFC 3339 with microseconds).
+func (t sqlTime) text() string { return time.Time(t).UTC().Format(sqliteTimeLayout) }
 
 // Scan accepts a time.Time (PostgreSQL) or RFC 3339 text (SQLite) and keeps
 // it in UTC.

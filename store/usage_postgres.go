@@ -15,7 +15,7 @@ import (
 // instead sends ~7 statements of varying arity per call, each parsed and planned again.
 // SQLite has no data-modifying WITH and keeps Tx.ingestUsage.
 
-// postgresIngest records the events given as arrays ($2…$12, one element per event, in call
+// postgresIngest records the events given as arrays ($2…$11, one element per event, in call
 // order) of project $1 and maintains the four rollups for the events it inserted, like
 // Tx.ingestUsage:
 //
@@ -29,13 +29,9 @@ import (
 //   - ud, us and ut upsert usage_daily, usage_subjects and usage_totals (in shard $12), each
 //     in key order.
 //
-// It returns one row per event in call order: n, the event's id and whether this call
-// inserted it. The stored id of a replay is a correlated subquery, read only for events this
-// call did not insert, one primary-key probe each: a join there lets the planner hash all of
-// the project's events, a plan whose cost grows with the table (seen in the load benchmark). A later occurrence of an event id inserted by this call gets that id; a
-// replay of an event committed before the statement began gets the stored id; id is NULL for
-// an event a racing transaction committed while this one waited on the unique index (the
-// statement's snapshot predates it): read it again then.
+// It returns one row per event, in call order: the id this call gave the event (also to a
+// later occurrence of an event id it inserted), or NULL for a replay of a stored event, whose
+// id ingestPostgres reads with a second statement; and whether this call inserted it.
 //
 // Parameters: project, then arrays of event id, id, environment, subject, meter, quantity,
 // timestamp, received at, properties (NULL for none) and day; then the call's shard.
@@ -89,7 +85,7 @@ const postgresIngest = `WITH input AS (
 		events = usage_totals.events + excluded.events, quantity = usage_totals.quantity + excluded.quantity,
 		new_subjects = usage_totals.new_subjects + excluded.new_subjects
 )
-SELECT input.n, fresh.id, coalesce(fresh.n = input.n, false) AS inserted
+SELECT fresh.id, coalesce(fresh.n = input.n, false) AS inserted
 FROM input LEFT JOIN fresh ON fresh.event_id = input.event_id
 ORDER BY input.n`
 
@@ -105,8 +101,7 @@ func (s *Store) ingestPostgres(ctx context.Context, events []UsageEvent) ([]Inge
 		eventIDs[i], ids[i], envs[i], subjects[i], meters[i] = e.EventID, e.ID, e.EnvironmentID, e.SubjectID, e.Meter
 		quantities[i] = e.Quantity
 		// RFC 3339 text in UTC; PostgreSQL reads it as timestamptz exactly (microseconds).
-		occurred[i] = e.Timestamp.UTC().Format(sqliteTimeLayout)
-		received[i] = e.ReceivedAt.UTC().Format(sqliteTimeLayout)
+		occurred[i], received[i] = sqlTime(e.Timestamp).text(), sqlTime(e.ReceivedAt).text()
 		properties[i] = nullString(e.Properties)
 		days[i] = UsageDay(e.Timestamp)
 	}
@@ -115,7 +110,6 @@ func (s *Store) ingestPostgres(ctx context.Context, events []UsageEvent) ([]Inge
 		return nil, err
 	}
 	var rows []struct {
-		N        int            `db:"n"`
 		ID       sql.NullString `db:"id"`
 		Inserted bool           `db:"inserted"`
 	}
