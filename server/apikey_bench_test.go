@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -68,13 +67,7 @@ func newAPIKeyBench(b *testing.B, st *store.Store) apiKeyBench {
 	var entry envelope[map[string]any]
 	call("PUT", "/api/v1/environments/"+bench.envID+"/configs/DATABASE_URL", `{"value":"`+bench.secret+`","secret":true}`, 201, &entry)
 
-	bench.ts = httptest.NewUnstartedServer(srv.Handler())
-	bench.ts.Listener.Close()
-	if bench.ts.Listener, err = net.Listen("tcp4", "127.0.0.1:0"); err != nil {
-		b.Fatal(err)
-	}
-	bench.ts.Start()
-	b.Cleanup(bench.ts.Close)
+	bench.ts = startLoopback(b, srv.Handler())
 	return bench
 }
 
@@ -106,7 +99,7 @@ func BenchmarkConfigRevealLoad(b *testing.B) {
 		b.Run(be.name, func(b *testing.B) {
 			bench := newAPIKeyBench(b, be.open(b))
 			url := bench.ts.URL + "/api/v1/environments/" + bench.envID + "/configs/DATABASE_URL"
-			check, _ := http.NewRequest(http.MethodGet, url, nil)
+			check := httptest.NewRequest(http.MethodGet, url, nil)
 			check.Header.Set("X-API-Key", bench.key)
 			rec := httptest.NewRecorder()
 			bench.srv.Handler().ServeHTTP(rec, check)

@@ -298,13 +298,7 @@ func BenchmarkAuthorizeLoad(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			ts := httptest.NewUnstartedServer(srv.Handler())
-			ts.Listener.Close()
-			if ts.Listener, err = net.Listen("tcp4", "127.0.0.1:0"); err != nil {
-				b.Fatal(err)
-			}
-			ts.Start()
-			b.Cleanup(ts.Close)
+			ts := startLoopback(b, srv.Handler())
 			keys := benchAPIKeys(b, srv, st, ten)
 
 			for _, allow := range []bool{true, false} {
@@ -367,22 +361,43 @@ func benchAPIKeys(b *testing.B, srv *Server, st *store.Store, ten benchTenancy) 
 	cookie := srv.sessionCookieName + "=" + oauth.CookieValue(srv.cookieKey, token)
 	keys := map[string]string{}
 	for _, p := range ten.projects {
-		req := httptest.NewRequest(http.MethodPost, "/api/v1/projects/"+p.ID+"/service-accounts",
-			strings.NewReader(`{"name":"authorizer","scopes":["project:read"]}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Cookie", cookie)
-		req.Header.Set("Origin", testBaseURL)
-		rec := httptest.NewRecorder()
-		srv.Handler().ServeHTTP(rec, req)
-		var out envelope[struct {
-			APIKey string `json:"apiKey"`
-		}]
-		if err := decodeJSON(rec, http.StatusCreated, &out); err != nil {
-			b.Fatalf("create service account: %v", err)
-		}
-		keys[p.ID] = out.Data.APIKey
+		keys[p.ID] = benchServiceAccountKey(b, srv, cookie, p.ID, `{"name":"authorizer","scopes":["project:read"]}`)
 	}
 	return keys
+}
+
+// benchServiceAccountKey creates a service account (body: its JSON) in project projectID
+// through the handler, signed in with cookie, and returns its API key.
+func benchServiceAccountKey(b *testing.B, srv *Server, cookie, projectID, body string) string {
+	b.Helper()
+	req := httptest.NewRequest(http.MethodPost, "/api/v1/projects/"+projectID+"/service-accounts", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Cookie", cookie)
+	req.Header.Set("Origin", testBaseURL)
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, req)
+	var out envelope[struct {
+		APIKey string `json:"apiKey"`
+	}]
+	if err := decodeJSON(rec, http.StatusCreated, &out); err != nil {
+		b.Fatalf("create service account: %v", err)
+	}
+	return out.Data.APIKey
+}
+
+// startLoopback serves h on an IPv4 loopback port (the load client dials 127.0.0.1) until the
+// benchmark ends.
+func startLoopback(b *testing.B, h http.Handler) *httptest.Server {
+	b.Helper()
+	ts := httptest.NewUnstartedServer(h)
+	ts.Listener.Close()
+	var err error
+	if ts.Listener, err = net.Listen("tcp4", "127.0.0.1:0"); err != nil {
+		b.Fatal(err)
+	}
+	ts.Start()
+	b.Cleanup(ts.Close)
+	return ts
 }
 
 // checkAuthorize sends one decision over the network and checks its answer contains want.

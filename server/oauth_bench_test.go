@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
@@ -60,13 +58,7 @@ func oauthBenchServer(b *testing.B, st *store.Store) (string, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ts := httptest.NewUnstartedServer(srv.Handler())
-	ts.Listener.Close()
-	if ts.Listener, err = net.Listen("tcp4", "127.0.0.1:0"); err != nil {
-		b.Fatal(err)
-	}
-	ts.Start()
-	b.Cleanup(ts.Close)
+	ts := startLoopback(b, srv.Handler())
 	return ts.URL, client.ID
 }
 

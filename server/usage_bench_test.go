@@ -6,9 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -70,31 +68,14 @@ func newUsageBench(b *testing.B, st *store.Store) usageBench {
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := httptest.NewRequest(http.MethodPost, "/api/v1/projects/"+prj.ID+"/service-accounts",
-		strings.NewReader(`{"name":"meter","scopes":["usage:write","usage:read","billing:read"]}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Cookie", srv.sessionCookieName+"="+oauth.CookieValue(srv.cookieKey, token))
-	req.Header.Set("Origin", testBaseURL)
-	rec := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(rec, req)
-	var out envelope[struct {
-		APIKey string `json:"apiKey"`
-	}]
-	if err := decodeJSON(rec, http.StatusCreated, &out); err != nil {
-		b.Fatalf("create service account: %v", err)
-	}
-	ts := httptest.NewUnstartedServer(srv.Handler())
-	ts.Listener.Close()
-	if ts.Listener, err = net.Listen("tcp4", "127.0.0.1:0"); err != nil {
-		b.Fatal(err)
-	}
-	ts.Start()
-	b.Cleanup(ts.Close)
+	key := benchServiceAccountKey(b, srv, srv.sessionCookieName+"="+oauth.CookieValue(srv.cookieKey, token), prj.ID,
+		`{"name":"meter","scopes":["usage:write","usage:read","billing:read"]}`)
+	ts := startLoopback(b, srv.Handler())
 	envs := make([]string, len(prj.Environments))
 	for i, e := range prj.Environments {
 		envs[i] = e.ID
 	}
-	return usageBench{url: ts.URL, key: out.Data.APIKey, projectID: prj.ID, envs: envs, st: st}
+	return usageBench{url: ts.URL, key: key, projectID: prj.ID, envs: envs, st: st}
 }
 
 // ingestLoad drives single-event (batch 0) or batch ingest of events "<prefix>-<n>" for
