@@ -253,6 +253,21 @@ const apiKeyByPublicIDQuery = `SELECT k.id AS key_id, k.public_id, k.secret_hash
 	JOIN organizations o ON o.id = p.organization_id
 	WHERE k.public_id = ?`
 
+// usableKeyJoin and usableKeyCondition select the API keys (k) that may still authenticate at
+// the time given as the condition's one placeholder: what Server.apiKeyAuthenticated requires
+// of a key besides its secret — not revoked, not expired (APIKeyAuth.Usable), its account
+// not disabled, its project and organization not archived. A deleted key, account, project
+// or organization is simply absent. Usage ingest confirms its events' keys with them
+// (IngestUsage); the two must change with apiKeyAuthenticated.
+const (
+	usableKeyJoin = `api_keys k
+		JOIN service_accounts a ON a.id = k.service_account_id
+		JOIN projects p ON p.id = a.project_id
+		JOIN organizations o ON o.id = p.organization_id`
+	usableKeyCondition = `k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > ?)
+		AND a.disabled_at IS NULL AND p.archived_at IS NULL AND o.archived_at IS NULL`
+)
+
 // APIKeyByPublicID returns what authenticating the key with the given public
 // id needs, with exactly one SQL query on the read path. It is on the path of
 // every API-key request. It does not judge the key: revoked, expired and

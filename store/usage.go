@@ -46,6 +46,10 @@ type UsageEvent struct {
 	Timestamp     time.Time `db:"-"`
 	ReceivedAt    time.Time `db:"-"`
 	Properties    string    `db:"-"`
+	// KeyID is the API key the event was sent with, or "" (a user's session, the seed
+	// generator). An event with a key is recorded only if that key may still authenticate
+	// when its transaction runs (usableKeyCondition); otherwise its result is KeyRefused.
+	KeyID string `db:"-"`
 }
 
 // IngestResult is the outcome of one event: its id (the original one for a duplicate) and
@@ -53,6 +57,10 @@ type UsageEvent struct {
 type IngestResult struct {
 	ID        string
 	Duplicate bool
+	// KeyRefused reports an event that was not recorded because its KeyID could no longer
+	// authenticate (revoked, expired, account disabled, project or organization archived,
+	// deleted); ID and Duplicate are then empty.
+	KeyRefused bool
 }
 
 // UsageDay is the rollup day of t: its UTC date as YYYY-MM-DD, the form every rollup stores.
@@ -67,6 +75,12 @@ func callShard() int { return rand.IntN(usageShards) }
 // (ProjectID, EventID) is already stored — by an earlier call, a concurrent one or earlier in
 // the same call — is a duplicate: nothing is written for it and its result carries the
 // original id. Concurrent calls with the same event leave exactly one row.
+//
+// The API key of each event that names one (UsageEvent.KeyID) is confirmed in the transaction
+// that would record it: an event whose key can no longer authenticate is not recorded and has
+// KeyRefused set. This lets the server authenticate ingest requests from a cache of keys it
+// has read (server/apikey_cache.go) without ever recording an event for a key revoked before
+// the write.
 //
 // It returns ErrInvalid for an empty or oversized call (MaxUsageBatch), events of several
 // projects, a missing id field or a negative quantity; nothing is written then.
@@ -103,7 +117,7 @@ func (s *Store) ingestPrepared(ctx context.Context, events []UsageEvent) ([]Inge
 		} else {
 			err = s.InTx(ctx, func(tx *Tx) error {
 				var err error
-				results, err = tx.ingestUsage(ctx, events)
+				results, err = tx.ingestUsage(ctx, events, s.Now())
 				return err
 			})
 		}
@@ -166,11 +180,66 @@ type usageDelta struct {
 	firstMeter string
 }
 
-// ingestUsage is IngestUsage inside a transaction, in a fixed number of statements whatever
-// the call's size: the events insert, a read of the duplicates' original ids, then one upsert
-// per rollup table with the call's deltas. Rows are written in key order (events by event id,
-// rollups by key) so that concurrent calls lock them in the same order.
-func (tx *Tx) ingestUsage(ctx context.Context, events []UsageEvent) ([]IngestResult, error) {
+// ingestUsage is IngestUsage inside a transaction (SQLite): the events whose API key can no
+// longer authenticate at now are refused, the others recorded by recordUsage.
+func (tx *Tx) ingestUsage(ctx context.Context, events []UsageEvent, now time.Time) ([]IngestResult, error) {
+	usable, err := tx.usableKeys(ctx, events, now)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]IngestResult, len(events))
+	kept := make([]UsageEvent, 0, len(events))
+	var at []int
+	for i, e := range events {
+		if e.KeyID != "" && !usable[e.KeyID] {
+			results[i].KeyRefused = true
+			continue
+		}
+		kept = append(kept, e)
+		at = append(at, i)
+	}
+	if len(kept) == 0 {
+		return results, nil
+	}
+	recorded, err := tx.recordUsage(ctx, kept)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range at {
+		results[i] = recorded[j]
+	}
+	return results, nil
+}
+
+// usableKeys returns which of the events' API keys may still authenticate at now.
+func (tx *Tx) usableKeys(ctx context.Context, events []UsageEvent, now time.Time) (map[string]bool, error) {
+	args := []any{sqlTime(now)}
+	for _, e := range events {
+		if e.KeyID != "" && !slices.Contains(args[1:], any(e.KeyID)) {
+			args = append(args, e.KeyID)
+		}
+	}
+	if len(args) == 1 {
+		return nil, nil
+	}
+	var ids []string
+	query := `SELECT k.id FROM ` + usableKeyJoin + ` WHERE ` + usableKeyCondition + ` AND k.id IN (?` +
+		strings.Repeat(", ?", len(args)-2) + `)`
+	if err := tx.tx.SelectContext(ctx, &ids, tx.tx.Rebind(query), args...); err != nil {
+		return nil, err
+	}
+	usable := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		usable[id] = true
+	}
+	return usable, nil
+}
+
+// recordUsage records events in the open transaction, in a fixed number of statements
+// whatever the call's size: the events insert, a read of the duplicates' original ids, then one
+// upsert per rollup table with the call's deltas. Rows are written in key order (events by
+// event id, rollups by key) so that concurrent calls lock them in the same order.
+func (tx *Tx) recordUsage(ctx context.Context, events []UsageEvent) ([]IngestResult, error) {
 	project := events[0].ProjectID
 	order := make([]int, len(events))
 	for i := range order {

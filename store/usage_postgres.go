@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 
 	"github.com/lib/pq"
 )
@@ -15,11 +16,13 @@ import (
 // instead sends ~7 statements of varying arity per call, each parsed and planned again.
 // SQLite has no data-modifying WITH and keeps Tx.ingestUsage.
 
-// postgresIngest records the events given as arrays ($2…$11, one element per event, in call
-// order) of project $1 and maintains the four rollups for the events it inserted, like
+// postgresIngest records the events given as arrays ($2…$11 and $13, one element per event,
+// in call order) of project $1 and maintains the four rollups for the events it inserted, like
 // Tx.ingestUsage:
 //
-//   - ev inserts the events in event-id order (the lock order every call follows) and skips
+//   - usable is the events' API keys that may still authenticate at $14 (usableKeyCondition),
+//     and ok the events that carry no key or a usable one; the others are refused;
+//   - ev inserts the ok events in event-id order (the lock order every call follows) and skips
 //     an event id already stored, also earlier in the same call (only its first occurrence
 //     is inserted, ORDER BY n);
 //   - fresh is the inserted events with their call position n;
@@ -31,18 +34,25 @@ import (
 //
 // It returns one row per event, in call order: the id this call gave the event (also to a
 // later occurrence of an event id it inserted), or NULL for a replay of a stored event, whose
-// id ingestPostgres reads with a second statement; and whether this call inserted it.
+// id ingestPostgres reads with a second statement; whether this call inserted it; and whether
+// its key was refused.
 //
 // Parameters: project, then arrays of event id, id, environment, subject, meter, quantity,
-// timestamp, received at, properties (NULL for none) and day; then the call's shard.
-const postgresIngest = `WITH input AS (
+// timestamp, received at, properties (NULL for none) and day; the call's shard; the array of
+// API key ids (NULL for none); the time keys are judged at.
+var postgresIngest = `WITH input AS (
 	SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
-		$8::timestamptz[], $9::timestamptz[], $10::text[], $11::text[]) WITH ORDINALITY
-		AS t(event_id, id, environment_id, subject_id, meter, quantity, occurred_at, received_at, properties, day, n)
+		$8::timestamptz[], $9::timestamptz[], $10::text[], $11::text[], $13::text[]) WITH ORDINALITY
+		AS t(event_id, id, environment_id, subject_id, meter, quantity, occurred_at, received_at, properties, day, key_id, n)
+), usable AS (
+	SELECT k.id FROM ` + usableKeyJoin + `
+	WHERE k.id = ANY($13::text[]) AND ` + strings.Replace(usableKeyCondition, "?", "$14::timestamptz", 1) + `
+), ok AS (
+	SELECT input.* FROM input WHERE input.key_id IS NULL OR input.key_id IN (SELECT id FROM usable)
 ), ev AS (
 	INSERT INTO usage_events (project_id, event_id, id, environment_id, subject_id, meter, quantity, occurred_at, received_at, properties)
 	SELECT $1::text, event_id, id, environment_id, subject_id, meter, quantity, occurred_at, received_at, properties
-	FROM input ORDER BY event_id, n
+	FROM ok ORDER BY event_id, n
 	ON CONFLICT (project_id, event_id) DO NOTHING
 	RETURNING id
 ), fresh AS (
@@ -85,8 +95,8 @@ const postgresIngest = `WITH input AS (
 		events = usage_totals.events + excluded.events, quantity = usage_totals.quantity + excluded.quantity,
 		new_subjects = usage_totals.new_subjects + excluded.new_subjects
 )
-SELECT fresh.id, coalesce(fresh.n = input.n, false) AS inserted
-FROM input LEFT JOIN fresh ON fresh.event_id = input.event_id
+SELECT fresh.id, coalesce(fresh.n = input.n, false) AS inserted, ok.n IS NULL AS refused
+FROM input LEFT JOIN fresh ON fresh.event_id = input.event_id LEFT JOIN ok ON ok.n = input.n
 ORDER BY input.n`
 
 // ingestPostgres records prepared events of one project with postgresIngest; see
@@ -96,13 +106,13 @@ func (s *Store) ingestPostgres(ctx context.Context, events []UsageEvent) ([]Inge
 	eventIDs, ids, envs, subjects, meters := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	occurred, received, days := make([]string, n), make([]string, n), make([]string, n)
 	quantities := make([]float64, n)
-	properties := make([]sql.NullString, n)
+	properties, keys := make([]sql.NullString, n), make([]sql.NullString, n)
 	for i, e := range events {
 		eventIDs[i], ids[i], envs[i], subjects[i], meters[i] = e.EventID, e.ID, e.EnvironmentID, e.SubjectID, e.Meter
 		quantities[i] = e.Quantity
 		// RFC 3339 text in UTC; PostgreSQL reads it as timestamptz exactly (microseconds).
 		occurred[i], received[i] = sqlTime(e.Timestamp).text(), sqlTime(e.ReceivedAt).text()
-		properties[i] = nullString(e.Properties)
+		properties[i], keys[i] = nullString(e.Properties), nullString(e.KeyID)
 		days[i] = UsageDay(e.Timestamp)
 	}
 	stmt, err := s.readStatement(ctx, postgresIngest)
@@ -112,10 +122,11 @@ func (s *Store) ingestPostgres(ctx context.Context, events []UsageEvent) ([]Inge
 	var rows []struct {
 		ID       sql.NullString `db:"id"`
 		Inserted bool           `db:"inserted"`
+		Refused  bool           `db:"refused"`
 	}
 	err = stmt.SelectContext(ctx, &rows, events[0].ProjectID, pq.Array(eventIDs), pq.Array(ids), pq.Array(envs),
 		pq.Array(subjects), pq.Array(meters), pq.Array(quantities), pq.Array(occurred), pq.Array(received),
-		pq.GenericArray{A: properties}, pq.Array(days), callShard())
+		pq.GenericArray{A: properties}, pq.Array(days), callShard(), pq.GenericArray{A: keys}, sqlTime(s.Now()).text())
 	if err != nil {
 		return nil, err
 	}
@@ -125,6 +136,10 @@ func (s *Store) ingestPostgres(ctx context.Context, events []UsageEvent) ([]Inge
 	results := make([]IngestResult, n)
 	var replays []string
 	for i, r := range rows {
+		if r.Refused {
+			results[i].KeyRefused = true
+			continue
+		}
 		results[i] = IngestResult{ID: r.ID.String, Duplicate: !r.Inserted}
 		if !r.ID.Valid {
 			replays = append(replays, events[i].EventID)
@@ -164,7 +179,7 @@ func (s *Store) ingestPostgres(ctx context.Context, events []UsageEvent) ([]Inge
 		storedIDs[r.EventID] = r.ID
 	}
 	for i := range results {
-		if results[i].ID == "" {
+		if results[i].ID == "" && !results[i].KeyRefused {
 			if results[i].ID = storedIDs[events[i].EventID]; results[i].ID == "" {
 				return nil, fmt.Errorf("duplicate event %q has no stored row", events[i].EventID)
 			}

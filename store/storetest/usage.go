@@ -19,6 +19,8 @@ func runUsage(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("ReplaysOfAnyEventID", func(t *testing.T) { testUsageReplayIDs(t, open) })
 	t.Run("ConcurrentSingles", func(t *testing.T) { testUsageConcurrentSingles(t, open) })
 	t.Run("AddRevenue", func(t *testing.T) { testAddRevenue(t, open) })
+	t.Run("KeysConfirmed", func(t *testing.T) { testUsageKeysConfirmed(t, open) })
+	t.Run("AfterClose", func(t *testing.T) { testUsageAfterClose(t, open) })
 }
 
 var usageT0 = time.Date(2025, 3, 2, 12, 0, 0, 0, time.UTC)
@@ -285,5 +287,91 @@ func testAddRevenue(t *testing.T, open func(t *testing.T) *store.Store) {
 	}
 	if !reflect.DeepEqual(sum.Revenue, store.Revenue{"usd": 5300, "eur": 700}) {
 		t.Errorf("summary revenue = %v", sum.Revenue)
+	}
+}
+
+// testUsageKeysConfirmed: an event sent with an API key is recorded only while the key can
+// authenticate; revoked, expired, disabled-account and archived-project keys are refused, with
+// nothing written for their events, in a batch and one by one, new event or replay.
+func testUsageKeysConfirmed(t *testing.T, open func(t *testing.T) *store.Store) {
+	s := open(t)
+	ctx := testContext(t)
+	owner := newUser(t, s, "Owner", "usage-keys@example.com")
+	org := newOrganization(t, s, "usage-keys", owner.ID)
+	project := newProject(t, s, org.ID, "metered")
+	newKey := func(name string, expiresAt *time.Time) (store.ServiceAccount, *store.APIKey) {
+		k := saKey(t, expiresAt)
+		sa := store.ServiceAccount{ProjectID: project.ID, Name: name, Scopes: []string{"usage:write"}}
+		createSA(t, s, &sa, k)
+		return sa, k
+	}
+	past := s.Now().Add(-time.Minute)
+	_, live := newKey("live", nil)
+	revokedSA, revoked := newKey("revoked", nil)
+	disabledSA, disabled := newKey("disabled", nil)
+	_, expired := newKey("expired", &past)
+	mustTx(t, s, func(tx *store.Tx) error {
+		_, err := tx.RevokeAPIKey(ctx, project.ID, revokedSA.ID, revoked.ID)
+		return err
+	})
+	mustTx(t, s, func(tx *store.Tx) error {
+		_, err := tx.SetServiceAccountDisabled(ctx, project.ID, disabledSA.ID, true)
+		return err
+	})
+	ev := func(id, keyID string) store.UsageEvent {
+		return store.UsageEvent{ProjectID: project.ID, EnvironmentID: project.Environments[0].ID, EventID: id,
+			SubjectID: "sub", Meter: "m", Quantity: 1, Timestamp: usageT0, KeyID: keyID}
+	}
+	type outcome struct{ refused, duplicate bool }
+	check := func(what string, got []store.IngestResult, want ...outcome) {
+		t.Helper()
+		for i, r := range got {
+			if r.KeyRefused != want[i].refused || r.Duplicate != want[i].duplicate || (r.ID == "") != want[i].refused {
+				t.Errorf("%s: result %d = %+v, want refused %v duplicate %v", what, i, r, want[i].refused, want[i].duplicate)
+			}
+		}
+	}
+	recorded, refused, replay := outcome{}, outcome{refused: true}, outcome{duplicate: true}
+	check("batch", ingest(t, s, ev("a", live.ID), ev("b", revoked.ID), ev("c", disabled.ID), ev("d", expired.ID), ev("e", "")),
+		recorded, refused, refused, refused, recorded)
+	// A refused event was not stored: the same id with a usable key is new.
+	check("batch again", ingest(t, s, ev("b", live.ID), ev("a", revoked.ID), ev("a", live.ID)), recorded, refused, replay)
+	check("single, revoked", ingest(t, s, ev("f", revoked.ID)), refused)
+	check("single, live", ingest(t, s, ev("f", live.ID)), recorded)
+	mustTx(t, s, func(tx *store.Tx) error {
+		_, err := tx.SetProjectArchived(ctx, project.ID, true)
+		return err
+	})
+	check("archived project", ingest(t, s, ev("g", live.ID), ev("h", "")), refused, recorded)
+	// Recorded: a, e, b, f, h (five events, quantity 5).
+	sum, err := s.UsageSummary(ctx, store.AnalyticsScope{ProjectID: project.ID}, usageT0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Meters) != 1 || sum.Meters[0].Events != 5 || sum.Meters[0].Quantity != 5 {
+		t.Errorf("meters %+v, want m with 5 events and quantity 5", sum.Meters)
+	}
+}
+
+// testUsageAfterClose: a single event sent to a closed store is an error, not a wait.
+func testUsageAfterClose(t *testing.T, open func(t *testing.T) *store.Store) {
+	s := open(t)
+	ev := store.UsageEvent{ProjectID: "prj_c", EnvironmentID: "env_c", EventID: "e", SubjectID: "s", Meter: "m", Quantity: 1}
+	ingest(t, s, ev)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.IngestUsage(testContext(t), []store.UsageEvent{ev})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("IngestUsage after Close succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("IngestUsage after Close did not return")
 	}
 }
