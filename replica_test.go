@@ -174,7 +174,11 @@ func TestReplicas(t *testing.T) {
 	rr.eachReplica(t, "the session on every replica", http.StatusOK, http.MethodGet, "/api/v1/organizations", "", cookie)
 
 	// An organization, a project, a role and a service account key, each made on the next replica.
-	var org, prj struct{ ID string }
+	var org struct{ ID string }
+	var prj struct {
+		ID           string
+		Environments []struct{ ID string }
+	}
 	rr.do(http.MethodPost, "/api/v1/organizations", `{"name":"Acme"}`, cookie, origin).want(t, "organization", http.StatusCreated).data(t, &org)
 	rr.do(http.MethodPost, "/api/v1/organizations/"+org.ID+"/projects", `{"name":"Storefront"}`, cookie, origin).
 		want(t, "project", http.StatusCreated).data(t, &prj)
@@ -182,22 +186,33 @@ func TestReplicas(t *testing.T) {
 	var role struct{ ID string }
 	rr.do(http.MethodPost, prjPath+"/roles", `{"name":"Editor","permissions":["document:write"]}`, cookie, origin).
 		want(t, "role", http.StatusCreated).data(t, &role)
-	newKey := func(name string) (accountID, keyID, key string) {
+	newKey := func(name, scopes string) (accountID, keyID, key string) {
 		var sa struct {
 			ID     string
 			APIKey string
 			Keys   []struct{ ID string }
 		}
-		rr.do(http.MethodPost, prjPath+"/service-accounts", `{"name":"`+name+`","scopes":["project:read"]}`, cookie, origin).
+		rr.do(http.MethodPost, prjPath+"/service-accounts", `{"name":"`+name+`","scopes":`+scopes+`}`, cookie, origin).
 			want(t, "service account", http.StatusCreated).data(t, &sa)
 		return sa.ID, sa.Keys[0].ID, sa.APIKey
 	}
-	accountID, keyID, key := newKey("authorizer")
-	otherAccountID, _, otherKey := newKey("reporter")
+	accountID, keyID, key := newKey("authorizer", `["project:read"]`)
+	otherAccountID, _, otherKey := newKey("reporter", `["project:read"]`)
+	meterAccountID, meterKeyID, meterKey := newKey("meter", `["usage:write"]`)
 
 	// The keys work on every replica.
 	for _, k := range []string{key, otherKey} {
 		rr.eachReplica(t, "the key on every replica", http.StatusOK, http.MethodGet, prjPath, "", "X-API-Key: "+k)
+	}
+
+	// Usage ingest remembers a key it has read (server/apikey_cache.go): every replica reads
+	// the meter key here, and records an event with it.
+	event := func(id string) string {
+		return `{"eventId":"` + id + `","subjectId":"alice","environmentId":"` + prj.Environments[0].ID + `","meter":"api_call"}`
+	}
+	for i := range replicas {
+		rr.to(i, http.MethodPost, prjPath+"/usage-events", event(fmt.Sprintf("before-%d", i)), "X-API-Key: "+meterKey).
+			want(t, "an event", http.StatusCreated)
 	}
 
 	// A binding changes the decision on every replica at the next request, and so does its
@@ -233,6 +248,24 @@ func TestReplicas(t *testing.T) {
 	rr.eachReplica(t, "a revoked key", http.StatusUnauthorized, http.MethodGet, prjPath, "", "X-API-Key: "+key)
 	rr.eachReplica(t, "a revoked key deciding", http.StatusUnauthorized, http.MethodPost, "/api/v1/authorize",
 		fmt.Sprintf(`{"projectId":%q,"principalType":"user","principalId":"alice","permission":"document:write"}`, prj.ID), "X-API-Key: "+key)
+	// The meter key, remembered by every replica, is refused by each at its next event, and
+	// before judging the event: a bad one is 401 too, not 400.
+	rr.do(http.MethodPost, prjPath+"/service-accounts/"+meterAccountID+"/keys/"+meterKeyID+"/revoke", "", cookie, origin).
+		want(t, "revoke the meter key", http.StatusOK)
+	rr.eachReplica(t, "a revoked, remembered key sending an event", http.StatusUnauthorized, http.MethodPost,
+		prjPath+"/usage-events", event("after"), "X-API-Key: "+meterKey)
+	rr.eachReplica(t, "a revoked, remembered key sending a bad event", http.StatusUnauthorized, http.MethodPost,
+		prjPath+"/usage-events", `{}`, "X-API-Key: "+meterKey)
+	var summary struct {
+		Meters []struct {
+			Meter  string
+			Events int
+		}
+	}
+	rr.do(http.MethodGet, prjPath+"/analytics/summary", "", cookie).want(t, "usage summary", http.StatusOK).data(t, &summary)
+	if len(summary.Meters) != 1 || summary.Meters[0].Events != replicas {
+		t.Fatalf("usage summary meters %+v, want api_call with %d events", summary.Meters, replicas)
+	}
 	rr.do(http.MethodPost, prjPath+"/service-accounts/"+otherAccountID+"/disable", "", cookie, origin).want(t, "disable", http.StatusOK)
 	rr.eachReplica(t, "a disabled account's key", http.StatusUnauthorized, http.MethodGet, prjPath, "", "X-API-Key: "+otherKey)
 

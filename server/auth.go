@@ -42,6 +42,10 @@ type ServiceAccountPrincipal struct {
 	ID, ProjectID, OrganizationID, EnvironmentID string
 	KeyID                                        string
 	Scopes                                       []string
+	// KeyCached is set when the key was authenticated from the cache of keys read earlier
+	// (apikey_cache.go) rather than read for this request: its state is confirmed by the
+	// write, or by the error handler before any other answer.
+	KeyCached bool
 }
 
 // ID is the user or service account id.
@@ -112,6 +116,8 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			var d *prefetchedDecision
 			if body, ok := peekAuthorizeBody(req, m.id == operationAuthorize && s.store.CombinesKeyDecision()); ok {
 				p, d, err = s.apiKeyDecisionPrincipal(req.Context(), strings.Join(key, ""), body)
+			} else if keyConfirmedByWrite(m.id) {
+				p, err = s.cachedAPIKeyPrincipal(req.Context(), strings.Join(key, ""))
 			} else {
 				p, err = s.apiKeyPrincipal(req.Context(), strings.Join(key, ""))
 			}
@@ -145,15 +151,21 @@ func (s *Server) apiKeyPrincipal(ctx context.Context, key string) (*Principal, e
 	if !ok {
 		return nil, ErrUnauthenticated
 	}
-	k, err := s.store.APIKeyByPublicID(ctx, publicID)
-	if errors.Is(err, store.ErrNotFound) {
-		s.metrics.apiKeyAuth(apiKeyUnknown)
-		return nil, ErrUnauthenticated
-	}
+	k, err := s.readAPIKey(ctx, publicID)
 	if err != nil {
 		return nil, err
 	}
 	return s.apiKeyAuthenticated(k, secret, s.store.Now())
+}
+
+// readAPIKey reads the key with publicID; an unknown one is counted and ErrUnauthenticated.
+func (s *Server) readAPIKey(ctx context.Context, publicID string) (store.APIKeyAuth, error) {
+	k, err := s.store.APIKeyByPublicID(ctx, publicID)
+	if errors.Is(err, store.ErrNotFound) {
+		s.metrics.apiKeyAuth(apiKeyUnknown)
+		return k, ErrUnauthenticated
+	}
+	return k, err
 }
 
 // parseAPIKey is oauth.ParseAPIKey, counting a malformed key.

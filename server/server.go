@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehouse-dev/gatehouse/gen"
@@ -39,6 +40,9 @@ type Server struct {
 	sessionCookieName string
 	// sessions are the browser sessions: the store's, under the cookie and lifetimes configured.
 	sessions oauth.Sessions
+	// apiKeys remembers keys read from the database, by public id, for the routes that
+	// confirm their key when they write (apikey_cache.go).
+	apiKeys *expirable.LRU[string, store.APIKeyAuth]
 	// keyTouches remembers, per API key id, when its use was last recorded (time.Time).
 	keyTouches sync.Map
 	// envProjects caches environment id → project id (environments never move): the usage
@@ -129,6 +133,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 		cookieKey:          oauth.DeriveKey(cfg.SecretKey, "session-cookie"),
 		sessionCookieName:  oauth.SessionCookieName(cfg.Secure()),
 		apiKeyPepper:       oauth.DeriveKey(cfg.SecretKey, "api-key"),
+		apiKeys:            newAPIKeyCache(),
 		clientSecretPepper: oauth.DeriveKey(cfg.SecretKey, "oidc-client-secret"),
 		keyring:            keyring,
 		mailer:             mailer,

@@ -35,11 +35,15 @@ func (s *Server) IngestUsageEvent(ctx context.Context, req gen.IngestUsageEventR
 	if err != nil {
 		return nil, err
 	}
+	e.KeyID = eventKeyID(ctx)
 	results, err := s.store.IngestUsage(ctx, []store.UsageEvent{e})
 	if err != nil {
 		return nil, err
 	}
 	r := results[0]
+	if r.KeyRefused {
+		return nil, ErrUnauthenticated
+	}
 	if r.Duplicate {
 		return gen.IngestUsageEvent200JSONResponse{Data: gen.UsageEventAck{Accepted: false, Duplicate: true, Id: r.ID}}, nil
 	}
@@ -69,9 +73,17 @@ func (s *Server) IngestUsageEventBatch(ctx context.Context, req gen.IngestUsageE
 	if len(fieldErrs) > 0 {
 		return nil, Validation(fieldErrs...)
 	}
+	keyID := eventKeyID(ctx)
+	for i := range events {
+		events[i].KeyID = keyID
+	}
 	results, err := s.store.IngestUsage(ctx, events)
 	if err != nil {
 		return nil, err
+	}
+	if results[0].KeyRefused {
+		// One key sent them all: all are refused.
+		return nil, ErrUnauthenticated
 	}
 	var out gen.IngestUsageEventBatch200JSONResponse
 	out.Data.Results = make([]struct {
@@ -90,6 +102,15 @@ func (s *Server) IngestUsageEventBatch(ctx context.Context, req gen.IngestUsageE
 		}
 	}
 	return out, nil
+}
+
+// eventKeyID is the API key the request was authenticated with, for store.IngestUsage to
+// confirm in its transaction (apikey_cache.go), or "" for a user's session.
+func eventKeyID(ctx context.Context) string {
+	if p := PrincipalFrom(ctx); p != nil && p.ServiceAccount != nil {
+		return p.ServiceAccount.KeyID
+	}
+	return ""
 }
 
 // usageEvent turns one validated event body into a store event, checking the timestamp and

@@ -1,0 +1,96 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/expirable"
+
+	"github.com/gatehouse-dev/gatehouse/store"
+)
+
+// API keys remembered between requests, for the routes whose writes confirm the key
+// themselves: usage ingest, the busiest API-key route (store.IngestUsage records an event
+// only if its key can still authenticate, in the transaction that records it). On those
+// routes a key read once is then authenticated without a query: the presented secret against
+// the remembered hash (an HMAC, in constant time) and the expiry against the clock. What can
+// change about a key after it was read — revoked, expired, its account disabled, its project or
+// organization archived, any of them deleted — is checked by the write; an answer other than
+// a success reads the key again first (confirmCachedKey, from the error handler), so that a
+// key revoked a moment ago on another replica still gets 401 rather than the 400 or 403 its
+// request would earn, and never a recorded event. The rest of a key's row (its account,
+// project, organization, environment pin and scopes) never changes. Every other route reads
+// the key on every request.
+//
+// Without this, reading the key was half of PostgreSQL's work per single-event ingest and
+// kept 16 connections busy with it: 2,100–2,500 events/s against 3,400 with the key
+// remembered (same harness, two flush slots; README, "Usage ingest").
+
+// apiKeyCacheSize and apiKeyCacheTTL bound the cache: at most that many keys, each forgotten
+// that long after it was read (then read again on its next use).
+const (
+	apiKeyCacheSize = 10_000
+	apiKeyCacheTTL  = 5 * time.Minute
+)
+
+// Operation ids of the routes that confirm their API key when they write.
+const (
+	operationIngestUsageEvent      = "ingestUsageEvent"
+	operationIngestUsageEventBatch = "ingestUsageEventBatch"
+)
+
+// keyConfirmedByWrite reports whether operation id confirms its API key in its write.
+func keyConfirmedByWrite(id string) bool {
+	return id == operationIngestUsageEvent || id == operationIngestUsageEventBatch
+}
+
+// newAPIKeyCache makes the cache of keys by public id: golang-lru's thread-safe expirable LRU.
+func newAPIKeyCache() *expirable.LRU[string, store.APIKeyAuth] {
+	return expirable.NewLRU[string, store.APIKeyAuth](apiKeyCacheSize, nil, apiKeyCacheTTL)
+}
+
+// cachedAPIKeyPrincipal is apiKeyPrincipal for the routes that confirm their key when they
+// write: a key found in the cache is judged as read then, and its principal marked KeyCached;
+// a key read from the database is remembered when it authenticates.
+func (s *Server) cachedAPIKeyPrincipal(ctx context.Context, key string) (*Principal, error) {
+	publicID, secret, ok := s.parseAPIKey(key)
+	if !ok {
+		return nil, ErrUnauthenticated
+	}
+	if k, ok := s.apiKeys.Get(publicID); ok {
+		p, err := s.apiKeyAuthenticated(k, secret, s.store.Now())
+		if err == nil {
+			p.ServiceAccount.KeyCached = true
+		}
+		return p, err
+	}
+	k, err := s.readAPIKey(ctx, publicID)
+	if err != nil {
+		return nil, err
+	}
+	p, err := s.apiKeyAuthenticated(k, secret, s.store.Now())
+	if err == nil {
+		s.apiKeys.Add(publicID, k)
+	}
+	return p, err
+}
+
+// confirmCachedKey is called by the error handler before it answers err to a request
+// authenticated with a cached key: it reads the key again, forgets it and answers 401 if it
+// can no longer authenticate, and otherwise leaves err as it is.
+func (s *Server) confirmCachedKey(req *http.Request, err error) error {
+	key := strings.Join(req.Header["X-Api-Key"], "")
+	if _, cerr := s.apiKeyPrincipal(req.Context(), key); cerr != nil {
+		if errors.Is(cerr, ErrUnauthenticated) {
+			if publicID, _, ok := s.parseAPIKey(key); ok {
+				s.apiKeys.Remove(publicID)
+			}
+			return ErrUnauthenticated
+		}
+		s.log.WarnContext(req.Context(), "confirm cached api key", "err", cerr)
+	}
+	return err
+}
