@@ -189,6 +189,7 @@ func parseURL(databaseURL string) (Dialect, string, error) {
 // Close closes every connection. Close returns the first errors the pools
 // report; the store must not be used afterwards.
 func (s *Store) Close() error {
+	s.closeUsage()
 	var errs []error
 	s.statements.Range(func(query, stmt any) bool {
 		errs = append(errs, stmt.(*sqlx.Stmt).Close())
