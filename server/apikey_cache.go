@@ -25,9 +25,9 @@ import (
 // project, organization, environment pin and scopes) never changes. Every other route reads
 // the key on every request.
 //
-// Without this, reading the key was half of PostgreSQL's work per single-event ingest and
-// kept 16 connections busy with it: 2,100–2,500 events/s against 3,400 with the key
-// remembered (same harness, two flush slots; README, "Usage ingest").
+// Reading the key was half of PostgreSQL's work per single-event ingest and kept 16 of its
+// backends busy answering it: 2,100–2,500 events/s against 3,400 with the key remembered, all
+// else equal (README, Benchmarks, "Second round").
 
 // apiKeyCacheSize and apiKeyCacheTTL bound the cache: at most that many keys, each forgotten
 // that long after it was read (then read again on its next use).

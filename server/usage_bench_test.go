@@ -160,11 +160,31 @@ func BenchmarkUsageLoad(b *testing.B) {
 			}
 			b.Logf("%s: seeded %d events over %d subjects in %v (%.0f events/s through the store)", be.name, size, subjects,
 				time.Since(start).Round(time.Second), float64(size)/time.Since(start).Seconds())
+			settleAfterBulkLoad(b, u.st)
 			tag := "@" + strconv.Itoa(size)
 			u.ingestRuns(b, tag)
 			u.analyticsRuns(b, tag, subjects)
 		})
 	}
+}
+
+// settleAfterBulkLoad runs VACUUM (ANALYZE) on PostgreSQL's usage tables, as PostgreSQL's guide
+// advises after a bulk load ("Populating a Database"), so that the runs at that size measure the
+// table's size rather than the load's vacuum debt: measured at once, while autovacuum worked
+// through the 2 M new rows, new single events were 22–28 % slower than in the empty project;
+// after the vacuum, no slower.
+func settleAfterBulkLoad(b *testing.B, st *store.Store) {
+	db := st.Pools()["postgres"]
+	if db == nil {
+		return
+	}
+	start := time.Now()
+	for _, table := range []string{"usage_events", "usage_daily", "usage_subject_days", "usage_subjects", "usage_totals"} {
+		if _, err := db.Exec("VACUUM (ANALYZE) " + table); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("postgres: VACUUM (ANALYZE) of the usage tables took %v", time.Since(start).Round(time.Millisecond))
 }
 
 // analyticsRuns loads each analytics route and reports p50 and p95.
