@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
 
+	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/store"
 )
 
@@ -79,18 +80,27 @@ func (s *Server) cachedAPIKeyPrincipal(ctx context.Context, key string) (*Princi
 }
 
 // confirmCachedKey is called by the error handler before it answers err to a request
-// authenticated with a cached key: it reads the key again, forgets it and answers 401 if it
-// can no longer authenticate, and otherwise leaves err as it is.
+// authenticated with a cached key: it reads the key again and, if it can no longer
+// authenticate, forgets it, counts why, and answers 401; otherwise it leaves err as it is (and
+// counts nothing: the request's authentication was counted).
 func (s *Server) confirmCachedKey(req *http.Request, err error) error {
-	key := strings.Join(req.Header["X-Api-Key"], "")
-	if _, cerr := s.apiKeyPrincipal(req.Context(), key); cerr != nil {
-		if errors.Is(cerr, ErrUnauthenticated) {
-			if publicID, _, ok := s.parseAPIKey(key); ok {
-				s.apiKeys.Remove(publicID)
-			}
-			return ErrUnauthenticated
-		}
-		s.log.WarnContext(req.Context(), "confirm cached api key", "err", cerr)
+	publicID, secret, ok := oauth.ParseAPIKey(strings.Join(req.Header["X-Api-Key"], ""))
+	if !ok {
+		return ErrUnauthenticated // not reached: the key was parsed to authenticate the request
 	}
-	return err
+	k, rerr := s.store.APIKeyByPublicID(req.Context(), publicID)
+	outcome := apiKeyUnknown
+	switch {
+	case rerr == nil:
+		outcome = s.judgeAPIKey(k, secret, s.store.Now())
+	case !errors.Is(rerr, store.ErrNotFound):
+		s.log.WarnContext(req.Context(), "confirm cached api key", "err", rerr)
+		return err
+	}
+	if outcome == apiKeyOK {
+		return err
+	}
+	s.metrics.apiKeyAuth(outcome)
+	s.apiKeys.Remove(publicID)
+	return ErrUnauthenticated
 }

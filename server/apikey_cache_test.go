@@ -46,7 +46,9 @@ func TestUsageCachedKey(t *testing.T) {
 		}
 		// A wrong secret for a remembered key.
 		wrong := []byte(key)
-		wrong[len(wrong)-1] ^= 1
+		if wrong[len(wrong)-1] = 'A'; key[len(key)-1] == 'A' {
+			wrong[len(wrong)-1] = 'E'
+		}
 		refused(postEvent(app, string(wrong), prj, event("w-1", envA)))
 
 		// Revoked: a good event, a bad body, another environment, a batch, a replay: all 401.
@@ -69,6 +71,17 @@ func TestUsageCachedKey(t *testing.T) {
 		app.do(owner.as(request{method: http.MethodGet, path: "/api/v1/projects/" + prj + "/analytics/summary"})).decode(t, http.StatusOK, &s)
 		if want := []meterJSON{{"api_call", 6, 4}}; !reflect.DeepEqual(s.Data.Meters, want) {
 			t.Errorf("meters = %+v, want %+v", s.Data.Meters, want)
+		}
+
+		// Each request's authentication is counted once, and a refusal at the write by its
+		// reason: ok for the 8 requests a live or cached key passed (two of them refused later,
+		// as revoked and disabled), never twice for the 400 and 403 that re-read the key;
+		// revoked for that refusal and the 4 requests after it, which read the key again.
+		mf := scrapeMetrics(t, app.srv)
+		for outcome, want := range map[string]float64{"ok": 8, "wrong_secret": 1, "revoked": 5, "disabled": 1, "unknown": 0} {
+			if got, _ := sample(mf[metricAPIKeyAuth], map[string]string{"outcome": outcome}); got != want {
+				t.Errorf("api key authentications %s = %v, want %v", outcome, got, want)
+			}
 		}
 	})
 }

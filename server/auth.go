@@ -176,23 +176,10 @@ func (s *Server) parseAPIKey(key string) (publicID, secret string, ok bool) {
 	return publicID, secret, ok
 }
 
-// apiKeyAuthenticated judges key k, read for a request presenting secret at now: the secret
-// (an HMAC compared in constant time), revocation, expiry, the account's and the project's
-// states. It counts the outcome and returns the service account, or ErrUnauthenticated.
+// apiKeyAuthenticated judges key k, read for a request presenting secret at now (judgeAPIKey).
+// It counts the outcome and returns the service account, or ErrUnauthenticated.
 func (s *Server) apiKeyAuthenticated(k store.APIKeyAuth, secret string, now time.Time) (*Principal, error) {
-	outcome := apiKeyOK
-	switch {
-	case !hmac.Equal(oauth.HashAPIKeySecret(s.apiKeyPepper, secret), k.SecretHash):
-		outcome = apiKeyWrongSecret
-	case k.RevokedAt != nil:
-		outcome = apiKeyRevoked
-	case k.DisabledAt != nil:
-		outcome = apiKeyDisabled
-	case !k.Usable(now):
-		outcome = apiKeyExpired
-	case k.ProjectArchived || k.OrganizationArchived:
-		outcome = apiKeyArchived
-	}
+	outcome := s.judgeAPIKey(k, secret, now)
 	s.metrics.apiKeyAuth(outcome)
 	if outcome != apiKeyOK {
 		return nil, ErrUnauthenticated
@@ -202,6 +189,24 @@ func (s *Server) apiKeyAuthenticated(k store.APIKeyAuth, secret string, now time
 		ID: k.AccountID, ProjectID: k.ProjectID, OrganizationID: k.OrganizationID,
 		EnvironmentID: k.EnvironmentID, KeyID: k.KeyID, Scopes: k.Scopes,
 	}}, nil
+}
+
+// judgeAPIKey judges key k, read for a request presenting secret at now: the secret (an HMAC
+// compared in constant time), revocation, expiry, the account's and the project's states.
+func (s *Server) judgeAPIKey(k store.APIKeyAuth, secret string, now time.Time) string {
+	switch {
+	case !hmac.Equal(oauth.HashAPIKeySecret(s.apiKeyPepper, secret), k.SecretHash):
+		return apiKeyWrongSecret
+	case k.RevokedAt != nil:
+		return apiKeyRevoked
+	case k.DisabledAt != nil:
+		return apiKeyDisabled
+	case !k.Usable(now):
+		return apiKeyExpired
+	case k.ProjectArchived || k.OrganizationArchived:
+		return apiKeyArchived
+	}
+	return apiKeyOK
 }
 
 // keyTouchInterval is how stale an API key's lastUsedAt may get: it is written at most this
