@@ -61,22 +61,23 @@ func (s *Server) cachedAPIKeyPrincipal(ctx context.Context, key string) (*Princi
 	if !ok {
 		return nil, ErrUnauthenticated
 	}
-	if k, ok := s.apiKeys.Get(publicID); ok {
-		p, err := s.apiKeyAuthenticated(k, secret, s.store.Now())
-		if err == nil {
-			p.ServiceAccount.KeyCached = true
+	k, cached := s.apiKeys.Get(publicID)
+	if !cached {
+		var err error
+		if k, err = s.readAPIKey(ctx, publicID); err != nil {
+			return nil, err
 		}
-		return p, err
 	}
-	k, err := s.readAPIKey(ctx, publicID)
+	p, err := s.apiKeyAuthenticated(k, secret, s.store.Now())
 	if err != nil {
 		return nil, err
 	}
-	p, err := s.apiKeyAuthenticated(k, secret, s.store.Now())
-	if err == nil {
+	if cached {
+		p.ServiceAccount.KeyCached = true
+	} else {
 		s.apiKeys.Add(publicID, k)
 	}
-	return p, err
+	return p, nil
 }
 
 // confirmCachedKey is called by the error handler before it answers err to a request
