@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/seal"
@@ -52,7 +53,7 @@ func newRotationFixture(t *testing.T) rotationFixture {
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	token, err := oauth.NewSessionToken()
+	token, err := identity.NewSessionToken()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func newRotationFixture(t *testing.T) rotationFixture {
 		if err := tx.CreateUser(ctx, &u, "!no-password"); err != nil {
 			return err
 		}
-		sess := store.Session{UserID: u.ID, TokenHash: oauth.HashToken(token), ExpiresAt: time.Now().Add(time.Hour)}
+		sess := store.Session{UserID: u.ID, TokenHash: identity.HashToken(token), ExpiresAt: time.Now().Add(time.Hour)}
 		if err := tx.CreateSession(ctx, &sess); err != nil {
 			return err
 		}
@@ -123,8 +124,8 @@ func (f rotationFixture) call(t *testing.T, base string, master []byte, method, 
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Origin", "http://localhost:8080") // the default base URL
 	req.AddCookie(&http.Cookie{
-		Name:  oauth.SessionCookieName(false),
-		Value: oauth.CookieValue(oauth.DeriveKey(master, "session-cookie"), f.token),
+		Name:  identity.SessionCookieName(false),
+		Value: identity.CookieValue(seal.DeriveKey(master, "session-cookie"), f.token),
 	})
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -15,8 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/store"
+	"github.com/gatehouse-dev/gatehouse/store/seal"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
@@ -170,7 +171,7 @@ func seedKillFixture(t *testing.T, dbURL string, secret []byte) (projectID, envI
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	publicID, keySecret, full, err := oauth.NewAPIKey()
+	publicID, keySecret, full, err := identity.NewAPIKey()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +184,7 @@ func seedKillFixture(t *testing.T, dbURL string, secret []byte) (projectID, envI
 		}
 		sa := store.ServiceAccount{ProjectID: prj.ID, Name: "sender", Scopes: []string{"usage:write"}}
 		return tx.CreateServiceAccount(ctx, &sa, &store.APIKey{PublicID: publicID,
-			SecretHash: oauth.HashAPIKeySecret(oauth.DeriveKey(secret, "api-key"), keySecret)})
+			SecretHash: identity.HashAPIKeySecret(seal.DeriveKey(secret, "api-key"), keySecret)})
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/identity"
+	"github.com/gatehouse-dev/gatehouse/identity/socialtest"
 	"github.com/gatehouse-dev/gatehouse/server"
-	"github.com/gatehouse-dev/gatehouse/social"
-	"github.com/gatehouse-dev/gatehouse/social/socialtest"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
@@ -101,11 +101,11 @@ func startAuthServer(t *testing.T, logs *syncBuffer) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(fake.Close)
-	fake.SetUser(social.GitHub, socialtest.User{ID: "5151", Login: "dorothy", Name: "Dorothy Vaughan",
+	fake.SetUser(identity.GitHub, socialtest.User{ID: "5151", Login: "dorothy", Name: "Dorothy Vaughan",
 		Email: "dorothy@example.com", EmailVerified: true})
 	app, err := server.New(server.Config{BaseURL: base, BodyLimit: 1 << 20, SecretKey: make([]byte, 32),
-		Social: []server.SocialConfig{{ID: social.GitHub, ClientID: socialtest.ClientID,
-			ClientSecret: socialtest.ClientSecret, Endpoints: fake.Endpoints(social.GitHub)}}},
+		Social: []server.SocialConfig{{ID: identity.GitHub, ClientID: socialtest.ClientID,
+			ClientSecret: socialtest.ClientSecret, Endpoints: fake.Endpoints(identity.GitHub)}}},
 		storetest.Backends(t)[0].Open(t), log)
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"golang.org/x/oauth2"
 
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/server"
 	"github.com/gatehouse-dev/gatehouse/store"
@@ -74,7 +75,7 @@ func TestOAuthPagesInBrowser(t *testing.T) {
 
 	// A user with a password, and a native client (public: it always asks for consent).
 	const email, password = "grace@example.com", "correct-horse-battery-staple"
-	hash, err := oauth.HashPassword(password)
+	hash, err := identity.HashPassword(password)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,10 +13,10 @@ import (
 	"github.com/chromedp/chromedp"
 	"golang.org/x/oauth2"
 
+	"github.com/gatehouse-dev/gatehouse/identity"
+	"github.com/gatehouse-dev/gatehouse/identity/socialtest"
 	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/server"
-	"github.com/gatehouse-dev/gatehouse/social"
-	"github.com/gatehouse-dev/gatehouse/social/socialtest"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
@@ -34,15 +34,15 @@ func TestSocialSignInInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(fake.Close)
-	fake.SetUser(social.GitHub, socialtest.User{ID: "4242", Login: "katherine", Name: "Katherine Johnson",
+	fake.SetUser(identity.GitHub, socialtest.User{ID: "4242", Login: "katherine", Name: "Katherine Johnson",
 		Email: "katherine@example.com", EmailVerified: true})
 
 	srv := httptest.NewUnstartedServer(nil)
 	base := "http://" + srv.Listener.Addr().String()
 	st := storetest.Backends(t)[0].Open(t)
 	app, err := server.New(server.Config{BaseURL: base, BodyLimit: 1 << 20, SecretKey: make([]byte, 32),
-		Social: []server.SocialConfig{{ID: social.GitHub, ClientID: socialtest.ClientID, ClientSecret: socialtest.ClientSecret,
-			Endpoints: fake.Endpoints(social.GitHub)}}},
+		Social: []server.SocialConfig{{ID: identity.GitHub, ClientID: socialtest.ClientID, ClientSecret: socialtest.ClientSecret,
+			Endpoints: fake.Endpoints(identity.GitHub)}}},
 		st, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"regexp"
 	"testing"
+
+	"github.com/gatehouse-dev/gatehouse/store/seal"
 )
 
 func TestNewClientSecret(t *testing.T) {
@@ -32,9 +34,9 @@ func TestNewClientSecret(t *testing.T) {
 }
 
 func TestHashClientSecret(t *testing.T) {
-	pepper := DeriveKey([]byte("0123456789abcdef0123456789abcdef"), "oidc-client-secret")
+	pepper := seal.DeriveKey([]byte("0123456789abcdef0123456789abcdef"), "oidc-client-secret")
 	// The pepper is its own derivation, distinct from the API key one.
-	if hmac.Equal(pepper, DeriveKey([]byte("0123456789abcdef0123456789abcdef"), "api-key")) {
+	if hmac.Equal(pepper, seal.DeriveKey([]byte("0123456789abcdef0123456789abcdef"), "api-key")) {
 		t.Fatal("client-secret pepper equals the api-key pepper")
 	}
 	// HMAC-SHA256 written out with the standard library, independently of HashClientSecret.
@@ -53,7 +55,7 @@ func TestHashClientSecret(t *testing.T) {
 			t.Errorf("%q matches", wrong)
 		}
 	}
-	if ClientSecretMatches(DeriveKey([]byte("another master key, 32 bytes...."), "oidc-client-secret"), "s3cret", got) {
+	if ClientSecretMatches(seal.DeriveKey([]byte("another master key, 32 bytes...."), "oidc-client-secret"), "s3cret", got) {
 		t.Error("the secret matches under another pepper")
 	}
 	for _, empty := range [][]byte{nil, {}} {

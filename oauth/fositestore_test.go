@@ -17,6 +17,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/store"
+	"github.com/gatehouse-dev/gatehouse/store/seal"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
@@ -45,7 +46,7 @@ func newFlowEnv(t *testing.T, b storetest.Backend) *flowEnv {
 	t.Helper()
 	ctx := context.Background()
 	st := b.Open(t)
-	pepper := oauth.DeriveKey(flowMasterKey, "oidc-client-secret")
+	pepper := seal.DeriveKey(flowMasterKey, "oidc-client-secret")
 	client := store.OIDCClient{Name: "RP", Type: store.OIDCClientWeb, RedirectURIs: []string{flowRedirect},
 		GrantTypes: []string{"authorization_code", "refresh_token", "client_credentials"},
 		Scopes:     []string{"openid", "offline_access", "profile"}, SecretHash: oauth.HashClientSecret(pepper, flowSecret)}

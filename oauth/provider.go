@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/store/seal"
+
 	"github.com/mohae/deepcopy"
 	"github.com/ory/fosite"
 	"github.com/ory/fosite/compose"
@@ -90,7 +92,7 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 		return nil, errors.New("oauth: new provider: keys and base url are required")
 	}
 	base := strings.TrimRight(cfg.BaseURL, "/")
-	pepper := DeriveKey(cfg.SecretKey, "oidc-client-secret")
+	pepper := seal.DeriveKey(cfg.SecretKey, "oidc-client-secret")
 	conf := &fosite.Config{
 		AccessTokenLifespan:            AccessTokenLifespan,
 		IDTokenLifespan:                IDTokenLifespan,
@@ -99,7 +101,7 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 		AccessTokenIssuer:              base,
 		IDTokenIssuer:                  base,
 		TokenURL:                       base + TokenPath,
-		GlobalSecret:                   DeriveKey(cfg.SecretKey, "oauth-hmac"),
+		GlobalSecret:                   seal.DeriveKey(cfg.SecretKey, "oauth-hmac"),
 		EnforcePKCE:                    true,
 		EnforcePKCEForPublicClients:    true,
 		EnablePKCEPlainChallengeMethod: false,

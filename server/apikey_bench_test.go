@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
@@ -36,17 +36,17 @@ func newAPIKeyBench(b *testing.B, st *store.Store) apiKeyBench {
 	u := store.User{Name: "Bench", Email: "bench@example.com"}
 	org := store.Organization{Name: "Bench", Slug: "bench"}
 	prj := store.Project{Name: "Bench", Slug: "bench"}
-	token, _ := oauth.NewSessionToken()
+	token, _ := identity.NewSessionToken()
 	err = st.InTx(ctx, func(tx *store.Tx) error {
 		if err := storetest.CreateOwnedProject(ctx, tx, &u, "!", &org, &prj); err != nil {
 			return err
 		}
-		return tx.CreateSession(ctx, &store.Session{UserID: u.ID, TokenHash: oauth.HashToken(token), ExpiresAt: time.Now().Add(time.Hour)})
+		return tx.CreateSession(ctx, &store.Session{UserID: u.ID, TokenHash: identity.HashToken(token), ExpiresAt: time.Now().Add(time.Hour)})
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
-	cookie := srv.sessionCookieName + "=" + oauth.CookieValue(srv.cookieKey, token)
+	cookie := srv.sessionCookieName + "=" + identity.CookieValue(srv.cookieKey, token)
 	call := func(method, path, body string, status int, v any) {
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")

@@ -9,7 +9,7 @@ import (
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
 
-	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/store"
 )
 
@@ -85,7 +85,7 @@ func (s *Server) cachedAPIKeyPrincipal(ctx context.Context, key string) (*Princi
 // authenticate, forgets it, counts why, and answers 401; otherwise it leaves err as it is (and
 // counts nothing: the request's authentication was counted).
 func (s *Server) confirmCachedKey(req *http.Request, err error) error {
-	publicID, secret, ok := oauth.ParseAPIKey(strings.Join(req.Header["X-Api-Key"], ""))
+	publicID, secret, ok := identity.ParseAPIKey(strings.Join(req.Header["X-Api-Key"], ""))
 	if !ok {
 		return ErrUnauthenticated // not reached: the key was parsed to authenticate the request
 	}

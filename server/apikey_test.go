@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/store/seal"
 )
 
 // apiKeyShape is the spec's ApiKeySecret pattern.
@@ -20,7 +20,7 @@ func TestAPIKeyPepper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := oauth.DeriveKey(cfg.SecretKey, "api-key"); !bytes.Equal(srv.apiKeyPepper, want) ||
+	if want := seal.DeriveKey(cfg.SecretKey, "api-key"); !bytes.Equal(srv.apiKeyPepper, want) ||
 		bytes.Equal(srv.apiKeyPepper, cfg.SecretKey) || bytes.Equal(srv.apiKeyPepper, srv.cookieKey) {
 		t.Errorf("apiKeyPepper = %x, want DeriveKey(secret key, \"api-key\") = %x", srv.apiKeyPepper, want)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/store"
 )
 
@@ -168,9 +168,9 @@ func (s *Server) readAPIKey(ctx context.Context, publicID string) (store.APIKeyA
 	return k, err
 }
 
-// parseAPIKey is oauth.ParseAPIKey, counting a malformed key.
+// parseAPIKey is identity.ParseAPIKey, counting a malformed key.
 func (s *Server) parseAPIKey(key string) (publicID, secret string, ok bool) {
-	if publicID, secret, ok = oauth.ParseAPIKey(key); !ok {
+	if publicID, secret, ok = identity.ParseAPIKey(key); !ok {
 		s.metrics.apiKeyAuth(apiKeyMalformed)
 	}
 	return publicID, secret, ok
@@ -195,7 +195,7 @@ func (s *Server) apiKeyAuthenticated(k store.APIKeyAuth, secret string, now time
 // compared in constant time), revocation, expiry, the account's and the project's states.
 func (s *Server) judgeAPIKey(k store.APIKeyAuth, secret string, now time.Time) string {
 	switch {
-	case !hmac.Equal(oauth.HashAPIKeySecret(s.apiKeyPepper, secret), k.SecretHash):
+	case !hmac.Equal(identity.HashAPIKeySecret(s.apiKeyPepper, secret), k.SecretHash):
 		return apiKeyWrongSecret
 	case k.RevokedAt != nil:
 		return apiKeyRevoked
@@ -235,7 +235,7 @@ func (s *Server) touchAPIKey(keyID string, last *time.Time, now time.Time) {
 // sessionPrincipal returns the user of a valid, unexpired session cookie, or nil.
 func (s *Server) sessionPrincipal(req *http.Request) (*Principal, error) {
 	sess, user, token, err := s.sessions.FromRequest(req)
-	if errors.Is(err, oauth.ErrNoSession) {
+	if errors.Is(err, identity.ErrNoSession) {
 		return nil, nil
 	}
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 
 	"github.com/gatehouse-dev/gatehouse/gen"
-	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/store"
 )
 
@@ -35,7 +35,7 @@ import (
 //     cannot clear it by signing in to an account of their own.
 //
 // Each attempt is counted before anything else, in one atomic step in the database (see
-// oauth.Throttle), so neither parallel bursts nor replicas get past the limits; every outcome
+// identity.Throttle), so neither parallel bursts nor replicas get past the limits; every outcome
 // but a failed check — a wrong password, an unknown email, an account without a password —
 // takes its count back: success, a refusal, an outage, hashing at capacity. Once a key reached
 // its limit every attempt (a correct password too) is refused with 429 and Retry-After until its
@@ -51,28 +51,28 @@ const (
 
 // newAccountThrottle returns the per-account (email or user id) failure throttle counting in
 // st; now is its clock, nil meaning time.Now.
-func newAccountThrottle(st oauth.ThrottleStore, now func() time.Time) *oauth.Throttle {
-	return oauth.NewThrottle(prefixedThrottleStore{st, "account:"}, accountFailureLimit, failureWindow, now)
+func newAccountThrottle(st identity.ThrottleStore, now func() time.Time) *identity.Throttle {
+	return identity.NewThrottle(prefixedThrottleStore{st, "account:"}, accountFailureLimit, failureWindow, now)
 }
 
 // newIPThrottle returns the per-client-IP failure throttle counting in st; now is its clock,
 // nil meaning time.Now.
-func newIPThrottle(st oauth.ThrottleStore, now func() time.Time) *oauth.Throttle {
-	return oauth.NewThrottle(prefixedThrottleStore{st, "sign-in:"}, ipFailureLimit, failureWindow, now)
+func newIPThrottle(st identity.ThrottleStore, now func() time.Time) *identity.Throttle {
+	return identity.NewThrottle(prefixedThrottleStore{st, "sign-in:"}, ipFailureLimit, failureWindow, now)
 }
 
 // newSignUpThrottle returns the per-client-IP sign-up throttle counting in st: limit per
 // SignUpWindow (DefaultSignUpLimit when limit < 1); now is its clock, nil meaning time.Now.
-func newSignUpThrottle(st oauth.ThrottleStore, limit int, now func() time.Time) *oauth.Throttle {
+func newSignUpThrottle(st identity.ThrottleStore, limit int, now func() time.Time) *identity.Throttle {
 	if limit < 1 {
 		limit = DefaultSignUpLimit
 	}
-	return oauth.NewThrottle(prefixedThrottleStore{st, "sign-up:"}, limit, SignUpWindow, now)
+	return identity.NewThrottle(prefixedThrottleStore{st, "sign-up:"}, limit, SignUpWindow, now)
 }
 
 // prefixedThrottleStore gives each throttle its own key space in the one counter table.
 type prefixedThrottleStore struct {
-	oauth.ThrottleStore
+	identity.ThrottleStore
 	prefix string
 }
 
@@ -90,12 +90,12 @@ func (p prefixedThrottleStore) DeleteThrottle(ctx context.Context, key string) e
 
 // newHashLimiter returns the password-hashing limiter of cfg: cfg.HashConcurrency() hashes at
 // once, waiting at most cfg.PasswordHashWait (DefaultPasswordHashWait when unset).
-func newHashLimiter(cfg Config) *oauth.HashLimiter {
+func newHashLimiter(cfg Config) *identity.HashLimiter {
 	wait := cfg.PasswordHashWait
 	if wait <= 0 {
 		wait = DefaultPasswordHashWait
 	}
-	return oauth.NewHashLimiter(cfg.HashConcurrency(), wait)
+	return identity.NewHashLimiter(cfg.HashConcurrency(), wait)
 }
 
 // Errors of the account routes, with better-auth's codes and messages.
@@ -124,16 +124,16 @@ func tooManyAttempts(retryAfter time.Duration) *Error {
 }
 
 // hashingBusy is the 503 for a request that found password hashing at capacity (see
-// oauth.HashLimiter): a transient overload, retried after the limiter's wait.
+// identity.HashLimiter): a transient overload, retried after the limiter's wait.
 func (s *Server) hashingBusy() *Error {
 	secs := max(1, int((s.hashLimiter.Wait()+time.Second-1)/time.Second))
 	return &Error{Status: http.StatusServiceUnavailable, Kind: kindUnavailable, Title: titleUnavailable,
 		Header: http.Header{"Retry-After": {strconv.Itoa(secs)}}}
 }
 
-// hashErr maps oauth.ErrHashBusy to the 503 and returns any other error unchanged.
+// hashErr maps identity.ErrHashBusy to the 503 and returns any other error unchanged.
 func (s *Server) hashErr(err error) error {
-	if errors.Is(err, oauth.ErrHashBusy) {
+	if errors.Is(err, identity.ErrHashBusy) {
 		return s.hashingBusy()
 	}
 	return err
@@ -141,7 +141,7 @@ func (s *Server) hashErr(err error) error {
 
 // undo takes back throttle attempts that must not count. It runs even when the request's
 // context is done (the client left) and only logs a failure: the attempt's outcome is decided.
-func (s *Server) undo(ctx context.Context, attempts ...oauth.Attempt) {
+func (s *Server) undo(ctx context.Context, attempts ...identity.Attempt) {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	for _, a := range attempts {
@@ -154,8 +154,8 @@ func (s *Server) undo(ctx context.Context, attempts ...oauth.Attempt) {
 // hit counts one attempt on each throttle key. When any key is over its limit, it takes them
 // all back and returns the 429 with the longest wait; when the store fails, it takes back those
 // counted and returns the error.
-func (s *Server) hit(ctx context.Context, keys ...throttleKey) ([]oauth.Attempt, error) {
-	attempts := make([]oauth.Attempt, 0, len(keys))
+func (s *Server) hit(ctx context.Context, keys ...throttleKey) ([]identity.Attempt, error) {
+	attempts := make([]identity.Attempt, 0, len(keys))
 	var wait time.Duration
 	for _, k := range keys {
 		a, err := k.t.Hit(ctx, k.key)
@@ -268,7 +268,7 @@ func (s *Server) SignOut(ctx context.Context, _ gen.SignOutRequestObject) (gen.S
 }
 
 // GetSession returns the caller's session and user, or null when signed out. Unless
-// disableRefresh is true it slides the session's expiry (see oauth.Sessions.Refresh): once that
+// disableRefresh is true it slides the session's expiry (see identity.Sessions.Refresh): once that
 // gains the update age (a day by default) it extends it to the idle timeout from now, never past
 // its absolute deadline, and sets the cookie again with a Max-Age that follows the new expiry.
 func (s *Server) GetSession(ctx context.Context, request gen.GetSessionRequestObject) (gen.GetSessionResponseObject, error) {
@@ -280,7 +280,7 @@ func (s *Server) GetSession(ctx context.Context, request gen.GetSessionRequestOb
 	sess := p.Session
 	if disable := request.Params.DisableRefresh != nil && isTrue(*request.Params.DisableRefresh); !disable {
 		refreshed, cookie, err := s.sessions.Refresh(ctx, sess, p.SessionToken)
-		if errors.Is(err, oauth.ErrNoSession) {
+		if errors.Is(err, identity.ErrNoSession) {
 			// Signed out by another request meanwhile.
 			return jsonNull{}, nil
 		}
@@ -324,7 +324,7 @@ func (s *Server) RevokeSession(ctx context.Context, request gen.RevokeSessionReq
 		target = p.Session.ID
 	} else if !strings.HasPrefix(target, "ses_") {
 		// A raw token: find its session. Another user's session is not found.
-		sess, _, err := s.store.SessionByTokenHash(ctx, oauth.HashToken(target))
+		sess, _, err := s.store.SessionByTokenHash(ctx, identity.HashToken(target))
 		switch {
 		case errors.Is(err, store.ErrNotFound), err == nil && sess.UserID != p.ID():
 			return nil, errSessionNotFound
@@ -502,7 +502,7 @@ func (s *Server) verifyEmailPassword(ctx context.Context, email, password string
 	}
 	ok, err := s.hashLimiter.VerifyPassword(ctx, hash, password)
 	if err != nil {
-		if errors.Is(err, oauth.ErrHashBusy) {
+		if errors.Is(err, identity.ErrHashBusy) {
 			return store.User{}, s.hashingBusy()
 		}
 		return store.User{}, fmt.Errorf("server: sign-in: user %s: %w", user.ID, err)
@@ -544,7 +544,7 @@ func (s *Server) verifyCurrentPassword(ctx context.Context, userID, password str
 	}
 	ok, err := s.hashLimiter.VerifyPassword(ctx, hash, password)
 	if err != nil {
-		if errors.Is(err, oauth.ErrHashBusy) {
+		if errors.Is(err, identity.ErrHashBusy) {
 			return s.hashingBusy()
 		}
 		return fmt.Errorf("server: change password: user %s: %w", userID, err)
@@ -557,11 +557,11 @@ func (s *Server) verifyCurrentPassword(ctx context.Context, userID, password str
 
 // throttleKey is one key of one throttle.
 type throttleKey struct {
-	t   *oauth.Throttle
+	t   *identity.Throttle
 	key string
 }
 
-// createSession starts a session for userID (see oauth.Sessions.Create), recording the
+// createSession starts a session for userID (see identity.Sessions.Create), recording the
 // request's IP and user agent. It returns the session and its raw token.
 func (s *Server) createSession(ctx context.Context, tx *store.Tx, userID string, remember bool, activeOrg *string) (store.Session, string, error) {
 	meta := requestMetaFrom(ctx)
@@ -575,7 +575,7 @@ func (s *Server) createSession(ctx context.Context, tx *store.Tx, userID string,
 }
 
 // setSessionCookie sets the signed session cookie for the token of a session started now:
-// Max-Age its lifetime (see oauth.Sessions.Cookie), or none (a browser-session cookie) when
+// Max-Age its lifetime (see identity.Sessions.Cookie), or none (a browser-session cookie) when
 // the user chose not to be remembered.
 func (s *Server) setSessionCookie(ctx context.Context, token string, remember bool) {
 	setCookie(ctx, s.sessions.Cookie(token, remember))

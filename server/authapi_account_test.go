@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
@@ -206,7 +206,7 @@ func TestSignUp(t *testing.T) {
 				t.Errorf("Cache-Control = %q", cc)
 			}
 			c := res.sessionCookie(t, "gatehouse.session_token")
-			if tok, ok := oauth.VerifySignedToken(app.srv.cookieKey, c.Value); !ok || tok != *body.Token {
+			if tok, ok := identity.VerifySignedToken(app.srv.cookieKey, c.Value); !ok || tok != *body.Token {
 				t.Errorf("cookie carries %q, %v; want the token", tok, ok)
 			}
 			if c.MaxAge != 604800 {
@@ -217,10 +217,10 @@ func TestSignUp(t *testing.T) {
 			if err != nil || stored.ID != u.ID {
 				t.Fatalf("stored user %+v, %v", stored, err)
 			}
-			if ok, err := oauth.VerifyPassword(hash, "correct-horse-battery"); !ok || err != nil {
+			if ok, err := identity.VerifyPassword(hash, "correct-horse-battery"); !ok || err != nil {
 				t.Errorf("stored hash %q does not verify: %v", hash, err)
 			}
-			sess, _, err := st.SessionByTokenHash(ctx, oauth.HashToken(*body.Token))
+			sess, _, err := st.SessionByTokenHash(ctx, identity.HashToken(*body.Token))
 			if err != nil || sess.UserID != u.ID || !sess.RememberMe || sess.IPAddress != "192.0.2.10" {
 				t.Errorf("session %+v, %v", sess, err)
 			}
@@ -231,7 +231,7 @@ func TestSignUp(t *testing.T) {
 			if got.User.ID != u.ID || got.Session.Token != *body.Token {
 				t.Errorf("get-session = %+v", got)
 			}
-			wantAuditRow(t, st, "user.sign_up", u.ID, "correct-horse-battery", *body.Token, oauth.HashToken(*body.Token), c.Value)
+			wantAuditRow(t, st, "user.sign_up", u.ID, "correct-horse-battery", *body.Token, identity.HashToken(*body.Token), c.Value)
 		})
 
 		t.Run("form", func(t *testing.T) {

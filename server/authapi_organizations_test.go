@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
@@ -162,7 +162,7 @@ func (w orgWorld) setActive(t *testing.T, orgID string, users ...testUser) {
 // activeOrg returns the active organization of u's session, "" when none.
 func (w orgWorld) activeOrg(t *testing.T, u testUser) string {
 	t.Helper()
-	sess, _, err := w.store.SessionByTokenHash(context.Background(), oauth.HashToken(u.Token))
+	sess, _, err := w.store.SessionByTokenHash(context.Background(), identity.HashToken(u.Token))
 	if err != nil {
 		t.Fatalf("session: %v", err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
@@ -112,17 +112,17 @@ func TestSessionHostCookie(t *testing.T) {
 			return got.Session.ID
 		}
 		// A session started before the upgrade, its cookie under the __Secure- name.
-		signedIn, _, err := app.store.SessionByTokenHash(ctx, oauth.HashToken(mustVerify(t, app, cookie)))
+		signedIn, _, err := app.store.SessionByTokenHash(ctx, identity.HashToken(mustVerify(t, app, cookie)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		token, _ := oauth.NewSessionToken()
-		old := store.Session{TokenHash: oauth.HashToken(token), UserID: signedIn.UserID, RememberMe: true,
+		token, _ := identity.NewSessionToken()
+		old := store.Session{TokenHash: identity.HashToken(token), UserID: signedIn.UserID, RememberMe: true,
 			ExpiresAt: start.Add(7 * 24 * time.Hour)}
 		if err := app.store.InTx(ctx, func(tx *store.Tx) error { return tx.CreateSession(ctx, &old) }); err != nil {
 			t.Fatal(err)
 		}
-		value := oauth.CookieValue(app.srv.cookieKey, token)
+		value := identity.CookieValue(app.srv.cookieKey, token)
 		legacy := legacyName + "=" + value
 
 		if id := sessionID(do(http.MethodGet, "/api/auth/get-session", legacy, nil)); id != old.ID {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
@@ -23,8 +23,8 @@ func TestGetSession(t *testing.T) {
 			for name, cookie := range map[string]string{
 				"no cookie":        "",
 				"forged cookie":    "gatehouse.session_token=" + strings.Repeat("a", 32) + ".x",
-				"unknown token":    "gatehouse.session_token=" + oauth.CookieValue(app.srv.cookieKey, strings.Repeat("b", 32)),
-				"other key's sign": "gatehouse.session_token=" + oauth.CookieValue([]byte("another key"), u.Token),
+				"unknown token":    "gatehouse.session_token=" + identity.CookieValue(app.srv.cookieKey, strings.Repeat("b", 32)),
+				"other key's sign": "gatehouse.session_token=" + identity.CookieValue([]byte("another key"), u.Token),
 			} {
 				res := app.do(request{method: http.MethodGet, path: "/api/auth/get-session", headers: map[string]string{"Cookie": cookie}})
 				if res.Code != http.StatusOK || strings.TrimSpace(res.Body.String()) != "null" {
@@ -67,14 +67,14 @@ func TestGetSession(t *testing.T) {
 		t.Run("sliding refresh", func(t *testing.T) {
 			// Sessions last 7 days and are extended once a day old, i.e. with 6 days or less left.
 			mk := func(left time.Duration, remember bool) (store.Session, string) {
-				token, _ := oauth.NewSessionToken()
+				token, _ := identity.NewSessionToken()
 				now := time.Now()
-				sess := store.Session{TokenHash: oauth.HashToken(token), UserID: u.ID, RememberMe: remember,
-					ExpiresAt: now.Add(left), CreatedAt: now.Add(left - oauth.DefaultSessionIdleTimeout), UpdatedAt: now.Add(left - oauth.DefaultSessionIdleTimeout)}
+				sess := store.Session{TokenHash: identity.HashToken(token), UserID: u.ID, RememberMe: remember,
+					ExpiresAt: now.Add(left), CreatedAt: now.Add(left - identity.DefaultSessionIdleTimeout), UpdatedAt: now.Add(left - identity.DefaultSessionIdleTimeout)}
 				if err := st.InTx(ctx, func(tx *store.Tx) error { return tx.CreateSession(ctx, &sess) }); err != nil {
 					t.Fatal(err)
 				}
-				return sess, "gatehouse.session_token=" + oauth.CookieValue(app.srv.cookieKey, token)
+				return sess, "gatehouse.session_token=" + identity.CookieValue(app.srv.cookieKey, token)
 			}
 			for _, tc := range []struct {
 				name     string
@@ -107,7 +107,7 @@ func TestGetSession(t *testing.T) {
 						}
 						return
 					}
-					if lo, hi := start.Add(oauth.DefaultSessionIdleTimeout-time.Second), time.Now().Add(oauth.DefaultSessionIdleTimeout); stored.ExpiresAt.Before(lo) || stored.ExpiresAt.After(hi) {
+					if lo, hi := start.Add(identity.DefaultSessionIdleTimeout-time.Second), time.Now().Add(identity.DefaultSessionIdleTimeout); stored.ExpiresAt.Before(lo) || stored.ExpiresAt.After(hi) {
 						t.Errorf("stored expiry %v, want about now+7d", stored.ExpiresAt)
 					}
 					if !got.Session.ExpiresAt.Equal(stored.ExpiresAt) || !got.Session.UpdatedAt.After(sess.UpdatedAt) {
@@ -125,13 +125,13 @@ func TestGetSession(t *testing.T) {
 		})
 
 		t.Run("expired", func(t *testing.T) {
-			token, _ := oauth.NewSessionToken()
+			token, _ := identity.NewSessionToken()
 			past := time.Now().Add(-time.Hour)
-			sess := store.Session{TokenHash: oauth.HashToken(token), UserID: u.ID, ExpiresAt: past, CreatedAt: past.Add(-oauth.DefaultSessionIdleTimeout)}
+			sess := store.Session{TokenHash: identity.HashToken(token), UserID: u.ID, ExpiresAt: past, CreatedAt: past.Add(-identity.DefaultSessionIdleTimeout)}
 			if err := st.InTx(ctx, func(tx *store.Tx) error { return tx.CreateSession(ctx, &sess) }); err != nil {
 				t.Fatal(err)
 			}
-			cookie := "gatehouse.session_token=" + oauth.CookieValue(app.srv.cookieKey, token)
+			cookie := "gatehouse.session_token=" + identity.CookieValue(app.srv.cookieKey, token)
 			res := app.do(request{method: http.MethodGet, path: "/api/auth/get-session", headers: map[string]string{"Cookie": cookie}})
 			if strings.TrimSpace(res.Body.String()) != "null" {
 				t.Errorf("expired session: %s", res.Body)
@@ -182,7 +182,7 @@ func TestSessions(t *testing.T) {
 			if got[1].Token != got[1].ID || !strings.HasPrefix(got[1].ID, "ses_") {
 				t.Errorf("other session token = %q, want its id", got[1].Token)
 			}
-			for _, secret := range []string{first.Token, ada.Token, oauth.HashToken(first.Token)} {
+			for _, secret := range []string{first.Token, ada.Token, identity.HashToken(first.Token)} {
 				if strings.Contains(res.Body.String(), secret) {
 					t.Errorf("list-sessions leaks another session's secret")
 				}
@@ -206,7 +206,7 @@ func TestSessions(t *testing.T) {
 			byID, cByID := app.signIn(t, ada.Email, pw)
 			byToken, cByToken := app.signIn(t, ada.Email, pw)
 			idOf := func(token string) string {
-				s, _, err := st.SessionByTokenHash(ctx, oauth.HashToken(token))
+				s, _, err := st.SessionByTokenHash(ctx, identity.HashToken(token))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -293,7 +293,7 @@ func TestSessions(t *testing.T) {
 func mustVerify(t *testing.T, app *testApp, cookie string) string {
 	t.Helper()
 	_, value, _ := strings.Cut(cookie, "=")
-	token, ok := oauth.VerifySignedToken(app.srv.cookieKey, value)
+	token, ok := identity.VerifySignedToken(app.srv.cookieKey, value)
 	if !ok {
 		t.Fatalf("cookie %q does not verify", cookie)
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
@@ -93,7 +93,7 @@ func TestSignIn(t *testing.T) {
 			if set := res.Header().Get("Set-Cookie"); strings.Contains(set, "Max-Age") {
 				t.Errorf("Set-Cookie = %q, want no Max-Age", set)
 			}
-			sess, _, err := st.SessionByTokenHash(ctx, oauth.HashToken(body.Token))
+			sess, _, err := st.SessionByTokenHash(ctx, identity.HashToken(body.Token))
 			if err != nil || sess.RememberMe {
 				t.Errorf("session %+v, %v; want remember_me false", sess, err)
 			}

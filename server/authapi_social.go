@@ -16,9 +16,9 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/gatehouse-dev/gatehouse/gen"
-	"github.com/gatehouse-dev/gatehouse/oauth"
-	"github.com/gatehouse-dev/gatehouse/social"
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/store"
+	"github.com/gatehouse-dev/gatehouse/store/seal"
 )
 
 // Social sign-in (GitHub, Google). POST /api/auth/sign-in/social starts a flow: a random
@@ -44,22 +44,22 @@ var (
 
 // socialProviders are the configured providers in button order.
 type socialProviders struct {
-	byID  map[string]*social.Provider
-	order []*social.Provider
-	// key signs the flow cookie: oauth.DeriveKey(secret key, "social-flow").
+	byID  map[string]*identity.SocialProvider
+	order []*identity.SocialProvider
+	// key signs the flow cookie: seal.DeriveKey(secret key, "social-flow").
 	key        []byte
 	cookieName string
 	secure     bool
 }
 
 func newSocialProviders(cfg Config) (socialProviders, error) {
-	sp := socialProviders{byID: map[string]*social.Provider{}, key: oauth.DeriveKey(cfg.SecretKey, "social-flow"),
+	sp := socialProviders{byID: map[string]*identity.SocialProvider{}, key: seal.DeriveKey(cfg.SecretKey, "social-flow"),
 		cookieName: "gatehouse.social_flow", secure: cfg.Secure()}
 	if sp.secure {
 		sp.cookieName = "__Host-gatehouse.social_flow"
 	}
 	for _, c := range cfg.Social {
-		p, err := social.New(c.ID, social.Config{ClientID: c.ClientID, ClientSecret: c.ClientSecret,
+		p, err := identity.NewSocialProvider(c.ID, identity.SocialConfig{ClientID: c.ClientID, ClientSecret: c.ClientSecret,
 			RedirectURL: cfg.BaseURL + socialCallbackPath + c.ID, Endpoints: c.Endpoints})
 		if err != nil {
 			return sp, err
@@ -249,7 +249,7 @@ func (r socialRefusal) Error() string { return "social sign-in refused: " + stri
 // (the account is linked to them); else, when no user has the email, a new user (created
 // reports it). An unverified email that belongs to a user is socialRefusal
 // "email_not_verified"; no email at all for a new user is "no_email".
-func (s *Server) socialSignIn(ctx context.Context, provider string, id social.Identity) (user store.User, created bool, token string, err error) {
+func (s *Server) socialSignIn(ctx context.Context, provider string, id identity.SocialIdentity) (user store.User, created bool, token string, err error) {
 	err = s.store.InTx(ctx, func(tx *store.Tx) error {
 		created = false
 		acc, err := tx.AccountByProvider(ctx, provider, id.AccountID)

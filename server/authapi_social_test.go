@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gatehouse-dev/gatehouse/social"
-	"github.com/gatehouse-dev/gatehouse/social/socialtest"
+	"github.com/gatehouse-dev/gatehouse/identity"
+	"github.com/gatehouse-dev/gatehouse/identity/socialtest"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
@@ -150,7 +150,7 @@ func TestSocialSignIn(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
 		st, _ := saOpen(t, b)
 		fake := newFake(t)
-		env := newSocialEnv(t, st, fake, social.GitHub, social.Google)
+		env := newSocialEnv(t, st, fake, identity.GitHub, identity.Google)
 		ctx := context.Background()
 
 		// The providers are advertised, and the start answer is GitHub's authorize URL with
@@ -161,7 +161,7 @@ func TestSocialSignIn(t *testing.T) {
 		}
 
 		// 1. A new user through GitHub, with a verified primary email.
-		fake.SetUser(social.GitHub, socialtest.User{ID: "1001", Login: "grace", Name: "Grace Hopper",
+		fake.SetUser(identity.GitHub, socialtest.User{ID: "1001", Login: "grace", Name: "Grace Hopper",
 			Email: "Grace@Example.com", EmailVerified: true})
 		br := newBrowser(t, env.url)
 		start, out := env.start(t, br, `{"provider":"github","callbackURL":"/dashboard","newUserCallbackURL":"/welcome"}`)
@@ -200,7 +200,7 @@ func TestSocialSignIn(t *testing.T) {
 
 		// 3. Google with a verified email links to the existing password user.
 		ada := env.app.newFixtureUser(t, "Ada Lovelace", "ada-social@example.com")
-		fake.SetUser(social.Google, socialtest.User{ID: "google-sub-ada", Name: "Ada L.", Email: "ada-social@example.com", EmailVerified: true})
+		fake.SetUser(identity.Google, socialtest.User{ID: "google-sub-ada", Name: "Ada L.", Email: "ada-social@example.com", EmailVerified: true})
 		br3 := newBrowser(t, env.url)
 		res, _ = env.signInWith(t, br3, `{"provider":"google","callbackURL":"https://app.example.com/home"}`)
 		wantRedirect(t, "Google linking by verified email", res, "https://app.example.com/home")
@@ -213,7 +213,7 @@ func TestSocialSignIn(t *testing.T) {
 
 		// 4. An unverified email that belongs to a user is refused: no session, no link.
 		bob := env.app.newFixtureUser(t, "Bob", "bob-social@example.com")
-		fake.SetUser(social.GitHub, socialtest.User{ID: "2002", Login: "mallory", Email: "bob-social@example.com", EmailVerified: false})
+		fake.SetUser(identity.GitHub, socialtest.User{ID: "2002", Login: "mallory", Email: "bob-social@example.com", EmailVerified: false})
 		br4 := newBrowser(t, env.url)
 		res, _ = env.signInWith(t, br4, `{"provider":"github","callbackURL":"/dashboard","errorCallbackURL":"/sign-in"}`)
 		wantRedirect(t, "unverified email of an existing user", res, "/sign-in?error=email_not_verified")
@@ -224,7 +224,7 @@ func TestSocialSignIn(t *testing.T) {
 			t.Errorf("bob's accounts after the refusal: %v %v", linked, err)
 		}
 		// A GitHub account whose only verified address is not primary links through it.
-		fake.SetUser(social.GitHub, socialtest.User{ID: "2003", Login: "bob", Email: "bob-old@example.com", EmailVerified: false,
+		fake.SetUser(identity.GitHub, socialtest.User{ID: "2003", Login: "bob", Email: "bob-old@example.com", EmailVerified: false,
 			ExtraEmails: []socialtest.Email{{Email: "bob-social@example.com", Verified: true}}})
 		res, _ = env.signInWith(t, newBrowser(t, env.url), `{"provider":"github","callbackURL":"/dashboard"}`)
 		wantRedirect(t, "verified secondary email", res, "/dashboard")
@@ -232,7 +232,7 @@ func TestSocialSignIn(t *testing.T) {
 			t.Errorf("bob's accounts after linking through a verified secondary address: %v", linked)
 		}
 		// An unverified email nobody has creates a user, whose email stays unverified.
-		fake.SetUser(social.GitHub, socialtest.User{ID: "2004", Login: "newbie", Email: "newbie@example.com", EmailVerified: false})
+		fake.SetUser(identity.GitHub, socialtest.User{ID: "2004", Login: "newbie", Email: "newbie@example.com", EmailVerified: false})
 		br5 := newBrowser(t, env.url)
 		res, _ = env.signInWith(t, br5, `{"provider":"github","callbackURL":"/dashboard"}`)
 		wantRedirect(t, "unverified email, new user", res, "/dashboard")
@@ -241,7 +241,7 @@ func TestSocialSignIn(t *testing.T) {
 		}
 
 		// 5. A state mismatch is refused, and spends nothing.
-		fake.SetUser(social.GitHub, socialtest.User{ID: "1001", Login: "grace", Email: "grace@example.com", EmailVerified: true})
+		fake.SetUser(identity.GitHub, socialtest.User{ID: "1001", Login: "grace", Email: "grace@example.com", EmailVerified: true})
 		br6 := newBrowser(t, env.url)
 		_, out = env.start(t, br6, `{"provider":"github","callbackURL":"/dashboard"}`)
 		res = br6.get(out["url"].(string))
@@ -313,7 +313,7 @@ func TestSocialButtonsFollowConfiguration(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
 		st, _ := saOpen(t, b)
 		fake := newFake(t)
-		env := newSocialEnv(t, st, fake, social.GitHub, social.Google)
+		env := newSocialEnv(t, st, fake, identity.GitHub, identity.Google)
 		pe := &providerEnv{app: env.app, url: env.url}
 		ten := env.app.newTenancy(t)
 		pe.owner = ten.members[RoleOwner]
@@ -335,7 +335,7 @@ func TestSocialButtonsFollowConfiguration(t *testing.T) {
 			}
 		}
 		// The button's form post goes straight to the provider, the flow cookie set.
-		fake.SetUser(social.GitHub, socialtest.User{ID: "3003", Login: "lin", Email: "lin@example.com", EmailVerified: true})
+		fake.SetUser(identity.GitHub, socialtest.User{ID: "3003", Login: "lin", Email: "lin@example.com", EmailVerified: true})
 		br := newBrowser(t, env.url)
 		callback := res.hidden(t, "callbackURL")
 		start := br.post("/api/auth/sign-in/social", url.Values{"provider": {"github"}, "callbackURL": {callback},
@@ -355,7 +355,7 @@ func TestSocialButtonsFollowConfiguration(t *testing.T) {
 		}
 
 		// Restarted without GitHub's variables.
-		googleOnly := newSocialEnv(t, st, fake, social.Google)
+		googleOnly := newSocialEnv(t, st, fake, identity.Google)
 		res = signInPage(googleOnly)
 		if strings.Contains(res.body, `value="github"`) || !strings.Contains(res.body, `value="google"`) {
 			t.Errorf("sign-in page without GitHub:\n%s", res.body)

@@ -21,7 +21,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
-	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
@@ -402,7 +402,7 @@ func TestFuzzOperations(t *testing.T) {
 	app := newTestApp(t, storetest.Backends(t)[0].Open(t), testConfig())
 	// The fixture's users have no usable password hash; the owner gets a real one, so that
 	// change-password answers as it would for any user rather than failing on the fixture.
-	ownerHash, err := oauth.HashPassword("fuzz-owner-password")
+	ownerHash, err := identity.HashPassword("fuzz-owner-password")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
@@ -146,7 +146,7 @@ type testUser struct {
 // the store, independently of the /api/auth handlers.
 func (a *testApp) newUser(t *testing.T, name, email string) testUser {
 	t.Helper()
-	hash, err := oauth.HashPassword("password-" + email)
+	hash, err := identity.HashPassword("password-" + email)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,11 +164,11 @@ func (a *testApp) newUserWithHash(t *testing.T, name, email, hash string) testUs
 	t.Helper()
 	ctx := context.Background()
 	u := store.User{Name: name, Email: email}
-	token, err := oauth.NewSessionToken()
+	token, err := identity.NewSessionToken()
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess := store.Session{TokenHash: oauth.HashToken(token), ExpiresAt: time.Now().Add(7 * 24 * time.Hour), RememberMe: true}
+	sess := store.Session{TokenHash: identity.HashToken(token), ExpiresAt: time.Now().Add(7 * 24 * time.Hour), RememberMe: true}
 	err = a.store.InTx(ctx, func(tx *store.Tx) error {
 		if err := tx.CreateUser(ctx, &u, hash); err != nil {
 			return err
@@ -179,7 +179,7 @@ func (a *testApp) newUserWithHash(t *testing.T, name, email, hash string) testUs
 	if err != nil {
 		t.Fatalf("create user %s: %v", email, err)
 	}
-	value := oauth.CookieValue(a.srv.cookieKey, token)
+	value := identity.CookieValue(a.srv.cookieKey, token)
 	return testUser{User: u, Session: sess, Token: token, Cookie: a.srv.sessionCookieName + "=" + value}
 }
 

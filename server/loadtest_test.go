@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/store"
 )
 
@@ -401,15 +401,15 @@ func BenchmarkAuthorizeLoad(b *testing.B) {
 func benchAPIKeys(b *testing.B, srv *Server, st *store.Store, ten benchTenancy) map[string]string {
 	b.Helper()
 	ctx := context.Background()
-	token, err := oauth.NewSessionToken()
+	token, err := identity.NewSessionToken()
 	if err != nil {
 		b.Fatal(err)
 	}
-	sess := store.Session{UserID: ten.owner.ID, TokenHash: oauth.HashToken(token), ExpiresAt: time.Now().Add(time.Hour)}
+	sess := store.Session{UserID: ten.owner.ID, TokenHash: identity.HashToken(token), ExpiresAt: time.Now().Add(time.Hour)}
 	if err := st.InTx(ctx, func(tx *store.Tx) error { return tx.CreateSession(ctx, &sess) }); err != nil {
 		b.Fatal(err)
 	}
-	cookie := srv.sessionCookieName + "=" + oauth.CookieValue(srv.cookieKey, token)
+	cookie := srv.sessionCookieName + "=" + identity.CookieValue(srv.cookieKey, token)
 	keys := map[string]string{}
 	for _, p := range ten.projects {
 		keys[p.ID] = benchServiceAccountKey(b, srv, cookie, p.ID, `{"name":"authorizer","scopes":["project:read"]}`)

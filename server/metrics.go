@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/identity"
 )
 
 // Prometheus metrics. Each Server owns its registry (never the process-wide default one), served
@@ -142,7 +142,7 @@ func (m *metrics) apiKeyAuth(outcome string) { m.apiKeyAuths.WithLabelValues(out
 func (m *metrics) throttleRefused(kind string) { m.throttled.WithLabelValues(kind).Inc() }
 
 // throttleKind names one of the server's throttles for the throttle label.
-func (s *Server) throttleKind(t *oauth.Throttle) string {
+func (s *Server) throttleKind(t *identity.Throttle) string {
 	switch t {
 	case s.accountThrottle:
 		return throttleAccount

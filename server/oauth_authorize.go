@@ -19,8 +19,10 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/ory/fosite"
 
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/store"
+	"github.com/gatehouse-dev/gatehouse/store/seal"
 )
 
 // The provider's browser side: the authorization endpoint with its sign-in and consent pages,
@@ -47,7 +49,7 @@ type browserProvider struct {
 
 // routeBrowserProvider registers the authorization, consent, userinfo and end-session routes.
 func (s *Server) routeBrowserProvider(e *echo.Echo, p *oauth.Provider) {
-	b := &browserProvider{s: s, p: p, key: oauth.DeriveKey(s.cfg.SecretKey, "oauth-browser-challenge")}
+	b := &browserProvider{s: s, p: p, key: seal.DeriveKey(s.cfg.SecretKey, "oauth-browser-challenge")}
 	wrap := func(h http.HandlerFunc) echo.HandlerFunc { return echo.WrapHandler(h) }
 	e.GET(oauth.AuthorizePath, wrap(b.authorize))
 	e.POST(oauth.AuthorizePath, wrap(b.authorize))
@@ -104,7 +106,7 @@ func (b *browserProvider) authorize(w http.ResponseWriter, r *http.Request) {
 	prompts := promptSet(r.Form.Get("prompt"))
 	sess, user, _, err := b.s.sessions.FromRequest(r)
 	signedIn := err == nil
-	if err != nil && !errors.Is(err, oauth.ErrNoSession) {
+	if err != nil && !errors.Is(err, identity.ErrNoSession) {
 		b.authorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
 		return
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/store"
+	"github.com/gatehouse-dev/gatehouse/store/seal"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
@@ -40,7 +41,7 @@ func oauthBenchServer(b *testing.B, st *store.Store) (string, string) {
 	cfg := testConfig()
 	client := store.OIDCClient{Name: "Bench RP", Type: store.OIDCClientWeb, RedirectURIs: []string{"https://rp.example.com/cb"},
 		GrantTypes: []string{"client_credentials"}, Scopes: []string{"roles", "billing"},
-		SecretHash: oauth.HashClientSecret(oauth.DeriveKey(cfg.SecretKey, "oidc-client-secret"), oauthBenchSecret)}
+		SecretHash: oauth.HashClientSecret(seal.DeriveKey(cfg.SecretKey, "oidc-client-secret"), oauthBenchSecret)}
 	err := st.InTx(ctx, func(tx *store.Tx) error {
 		u := store.User{Name: "Bench owner", Email: "oauth-bench@example.com"}
 		org := store.Organization{Name: "Bench", Slug: "oauth-bench"}

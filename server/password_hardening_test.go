@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
@@ -326,7 +326,7 @@ func TestSignInHashingBusyDoesNotCount(t *testing.T) {
 	cfg.PasswordHashWait = 20 * time.Millisecond
 	app := newTestApp(t, storetest.Backends(t)[0].Open(t), cfg)
 	u := app.newUser(t, "Ada", "busy@example.com")
-	release, err := app.srv.hashLimiter.Acquire(context.Background(), oauth.HashMemoryKiB)
+	release, err := app.srv.hashLimiter.Acquire(context.Background(), identity.HashMemoryKiB)
 	if err != nil {
 		t.Fatal(err)
 	}

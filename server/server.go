@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehouse-dev/gatehouse/gen"
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/openapi"
 	"github.com/gatehouse-dev/gatehouse/server/docsui"
@@ -39,7 +40,7 @@ type Server struct {
 	cookieKey         []byte
 	sessionCookieName string
 	// sessions are the browser sessions: the store's, under the cookie and lifetimes configured.
-	sessions oauth.Sessions
+	sessions identity.Sessions
 	// apiKeys remembers keys read from the database, by public id, for the routes that
 	// confirm their key when they write (apikey_cache.go).
 	apiKeys *expirable.LRU[string, store.APIKeyAuth]
@@ -48,20 +49,20 @@ type Server struct {
 	// envProjects caches environment id → project id (environments never move): the usage
 	// routes check that an environment belongs to the addressed project without a query.
 	envProjects sync.Map
-	// apiKeyPepper keys HashAPIKeySecret: oauth.DeriveKey(secret key, "api-key").
+	// apiKeyPepper keys HashAPIKeySecret: seal.DeriveKey(secret key, "api-key").
 	apiKeyPepper []byte
-	// clientSecretPepper keys HashClientSecret: oauth.DeriveKey(secret key, "oidc-client-secret").
+	// clientSecretPepper keys HashClientSecret: seal.DeriveKey(secret key, "oidc-client-secret").
 	clientSecretPepper []byte
 	// keyring seals and opens secrets at rest: cfg.SecretKey, then cfg.OldSecretKeys.
 	keyring *seal.Keyring
 	// accountThrottle and ipThrottle count failed password checks per account (email or user
 	// id) and per client IP, signUpThrottle sign-ups per client IP, all in the database so that
 	// replicas share them; see newAccountThrottle, newIPThrottle and newSignUpThrottle.
-	accountThrottle *oauth.Throttle
-	ipThrottle      *oauth.Throttle
-	signUpThrottle  *oauth.Throttle
+	accountThrottle *identity.Throttle
+	ipThrottle      *identity.Throttle
+	signUpThrottle  *identity.Throttle
 	// hashLimiter bounds the memory of concurrent password hashing (cfg.HashConcurrency).
-	hashLimiter *oauth.HashLimiter
+	hashLimiter *identity.HashLimiter
 	// mailer delivers invitations: cfg.Mailer, or LogMailer by default.
 	mailer Mailer
 	// signingKeys sign tokens and make the JWKS: cfg.SigningKeys, or a KeySet over the store.
@@ -130,11 +131,11 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	s := &Server{
 		social: socialProviders,
 		cfg:    cfg, log: log, store: st, doc: doc, validator: v, operations: ops, policies: ops.policies(), spec: spec,
-		cookieKey:          oauth.DeriveKey(cfg.SecretKey, "session-cookie"),
-		sessionCookieName:  oauth.SessionCookieName(cfg.Secure()),
-		apiKeyPepper:       oauth.DeriveKey(cfg.SecretKey, "api-key"),
+		cookieKey:          seal.DeriveKey(cfg.SecretKey, "session-cookie"),
+		sessionCookieName:  identity.SessionCookieName(cfg.Secure()),
+		apiKeyPepper:       seal.DeriveKey(cfg.SecretKey, "api-key"),
 		apiKeys:            newAPIKeyCache(),
-		clientSecretPepper: oauth.DeriveKey(cfg.SecretKey, "oidc-client-secret"),
+		clientSecretPepper: seal.DeriveKey(cfg.SecretKey, "oidc-client-secret"),
 		keyring:            keyring,
 		mailer:             mailer,
 		signingKeys:        signingKeys,
@@ -145,7 +146,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 		metrics:            newMetrics(storePools(st)),
 	}
 
-	s.sessions = oauth.NewSessions(st, s.cookieKey, cfg.Secure(), oauth.SessionLifetimes{
+	s.sessions = identity.NewSessions(st, s.cookieKey, cfg.Secure(), identity.SessionLifetimes{
 		Idle: cfg.SessionIdleTimeout, Absolute: cfg.SessionAbsoluteLifetime})
 
 	e := echo.New()

@@ -19,8 +19,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/oauth"
-	"github.com/gatehouse-dev/gatehouse/social"
 )
 
 // Config is the server's configuration, read from GATEHOUSE_* environment variables.
@@ -83,11 +83,11 @@ type Config struct {
 	// SessionIdleTimeout is how long a browser session lives unused
 	// (GATEHOUSE_SESSION_IDLE_TIMEOUT, a Go duration, default 168h): get-session extends a
 	// session to this from now once the extension gains the update age (a day, or a seventh of
-	// a shorter idle timeout); zero means oauth.DefaultSessionIdleTimeout.
+	// a shorter idle timeout); zero means identity.DefaultSessionIdleTimeout.
 	SessionIdleTimeout time.Duration
 	// SessionAbsoluteLifetime is how long a browser session lives after sign-in whatever its
 	// activity (GATEHOUSE_SESSION_ABSOLUTE_LIFETIME, a Go duration, default 720h); zero means
-	// oauth.DefaultSessionAbsoluteLifetime.
+	// identity.DefaultSessionAbsoluteLifetime.
 	SessionAbsoluteLifetime time.Duration
 	// Mailer delivers invitation messages; nil means LogMailer (log the accept link). It is
 	// wiring, not an environment variable.
@@ -111,12 +111,12 @@ type Config struct {
 
 // SocialConfig is one configured social sign-in provider (see SocialFromEnv).
 type SocialConfig struct {
-	// ID is social.GitHub or social.Google.
+	// ID is identity.GitHub or identity.Google.
 	ID           string
 	ClientID     string
 	ClientSecret string
 	// Endpoints override the real provider's URLs (tests point them at a fake).
-	Endpoints social.Endpoints
+	Endpoints identity.SocialEndpoints
 }
 
 // Defaults of the password-hashing and sign-up limits.
@@ -134,7 +134,7 @@ const (
 // PasswordHashConcurrency when set, otherwise max(1, min(runtime.NumCPU(), memory / 19 MiB))
 // with memory PasswordHashMemoryMB (default 256 MiB). argon2id here is single-threaded, so more
 // computations than cores only add memory, not throughput. The heap they hold is at most
-// HashConcurrency × 19 MiB (see oauth.HashLimiter).
+// HashConcurrency × 19 MiB (see identity.HashLimiter).
 func (c Config) HashConcurrency() int {
 	if c.PasswordHashConcurrency > 0 {
 		return c.PasswordHashConcurrency
@@ -143,7 +143,7 @@ func (c Config) HashConcurrency() int {
 	if memory <= 0 {
 		memory = DefaultPasswordHashMemoryMB
 	}
-	return max(1, min(runtime.NumCPU(), memory*1024/oauth.HashMemoryKiB))
+	return max(1, min(runtime.NumCPU(), memory*1024/identity.HashMemoryKiB))
 }
 
 // Secure reports whether the base URL is https, which turns on HSTS, __Host- cookies and the
@@ -266,8 +266,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		def  time.Duration
 		dst  *time.Duration
 	}{
-		{"GATEHOUSE_SESSION_IDLE_TIMEOUT", oauth.DefaultSessionIdleTimeout, &cfg.SessionIdleTimeout},
-		{"GATEHOUSE_SESSION_ABSOLUTE_LIFETIME", oauth.DefaultSessionAbsoluteLifetime, &cfg.SessionAbsoluteLifetime},
+		{"GATEHOUSE_SESSION_IDLE_TIMEOUT", identity.DefaultSessionIdleTimeout, &cfg.SessionIdleTimeout},
+		{"GATEHOUSE_SESSION_ABSOLUTE_LIFETIME", identity.DefaultSessionAbsoluteLifetime, &cfg.SessionAbsoluteLifetime},
 	} {
 		v, err := parseLifetime(get(d.name, ""), d.def)
 		if err != nil {
@@ -294,8 +294,8 @@ func SocialFromEnv(get func(name, def string) string) ([]SocialConfig, error) {
 		id, env string
 		urls    []string
 	}{
-		{social.GitHub, "GITHUB", []string{"AUTH_URL", "TOKEN_URL", "API_URL"}},
-		{social.Google, "GOOGLE", []string{"AUTH_URL", "TOKEN_URL", "ISSUER", "JWKS_URL"}},
+		{identity.GitHub, "GITHUB", []string{"AUTH_URL", "TOKEN_URL", "API_URL"}},
+		{identity.Google, "GOOGLE", []string{"AUTH_URL", "TOKEN_URL", "ISSUER", "JWKS_URL"}},
 	} {
 		idVar, secretVar := "GATEHOUSE_"+p.env+"_CLIENT_ID", "GATEHOUSE_"+p.env+"_CLIENT_SECRET"
 		id, secret := get(idVar, ""), get(secretVar, "")

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 	"github.com/gatehouse-dev/gatehouse/store/usagegen"
@@ -51,7 +51,7 @@ func newUsageBench(b *testing.B, st *store.Store) usageBench {
 	owner := store.User{Name: "Owner", Email: "owner@bench.example.com"}
 	org := store.Organization{Name: "Bench", Slug: "bench"}
 	prj := store.Project{Name: "Usage", Slug: "usage"}
-	token, err := oauth.NewSessionToken()
+	token, err := identity.NewSessionToken()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func newUsageBench(b *testing.B, st *store.Store) usageBench {
 		if err := storetest.CreateOwnedProject(ctx, tx, &owner, "!no-password", &org, &prj); err != nil {
 			return err
 		}
-		return tx.CreateSession(ctx, &store.Session{UserID: owner.ID, TokenHash: oauth.HashToken(token), ExpiresAt: time.Now().Add(time.Hour)})
+		return tx.CreateSession(ctx, &store.Session{UserID: owner.ID, TokenHash: identity.HashToken(token), ExpiresAt: time.Now().Add(time.Hour)})
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -68,7 +68,7 @@ func newUsageBench(b *testing.B, st *store.Store) usageBench {
 	if err != nil {
 		b.Fatal(err)
 	}
-	key := benchServiceAccountKey(b, srv, srv.sessionCookieName+"="+oauth.CookieValue(srv.cookieKey, token), prj.ID,
+	key := benchServiceAccountKey(b, srv, srv.sessionCookieName+"="+identity.CookieValue(srv.cookieKey, token), prj.ID,
 		`{"name":"meter","scopes":["usage:write","usage:read","billing:read"]}`)
 	ts := startLoopback(b, srv.Handler())
 	envs := make([]string, len(prj.Environments))

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/seal"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
@@ -194,7 +194,7 @@ func TestConfigOldKeys(t *testing.T) {
 		rotated.app = newTestApp(t, st, cfg)
 		// Sessions are signed with the current key: re-sign the owner's cookie.
 		owner := f.ten.members[RoleOwner]
-		owner.Cookie = rotated.app.srv.sessionCookieName + "=" + oauth.CookieValue(rotated.app.srv.cookieKey, owner.Token)
+		owner.Cookie = rotated.app.srv.sessionCookieName + "=" + identity.CookieValue(rotated.app.srv.cookieKey, owner.Token)
 		rotated.ten.members = map[string]testUser{RoleOwner: owner}
 
 		wantEntry(t, decodeEntry(t, rotated.call(RoleOwner, "GET", "/OLD", "")), "OLD", 1, true, `"sealed-before-rotation"`)

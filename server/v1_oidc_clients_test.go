@@ -15,6 +15,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/store"
+	"github.com/gatehouse-dev/gatehouse/store/seal"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
@@ -214,7 +215,7 @@ func TestOidcClientLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !oauth.ClientSecretMatches(app.srv.clientSecretPepper, secret, auth.SecretHash) ||
-			!oauth.ClientSecretMatches(oauth.DeriveKey(testConfig().SecretKey, "oidc-client-secret"), secret, auth.SecretHash) ||
+			!oauth.ClientSecretMatches(seal.DeriveKey(testConfig().SecretKey, "oidc-client-secret"), secret, auth.SecretHash) ||
 			auth.ProjectID != project.ID || auth.OrganizationID != ten.org.ID || !auth.Usable() {
 			t.Fatalf("lookup by client id %+v", auth)
 		}

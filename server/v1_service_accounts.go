@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/gen"
-	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/store"
 )
 
 // Service accounts and their API keys. A key is shown once, in the response that mints it; the
-// store keeps oauth.HashAPIKeySecret of its secret, and audit rows name a key by its public id
+// store keeps identity.HashAPIKeySecret of its secret, and audit rows name a key by its public id
 // only.
 
 // ListServiceAccounts lists a project's service accounts with their keys' public ids and states.
@@ -175,12 +175,12 @@ func (s *Server) RevokeServiceAccountKey(ctx context.Context, req gen.RevokeServ
 // mintAPIKey draws a new key and returns it ready for the store (public id and secret hash)
 // with the full key to show once.
 func (s *Server) mintAPIKey(expiresAt *time.Time) (store.APIKey, string, error) {
-	publicID, secret, full, err := oauth.NewAPIKey()
+	publicID, secret, full, err := identity.NewAPIKey()
 	if err != nil {
 		return store.APIKey{}, "", err
 	}
 	return store.APIKey{
-		PublicID: publicID, SecretHash: oauth.HashAPIKeySecret(s.apiKeyPepper, secret), ExpiresAt: expiresAt,
+		PublicID: publicID, SecretHash: identity.HashAPIKeySecret(s.apiKeyPepper, secret), ExpiresAt: expiresAt,
 	}, full, nil
 }
 

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
@@ -196,7 +196,7 @@ func TestServiceAccountLifecycle(t *testing.T) {
 		if !apiKeyShape.MatchString(sa.APIKey) {
 			t.Fatalf("apiKey %q does not match the ApiKeySecret pattern", sa.APIKey)
 		}
-		publicID, secret, ok := oauth.ParseAPIKey(sa.APIKey)
+		publicID, secret, ok := identity.ParseAPIKey(sa.APIKey)
 		if !ok {
 			t.Fatalf("ParseAPIKey refuses the minted key %q", sa.APIKey)
 		}
@@ -225,7 +225,7 @@ func TestServiceAccountLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hash := oauth.HashAPIKeySecret(app.srv.apiKeyPepper, secret)
+		hash := identity.HashAPIKeySecret(app.srv.apiKeyPepper, secret)
 		if !hmac.Equal(hash, auth.SecretHash) || auth.KeyID != first.ID ||
 			auth.AccountID != sa.ID || auth.EnvironmentID != prod || auth.OrganizationID != ten.org.ID {
 			t.Fatalf("auth lookup %+v", auth)
@@ -237,7 +237,7 @@ func TestServiceAccountLifecycle(t *testing.T) {
 		app.do(owner.as(request{method: "POST", path: base + "/" + sa.ID + "/keys",
 			body: fmt.Sprintf(`{"expiresAt":%q}`, expires.Add(time.Hour).Format(time.RFC3339))})).decode(t, http.StatusCreated, &third)
 		for _, m := range []saMinted{second.Data, third.Data} {
-			id, _, ok := oauth.ParseAPIKey(m.APIKey)
+			id, _, ok := identity.ParseAPIKey(m.APIKey)
 			if !apiKeyShape.MatchString(m.APIKey) || !ok || id != m.Key.PublicID || !strings.HasPrefix(m.Key.ID, "key_") ||
 				m.Key.RevokedAt != nil || m.Key.LastUsedAt != nil {
 				t.Fatalf("minted %+v", m)
@@ -365,9 +365,9 @@ func TestServiceAccountLifecycle(t *testing.T) {
 			"database (raw rows)": dump,
 		}
 		for _, full := range []string{sa.APIKey, second.Data.APIKey, third.Data.APIKey, other.APIKey} {
-			_, sec, _ := oauth.ParseAPIKey(full)
+			_, sec, _ := identity.ParseAPIKey(full)
 			needles := map[string]string{"key": full, "secret": sec}
-			h := oauth.HashAPIKeySecret(app.srv.apiKeyPepper, sec)
+			h := identity.HashAPIKeySecret(app.srv.apiKeyPepper, sec)
 			needles["hash (hex)"] = hex.EncodeToString(h)
 			needles["hash (base64)"] = base64.StdEncoding.EncodeToString(h)
 			for where, text := range places {

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Throttle counters: the shared, per-key hit counts behind oauth.Throttle. They live in the
+// Throttle counters: the shared, per-key hit counts behind identity.Throttle. They live in the
 // database so that every replica sees the same counts, and each hit is one atomic
 // insert-or-increment statement, so that concurrent hits on one key each get a different
 // count. Keys are stored as the hex SHA-256 of the caller's key: a row has a fixed size however

@@ -10,7 +10,7 @@
 // where:
 //   - "v1" is the format version; any other prefix is refused.
 //   - keyID is 8 lower-case hex digits: the first 4 bytes of SHA-256 of the sealing key, which
-//     is oauth.DeriveKey(master, "seal") — never the master key itself, so the master key used
+//     is DeriveKey(master, "seal") — never the master key itself, so the master key used
 //     for cookies and other purposes is not what encrypts secrets. The id tells Open which key
 //     of the ring to use and lets NeedsRewrap find values sealed under an older key.
 //   - nonce is 12 fresh random bytes per Seal; the tag is GCM's 16 bytes.
@@ -36,8 +36,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/gatehouse-dev/gatehouse/oauth"
 )
 
 // Version is the prefix of every value this package seals.
@@ -55,7 +53,7 @@ const (
 	MinMasterKeyLen = 32
 )
 
-// derivePurpose names the sealing key derived from a master key (see oauth.DeriveKey).
+// derivePurpose names the sealing key derived from a master key (see DeriveKey).
 const derivePurpose = "seal"
 
 // ErrOpen is returned by Open for every value it cannot open: malformed, sealed under a key
@@ -75,7 +73,7 @@ type Keyring struct {
 
 // ringKey is one sealing key of a ring.
 type ringKey struct {
-	key  []byte // oauth.DeriveKey(master, "seal")
+	key  []byte // DeriveKey(master, "seal")
 	aead cipher.AEAD
 }
 
@@ -103,7 +101,7 @@ func (k *Keyring) add(master []byte) (string, error) {
 	if len(master) < MinMasterKeyLen {
 		return "", fmt.Errorf("want at least %d bytes, have %d", MinMasterKeyLen, len(master))
 	}
-	key := oauth.DeriveKey(master, derivePurpose)
+	key := DeriveKey(master, derivePurpose)
 	sum := sha256.Sum256(key)
 	id := hex.EncodeToString(sum[:KeyIDLen/2])
 	block, err := aes.NewCipher(key) // 32 bytes: AES-256

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/store/seal"
 )
 
@@ -63,14 +62,14 @@ func TestRoundTripAndFormat(t *testing.T) {
 // not a hash of the master key (which also keys cookies) and differs from other purposes.
 func TestKeyID(t *testing.T) {
 	m := master(7)
-	sum := sha256.Sum256(oauth.DeriveKey(m, "seal"))
+	sum := sha256.Sum256(seal.DeriveKey(m, "seal"))
 	want := hex.EncodeToString(sum[:4])
 	k := ring(t, m)
 	if k.KeyID() != want {
 		t.Fatalf("KeyID = %q, want %q", k.KeyID(), want)
 	}
 	direct := sha256.Sum256(m)
-	cookie := sha256.Sum256(oauth.DeriveKey(m, "session-cookie"))
+	cookie := sha256.Sum256(seal.DeriveKey(m, "session-cookie"))
 	if k.KeyID() == hex.EncodeToString(direct[:4]) || k.KeyID() == hex.EncodeToString(cookie[:4]) {
 		t.Fatal("sealing key is not specific to its purpose")
 	}

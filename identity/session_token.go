@@ -1,4 +1,4 @@
-package oauth
+package identity
 
 import (
 	"crypto/hmac"
@@ -42,7 +42,7 @@ const maxSignedTokenLength = 512
 func NewSessionToken() (string, error) {
 	tok, err := RandomBase62(SessionTokenLength)
 	if err != nil {
-		return "", fmt.Errorf("oauth: new session token: %w", err)
+		return "", fmt.Errorf("identity: new session token: %w", err)
 	}
 	return tok, nil
 }

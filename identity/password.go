@@ -1,7 +1,6 @@
-package oauth
+package identity
 
 import (
-	"container/list"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"golang.org/x/crypto/argon2"
+	"golang.org/x/sync/semaphore"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -42,7 +42,7 @@ const (
 
 // ErrMalformedHash is returned by VerifyPassword when the stored hash is not
 // an argon2id PHC string it can verify against.
-var ErrMalformedHash = errors.New("oauth: malformed password hash")
+var ErrMalformedHash = errors.New("identity: malformed password hash")
 
 // argonParams are the cost parameters of one hash.
 type argonParams struct {
@@ -64,7 +64,7 @@ var defaultArgonParams = argonParams{memory: argonMemory, time: argonTime, threa
 func HashPassword(pw string) (string, error) {
 	salt := make([]byte, argonSaltLen)
 	if _, err := rand.Read(salt); err != nil {
-		return "", fmt.Errorf("oauth: hash password: %w", err)
+		return "", fmt.Errorf("identity: hash password: %w", err)
 	}
 	key := argonKey(pw, salt, defaultArgonParams, argonKeyLen)
 	return encodePHC(defaultArgonParams, salt, key), nil
@@ -161,28 +161,21 @@ const HashMemoryKiB = argonMemory
 
 // ErrHashBusy is returned by the HashLimiter methods when no memory for the computation became
 // free within the limiter's wait: the server is at its hashing capacity.
-var ErrHashBusy = errors.New("oauth: password hashing at capacity")
+var ErrHashBusy = errors.New("identity: password hashing at capacity")
 
 // HashLimiter bounds the memory of the argon2id computations running at once. Each computation
 // reserves its hash's memory parameter (HashMemoryKiB for the default; at most the whole
 // budget, so an unusually expensive stored hash still runs, alone) before it starts and frees it
-// when done. A computation that finds the budget used waits in line (first come, first served)
-// up to the limiter's wait, then fails with ErrHashBusy without hashing: memory stays within
-// the budget (plus the garbage collector's headroom) however many requests arrive.
+// when done. A computation that finds the budget used waits in line (first come, first served:
+// golang.org/x/sync/semaphore's weighted semaphore) up to the limiter's wait, then fails with
+// ErrHashBusy without hashing: memory stays within the budget (plus the garbage collector's
+// headroom) however many requests arrive.
 //
 // A HashLimiter is safe for concurrent use.
 type HashLimiter struct {
 	budget int64 // KiB
 	wait   time.Duration
-
-	mu      sync.Mutex
-	used    int64
-	waiters list.List // of *hashWaiter
-}
-
-type hashWaiter struct {
-	n     int64
-	ready chan struct{}
+	sem    *semaphore.Weighted
 }
 
 // NewHashLimiter returns a limiter for concurrency default-parameter hashes at once
@@ -190,9 +183,10 @@ type hashWaiter struct {
 // It panics if concurrency < 1 or wait < 0.
 func NewHashLimiter(concurrency int, wait time.Duration) *HashLimiter {
 	if concurrency < 1 || wait < 0 {
-		panic("oauth: new hash limiter: concurrency must be at least 1 and wait not negative")
+		panic("identity: new hash limiter: concurrency must be at least 1 and wait not negative")
 	}
-	return &HashLimiter{budget: int64(concurrency) * HashMemoryKiB, wait: wait}
+	budget := int64(concurrency) * HashMemoryKiB
+	return &HashLimiter{budget: budget, wait: wait, sem: semaphore.NewWeighted(budget)}
 }
 
 // Wait is how long a computation waits for memory before ErrHashBusy.
@@ -236,71 +230,21 @@ func (l *HashLimiter) VerifyDummy(ctx context.Context, pw string) error {
 
 // Acquire reserves kib KiB of the budget (capped at the whole budget), waiting in line up to
 // the limiter's wait or until ctx is done. It returns the function that frees the reservation
-// (call it exactly once), or ErrHashBusy (wrapping ctx's error when ctx ended the wait).
+// (calling it again does nothing), or ErrHashBusy (wrapping ctx's error when ctx ended the wait).
 func (l *HashLimiter) Acquire(ctx context.Context, kib int64) (release func(), err error) {
 	n := min(max(kib, 1), l.budget)
-	l.mu.Lock()
-	if l.waiters.Len() == 0 && l.used+n <= l.budget {
-		l.used += n
-		l.mu.Unlock()
-		return l.releaser(n), nil
-	}
-	w := &hashWaiter{n: n, ready: make(chan struct{})}
-	elem := l.waiters.PushBack(w)
-	l.mu.Unlock()
-
-	timer := time.NewTimer(l.wait)
-	defer timer.Stop()
-	var cause error
-	select {
-	case <-w.ready:
-		return l.releaser(n), nil
-	case <-timer.C:
-	case <-ctx.Done():
-		cause = ctx.Err()
-	}
-	l.mu.Lock()
-	select {
-	case <-w.ready:
-		// Granted while giving up: take it after all.
-		l.mu.Unlock()
-		return l.releaser(n), nil
-	default:
-	}
-	front := l.waiters.Front() == elem
-	l.waiters.Remove(elem)
-	if front {
-		// The next in line may fit where this one did not.
-		l.grantLocked()
-	}
-	l.mu.Unlock()
-	if cause != nil {
-		return nil, fmt.Errorf("%w: %w", ErrHashBusy, cause)
-	}
-	return nil, ErrHashBusy
-}
-
-func (l *HashLimiter) releaser(n int64) func() {
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			l.mu.Lock()
-			l.used -= n
-			l.grantLocked()
-			l.mu.Unlock()
-		})
-	}
-}
-
-// grantLocked hands free budget to the waiters in line order; l.mu is held.
-func (l *HashLimiter) grantLocked() {
-	for e := l.waiters.Front(); e != nil; e = l.waiters.Front() {
-		w := e.Value.(*hashWaiter)
-		if l.used+w.n > l.budget {
-			return
+	// TryAcquire first: free room is taken at once even with a zero wait (Acquire refuses an
+	// already-expired context before it looks at the room). Both keep the line's order.
+	if !l.sem.TryAcquire(n) {
+		wctx, cancel := context.WithTimeout(ctx, l.wait)
+		defer cancel()
+		if err := l.sem.Acquire(wctx, n); err != nil {
+			if cause := ctx.Err(); cause != nil {
+				return nil, fmt.Errorf("%w: %w", ErrHashBusy, cause)
+			}
+			return nil, ErrHashBusy
 		}
-		l.used += w.n
-		l.waiters.Remove(e)
-		close(w.ready)
 	}
+	var once sync.Once
+	return func() { once.Do(func() { l.sem.Release(n) }) }, nil
 }

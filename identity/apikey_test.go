@@ -1,4 +1,4 @@
-package oauth
+package identity
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/gatehouse-dev/gatehouse/store/seal"
 )
 
 // apiKeyShape is the spec's ApiKeySecret pattern.
@@ -232,7 +234,7 @@ func BenchmarkParseAPIKey(b *testing.B) {
 
 func BenchmarkHashAPIKeySecret(b *testing.B) {
 	_, secret, _ := mustNewAPIKey(b)
-	pepper := DeriveKey([]byte("a 32-byte master key for benches"), "api-key")
+	pepper := seal.DeriveKey([]byte("a 32-byte master key for benches"), "api-key")
 	b.ReportAllocs()
 	for b.Loop() {
 		HashAPIKeySecret(pepper, secret)

@@ -1,4 +1,4 @@
-package oauth
+package identity
 
 import (
 	"crypto/hmac"
@@ -55,11 +55,11 @@ var apiKeyClass = func() (t [256]uint8) {
 // does.
 func NewAPIKey() (publicID, secret, full string, err error) {
 	if publicID, err = RandomBase62(apiKeyPublicIDLen); err != nil {
-		return "", "", "", fmt.Errorf("oauth: new api key: %w", err)
+		return "", "", "", fmt.Errorf("identity: new api key: %w", err)
 	}
 	var raw [apiKeySecretBytes]byte
 	if _, err := rand.Read(raw[:]); err != nil {
-		return "", "", "", fmt.Errorf("oauth: new api key: %w", err)
+		return "", "", "", fmt.Errorf("identity: new api key: %w", err)
 	}
 	secret = base64.RawURLEncoding.EncodeToString(raw[:])
 	return publicID, secret, apiKeyPrefix + publicID + "_" + secret, nil

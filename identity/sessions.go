@@ -1,4 +1,4 @@
-package oauth
+package identity
 
 import (
 	"context"
@@ -58,7 +58,7 @@ func (l SessionLifetimes) UpdateAge() time.Duration {
 // ErrNoSession is FromRequest's answer for a request without a valid session: no cookie, an
 // empty or badly signed one, or a token whose session is unknown, expired or past its absolute
 // lifetime.
-var ErrNoSession = errors.New("oauth: no session")
+var ErrNoSession = errors.New("identity: no session")
 
 // Sessions is browser-session authentication over the store: reading the signed session
 // cookie of a request, starting and extending sessions and writing or clearing their cookie.
@@ -156,7 +156,7 @@ func (s Sessions) Create(ctx context.Context, tx *store.Tx, sess store.Session) 
 	sess.TokenHash = HashToken(token)
 	sess.ExpiresAt = now.Add(min(s.life.Idle, s.life.Absolute))
 	if err := tx.CreateSession(ctx, &sess); err != nil {
-		return store.Session{}, "", fmt.Errorf("oauth: create session: %w", err)
+		return store.Session{}, "", fmt.Errorf("identity: create session: %w", err)
 	}
 	return sess, token, nil
 }
@@ -182,7 +182,7 @@ func (s Sessions) Refresh(ctx context.Context, sess store.Session, token string)
 		return store.Session{}, nil, ErrNoSession
 	}
 	if err != nil {
-		return store.Session{}, nil, fmt.Errorf("oauth: refresh session: %w", err)
+		return store.Session{}, nil, fmt.Errorf("identity: refresh session: %w", err)
 	}
 	sess.ExpiresAt, sess.UpdatedAt = expires.UTC().Truncate(time.Microsecond), now.UTC().Truncate(time.Microsecond)
 	return sess, s.CookieUntil(token, sess.RememberMe, sess.ExpiresAt), nil

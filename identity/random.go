@@ -1,4 +1,4 @@
-package oauth
+package identity
 
 import (
 	"crypto/rand"
@@ -22,7 +22,7 @@ func RandomBase62(n int) (string, error) {
 	buf := make([]byte, n+n/4+1)
 	for len(out) < n {
 		if _, err := rand.Read(buf); err != nil {
-			return "", fmt.Errorf("oauth: random base62: %w", err)
+			return "", fmt.Errorf("identity: random base62: %w", err)
 		}
 		for _, b := range buf {
 			if int(b) < base62Limit && len(out) < n {

@@ -1,10 +1,11 @@
-// Package social signs users in with an external identity provider: GitHub (OAuth 2.0, the
+// Social sign-in: users sign in with an external identity provider: GitHub (OAuth 2.0, the
 // REST API for the profile and the verified emails) and Google (OpenID Connect, the ID
 // token verified with go-oidc). Both use golang.org/x/oauth2 with PKCE (S256). Every
 // endpoint is configurable so that tests point them at a local fake; the defaults are the
 // real providers'. The HTTP flow (state, cookie, callback, account linking) is package
 // server's (authapi_social.go).
-package social
+
+package identity
 
 import (
 	"context"
@@ -21,14 +22,14 @@ import (
 	"golang.org/x/oauth2"
 )
 
-// Provider ids, as the routes and the accounts table name them.
+// Social provider ids, as the routes and the accounts table name them.
 const (
 	GitHub = "github"
 	Google = "google"
 )
 
-// Identity is what a provider says about the user who signed in.
-type Identity struct {
+// SocialIdentity is what a provider says about the user who signed in.
+type SocialIdentity struct {
 	// AccountID is the provider's stable user id (GitHub's numeric id, Google's sub).
 	AccountID string
 	// Email is the user's address ("" when the provider gave none) and EmailVerified whether
@@ -41,8 +42,8 @@ type Identity struct {
 	Scopes []string
 }
 
-// Endpoints are a provider's URLs. Empty fields take the real provider's.
-type Endpoints struct {
+// SocialEndpoints are a provider's URLs. Empty fields take the real provider's.
+type SocialEndpoints struct {
 	// AuthURL and TokenURL are the OAuth 2.0 authorization and token endpoints.
 	AuthURL  string
 	TokenURL string
@@ -55,29 +56,29 @@ type Endpoints struct {
 
 // Default endpoints of the real providers.
 var (
-	GitHubEndpoints = Endpoints{
+	GitHubEndpoints = SocialEndpoints{
 		AuthURL: "https://github.com/login/oauth/authorize", TokenURL: "https://github.com/login/oauth/access_token",
 		APIURL: "https://api.github.com",
 	}
-	GoogleEndpoints = Endpoints{
+	GoogleEndpoints = SocialEndpoints{
 		AuthURL: "https://accounts.google.com/o/oauth2/v2/auth", TokenURL: "https://oauth2.googleapis.com/token",
 		Issuer: "https://accounts.google.com", JWKSURL: "https://www.googleapis.com/oauth2/v3/certs",
 	}
 )
 
-// Config configures one provider.
-type Config struct {
+// SocialConfig configures one provider.
+type SocialConfig struct {
 	ClientID     string
 	ClientSecret string
 	// RedirectURL is Gatehouse's callback: {base}/api/auth/callback/{provider}.
 	RedirectURL string
-	Endpoints   Endpoints
+	Endpoints   SocialEndpoints
 	// HTTPClient makes the provider calls; nil means a client with a 10-second timeout.
 	HTTPClient *http.Client
 }
 
-// Provider is a configured identity provider.
-type Provider struct {
+// SocialProvider is a configured identity provider.
+type SocialProvider struct {
 	ID   string
 	Name string
 	// oauth is the OAuth 2.0 client of the flow.
@@ -89,8 +90,8 @@ type Provider struct {
 
 // New returns provider id (GitHub or Google) configured with cfg, filling in the real
 // provider's endpoints where cfg leaves them empty. It makes no network call.
-func New(id string, cfg Config) (*Provider, error) {
-	var def Endpoints
+func NewSocialProvider(id string, cfg SocialConfig) (*SocialProvider, error) {
+	var def SocialEndpoints
 	var name string
 	var scopes []string
 	switch id {
@@ -99,7 +100,7 @@ func New(id string, cfg Config) (*Provider, error) {
 	case Google:
 		def, name, scopes = GoogleEndpoints, "Google", []string{oidc.ScopeOpenID, "email", "profile"}
 	default:
-		return nil, fmt.Errorf("social: unknown provider %q", id)
+		return nil, fmt.Errorf("identity: social: unknown provider %q", id)
 	}
 	e := cfg.Endpoints
 	for _, f := range []struct {
@@ -117,7 +118,7 @@ func New(id string, cfg Config) (*Provider, error) {
 	if client == nil {
 		client = &http.Client{Timeout: 10 * time.Second}
 	}
-	p := &Provider{ID: id, Name: name, client: client, apiURL: strings.TrimRight(e.APIURL, "/"),
+	p := &SocialProvider{ID: id, Name: name, client: client, apiURL: strings.TrimRight(e.APIURL, "/"),
 		oauth: &oauth2.Config{
 			ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret, RedirectURL: cfg.RedirectURL, Scopes: scopes,
 			Endpoint: oauth2.Endpoint{AuthURL: e.AuthURL, TokenURL: e.TokenURL, AuthStyle: oauth2.AuthStyleInParams},
@@ -133,7 +134,7 @@ func New(id string, cfg Config) (*Provider, error) {
 
 // AuthCodeURL is the provider's authorization URL for a flow with state, the PKCE verifier's
 // S256 challenge and (Google) nonce.
-func (p *Provider) AuthCodeURL(state, verifier, nonce string) string {
+func (p *SocialProvider) AuthCodeURL(state, verifier, nonce string) string {
 	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier)}
 	if p.verifier != nil {
 		opts = append(opts, oidc.Nonce(nonce))
@@ -141,36 +142,36 @@ func (p *Provider) AuthCodeURL(state, verifier, nonce string) string {
 	return p.oauth.AuthCodeURL(state, opts...)
 }
 
-// ErrProvider wraps every failure of the provider's side (exchange, API, ID token).
-var ErrProvider = errors.New("social: provider error")
+// ErrSocialProvider wraps every failure of the provider's side (exchange, API, ID token).
+var ErrSocialProvider = errors.New("identity: social: provider error")
 
 // Identify exchanges code (with the PKCE verifier) for tokens and returns the user's
 // identity: from GitHub's API, or from Google's ID token, whose signature, issuer, audience,
 // expiry and nonce are checked.
-func (p *Provider) Identify(ctx context.Context, code, verifier, nonce string) (Identity, error) {
+func (p *SocialProvider) Identify(ctx context.Context, code, verifier, nonce string) (SocialIdentity, error) {
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, p.client)
 	tok, err := p.oauth.Exchange(ctx, code, oauth2.VerifierOption(verifier))
 	if err != nil {
-		return Identity{}, fmt.Errorf("%w: token exchange: %v", ErrProvider, err)
+		return SocialIdentity{}, fmt.Errorf("%w: token exchange: %v", ErrSocialProvider, err)
 	}
 	granted := p.oauth.Scopes
 	if sc, ok := tok.Extra("scope").(string); ok && sc != "" {
 		granted = strings.FieldsFunc(sc, func(r rune) bool { return r == ',' || r == ' ' })
 	}
-	var id Identity
+	var id SocialIdentity
 	if p.ID == GitHub {
 		id, err = p.github(ctx, tok)
 	} else {
 		id, err = p.google(ctx, tok, nonce)
 	}
 	if err != nil {
-		return Identity{}, err
+		return SocialIdentity{}, err
 	}
 	id.Scopes = granted
 	return id, nil
 }
 
-func (p *Provider) github(ctx context.Context, tok *oauth2.Token) (Identity, error) {
+func (p *SocialProvider) github(ctx context.Context, tok *oauth2.Token) (SocialIdentity, error) {
 	var user struct {
 		ID        int64  `json:"id"`
 		Login     string `json:"login"`
@@ -178,10 +179,10 @@ func (p *Provider) github(ctx context.Context, tok *oauth2.Token) (Identity, err
 		AvatarURL string `json:"avatar_url"`
 	}
 	if err := p.getJSON(ctx, tok, "/user", &user); err != nil {
-		return Identity{}, err
+		return SocialIdentity{}, err
 	}
 	if user.ID == 0 {
-		return Identity{}, fmt.Errorf("%w: /user has no id", ErrProvider)
+		return SocialIdentity{}, fmt.Errorf("%w: /user has no id", ErrSocialProvider)
 	}
 	var emails []struct {
 		Email    string `json:"email"`
@@ -189,9 +190,9 @@ func (p *Provider) github(ctx context.Context, tok *oauth2.Token) (Identity, err
 		Verified bool   `json:"verified"`
 	}
 	if err := p.getJSON(ctx, tok, "/user/emails", &emails); err != nil {
-		return Identity{}, err
+		return SocialIdentity{}, err
 	}
-	id := Identity{AccountID: strconv.FormatInt(user.ID, 10), Name: user.Name, Image: user.AvatarURL}
+	id := SocialIdentity{AccountID: strconv.FormatInt(user.ID, 10), Name: user.Name, Image: user.AvatarURL}
 	if id.Name == "" {
 		id.Name = user.Login
 	}
@@ -212,7 +213,7 @@ func (p *Provider) github(ctx context.Context, tok *oauth2.Token) (Identity, err
 	return id, nil
 }
 
-func (p *Provider) getJSON(ctx context.Context, tok *oauth2.Token, path string, dst any) error {
+func (p *SocialProvider) getJSON(ctx context.Context, tok *oauth2.Token, path string, dst any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.apiURL+path, nil)
 	if err != nil {
 		return err
@@ -222,33 +223,33 @@ func (p *Provider) getJSON(ctx context.Context, tok *oauth2.Token, path string, 
 	tok.SetAuthHeader(req)
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: GET %s: %v", ErrProvider, path, err)
+		return fmt.Errorf("%w: GET %s: %v", ErrSocialProvider, path, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return fmt.Errorf("%w: GET %s: %v", ErrProvider, path, err)
+		return fmt.Errorf("%w: GET %s: %v", ErrSocialProvider, path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%w: GET %s: status %d", ErrProvider, path, resp.StatusCode)
+		return fmt.Errorf("%w: GET %s: status %d", ErrSocialProvider, path, resp.StatusCode)
 	}
 	if err := json.Unmarshal(body, dst); err != nil {
-		return fmt.Errorf("%w: GET %s: %v", ErrProvider, path, err)
+		return fmt.Errorf("%w: GET %s: %v", ErrSocialProvider, path, err)
 	}
 	return nil
 }
 
-func (p *Provider) google(ctx context.Context, tok *oauth2.Token, nonce string) (Identity, error) {
+func (p *SocialProvider) google(ctx context.Context, tok *oauth2.Token, nonce string) (SocialIdentity, error) {
 	raw, _ := tok.Extra("id_token").(string)
 	if raw == "" {
-		return Identity{}, fmt.Errorf("%w: no id_token", ErrProvider)
+		return SocialIdentity{}, fmt.Errorf("%w: no id_token", ErrSocialProvider)
 	}
 	idt, err := p.verifier.Verify(oidc.ClientContext(ctx, p.client), raw)
 	if err != nil {
-		return Identity{}, fmt.Errorf("%w: id_token: %v", ErrProvider, err)
+		return SocialIdentity{}, fmt.Errorf("%w: id_token: %v", ErrSocialProvider, err)
 	}
 	if idt.Nonce != nonce {
-		return Identity{}, fmt.Errorf("%w: id_token nonce mismatch", ErrProvider)
+		return SocialIdentity{}, fmt.Errorf("%w: id_token nonce mismatch", ErrSocialProvider)
 	}
 	var claims struct {
 		Email         string `json:"email"`
@@ -257,10 +258,10 @@ func (p *Provider) google(ctx context.Context, tok *oauth2.Token, nonce string) 
 		Picture       string `json:"picture"`
 	}
 	if err := idt.Claims(&claims); err != nil {
-		return Identity{}, fmt.Errorf("%w: id_token claims: %v", ErrProvider, err)
+		return SocialIdentity{}, fmt.Errorf("%w: id_token claims: %v", ErrSocialProvider, err)
 	}
 	// email_verified is a boolean, or (in some older Google tokens) the string "true".
 	verified := claims.EmailVerified == true || claims.EmailVerified == "true"
-	return Identity{AccountID: idt.Subject, Email: claims.Email, EmailVerified: verified,
+	return SocialIdentity{AccountID: idt.Subject, Email: claims.Email, EmailVerified: verified,
 		Name: claims.Name, Image: claims.Picture}, nil
 }

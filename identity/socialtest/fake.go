@@ -23,7 +23,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 
-	"github.com/gatehouse-dev/gatehouse/social"
+	"github.com/gatehouse-dev/gatehouse/identity"
 )
 
 // Client credentials the fake accepts (for both providers).
@@ -81,7 +81,7 @@ func New() (*Fake, error) {
 	}
 	f := &Fake{key: key, users: map[string]User{}, codes: map[string]grant{}, tokens: map[string]User{}}
 	mux := http.NewServeMux()
-	for _, p := range []string{social.GitHub, social.Google} {
+	for _, p := range []string{identity.GitHub, identity.Google} {
 		mux.HandleFunc("GET /"+p+"/authorize", f.authorize(p))
 		mux.HandleFunc("POST /"+p+"/token", f.token(p))
 	}
@@ -104,10 +104,10 @@ func (f *Fake) SetUser(provider string, u User) {
 }
 
 // Endpoints returns the fake's endpoints for provider, to configure Gatehouse with.
-func (f *Fake) Endpoints(provider string) social.Endpoints {
+func (f *Fake) Endpoints(provider string) identity.SocialEndpoints {
 	b := f.URL + "/" + provider
-	e := social.Endpoints{AuthURL: b + "/authorize", TokenURL: b + "/token"}
-	if provider == social.GitHub {
+	e := identity.SocialEndpoints{AuthURL: b + "/authorize", TokenURL: b + "/token"}
+	if provider == identity.GitHub {
 		e.APIURL = b + "/api"
 	} else {
 		e.Issuer, e.JWKSURL = b, b+"/jwks"
@@ -194,7 +194,7 @@ func (f *Fake) token(provider string) http.HandlerFunc {
 		f.Exchanges++
 		f.mu.Unlock()
 		resp := map[string]any{"access_token": access, "token_type": "bearer"}
-		if provider == social.GitHub {
+		if provider == identity.GitHub {
 			resp["scope"] = "read:user,user:email"
 		} else {
 			resp["scope"] = "openid email profile"

@@ -1,4 +1,4 @@
-package oauth
+package identity
 
 import (
 	"context"
@@ -45,7 +45,7 @@ type Throttle struct {
 // the clock (nil means time.Now). It panics if st is nil, limit < 1 or window <= 0.
 func NewThrottle(st ThrottleStore, limit int, window time.Duration, now func() time.Time) *Throttle {
 	if st == nil || limit < 1 || window <= 0 {
-		panic("oauth: new throttle: need a store, a limit of at least 1 and a positive window")
+		panic("identity: new throttle: need a store, a limit of at least 1 and a positive window")
 	}
 	if now == nil {
 		now = time.Now
