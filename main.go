@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/server"
 	"github.com/gatehouse-dev/gatehouse/store"
@@ -107,17 +108,7 @@ func serve(ctx context.Context, cfg server.Config, getenv func(string) string, l
 		return err
 	}
 	log.Info("database schema", "migrations_applied", applied)
-	ring, err := seal.NewKeyring(cfg.SecretKey, cfg.OldSecretKeys...)
-	if err != nil {
-		return &server.ConfigError{Var: "GATEHOUSE_SECRET_KEYS_OLD", Reason: err.Error()}
-	}
-	cfg.SigningKeys = oauth.NewKeySet(st, ring, oauth.KeySetOptions{})
-	signing, err := cfg.SigningKeys.Ensure(ctx)
-	if err != nil {
-		return fmt.Errorf("token signing key (sealed under GATEHOUSE_SECRET_KEY or GATEHOUSE_SECRET_KEYS_OLD): %w", err)
-	}
-	log.Info("token signing key", "kid", signing.ID, "signs_since", signing.ActivatesAt)
-	srv, err := server.New(cfg, st, log)
+	srv, err := wire(ctx, cfg, st, log)
 	if err != nil {
 		return err
 	}
@@ -164,6 +155,35 @@ func serve(ctx context.Context, cfg server.Config, getenv func(string) string, l
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// wire builds every dependency of the server once, in order, and the server over them: the
+// keyring, the token signing keys (a current key is ensured), the accounts (sessions, password
+// hashing, throttles, social providers), the OAuth provider, the mailer and the metrics.
+func wire(ctx context.Context, cfg server.Config, st *store.Store, log *slog.Logger) (*server.Server, error) {
+	ring, err := seal.NewKeyring(cfg.SecretKey, cfg.OldSecretKeys...)
+	if err != nil {
+		return nil, &server.ConfigError{Var: "GATEHOUSE_SECRET_KEYS_OLD", Reason: err.Error()}
+	}
+	keys := oauth.NewKeySet(st, ring, oauth.KeySetOptions{})
+	signing, err := keys.Ensure(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("token signing key (sealed under GATEHOUSE_SECRET_KEY or GATEHOUSE_SECRET_KEYS_OLD): %w", err)
+	}
+	log.Info("token signing key", "kid", signing.ID, "signs_since", signing.ActivatesAt)
+	social, err := identity.NewSocialProviders(cfg.BaseURL, cfg.Social)
+	if err != nil {
+		return nil, err
+	}
+	accounts := identity.NewAccounts(st, cfg.AccountsConfig(social))
+	provider, err := oauth.NewProvider(cfg.ProviderConfig(st, keys, accounts))
+	if err != nil {
+		return nil, err
+	}
+	return server.New(cfg, server.Deps{
+		Store: st, Log: log, Keyring: ring, Accounts: accounts, Provider: provider,
+		Mailer: server.LogMailer{Log: log}, Metrics: server.NewMetrics(st.Pools()),
+	})
 }
 
 // metricsServer serves srv's Prometheus metrics at /metrics and nothing else: it is the

@@ -103,7 +103,7 @@ func startAuthServer(t *testing.T, logs *syncBuffer) string {
 	t.Cleanup(fake.Close)
 	fake.SetUser(identity.GitHub, socialtest.User{ID: "5151", Login: "dorothy", Name: "Dorothy Vaughan",
 		Email: "dorothy@example.com", EmailVerified: true})
-	app, err := server.New(server.Config{BaseURL: base, BodyLimit: 1 << 20, SecretKey: make([]byte, 32),
+	app, err := newServer(server.Config{BaseURL: base, BodyLimit: 1 << 20, SecretKey: make([]byte, 32),
 		Social: []server.SocialConfig{{ID: identity.GitHub, ClientID: socialtest.ClientID,
 			ClientSecret: socialtest.ClientSecret, Endpoints: fake.Endpoints(identity.GitHub)}}},
 		storetest.Backends(t)[0].Open(t), log)

@@ -100,7 +100,7 @@ func startDocsServer(t *testing.T) string {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil) // listens on 127.0.0.1
 	base := "http://" + srv.Listener.Addr().String()
-	app, err := server.New(server.Config{BaseURL: base, BodyLimit: 1 << 20, SecretKey: make([]byte, 32)},
+	app, err := newServer(server.Config{BaseURL: base, BodyLimit: 1 << 20, SecretKey: make([]byte, 32)},
 		storetest.Backends(t)[0].Open(t), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)

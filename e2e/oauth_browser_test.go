@@ -64,7 +64,7 @@ func TestOAuthPagesInBrowser(t *testing.T) {
 	srv := httptest.NewUnstartedServer(nil)
 	base := "http://" + srv.Listener.Addr().String()
 	st := storetest.Backends(t)[0].Open(t)
-	app, err := server.New(server.Config{BaseURL: base, BodyLimit: 1 << 20, SecretKey: make([]byte, 32)},
+	app, err := newServer(server.Config{BaseURL: base, BodyLimit: 1 << 20, SecretKey: make([]byte, 32)},
 		st, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)

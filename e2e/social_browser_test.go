@@ -40,7 +40,7 @@ func TestSocialSignInInBrowser(t *testing.T) {
 	srv := httptest.NewUnstartedServer(nil)
 	base := "http://" + srv.Listener.Addr().String()
 	st := storetest.Backends(t)[0].Open(t)
-	app, err := server.New(server.Config{BaseURL: base, BodyLimit: 1 << 20, SecretKey: make([]byte, 32),
+	app, err := newServer(server.Config{BaseURL: base, BodyLimit: 1 << 20, SecretKey: make([]byte, 32),
 		Social: []server.SocialConfig{{ID: identity.GitHub, ClientID: socialtest.ClientID, ClientSecret: socialtest.ClientSecret,
 			Endpoints: fake.Endpoints(identity.GitHub)}}},
 		st, slog.New(slog.NewTextHandler(io.Discard, nil)))

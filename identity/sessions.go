@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/store"
+	"github.com/gatehouse-dev/gatehouse/store/seal"
 )
 
 // Session lifetime defaults. A session ends at the first of two limits:
@@ -227,3 +228,6 @@ func (s Sessions) ExpiredCookies() []*http.Cookie {
 	}
 	return out
 }
+
+// SessionCookieKey is the key session cookies are signed with: DeriveKey(master, "session-cookie").
+func SessionCookieKey(master []byte) []byte { return seal.DeriveKey(master, "session-cookie") }

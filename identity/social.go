@@ -265,3 +265,33 @@ func (p *SocialProvider) google(ctx context.Context, tok *oauth2.Token, nonce st
 	return SocialIdentity{AccountID: idt.Subject, Email: claims.Email, EmailVerified: verified,
 		Name: claims.Name, Image: claims.Picture}, nil
 }
+
+// SocialCallbackPath is the callback route of provider p, relative to the base URL:
+// SocialCallbackPath + p (the redirect URL registered at the provider).
+const SocialCallbackPath = "/api/auth/callback/"
+
+// SocialSettings are one social provider's configured credentials (GATEHOUSE_<P>_CLIENT_ID and
+// _CLIENT_SECRET) and endpoint overrides.
+type SocialSettings struct {
+	// ID is GitHub or Google.
+	ID           string
+	ClientID     string
+	ClientSecret string
+	// Endpoints override the real provider's URLs (tests point them at a fake).
+	Endpoints SocialEndpoints
+}
+
+// NewSocialProviders returns the providers of settings, in order, each redirecting to
+// baseURL + SocialCallbackPath + its id.
+func NewSocialProviders(baseURL string, settings []SocialSettings) ([]*SocialProvider, error) {
+	out := make([]*SocialProvider, 0, len(settings))
+	for _, c := range settings {
+		p, err := NewSocialProvider(c.ID, SocialConfig{ClientID: c.ClientID, ClientSecret: c.ClientSecret,
+			RedirectURL: baseURL + SocialCallbackPath + c.ID, Endpoints: c.Endpoints})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}

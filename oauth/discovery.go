@@ -55,7 +55,7 @@ func (p *Provider) Metadata() Metadata {
 		ScopesSupported:                            Scopes,
 		ResponseTypesSupported:                     []string{"code"},
 		ResponseModesSupported:                     []string{"query"},
-		GrantTypesSupported:                        []string{"authorization_code", "refresh_token", "client_credentials"},
+		GrantTypesSupported:                        Grants,
 		CodeChallengeMethodsSupported:              []string{"S256"},
 		TokenEndpointAuthMethodsSupported:          []string{"client_secret_basic", "client_secret_post", "private_key_jwt", "none"},
 		TokenEndpointAuthSigningAlgValuesSupported: ClientAssertionAlgs,

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/store/seal"
 
 	"github.com/mohae/deepcopy"
@@ -50,13 +51,37 @@ type ProviderConfig struct {
 	// BaseURL is the service origin, e.g. https://gatehouse.example.com: the issuer of every
 	// token and the prefix of every endpoint URL.
 	BaseURL string
-	// SecretKey is the master key; the HMAC secret of codes and refresh tokens and the
-	// client-secret pepper derive from it.
+	// SecretKey is the master key; the HMAC secret of codes and refresh tokens, the
+	// client-secret pepper and the key of the browser pages' challenges derive from it.
 	SecretKey []byte
 	// Store holds clients and grant state; it is first used by a request, not by NewProvider.
 	Store *store.Store
-	// Keys signs access and ID tokens (RS256, kid in the header).
+	// Keys signs access and ID tokens (RS256, kid in the header) and makes the JWKS.
 	Keys *KeySet
+	// Sessions are the /api/auth browser sessions: the authorization endpoint signs users in
+	// and end-session signs them out through them.
+	Sessions identity.Sessions
+	// TrustedOrigin reports whether an Origin is the base URL or a trusted product origin:
+	// the consent and logout form posts must come from one (nil: the base URL alone).
+	TrustedOrigin func(origin string) bool
+	// Social are the sign-in page's "Continue with …" buttons, in order (none: no buttons).
+	Social []SocialButton
+	// Claims supplies the entitlements and billing userinfo claims (nil: both empty).
+	Claims ProductClaims
+	// RequestInfo returns the id, client IP and user agent of the request ctx belongs to, for
+	// the audit entries the browser side writes (nil: empty).
+	RequestInfo func(ctx context.Context) (requestID, ip, userAgent string)
+}
+
+// ProductClaims supplies the claims the provider cannot compute from identity alone: a
+// subject's entitlements and billing state in a client's project (package server implements
+// it over the store's billing tables).
+type ProductClaims interface {
+	// EntitlementClaims is the `entitlements` claim: the subject's effective entitlements.
+	EntitlementClaims(ctx context.Context, projectID, subjectID string) ([]any, error)
+	// BillingClaims is the `billing` claim: plan, status and current period end, each null
+	// when the subject has no subscription.
+	BillingClaims(ctx context.Context, projectID, subjectID string) (map[string]any, error)
 }
 
 // Provider is the OAuth 2.1 / OpenID Connect provider: fosite composed with the grants OAuth
@@ -66,24 +91,15 @@ type Provider struct {
 	config  *fosite.Config
 	store   *FositeStore
 	baseURL string
+	keys    *KeySet
+	// browser serves the authorization, consent, userinfo and end-session routes.
+	browser *browserProvider
 }
 
-// NewProvider composes the provider. The enabled handlers, in one list:
-//
-//   - authorization code (OAuth2AuthorizeExplicitFactory) with PKCE (OAuth2PKCEFactory),
-//     mandatory for every client, S256 only;
-//   - refresh token (OAuth2RefreshTokenGrantFactory), rotated on every use;
-//   - client credentials (OAuth2ClientCredentialsGrantFactory), confidential clients only;
-//   - OpenID Connect for the code flow and refresh (OpenIDConnectExplicitFactory,
-//     OpenIDConnectRefreshFactory);
-//   - introspection (OAuth2TokenIntrospectionFactory, RFC 7662) and revocation
-//     (OAuth2TokenRevocationFactory, RFC 7009);
-//   - pushed authorization requests (PushedAuthorizeHandlerFactory, RFC 9126).
+// NewProvider composes the provider: the fosite handlers of handlerFactories (grants.go).
 //
 // Clients authenticate with client_secret_basic, client_secret_post, none (public clients)
 // or private_key_jwt (KeyClient).
-//
-// No implicit, hybrid or password grant: never ComposeAllEnabled.
 func NewProvider(cfg ProviderConfig) (*Provider, error) {
 	if len(cfg.SecretKey) < 32 {
 		return nil, errors.New("oauth: new provider: the secret key must be 32 bytes")
@@ -127,17 +143,7 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 		OpenIDConnectTokenStrategy: compose.NewOpenIDConnectStrategy(keyGetter, conf),
 		Signer:                     &jwt.DefaultSigner{GetPrivateKey: keyGetter},
 	}
-	provider := compose.Compose(conf, fs, strategy,
-		compose.OAuth2AuthorizeExplicitFactory,
-		compose.OAuth2PKCEFactory,
-		compose.OAuth2RefreshTokenGrantFactory,
-		compose.OAuth2ClientCredentialsGrantFactory,
-		compose.OpenIDConnectExplicitFactory,
-		compose.OpenIDConnectRefreshFactory,
-		compose.OAuth2TokenIntrospectionFactory,
-		compose.OAuth2TokenRevocationFactory,
-		compose.PushedAuthorizeHandlerFactory,
-	)
+	provider := compose.Compose(conf, fs, strategy, handlerFactories...)
 	// Client assertions (private_key_jwt) may name as aud the token endpoint, the issuer or
 	// the PAR endpoint (RFC 7523 section 3, RFC 9126 section 2): fosite reads the accepted
 	// audiences from its configuration's GetTokenURLs, which is only TokenURL.
@@ -146,7 +152,23 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 	} else {
 		return nil, errors.New("oauth: new provider: unexpected fosite provider type")
 	}
-	return &Provider{OAuth2Provider: provider, config: conf, store: fs, baseURL: base}, nil
+	p := &Provider{OAuth2Provider: provider, config: conf, store: fs, baseURL: base, keys: cfg.Keys}
+	claims := cfg.Claims
+	if claims == nil {
+		claims = noProductClaims{}
+	}
+	trusted := cfg.TrustedOrigin
+	if trusted == nil {
+		trusted = func(origin string) bool { return origin == base }
+	}
+	requestInfo := cfg.RequestInfo
+	if requestInfo == nil {
+		requestInfo = func(context.Context) (string, string, string) { return "", "", "" }
+	}
+	p.browser = &browserProvider{p: p, store: cfg.Store, sessions: cfg.Sessions, keys: cfg.Keys,
+		trustedOrigin: trusted, social: cfg.Social, claims: claims, requestInfo: requestInfo,
+		key: seal.DeriveKey(cfg.SecretKey, "oauth-browser-challenge")}
+	return p, nil
 }
 
 // assertionAudiences is fosite's configuration with more token URLs: the audiences a client

@@ -65,7 +65,13 @@ func parseForm(w http.ResponseWriter, r *http.Request) error {
 
 // grantTypes are the grants the token endpoint knows; any other is unsupported_grant_type
 // (fosite itself would answer invalid_request).
-var grantTypes = map[string]bool{"authorization_code": true, "refresh_token": true, "client_credentials": true}
+var grantTypes = func() map[string]bool {
+	m := make(map[string]bool, len(Grants))
+	for _, g := range Grants {
+		m[g] = true
+	}
+	return m
+}()
 
 // Token serves POST /api/auth/oauth2/token: the authorization_code, refresh_token and
 // client_credentials grants. Clients authenticate with client_secret_basic or
@@ -87,14 +93,14 @@ func (p *Provider) Token(w http.ResponseWriter, r *http.Request) {
 	session := NewSession("")
 	ar, err := p.NewAccessRequest(ctx, r, session)
 	if err != nil {
-		if ar != nil && ar.GetClient() != nil && ar.GetClient().IsPublic() && ar.GetGrantTypes().ExactOne("client_credentials") {
+		if ar != nil && ar.GetClient() != nil && ar.GetClient().IsPublic() && ar.GetGrantTypes().ExactOne(GrantClientCredentials) {
 			// fosite says invalid_grant; RFC 6749 section 5.2 calls this unauthorized_client.
 			err = fosite.ErrUnauthorizedClient.WithHint("Public clients may not use the client_credentials grant.").WithWrap(err)
 		}
 		p.WriteAccessError(ctx, w, ar, clientAuthError(w, r, err))
 		return
 	}
-	if ar.GetGrantTypes().ExactOne("client_credentials") {
+	if ar.GetGrantTypes().ExactOne(GrantClientCredentials) {
 		client := ar.GetClient()
 		session.Subject, session.ClientID = client.GetID(), client.GetID()
 		session.GrantedAt = ar.GetRequestedAt()
@@ -115,7 +121,7 @@ func (p *Provider) Token(w http.ResponseWriter, r *http.Request) {
 			// A concurrent redemption of the same code won (FositeStore.InvalidateAuthorizeCodeSession);
 			// fosite reports it as server_error.
 			err = fosite.ErrInvalidGrant.WithHint("The authorization code has already been used.").WithWrap(err)
-		case ar.GetGrantTypes().ExactOne("refresh_token") &&
+		case ar.GetGrantTypes().ExactOne(GrantRefreshToken) &&
 			(errors.Is(err, fosite.ErrInactiveToken) || errors.Is(err, fosite.ErrNotFound)):
 			// A concurrent refresh with the same token rotated it first (FositeStore.RotateRefreshToken
 			// finds it inactive), or a reuse detected meanwhile deleted it (not found): that is reuse

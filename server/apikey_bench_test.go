@@ -29,7 +29,7 @@ type apiKeyBench struct {
 func newAPIKeyBench(b *testing.B, st *store.Store) apiKeyBench {
 	b.Helper()
 	ctx := context.Background()
-	srv, err := New(testConfig(), st, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	srv, err := newServer(testConfig(), st, slog.New(slog.NewJSONHandler(io.Discard, nil)), testDeps{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,7 +16,7 @@ var apiKeyShape = regexp.MustCompile(`^svc_sk_[A-Za-z0-9]{12}_[A-Za-z0-9_-]{43}$
 // itself, never the session-cookie key).
 func TestAPIKeyPepper(t *testing.T) {
 	cfg := testConfig()
-	srv, err := New(cfg, nil, slog.New(slog.DiscardHandler))
+	srv, err := newServer(cfg, nil, slog.New(slog.DiscardHandler), testDeps{})
 	if err != nil {
 		t.Fatal(err)
 	}

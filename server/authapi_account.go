@@ -22,81 +22,8 @@ import (
 // better-auth client: sign-up, sign-in, sign-out, get-session (sliding expiry), the session list
 // and revocation, password change and profile update.
 
-// Password throttling. Password checks are counted in fixed 15-minute windows:
-//
-//   - per account — key "email:<normalised email>" at sign-in (whether or not the account
-//     exists, so the throttle reveals nothing) and "user:<id>" at change-password — at most
-//     accountFailureLimit failures. Five guesses per quarter hour makes online guessing of one
-//     account useless (under 500 a day) while a user who mistypes a few times is not stopped.
-//     A successful check forgets the account's failures.
-//   - per client IP — key "ip:<address>" at sign-in — at most ipFailureLimit failures, which
-//     caps password spraying across many accounts from one address yet leaves room for an
-//     office or campus behind one NAT address. Success does not reset it, so that an attacker
-//     cannot clear it by signing in to an account of their own.
-//
-// Each attempt is counted before anything else, in one atomic step in the database (see
-// identity.Throttle), so neither parallel bursts nor replicas get past the limits; every outcome
-// but a failed check — a wrong password, an unknown email, an account without a password —
-// takes its count back: success, a refusal, an outage, hashing at capacity. Once a key reached
-// its limit every attempt (a correct password too) is refused with 429 and Retry-After until its
-// window ends; there is no permanent lockout. A refusal is cheap: no user lookup, no hash.
-//
-// Sign-up is counted per client IP (key "ip:<address>" of its own throttle): cfg.SignUpLimit
-// attempts per SignUpWindow, default 10 per hour; refused and failed-by-outage ones do not count.
-const (
-	accountFailureLimit = 5
-	ipFailureLimit      = 30
-	failureWindow       = 15 * time.Minute
-)
-
-// newAccountThrottle returns the per-account (email or user id) failure throttle counting in
-// st; now is its clock, nil meaning time.Now.
-func newAccountThrottle(st identity.ThrottleStore, now func() time.Time) *identity.Throttle {
-	return identity.NewThrottle(prefixedThrottleStore{st, "account:"}, accountFailureLimit, failureWindow, now)
-}
-
-// newIPThrottle returns the per-client-IP failure throttle counting in st; now is its clock,
-// nil meaning time.Now.
-func newIPThrottle(st identity.ThrottleStore, now func() time.Time) *identity.Throttle {
-	return identity.NewThrottle(prefixedThrottleStore{st, "sign-in:"}, ipFailureLimit, failureWindow, now)
-}
-
-// newSignUpThrottle returns the per-client-IP sign-up throttle counting in st: limit per
-// SignUpWindow (DefaultSignUpLimit when limit < 1); now is its clock, nil meaning time.Now.
-func newSignUpThrottle(st identity.ThrottleStore, limit int, now func() time.Time) *identity.Throttle {
-	if limit < 1 {
-		limit = DefaultSignUpLimit
-	}
-	return identity.NewThrottle(prefixedThrottleStore{st, "sign-up:"}, limit, SignUpWindow, now)
-}
-
-// prefixedThrottleStore gives each throttle its own key space in the one counter table.
-type prefixedThrottleStore struct {
-	identity.ThrottleStore
-	prefix string
-}
-
-func (p prefixedThrottleStore) HitThrottle(ctx context.Context, key string, window time.Duration, now time.Time) (store.ThrottleCount, error) {
-	return p.ThrottleStore.HitThrottle(ctx, p.prefix+key, window, now)
-}
-
-func (p prefixedThrottleStore) UndoThrottleHit(ctx context.Context, key string, expiresAt time.Time) error {
-	return p.ThrottleStore.UndoThrottleHit(ctx, p.prefix+key, expiresAt)
-}
-
-func (p prefixedThrottleStore) DeleteThrottle(ctx context.Context, key string) error {
-	return p.ThrottleStore.DeleteThrottle(ctx, p.prefix+key)
-}
-
-// newHashLimiter returns the password-hashing limiter of cfg: cfg.HashConcurrency() hashes at
-// once, waiting at most cfg.PasswordHashWait (DefaultPasswordHashWait when unset).
-func newHashLimiter(cfg Config) *identity.HashLimiter {
-	wait := cfg.PasswordHashWait
-	if wait <= 0 {
-		wait = DefaultPasswordHashWait
-	}
-	return identity.NewHashLimiter(cfg.HashConcurrency(), wait)
-}
+// Password throttling: see identity.NewAccountThrottle and its siblings for what is counted,
+// per which key and for how long.
 
 // Errors of the account routes, with better-auth's codes and messages.
 var (

@@ -98,9 +98,7 @@ type orgWorld struct {
 
 func newOrgWorld(t *testing.T, b storetest.Backend) orgWorld {
 	mail := &captureMailer{}
-	cfg := testConfig()
-	cfg.Mailer = mail
-	return orgWorld{testApp: newTestApp(t, b.Open(t), cfg), mail: mail}
+	return orgWorld{testApp: newTestAppWith(t, b.Open(t), testConfig(), testDeps{mailer: mail}), mail: mail}
 }
 
 // post calls POST /api/auth/organization/<route> as u.

@@ -178,7 +178,7 @@ func TestSignInThrottle(t *testing.T) {
 		st := open(t)
 		app := newTestApp(t, st, testConfig())
 		clock := storetest.NewClock(time.Now())
-		app.srv.accountThrottle = newAccountThrottle(st, clock.Now)
+		app.srv.accountThrottle = identity.NewAccountThrottle(st, clock.Now)
 		u := app.newUser(t, "Ada", "throttle@example.com")
 		pw := "password-" + u.Email
 		for i := range accountFailureLimit {
@@ -225,7 +225,7 @@ func TestSignInThrottle(t *testing.T) {
 		st := open(t)
 		app := newTestApp(t, st, testConfig())
 		clock := storetest.NewClock(time.Now())
-		app.srv.ipThrottle = newIPThrottle(st, clock.Now)
+		app.srv.ipThrottle = identity.NewIPThrottle(st, clock.Now)
 		u := app.newUser(t, "Ada", "spray@example.com")
 		for i := range ipFailureLimit {
 			signIn(app, "user"+strconv.Itoa(i)+"@example.com", "wrong-password").

@@ -33,9 +33,6 @@ import (
 // socialFlowTTL is how long a started social sign-in may take.
 const socialFlowTTL = 10 * time.Minute
 
-// socialCallbackPath is the callback route of provider p: socialCallbackPath + p.
-const socialCallbackPath = "/api/auth/callback/"
-
 var (
 	errProviderNotFound = authError(http.StatusNotFound, kindNotFound, "PROVIDER_NOT_FOUND", "Provider not found")
 	errInvalidState     = authError(http.StatusBadRequest, kindClientError, "INVALID_STATE",
@@ -52,22 +49,17 @@ type socialProviders struct {
 	secure     bool
 }
 
-func newSocialProviders(cfg Config) (socialProviders, error) {
-	sp := socialProviders{byID: map[string]*identity.SocialProvider{}, key: seal.DeriveKey(cfg.SecretKey, "social-flow"),
-		cookieName: "gatehouse.social_flow", secure: cfg.Secure()}
+// newSocialProviders indexes the configured providers and sets up the flow cookie of cfg.
+func newSocialProviders(cfg Config, providers []*identity.SocialProvider) socialProviders {
+	sp := socialProviders{byID: map[string]*identity.SocialProvider{}, order: providers,
+		key: seal.DeriveKey(cfg.SecretKey, "social-flow"), cookieName: "gatehouse.social_flow", secure: cfg.Secure()}
 	if sp.secure {
 		sp.cookieName = "__Host-gatehouse.social_flow"
 	}
-	for _, c := range cfg.Social {
-		p, err := identity.NewSocialProvider(c.ID, identity.SocialConfig{ClientID: c.ClientID, ClientSecret: c.ClientSecret,
-			RedirectURL: cfg.BaseURL + socialCallbackPath + c.ID, Endpoints: c.Endpoints})
-		if err != nil {
-			return sp, err
-		}
-		sp.byID[c.ID] = p
-		sp.order = append(sp.order, p)
+	for _, p := range providers {
+		sp.byID[p.ID] = p
 	}
-	return sp, nil
+	return sp
 }
 
 // socialFlow is the flow cookie's content.

@@ -38,6 +38,13 @@ func requestMetaFrom(ctx context.Context) *requestMeta {
 // RequestID returns the id of the request ctx belongs to, or "" outside a request.
 func RequestID(ctx context.Context) string { return requestMetaFrom(ctx).ID }
 
+// RequestInfo returns the id, client IP and user agent of the request ctx belongs to ("" for
+// each outside a request): what audit entries record (oauth.ProviderConfig.RequestInfo).
+func RequestInfo(ctx context.Context) (requestID, ip, userAgent string) {
+	m := requestMetaFrom(ctx)
+	return m.ID, m.IP, m.UserAgent
+}
+
 // setCookie adds a Set-Cookie header to the response of the request ctx belongs to. Strict
 // handlers call it before returning their response object.
 func setCookie(ctx context.Context, c *http.Cookie) {

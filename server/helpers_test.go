@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/identity"
+	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/store"
+	"github.com/gatehouse-dev/gatehouse/store/seal"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
@@ -23,6 +25,8 @@ type testApp struct {
 	srv   *Server
 	store *store.Store
 	logs  *strings.Builder
+	// keys are the provider's token signing keys.
+	keys *oauth.KeySet
 }
 
 // forEachBackend runs fn against SQLite and, when configured, PostgreSQL.
@@ -31,6 +35,15 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, b storetest.Backend)) {
 		t.Run(b.Name, func(t *testing.T) { fn(t, b) })
 	}
 }
+
+// The throttles' limits as the README states them (identity.AccountFailureLimit and its
+// siblings must equal these): failed password checks per account and per client IP within
+// one 15-minute window.
+const (
+	accountFailureLimit = 5
+	ipFailureLimit      = 30
+	failureWindow       = 15 * time.Minute
+)
 
 func testConfig() Config {
 	return Config{
@@ -42,15 +55,62 @@ func testConfig() Config {
 	}
 }
 
+// testDeps are the dependencies a test replaces; nil fields are built as main builds them.
+type testDeps struct {
+	mailer Mailer
+	keys   *oauth.KeySet
+}
+
+// newServer builds every dependency the way main's wire does (without ensuring a signing key
+// up front: the key set makes one on first use), then the server over them.
+func newServer(cfg Config, st *store.Store, log *slog.Logger, over testDeps) (*Server, error) {
+	ring, err := seal.NewKeyring(cfg.SecretKey, cfg.OldSecretKeys...)
+	if err != nil {
+		return nil, err
+	}
+	keys := over.keys
+	if keys == nil {
+		keys = oauth.NewKeySet(st, ring, oauth.KeySetOptions{})
+	}
+	social, err := identity.NewSocialProviders(cfg.BaseURL, cfg.Social)
+	if err != nil {
+		return nil, err
+	}
+	accounts := identity.NewAccounts(st, cfg.AccountsConfig(social))
+	provider, err := oauth.NewProvider(cfg.ProviderConfig(st, keys, accounts))
+	if err != nil {
+		return nil, err
+	}
+	mailer := over.mailer
+	if mailer == nil {
+		mailer = LogMailer{Log: log}
+	}
+	return New(cfg, Deps{Store: st, Log: log, Keyring: ring, Accounts: accounts, Provider: provider,
+		Mailer: mailer, Metrics: NewMetrics(storePools(st))})
+}
+
 func newTestApp(t *testing.T, st *store.Store, cfg Config) *testApp {
+	t.Helper()
+	return newTestAppWith(t, st, cfg, testDeps{})
+}
+
+// newTestAppWith is newTestApp with some dependencies replaced.
+func newTestAppWith(t *testing.T, st *store.Store, cfg Config, over testDeps) *testApp {
 	t.Helper()
 	logs := &strings.Builder{}
 	log := slog.New(slog.NewTextHandler(&lockedWriter{w: logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv, err := New(cfg, st, log)
+	if over.keys == nil {
+		ring, err := seal.NewKeyring(cfg.SecretKey, cfg.OldSecretKeys...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		over.keys = oauth.NewKeySet(st, ring, oauth.KeySetOptions{})
+	}
+	srv, err := newServer(cfg, st, log, over)
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
-	return &testApp{t: t, srv: srv, store: st, logs: logs}
+	return &testApp{t: t, srv: srv, store: st, logs: logs, keys: over.keys}
 }
 
 // request describes one HTTP call in a scenario.

@@ -24,11 +24,11 @@ func newJWKSApp(t *testing.T, st *store.Store, clk *storetest.Clock) (*testApp, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.SigningKeys = oauth.NewKeySet(st, ring, oauth.KeySetOptions{Now: clk.Now})
-	if _, err := cfg.SigningKeys.Ensure(context.Background()); err != nil {
+	keys := oauth.NewKeySet(st, ring, oauth.KeySetOptions{Now: clk.Now})
+	if _, err := keys.Ensure(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return newTestApp(t, st, cfg), cfg.SigningKeys
+	return newTestAppWith(t, st, cfg, testDeps{keys: keys}), keys
 }
 
 // TestJWKS: the route serves the published keys as a JWK Set with RSA public members only,
@@ -107,7 +107,7 @@ func TestJWKS(t *testing.T) {
 // when the database fails the route answers with an RFC 6749 body, not a problem.
 func TestJWKSEmptyAndFailing(t *testing.T) {
 	b := storetest.Backends(t)[0]
-	app := newTestApp(t, b.Open(t), testConfig()) // cfg.SigningKeys nil: the server builds them
+	app := newTestApp(t, b.Open(t), testConfig()) // the key set made as main makes it
 	res := app.do(request{method: http.MethodGet, path: "/.well-known/jwks.json"})
 	if res.Code != http.StatusOK || strings.TrimSpace(res.Body.String()) != `{"keys":[]}` {
 		t.Fatalf("empty JWKS: %d %s", res.Code, res.Body)

@@ -345,7 +345,7 @@ func BenchmarkAuthorizeLoad(b *testing.B) {
 		b.Run(be.name, func(b *testing.B) {
 			st := be.open(b)
 			ten := seedRBAC(b, st)
-			srv, err := New(testConfig(), st, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+			srv, err := newServer(testConfig(), st, slog.New(slog.NewJSONHandler(io.Discard, nil)), testDeps{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -51,8 +51,8 @@ const (
 	throttleOther   = "other"   // a throttle this list does not name
 )
 
-// metrics holds the Server's collectors and the registry that serves them.
-type metrics struct {
+// Metrics holds the Server's collectors and the registry that serves them.
+type Metrics struct {
 	registry    *prometheus.Registry
 	requests    *prometheus.CounterVec
 	seconds     *prometheus.HistogramVec
@@ -61,11 +61,11 @@ type metrics struct {
 	throttled   *prometheus.CounterVec
 }
 
-// newMetrics registers the request, decision, API-key and throttle series, the database pools'
+// NewMetrics registers the request, decision, API-key and throttle series, the database pools'
 // statistics (one db label per pool, see store.Store.Pools), and the Go runtime and process
 // collectors on a new registry.
-func newMetrics(pools map[string]*sql.DB) *metrics {
-	m := &metrics{
+func NewMetrics(pools map[string]*sql.DB) *Metrics {
+	m := &Metrics{
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricRequests,
@@ -109,7 +109,7 @@ func newMetrics(pools map[string]*sql.DB) *metrics {
 }
 
 // observeRequest records one answered request.
-func (m *metrics) observeRequest(operation, method string, status int, latency time.Duration) {
+func (m *Metrics) observeRequest(operation, method string, status int, latency time.Duration) {
 	code := strconv.Itoa(status)
 	method = metricMethod(method)
 	m.requests.WithLabelValues(operation, method, code).Inc()
@@ -127,7 +127,7 @@ func metricMethod(method string) string {
 }
 
 // decision records one /authorize decision.
-func (m *metrics) decision(allowed bool) {
+func (m *Metrics) decision(allowed bool) {
 	if allowed {
 		m.decisions.WithLabelValues("allowed").Inc()
 	} else {
@@ -136,10 +136,10 @@ func (m *metrics) decision(allowed bool) {
 }
 
 // apiKeyAuth records one API-key authentication's outcome (one of the apiKey* constants).
-func (m *metrics) apiKeyAuth(outcome string) { m.apiKeyAuths.WithLabelValues(outcome).Inc() }
+func (m *Metrics) apiKeyAuth(outcome string) { m.apiKeyAuths.WithLabelValues(outcome).Inc() }
 
 // throttleRefused records a 429 from throttle kind (one of the throttle* constants).
-func (m *metrics) throttleRefused(kind string) { m.throttled.WithLabelValues(kind).Inc() }
+func (m *Metrics) throttleRefused(kind string) { m.throttled.WithLabelValues(kind).Inc() }
 
 // throttleKind names one of the server's throttles for the throttle label.
 func (s *Server) throttleKind(t *identity.Throttle) string {

@@ -348,7 +348,7 @@ func TestOAuthAuthorizationCodeFlow(t *testing.T) {
 			t.Error("no refresh token for offline_access")
 		}
 		rawID, _ := tok.Extra("id_token").(string)
-		current, err := env.app.srv.signingKeys.Current(ctx)
+		current, err := env.app.keys.Current(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

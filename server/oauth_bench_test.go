@@ -55,7 +55,7 @@ func oauthBenchServer(b *testing.B, st *store.Store) (string, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, err := New(cfg, st, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	srv, err := newServer(cfg, st, slog.New(slog.NewJSONHandler(io.Discard, nil)), testDeps{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -179,7 +179,7 @@ func TestOAuthClientCredentials(t *testing.T) {
 			t.Errorf("token endpoint %q", got)
 		}
 		verifier := provider.Verifier(&oidc.Config{ClientID: env.web.ID, SupportedSigningAlgs: []string{oidc.RS256}})
-		current, err := env.app.srv.signingKeys.Current(ctx)
+		current, err := env.app.keys.Current(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -277,8 +277,8 @@ func TestSignInOutageDoesNotCount(t *testing.T) {
 		}
 		t.Cleanup(func() { st.Close() })
 		app := newTestApp(t, st, testConfig())
-		app.srv.accountThrottle = newAccountThrottle(counters, nil)
-		app.srv.ipThrottle = newIPThrottle(counters, nil)
+		app.srv.accountThrottle = identity.NewAccountThrottle(counters, nil)
+		app.srv.ipThrottle = identity.NewIPThrottle(counters, nil)
 		u := app.newUser(t, "Ada", "outage@example.com")
 		pw := "password-" + u.Email
 

@@ -57,30 +57,59 @@ type Server struct {
 	keyring *seal.Keyring
 	// accountThrottle and ipThrottle count failed password checks per account (email or user
 	// id) and per client IP, signUpThrottle sign-ups per client IP, all in the database so that
-	// replicas share them; see newAccountThrottle, newIPThrottle and newSignUpThrottle.
+	// replicas share them (identity.NewAccountThrottle and its siblings).
 	accountThrottle *identity.Throttle
 	ipThrottle      *identity.Throttle
 	signUpThrottle  *identity.Throttle
 	// hashLimiter bounds the memory of concurrent password hashing (cfg.HashConcurrency).
 	hashLimiter *identity.HashLimiter
-	// mailer delivers invitations: cfg.Mailer, or LogMailer by default.
+	// mailer delivers invitations.
 	mailer Mailer
-	// signingKeys sign tokens and make the JWKS: cfg.SigningKeys, or a KeySet over the store.
-	signingKeys *oauth.KeySet
-	// social are the configured social sign-in providers (cfg.Social).
+	// social are the configured social sign-in providers (Deps.Accounts.Social).
 	social socialProviders
-	// metrics are the Prometheus series, on a registry of this Server's (see MetricsHandler).
-	metrics *metrics
+	// metrics are the Prometheus series, on a registry of their own (see MetricsHandler).
+	metrics *Metrics
 	echo    *echo.Echo
 }
 
 var _ gen.StrictServerInterface = (*Server)(nil)
 
+// Provider is the OAuth 2.1 / OpenID Connect provider as the server mounts it: its routes,
+// each registered behind the middleware chain (protocol surface) with errors going to the one
+// error handler. *oauth.Provider implements it.
+type Provider interface {
+	Routes() []oauth.Route
+}
+
+// Deps are the Server's dependencies. main builds each once and passes them in; New builds
+// none of them.
+type Deps struct {
+	Store *store.Store
+	Log   *slog.Logger
+	// Keyring seals and opens secrets at rest (cfg.SecretKey, then cfg.OldSecretKeys).
+	Keyring *seal.Keyring
+	// Accounts are the sessions, password hashing, throttles and social providers.
+	Accounts *identity.Accounts
+	// Provider is the OAuth provider, mounted by its routes.
+	Provider Provider
+	// Mailer delivers invitation messages (LogMailer logs the accept link).
+	Mailer Mailer
+	// Metrics are the Prometheus series (NewMetrics).
+	Metrics *Metrics
+}
+
 // New builds the app: it loads and checks the OpenAPI document and its x-permission policies,
 // registers every route and the middleware chain recover → request id → access log → CORS →
 // security headers → body limit → (route) → match the spec operation → authenticate → validate
-// → authorize → handler.
-func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
+// → authorize → handler. Every dependency comes in deps, built by the caller.
+func New(cfg Config, deps Deps) (*Server, error) {
+	if deps.Log == nil || deps.Keyring == nil || deps.Accounts == nil || deps.Provider == nil ||
+		deps.Mailer == nil || deps.Metrics == nil {
+		return nil, fmt.Errorf("server: every dependency but the store is required")
+	}
+	if len(cfg.SecretKey) < 32 {
+		return nil, fmt.Errorf("server: the secret key must be 32 bytes")
+	}
 	loader := openapi3.NewLoader()
 	doc, err := loader.LoadFromData(openapi.YAML)
 	if err != nil {
@@ -103,51 +132,24 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(cfg.SecretKey) < 32 {
-		return nil, fmt.Errorf("server: the secret key must be 32 bytes")
-	}
-	keyring, err := seal.NewKeyring(cfg.SecretKey, cfg.OldSecretKeys...)
-	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
-	}
-	mailer := cfg.Mailer
-	if mailer == nil {
-		mailer = LogMailer{Log: log}
-	}
-	signingKeys := cfg.SigningKeys
-	if signingKeys == nil {
-		signingKeys = oauth.NewKeySet(st, keyring, oauth.KeySetOptions{})
-	}
-	provider, err := oauth.NewProvider(oauth.ProviderConfig{
-		BaseURL: cfg.BaseURL, SecretKey: cfg.SecretKey, Store: st, Keys: signingKeys,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
-	}
-	socialProviders, err := newSocialProviders(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
-	}
+	acc := deps.Accounts
 	s := &Server{
-		social: socialProviders,
-		cfg:    cfg, log: log, store: st, doc: doc, validator: v, operations: ops, policies: ops.policies(), spec: spec,
-		cookieKey:          seal.DeriveKey(cfg.SecretKey, "session-cookie"),
-		sessionCookieName:  identity.SessionCookieName(cfg.Secure()),
+		social: newSocialProviders(cfg, acc.Social),
+		cfg:    cfg, log: deps.Log, store: deps.Store, doc: doc, validator: v, operations: ops, policies: ops.policies(), spec: spec,
+		cookieKey:          identity.SessionCookieKey(cfg.SecretKey),
+		sessionCookieName:  acc.Sessions.CookieName(),
+		sessions:           acc.Sessions,
 		apiKeyPepper:       seal.DeriveKey(cfg.SecretKey, "api-key"),
 		apiKeys:            newAPIKeyCache(),
 		clientSecretPepper: seal.DeriveKey(cfg.SecretKey, "oidc-client-secret"),
-		keyring:            keyring,
-		mailer:             mailer,
-		signingKeys:        signingKeys,
-		accountThrottle:    newAccountThrottle(st, nil),
-		ipThrottle:         newIPThrottle(st, nil),
-		signUpThrottle:     newSignUpThrottle(st, cfg.SignUpLimit, nil),
-		hashLimiter:        newHashLimiter(cfg),
-		metrics:            newMetrics(storePools(st)),
+		keyring:            deps.Keyring,
+		mailer:             deps.Mailer,
+		accountThrottle:    acc.AccountThrottle,
+		ipThrottle:         acc.IPThrottle,
+		signUpThrottle:     acc.SignUpThrottle,
+		hashLimiter:        acc.Passwords,
+		metrics:            deps.Metrics,
 	}
-
-	s.sessions = identity.NewSessions(st, s.cookieKey, cfg.Secure(), identity.SessionLifetimes{
-		Idle: cfg.SessionIdleTimeout, Absolute: cfg.SessionAbsoluteLifetime})
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -161,13 +163,14 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	e.GET("/api/v1/openapi.json", s.getOpenAPIDocument)
 	e.GET("/docs/openapi.json", s.getOpenAPIDocument)
 	// Protocol routes: documented in the spec, excluded from the generated interface.
-	e.GET("/.well-known/jwks.json", s.getJWKS)
-	s.routeProvider(e, provider)
+	for _, r := range deps.Provider.Routes() {
+		h := r.Handler
+		e.Add(r.Method, r.Path, func(c echo.Context) error { return h(c.Response(), c.Request()) })
+	}
 	// The processor webhook verifies a signature over the raw body: routed by hand.
 	e.POST("/api/v1/webhooks/processor/:environmentId", s.processorWebhook)
-	s.routeBrowserProvider(e, provider)
 	// Hand-routed (a browser redirect endpoint), but an ordinary auth-json operation otherwise.
-	e.GET(socialCallbackPath+":provider", s.socialCallback)
+	e.GET(identity.SocialCallbackPath+":provider", s.socialCallback)
 	ui := docsui.New("/api/v1/openapi.json")
 	e.GET("/api/v1/docs", ui.Index)
 	e.GET("/docs/api-reference", ui.Index)
@@ -178,6 +181,13 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	}
 	s.echo = e
 	return s, nil
+}
+
+// NewOrigins returns the trusted-origin check of cfg: whether an Origin is the base URL or one
+// of cfg.TrustedOrigins, compared as normalised origins. main hands it to the OAuth provider,
+// whose consent and logout form posts must come from one.
+func NewOrigins(cfg Config) func(origin string) bool {
+	return (&Server{cfg: cfg}).trustedOrigin
 }
 
 // storePools is st.Pools(), or none without a store (some tests build a Server without one).

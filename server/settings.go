@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/identity"
-	"github.com/gatehouse-dev/gatehouse/oauth"
 )
 
 // Config is the server's configuration, read from GATEHOUSE_* environment variables.
@@ -89,9 +88,6 @@ type Config struct {
 	// activity (GATEHOUSE_SESSION_ABSOLUTE_LIFETIME, a Go duration, default 720h); zero means
 	// identity.DefaultSessionAbsoluteLifetime.
 	SessionAbsoluteLifetime time.Duration
-	// Mailer delivers invitation messages; nil means LogMailer (log the accept link). It is
-	// wiring, not an environment variable.
-	Mailer Mailer
 	// StripeAPIBase is the Stripe API base URL the billing calls go to
 	// (GATEHOUSE_STRIPE_API_BASE, an absolute http(s) URL; default https://api.stripe.com).
 	// Tests point it at stripe-mock.
@@ -99,35 +95,23 @@ type Config struct {
 	// StripeHTTPClient carries the Stripe API calls; nil means a client with a 30-second
 	// timeout. Wiring, not an environment variable (tests count calls through it).
 	StripeHTTPClient *http.Client
-	// SigningKeys are the OAuth provider's token signing keys, published at
-	// /.well-known/jwks.json; main builds them and ensures a key at start-up. nil means a
-	// KeySet over the store and the secret key with the default timings. Wiring, not an
-	// environment variable.
-	SigningKeys *oauth.KeySet
 	// Social are the configured social sign-in providers, in button order (GitHub, Google):
 	// those whose GATEHOUSE_<P>_CLIENT_ID and GATEHOUSE_<P>_CLIENT_SECRET are both set.
 	Social []SocialConfig
 }
 
 // SocialConfig is one configured social sign-in provider (see SocialFromEnv).
-type SocialConfig struct {
-	// ID is identity.GitHub or identity.Google.
-	ID           string
-	ClientID     string
-	ClientSecret string
-	// Endpoints override the real provider's URLs (tests point them at a fake).
-	Endpoints identity.SocialEndpoints
-}
+type SocialConfig = identity.SocialSettings
 
 // Defaults of the password-hashing and sign-up limits.
 const (
 	DefaultPasswordHashMemoryMB = 256
-	DefaultPasswordHashWait     = 2 * time.Second
-	DefaultSignUpLimit          = 10
+	DefaultPasswordHashWait     = identity.DefaultPasswordHashWait
+	DefaultSignUpLimit          = identity.DefaultSignUpLimit
 	// DefaultStripeAPIBase is Stripe's API.
 	DefaultStripeAPIBase = "https://api.stripe.com"
 	// SignUpWindow is the window of SignUpLimit.
-	SignUpWindow = time.Hour
+	SignUpWindow = identity.SignUpWindow
 )
 
 // HashConcurrency is the number of password computations that may run at once:

@@ -64,7 +64,7 @@ func newUsageBench(b *testing.B, st *store.Store) usageBench {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, err := New(testConfig(), st, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	srv, err := newServer(testConfig(), st, slog.New(slog.NewJSONHandler(io.Discard, nil)), testDeps{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -98,10 +98,14 @@ func number(v any) (float64, bool) {
 	return 0, false
 }
 
-// entitlementClaims are the `entitlements` claim of the OAuth provider: the subject's
+// ProductClaims are the OAuth provider's entitlements and billing claims over the store's
+// billing tables (oauth.ProductClaims): main passes them to oauth.NewProvider.
+type ProductClaims struct{ Store *store.Store }
+
+// EntitlementClaims are the `entitlements` claim of the OAuth provider: the subject's
 // entitlements in the client's project, as the API lists them.
-func (s *Server) entitlementClaims(ctx context.Context, projectID, subjectID string) ([]any, error) {
-	ents, err := s.store.SubjectEntitlements(ctx, projectID, subjectID, "", s.store.Now())
+func (c ProductClaims) EntitlementClaims(ctx context.Context, projectID, subjectID string) ([]any, error) {
+	ents, err := c.Store.SubjectEntitlements(ctx, projectID, subjectID, "", c.Store.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -117,12 +121,12 @@ func (s *Server) entitlementClaims(ctx context.Context, projectID, subjectID str
 	return out, nil
 }
 
-// billingClaims are the `billing` claim of the OAuth provider: the plan key, subscription
+// BillingClaims are the `billing` claim of the OAuth provider: the plan key, subscription
 // status and period end of the subject's current subscription in the client's project, each
 // null when it has none.
-func (s *Server) billingClaims(ctx context.Context, projectID, subjectID string) (map[string]any, error) {
+func (c ProductClaims) BillingClaims(ctx context.Context, projectID, subjectID string) (map[string]any, error) {
 	out := map[string]any{"plan": nil, "status": nil, "currentPeriodEnd": nil}
-	st, ok, err := s.store.SubjectBillingState(ctx, projectID, subjectID, "")
+	st, ok, err := c.Store.SubjectBillingState(ctx, projectID, subjectID, "")
 	if err != nil || !ok {
 		return out, err
 	}

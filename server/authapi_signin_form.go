@@ -1,0 +1,45 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Sign-in and social sign-in form posts from the provider's sign-in page: a browser gets a
+// redirect back to its callbackURL (with login_error on failure), better-auth's client JSON.
+
+// acceptsJSON reports whether an Accept header asks for JSON (better-auth's client does);
+// browsers' form posts do not.
+func acceptsJSON(accept string) bool {
+	return strings.Contains(accept, "application/json") || strings.Contains(accept, "+json")
+}
+
+// signInErrorCode is the login_error a failed browser sign-in is sent back with, or "" when
+// the failure is not the user's (the error is answered as usual).
+func signInErrorCode(err error) string {
+	var e *Error
+	if !errors.As(err, &e) {
+		return ""
+	}
+	switch e.Status {
+	case http.StatusUnauthorized:
+		return "invalid_credentials"
+	case http.StatusTooManyRequests:
+		return "too_many_attempts"
+	}
+	return ""
+}
+
+// withQueryParam returns raw with key=value set in its query.
+func withQueryParam(raw, key, value string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	q := u.Query()
+	q.Set(key, value)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
