@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/url"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/oapi-codegen/nullable"
 
@@ -192,97 +189,28 @@ func (s *Server) mintClientSecret() (plain string, hash []byte, err error) {
 	return plain, oauth.HashClientSecret(s.clientSecretPepper, plain), nil
 }
 
-// checkOidcClient applies the registration rules the schema cannot state, each reported at the
-// item it concerns; messages never echo the submitted value.
+// checkOidcClient applies oauth.CheckClient, the registration rules the schema cannot state,
+// reporting each problem at the body field it concerns.
 func checkOidcClient(body *gen.CreateOidcClientJSONRequestBody) []FieldError {
-	public := body.Type != gen.OidcClientTypeWeb
-	native := body.Type == gen.OidcClientTypeNative
-	var problems []FieldError
-	for i, u := range body.RedirectUris {
-		if msg := checkRedirectURI(u, native); msg != "" {
-			problems = append(problems, FieldError{Path: []string{"body", "redirectUris", strconv.Itoa(i)}, Message: msg})
-		}
+	r := oauth.ClientRegistration{Type: string(body.Type), RedirectURIs: body.RedirectUris,
+		GrantTypes: enumStrings(body.GrantTypes)}
+	if body.Jwks != nil {
+		r.JWKS = *body.Jwks
 	}
 	if body.PostLogoutRedirectUris != nil {
-		for i, u := range *body.PostLogoutRedirectUris {
-			if msg := checkRedirectURI(u, native); msg != "" {
-				problems = append(problems, FieldError{Path: []string{"body", "postLogoutRedirectUris", strconv.Itoa(i)}, Message: msg})
-			}
-		}
+		r.PostLogoutRedirectURIs = *body.PostLogoutRedirectUris
 	}
-	for i, g := range body.GrantTypes {
-		path := []string{"body", "grantTypes", strconv.Itoa(i)}
-		switch {
-		case g == gen.OidcGrantClientCredentials && public:
-			problems = append(problems, FieldError{Path: path, Message: "client_credentials is only for web (confidential) clients"})
-		case g == gen.OidcGrantRefreshToken && !slices.Contains(body.GrantTypes, gen.OidcGrantAuthorizationCode):
-			problems = append(problems, FieldError{Path: path, Message: "refresh_token requires authorization_code"})
-		}
+	if body.TokenEndpointAuthMethod != nil {
+		r.TokenEndpointAuthMethod = string(*body.TokenEndpointAuthMethod)
 	}
-	keyAuth := body.TokenEndpointAuthMethod != nil && *body.TokenEndpointAuthMethod == gen.OidcCreateAuthPrivateKeyJwt
-	switch {
-	case body.TokenEndpointAuthMethod != nil && public:
-		problems = append(problems, FieldError{Path: []string{"body", "tokenEndpointAuthMethod"}, Message: "public clients (native, spa) authenticate with none; omit it"})
-	case keyAuth && body.Jwks == nil:
-		problems = append(problems, FieldError{Path: []string{"body", "jwks"}, Message: "is required with private_key_jwt"})
-	case !keyAuth && body.Jwks != nil:
-		problems = append(problems, FieldError{Path: []string{"body", "jwks"}, Message: "is only for private_key_jwt clients"})
-	case keyAuth:
-		if _, _, err := oauth.ParseClientJWKS(*body.Jwks); err != nil {
-			problems = append(problems, FieldError{Path: []string{"body", "jwks"}, Message: err.Error()})
-		}
+	if body.SkipConsent != nil {
+		r.SkipConsent = *body.SkipConsent
 	}
-	if public && body.SkipConsent != nil && *body.SkipConsent {
-		problems = append(problems, FieldError{Path: []string{"body", "skipConsent"}, Message: "public clients (native, spa) may not skip consent"})
+	var problems []FieldError
+	for _, p := range oauth.CheckClient(r) {
+		problems = append(problems, FieldError{Path: append([]string{"body"}, p.Path...), Message: p.Message})
 	}
 	return problems
-}
-
-// checkRedirectURI returns what is wrong with a redirect or post-logout redirect URI, or "": it
-// must be an absolute RFC 3986 URI with a host, no fragment and no user information, over
-// https, or for a native client also http on the loopback interface (127.0.0.1, [::1] or
-// localhost, any port; RFC 8252 section 7.3).
-func checkRedirectURI(raw string, native bool) string {
-	const notURI = "must be an absolute URI"
-	for i := 0; i < len(raw); i++ {
-		if !isURIChar(raw[i]) {
-			return notURI
-		}
-	}
-	if strings.Contains(raw, "#") {
-		return "must not have a fragment"
-	}
-	u, err := url.Parse(raw)
-	if err != nil || !u.IsAbs() || u.Opaque != "" || u.Hostname() == "" {
-		return notURI
-	}
-	if u.User != nil {
-		return "must not contain user information"
-	}
-	switch {
-	case u.Scheme == "https":
-		return ""
-	case native && u.Scheme == "http" && isLoopbackHost(u.Hostname()):
-		return ""
-	case native:
-		return "must use https, or http on 127.0.0.1, [::1] or localhost"
-	}
-	return "must use https"
-}
-
-// isLoopbackHost reports whether host (without brackets or port) names the loopback interface
-// as RFC 8252 allows for native clients.
-func isLoopbackHost(host string) bool {
-	return host == "127.0.0.1" || host == "::1" || strings.EqualFold(host, "localhost")
-}
-
-// isURIChar reports whether b may appear in an RFC 3986 URI: unreserved, reserved or '%'.
-func isURIChar(b byte) bool {
-	switch {
-	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
-		return true
-	}
-	return strings.IndexByte("-._~:/?#[]@!$&'()*+,;=%", b) >= 0
 }
 
 // enumStrings converts a list of generated enum values to plain strings.
