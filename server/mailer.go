@@ -9,7 +9,7 @@ import (
 )
 
 // Mailer delivers the messages Gatehouse sends to people. Today that is organization
-// invitations only. Set Config.Mailer to replace the default LogMailer; an SMTP (or
+// invitations only. main passes one in Deps.Mailer (LogMailer by default); an SMTP (or
 // transactional-mail API) implementation is a later option and needs no other change.
 //
 // Implementations must be safe for concurrent use. They are called after the mutation has
