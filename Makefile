@@ -46,7 +46,9 @@ generate:
 	PRODUCTION_ORIGIN=$(PRODUCTION_ORIGIN) $(GO) generate ./gen/...
 	$(GO) generate ./e2e/goclient/...
 
-## check: generation drift, formatting, vet, staticcheck, spec lint, migration parity
+## check: generation drift, formatting, vet, staticcheck, spec lint, migration parity, the import
+## layers (store/ < identity/ < oauth/ < server/, over go list -deps) and at most 600 lines per
+## hand-written Go file
 check: assets
 	@$(MAKE) --no-print-directory generate
 	@git diff --exit-code -- gen openapi/openapi.json e2e/goclient || { echo "check: gen/, openapi/openapi.json or e2e/goclient/ is stale: run make generate and commit"; exit 1; }
@@ -56,6 +58,7 @@ check: assets
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npx --no-install redocly lint --config openapi/redocly.yaml --format=stylish openapi/openapi.yaml
 	$(GO) test -count=1 -run 'TestDialectsHaveSameVersions' ./migrations/
+	$(GO) test -count=1 -run 'TestLayers|TestFileSizes' .
 
 ## bench: Go benchmarks of the hot paths, then loopback load runs (16 connections, 5 s each) of
 ## POST /api/v1/authorize and of a secret reveal with an API key, and usage ingest (single and batch,

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/server"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/usagegen"
 )
@@ -18,7 +17,7 @@ import (
 // environments through the real store (batches of 1,000 via store.IngestUsage, rollups
 // included), for trying the analytics at scale. Event ids are "<prefix>-<n>", so a rerun with
 // the same prefix only replays.
-func seedUsage(ctx context.Context, cfg server.Config, args []string, stderr io.Writer, log *slog.Logger) error {
+func seedUsage(ctx context.Context, cfg settings, args []string, stderr io.Writer, log *slog.Logger) error {
 	fs := flag.NewFlagSet("seed-usage", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	project := fs.String("project", "", "project id (required)")
@@ -28,10 +27,10 @@ func seedUsage(ctx context.Context, cfg server.Config, args []string, stderr io.
 	prefix := fs.String("prefix", "seed", "eventId prefix")
 	workers := fs.Int("workers", 4, "batches in flight (SQLite writes one at a time anyway)")
 	if err := fs.Parse(args); err != nil {
-		return &server.ConfigError{Var: "seed-usage", Reason: err.Error()}
+		return &ConfigError{Var: "seed-usage", Reason: err.Error()}
 	}
 	if *project == "" {
-		return &server.ConfigError{Var: "seed-usage", Reason: "-project is required"}
+		return &ConfigError{Var: "seed-usage", Reason: "-project is required"}
 	}
 	st, err := store.Open(ctx, cfg.DatabaseURL)
 	if err != nil {

@@ -5,15 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/oauth"
-	"github.com/gatehouse-dev/gatehouse/server"
 )
-
-// publishDelayVar sets how long `keys rotate-signing` publishes the next key before it signs.
-const publishDelayVar = "GATEHOUSE_SIGNING_KEY_PUBLISH_DELAY"
 
 // rotateSigning is `gatehouse keys rotate-signing`: it generates the next token signing key,
 // publishes it in the JWKS at once and lets it sign after the publish delay
@@ -24,16 +19,8 @@ const publishDelayVar = "GATEHOUSE_SIGNING_KEY_PUBLISH_DELAY"
 //
 // It refuses while an earlier rotation has not activated yet. A delay of 0 makes the new key
 // sign at once: relying parties that cached the JWKS refuse its tokens until they refetch.
-func rotateSigning(ctx context.Context, cfg server.Config, getenv func(string) string, out io.Writer, log *slog.Logger) error {
-	delay := oauth.DefaultPublishDelay
-	if v := strings.TrimSpace(getenv(publishDelayVar)); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			return &server.ConfigError{Var: publishDelayVar, Reason: "want a duration of 0s or more, such as 1h or 90m"}
-		}
-		delay = d
-	}
-	ring, err := loadKeyring(cfg, getenv, log, "keys rotate-signing", "the key that seals signing keys")
+func rotateSigning(ctx context.Context, cfg settings, out io.Writer, log *slog.Logger) error {
+	ring, err := loadKeyring(cfg, log, "keys rotate-signing", "the key that seals signing keys")
 	if err != nil {
 		return err
 	}
@@ -42,7 +29,7 @@ func rotateSigning(ctx context.Context, cfg server.Config, getenv func(string) s
 		return err
 	}
 	defer st.Close()
-	r, err := oauth.NewKeySet(st, ring, oauth.KeySetOptions{}).Rotate(ctx, delay)
+	r, err := oauth.NewKeySet(st, ring, oauth.KeySetOptions{}).Rotate(ctx, cfg.SigningKeyPublishDelay)
 	if err != nil {
 		return err
 	}

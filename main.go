@@ -10,8 +10,8 @@
 //	gatehouse dev seed-usage -project ID [-events N] [-subjects M] [-days D]
 //	                           write synthetic usage events (with their rollups) through the store
 //
-// Configuration comes from GATEHOUSE_* environment variables (see README.md). An invalid value
-// exits with status 2 and one line naming the variable.
+// Configuration comes from GATEHOUSE_* environment variables, the table in config.go that
+// README.md shows. An invalid value exits with status 2 and one line naming the variable.
 package main
 
 import (
@@ -43,7 +43,7 @@ func main() {
 // run executes one command and returns the process exit status. ready, when not nil, receives
 // the listening address once the server accepts connections.
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer, ready chan<- net.Addr) int {
-	cfg, err := server.ConfigFromEnv(getenv)
+	cfg, err := configFromEnv(getenv)
 	if err != nil {
 		fmt.Fprintln(stderr, "gatehouse:", err)
 		return 2
@@ -56,20 +56,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	switch {
 	case cmd == "serve" && len(args) <= 1:
-		err = serve(ctx, cfg, getenv, log, ready)
+		err = serve(ctx, cfg, log, ready)
 	case cmd == "migrate" && len(args) == 2 && (args[1] == "up" || args[1] == "down"):
 		err = migrate(ctx, cfg, args[1], log)
 	case cmd == "keys" && len(args) == 2 && args[1] == "rewrap":
-		err = rewrap(ctx, cfg, getenv, stderr, log)
+		err = rewrap(ctx, cfg, stderr, log)
 	case cmd == "keys" && len(args) == 2 && args[1] == "rotate-signing":
-		err = rotateSigning(ctx, cfg, getenv, stderr, log)
+		err = rotateSigning(ctx, cfg, stderr, log)
 	case cmd == "dev" && len(args) >= 2 && args[1] == "seed-usage":
 		err = seedUsage(ctx, cfg, args[2:], stderr, log)
 	default:
 		fmt.Fprintln(stderr, "usage: gatehouse [serve] | gatehouse migrate up|down | gatehouse keys rewrap|rotate-signing | gatehouse dev seed-usage -project ID")
 		return 2
 	}
-	var cerr *server.ConfigError
+	var cerr *ConfigError
 	switch {
 	case errors.As(err, &cerr):
 		fmt.Fprintln(stderr, "gatehouse:", cerr)
@@ -81,7 +81,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	return 0
 }
 
-func newLogger(cfg server.Config, w io.Writer) *slog.Logger {
+func newLogger(cfg settings, w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
 	if cfg.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
@@ -89,15 +89,12 @@ func newLogger(cfg server.Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-func serve(ctx context.Context, cfg server.Config, getenv func(string) string, log *slog.Logger, ready chan<- net.Addr) error {
-	key, err := server.LoadSecretKey(cfg, getenv, log)
+func serve(ctx context.Context, cfg settings, log *slog.Logger, ready chan<- net.Addr) error {
+	key, err := loadSecretKey(cfg.Config, log)
 	if err != nil {
 		return err
 	}
 	cfg.SecretKey = key
-	if cfg.OldSecretKeys, err = server.LoadOldSecretKeys(getenv); err != nil {
-		return err
-	}
 	st, err := store.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
@@ -108,14 +105,14 @@ func serve(ctx context.Context, cfg server.Config, getenv func(string) string, l
 		return err
 	}
 	log.Info("database schema", "migrations_applied", applied)
-	srv, err := wire(ctx, cfg, st, log)
+	srv, err := wire(ctx, cfg.Config, st, log)
 	if err != nil {
 		return err
 	}
 
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
-		return &server.ConfigError{Var: "GATEHOUSE_LISTEN_ADDR", Reason: err.Error()}
+		return &ConfigError{Var: "GATEHOUSE_LISTEN_ADDR", Reason: err.Error()}
 	}
 	hs := srv.HTTPServer()
 	errc := make(chan error, 2) // the app's and the metrics listener's Serve
@@ -125,7 +122,7 @@ func serve(ctx context.Context, cfg server.Config, getenv func(string) string, l
 		mln, err := net.Listen("tcp", cfg.MetricsAddr)
 		if err != nil {
 			_ = hs.Close()
-			return &server.ConfigError{Var: "GATEHOUSE_METRICS_ADDR", Reason: err.Error()}
+			return &ConfigError{Var: "GATEHOUSE_METRICS_ADDR", Reason: err.Error()}
 		}
 		ms := metricsServer(srv)
 		defer ms.Close()
@@ -163,7 +160,7 @@ func serve(ctx context.Context, cfg server.Config, getenv func(string) string, l
 func wire(ctx context.Context, cfg server.Config, st *store.Store, log *slog.Logger) (*server.Server, error) {
 	ring, err := seal.NewKeyring(cfg.SecretKey, cfg.OldSecretKeys...)
 	if err != nil {
-		return nil, &server.ConfigError{Var: "GATEHOUSE_SECRET_KEYS_OLD", Reason: err.Error()}
+		return nil, &ConfigError{Var: "GATEHOUSE_SECRET_KEYS_OLD", Reason: err.Error()}
 	}
 	keys := oauth.NewKeySet(st, ring, oauth.KeySetOptions{})
 	signing, err := keys.Ensure(ctx)
@@ -195,7 +192,7 @@ func metricsServer(srv *server.Server) *http.Server {
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 }
 
-func migrate(ctx context.Context, cfg server.Config, direction string, log *slog.Logger) error {
+func migrate(ctx context.Context, cfg settings, direction string, log *slog.Logger) error {
 	st, err := store.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err

@@ -8,9 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 
-	"github.com/gatehouse-dev/gatehouse/server"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/seal"
 )
@@ -23,8 +21,8 @@ import (
 //
 // A value that no configured key opens fails the whole run and nothing is changed. The run
 // never generates a key: without GATEHOUSE_SECRET_KEY (or the development key file) it refuses.
-func rewrap(ctx context.Context, cfg server.Config, getenv func(string) string, out io.Writer, log *slog.Logger) error {
-	ring, err := loadKeyring(cfg, getenv, log, "keys rewrap", "the key to re-seal under")
+func rewrap(ctx context.Context, cfg settings, out io.Writer, log *slog.Logger) error {
+	ring, err := loadKeyring(cfg, log, "keys rewrap", "the key to re-seal under")
 	if err != nil {
 		return err
 	}
@@ -61,29 +59,25 @@ func rewrap(ctx context.Context, cfg server.Config, getenv func(string) string, 
 // loadKeyring builds the sealing keyring of a keys command from GATEHOUSE_SECRET_KEY (or the
 // development key file) and GATEHOUSE_SECRET_KEYS_OLD. It never generates a key: without one
 // it refuses, naming the command and what it needs the key for.
-func loadKeyring(cfg server.Config, getenv func(string) string, log *slog.Logger, command, why string) (*seal.Keyring, error) {
-	if strings.TrimSpace(getenv("GATEHOUSE_SECRET_KEY")) == "" {
-		if _, err := os.Stat(filepath.Join(cfg.DataDir, server.SecretKeyFile)); err != nil {
-			return nil, &server.ConfigError{Var: "GATEHOUSE_SECRET_KEY", Reason: "required by " + command + ": " + why}
+func loadKeyring(cfg settings, log *slog.Logger, command, why string) (*seal.Keyring, error) {
+	if cfg.SecretKey == nil {
+		if _, err := os.Stat(filepath.Join(cfg.DataDir, secretKeyFile)); err != nil {
+			return nil, &ConfigError{Var: "GATEHOUSE_SECRET_KEY", Reason: "required by " + command + ": " + why}
 		}
 	}
-	key, err := server.LoadSecretKey(cfg, getenv, log)
+	key, err := loadSecretKey(cfg.Config, log)
 	if err != nil {
 		return nil, err
 	}
-	old, err := server.LoadOldSecretKeys(getenv)
+	ring, err := seal.NewKeyring(key, cfg.OldSecretKeys...)
 	if err != nil {
-		return nil, err
-	}
-	ring, err := seal.NewKeyring(key, old...)
-	if err != nil {
-		return nil, &server.ConfigError{Var: "GATEHOUSE_SECRET_KEYS_OLD", Reason: err.Error()}
+		return nil, &ConfigError{Var: "GATEHOUSE_SECRET_KEYS_OLD", Reason: err.Error()}
 	}
 	return ring, nil
 }
 
 // openMigrated opens the database of a keys command, which must have a schema already.
-func openMigrated(ctx context.Context, cfg server.Config, command string) (*store.Store, error) {
+func openMigrated(ctx context.Context, cfg settings, command string) (*store.Store, error) {
 	st, err := store.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return nil, err

@@ -117,10 +117,14 @@ func (s *Server) CreateCheckout(ctx context.Context, req gen.CreateCheckoutReque
 	}
 
 	out, err := s.createCheckoutSession(ctx, conn, plan, price, b, key)
+	// From here on the reservation is released or completed even when the client has gone
+	// away: with the request's context, a disconnect would leave the key "in progress" until
+	// store.CheckoutReservationTimeout. detached keeps the request's values (scope, request id).
+	detached := context.WithoutCancel(ctx)
 	if err != nil {
 		// Free the key so that a retry calls Stripe again (with the same idempotency key).
-		if rerr := s.store.InTx(context.WithoutCancel(ctx), func(tx *store.Tx) error {
-			return tx.ReleaseCheckout(ctx, projectID, key)
+		if rerr := s.store.InTx(detached, func(tx *store.Tx) error {
+			return tx.ReleaseCheckout(detached, projectID, key)
 		}); rerr != nil {
 			return nil, errors.Join(err, rerr)
 		}
@@ -130,11 +134,11 @@ func (s *Server) CreateCheckout(ctx context.Context, req gen.CreateCheckoutReque
 	if err != nil {
 		return nil, err
 	}
-	err = s.store.InTx(context.WithoutCancel(ctx), func(tx *store.Tx) error {
-		if err := tx.CompleteCheckout(ctx, projectID, key, string(body)); err != nil {
+	err = s.store.InTx(detached, func(tx *store.Tx) error {
+		if err := tx.CompleteCheckout(detached, projectID, key, string(body)); err != nil {
 			return err
 		}
-		return s.auditBilling(ctx, tx, "billing.checkout", "checkout_session", out.Id,
+		return s.auditBilling(detached, tx, "billing.checkout", "checkout_session", out.Id,
 			map[string]any{"environmentId": env.ID, "subjectId": b.SubjectId, "planKey": plan.Key})
 	})
 	if err != nil {

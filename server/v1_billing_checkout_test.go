@@ -1,9 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -231,6 +234,116 @@ func TestCheckoutStaleReservation(t *testing.T) {
 		res := f.call(RoleOwner, "POST", f.prj+"/billing/checkout", req, "idempotency-key", key)
 		if res.Code != 201 || f.transport.calls.Load() != 1 {
 			t.Fatalf("after the timeout: %d %s, stripe calls %d", res.Code, res.Body, f.transport.calls.Load())
+		}
+	})
+}
+
+// disconnectingTransport plays a client that goes away in the middle of its checkout: armed
+// with the request's cancel function, it cancels the request's context on the Checkout Session
+// creation, before the call goes out (the Stripe call fails) or once Stripe's answer has been
+// read (the call succeeds and its result is still to be recorded).
+type disconnectingTransport struct {
+	next        http.RoundTripper
+	afterAnswer bool
+	mu          sync.Mutex
+	cancel      context.CancelFunc
+}
+
+func (d *disconnectingTransport) arm(cancel context.CancelFunc) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.cancel = cancel
+}
+
+func (d *disconnectingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	d.mu.Lock()
+	cancel := d.cancel
+	d.cancel = nil
+	d.mu.Unlock()
+	if cancel == nil || r.Method != http.MethodPost || r.URL.Path != "/v1/checkout/sessions" {
+		return d.next.RoundTrip(r)
+	}
+	if !d.afterAnswer {
+		cancel()
+		return d.next.RoundTrip(r)
+	}
+	res, err := d.next.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	cancel()
+	return res, nil
+}
+
+// TestCheckoutClientDisconnects: a client that disconnects during its checkout leaves no
+// reservation behind for store.CheckoutReservationTimeout. When the Stripe call failed, the key
+// is released and a retry calls Stripe again; when it succeeded, the session is recorded (and
+// audited) and a retry gets it without a second call.
+func TestCheckoutClientDisconnects(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
+		for _, afterAnswer := range []bool{false, true} {
+			name := "during the Stripe call"
+			if afterAnswer {
+				name = "after Stripe answered"
+			}
+			t.Run(name, func(t *testing.T) {
+				counting := &countingTransport{}
+				tr := &disconnectingTransport{next: counting, afterAnswer: afterAnswer}
+				cfg := testConfig()
+				cfg.StripeAPIBase = startStripeMock(t)
+				cfg.StripeHTTPClient = &http.Client{Transport: tr, Timeout: 20 * time.Second}
+				app := newTestApp(t, b.Open(t), cfg)
+				f := &billingFixture{app: app, ten: app.newTenancy(t), transport: counting}
+				f.env, f.prj = f.ten.project.Environments[0].ID, "/api/v1/projects/"+f.ten.project.ID
+				f.createPlan(t, `{"key":"pro","name":"Pro","amount":2900,"currency":"usd","interval":"month","stripePriceIds":{"`+f.env+`":"price_1Pro"}}`)
+				f.connect(t)
+				const key = "key-client-went-away-01"
+				body := `{"environmentId":"` + f.env + `","subjectId":"usr_1","planKey":"pro","successUrl":"` + testBaseURL + `/a","cancelUrl":"` + testBaseURL + `/b"}`
+
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				tr.arm(cancel)
+				r := f.ten.members[RoleOwner].as(request{method: "POST", path: f.prj + "/billing/checkout", body: body,
+					headers: map[string]string{"idempotency-key": key}})
+				req := httptest.NewRequestWithContext(ctx, r.method, r.path, strings.NewReader(r.body))
+				req.RemoteAddr = "192.0.2.10:51234"
+				req.Header.Set("Content-Type", "application/json")
+				for k, v := range r.headers {
+					req.Header.Set(k, v)
+				}
+				app.srv.Handler().ServeHTTP(httptest.NewRecorder(), req)
+				if ctx.Err() == nil {
+					t.Fatal("the request's context was never cancelled: the transport did not see the checkout")
+				}
+				calls := counting.calls.Load()
+				if calls == 0 {
+					t.Fatal("no Checkout Session creation reached the transport")
+				}
+
+				// The client retries with the same key at once, well within the takeover timeout.
+				res := f.call(RoleOwner, "POST", f.prj+"/billing/checkout", body, "idempotency-key", key)
+				if res.Code != http.StatusCreated {
+					t.Fatalf("retry: %d %s; the reservation was left behind", res.Code, res.Body)
+				}
+				retried := counting.calls.Load() - calls
+				switch {
+				case afterAnswer && retried != 0:
+					t.Errorf("retry called Stripe %d times; the first session was not recorded", retried)
+				case !afterAnswer && retried == 0:
+					t.Error("retry did not call Stripe again")
+				}
+				if afterAnswer {
+					if rows := auditActions(t, app, f.ten.project.ID, "billing.checkout"); rows != 1 {
+						t.Errorf("billing.checkout rows = %d, want 1", rows)
+					}
+				}
+			})
 		}
 	})
 }

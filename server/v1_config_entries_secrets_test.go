@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"os"
 	"strings"
@@ -212,30 +211,4 @@ func TestConfigOldKeys(t *testing.T) {
 		bare.app = newTestApp(t, st, cfg)
 		bare.call(RoleOwner, "GET", "/OLD", "").wantProblem(t, 500, kindInternal, titleInternal)
 	})
-}
-
-func TestLoadOldSecretKeys(t *testing.T) {
-	b64 := "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=" // "0123456789abcdef" × 2
-	hexKey := strings.Repeat("ab", 32)
-	env := func(v string) func(string) string {
-		return func(k string) string {
-			if k == "GATEHOUSE_SECRET_KEYS_OLD" {
-				return v
-			}
-			return ""
-		}
-	}
-	keys, err := LoadOldSecretKeys(env(" " + b64 + " ,, " + hexKey + ","))
-	if err != nil || len(keys) != 2 || string(keys[0]) != "0123456789abcdef0123456789abcdef" || keys[1][0] != 0xab {
-		t.Fatalf("LoadOldSecretKeys = %q, %v", keys, err)
-	}
-	if keys, err := LoadOldSecretKeys(env("")); err != nil || keys != nil {
-		t.Fatalf("unset: %q, %v", keys, err)
-	}
-	_, err = LoadOldSecretKeys(env(b64 + ",c2VjcmV0LXRvby1zaG9ydA=="))
-	var ce *ConfigError
-	if !errors.As(err, &ce) || ce.Var != "GATEHOUSE_SECRET_KEYS_OLD" || !strings.Contains(ce.Reason, "key 2") ||
-		strings.Contains(err.Error(), "c2VjcmV0") {
-		t.Fatalf("invalid key: %v", err)
-	}
 }
