@@ -192,21 +192,27 @@ func (s *Server) apiKeyAuthenticated(k store.APIKeyAuth, secret string, now time
 }
 
 // judgeAPIKey judges key k, read for a request presenting secret at now: the secret (an HMAC
-// compared in constant time), revocation, expiry, the account's and the project's states.
+// compared in constant time), then the store's rule for a usable key (store.APIKeyUsable:
+// revocation, the account's state, expiry, the project's and organization's states). It
+// returns the outcome to count.
 func (s *Server) judgeAPIKey(k store.APIKeyAuth, secret string, now time.Time) string {
-	switch {
-	case !hmac.Equal(oauth.HashAPIKeySecret(s.apiKeyPepper, secret), k.SecretHash):
+	if !hmac.Equal(oauth.HashAPIKeySecret(s.apiKeyPepper, secret), k.SecretHash) {
 		return apiKeyWrongSecret
-	case k.RevokedAt != nil:
-		return apiKeyRevoked
-	case k.DisabledAt != nil:
-		return apiKeyDisabled
-	case !k.Usable(now):
-		return apiKeyExpired
-	case k.ProjectArchived || k.OrganizationArchived:
-		return apiKeyArchived
 	}
-	return apiKeyOK
+	switch _, why := store.APIKeyUsable(k, now); why {
+	case store.APIKeyAccepted:
+		return apiKeyOK
+	case store.APIKeyRevoked:
+		return apiKeyRevoked
+	case store.APIKeyDisabled:
+		return apiKeyDisabled
+	case store.APIKeyExpired:
+		return apiKeyExpired
+	case store.APIKeyArchived:
+		return apiKeyArchived
+	default:
+		return string(why) // refused all the same, counted under the store's name for it
+	}
 }
 
 // keyTouchInterval is how stale an API key's lastUsedAt may get: it is written at most this
