@@ -14,8 +14,8 @@ import (
 )
 
 // API keys remembered between requests, for the routes whose writes confirm the key
-// themselves: usage ingest, the busiest API-key route (store.IngestUsage records an event
-// only if its key can still authenticate, in the transaction that records it). On those
+// themselves (x-api-key-lookup: cached in the spec): usage ingest, the busiest API-key route
+// (store.IngestUsage records an event only if its key can still authenticate, in the transaction that records it). On those
 // routes a key read once is then authenticated without a query: the presented secret against
 // the remembered hash (an HMAC, in constant time) and the expiry against the clock. What can
 // change about a key after it was read — revoked, expired, its account disabled, its project or
@@ -36,17 +36,6 @@ const (
 	apiKeyCacheSize = 10_000
 	apiKeyCacheTTL  = 5 * time.Minute
 )
-
-// Operation ids of the routes that confirm their API key when they write.
-const (
-	operationIngestUsageEvent      = "ingestUsageEvent"
-	operationIngestUsageEventBatch = "ingestUsageEventBatch"
-)
-
-// keyConfirmedByWrite reports whether operation id confirms its API key in its write.
-func keyConfirmedByWrite(id string) bool {
-	return id == operationIngestUsageEvent || id == operationIngestUsageEventBatch
-}
 
 // newAPIKeyCache makes the cache of keys by public id: golang-lru's thread-safe expirable LRU.
 func newAPIKeyCache() *expirable.LRU[string, store.APIKeyAuth] {

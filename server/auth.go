@@ -46,6 +46,10 @@ type ServiceAccountPrincipal struct {
 	// (apikey_cache.go) rather than read for this request: its state is confirmed by the
 	// write, or by the error handler before any other answer.
 	KeyCached bool
+	// prefetched is the decision read together with the key, when the operation allows it
+	// (x-api-key-lookup: with-decision); the handler's decide uses it if it answers the
+	// handler's question.
+	prefetched *prefetchedDecision
 }
 
 // ID is the user or service account id.
@@ -111,21 +115,12 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		var p *Principal
 		var err error
-		if key, ok := req.Header["X-Api-Key"]; ok && !authSurface {
+		header, hasKey := req.Header["X-Api-Key"]
+		key := strings.Join(header, "")
+		if hasKey && !authSurface {
 			// The key alone decides: the cookie is never read, even when the key is bad.
-			var d *prefetchedDecision
-			if body, ok := peekAuthorizeBody(req, m.id == operationAuthorize && s.store.CombinesKeyDecision()); ok {
-				p, d, err = s.apiKeyDecisionPrincipal(req.Context(), strings.Join(key, ""), body)
-			} else if keyConfirmedByWrite(m.id) {
-				p, err = s.cachedAPIKeyPrincipal(req.Context(), strings.Join(key, ""))
-			} else {
-				p, err = s.apiKeyPrincipal(req.Context(), strings.Join(key, ""))
-			}
-			if err != nil {
+			if p, err = s.apiKeyPrincipalFor(req, m.policy.apiKeyLookup, key); err != nil {
 				return err
-			}
-			if d != nil {
-				setContext(c, prefetchedDecisionKey{}, d)
 			}
 		} else if p, err = s.sessionPrincipal(req); err != nil {
 			return err
@@ -141,6 +136,24 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return next(c)
 	}
+}
+
+// apiKeyPrincipalFor authenticates key as the operation's x-api-key-lookup allows: read with
+// the operation's decision (when the store combines them and the body asks a question), from
+// the cache of keys read earlier, or read for this request.
+func (s *Server) apiKeyPrincipalFor(req *http.Request, lookup apiKeyLookup, key string) (*Principal, error) {
+	switch lookup {
+	case apiKeyWithDecision:
+		if !s.store.CombinesKeyDecision() {
+			break
+		}
+		if q, ok := peekAuthorizeBody(req); ok {
+			return s.apiKeyDecisionPrincipal(req.Context(), key, q)
+		}
+	case apiKeyCached:
+		return s.cachedAPIKeyPrincipal(req.Context(), key)
+	}
+	return s.apiKeyPrincipal(req.Context(), key)
 }
 
 // apiKeyPrincipal authenticates an X-API-Key: a malformed key is refused before any database
