@@ -44,7 +44,7 @@ type ServiceAccountPrincipal struct {
 	Scopes                                       []string
 	// KeyCached is set when the key was authenticated from the cache of keys read earlier
 	// (apikey_cache.go) rather than read for this request: its state is confirmed by the
-	// write, or by the error handler before any other answer.
+	// write, or read again by authentication before any other answer (nextWithCachedKey).
 	KeyCached bool
 	// prefetched is the decision read together with the key, when the operation allows it
 	// (x-api-key-lookup: with-decision); the handler's decide uses it if it answers the
@@ -133,6 +133,9 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 				return authError(http.StatusUnauthorized, kindUnauthorized, "UNAUTHORIZED", "Unauthorized")
 			}
 			return ErrUnauthenticated
+		}
+		if p != nil && p.ServiceAccount != nil && p.ServiceAccount.KeyCached {
+			return s.nextWithCachedKey(c, next, key)
 		}
 		return next(c)
 	}
