@@ -44,8 +44,12 @@ type ServiceAccountPrincipal struct {
 	Scopes                                       []string
 	// KeyCached is set when the key was authenticated from the cache of keys read earlier
 	// (apikey_cache.go) rather than read for this request: its state is confirmed by the
-	// write, or by the error handler before any other answer.
+	// write, or read again by authentication before any other answer (nextWithCachedKey).
 	KeyCached bool
+	// prefetched is the decision read together with the key, when the operation allows it
+	// (x-api-key-lookup: with-decision); the handler's decide uses it if it answers the
+	// handler's question.
+	prefetched *prefetchedDecision
 }
 
 // ID is the user or service account id.
@@ -111,21 +115,12 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		var p *Principal
 		var err error
-		if key, ok := req.Header["X-Api-Key"]; ok && !authSurface {
+		header, hasKey := req.Header["X-Api-Key"]
+		key := strings.Join(header, "")
+		if hasKey && !authSurface {
 			// The key alone decides: the cookie is never read, even when the key is bad.
-			var d *prefetchedDecision
-			if body, ok := peekAuthorizeBody(req, m.id == operationAuthorize && s.store.CombinesKeyDecision()); ok {
-				p, d, err = s.apiKeyDecisionPrincipal(req.Context(), strings.Join(key, ""), body)
-			} else if keyConfirmedByWrite(m.id) {
-				p, err = s.cachedAPIKeyPrincipal(req.Context(), strings.Join(key, ""))
-			} else {
-				p, err = s.apiKeyPrincipal(req.Context(), strings.Join(key, ""))
-			}
-			if err != nil {
+			if p, err = s.apiKeyPrincipalFor(req, m.policy.apiKeyLookup, key); err != nil {
 				return err
-			}
-			if d != nil {
-				setContext(c, prefetchedDecisionKey{}, d)
 			}
 		} else if p, err = s.sessionPrincipal(req); err != nil {
 			return err
@@ -139,8 +134,29 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			return ErrUnauthenticated
 		}
+		if p != nil && p.ServiceAccount != nil && p.ServiceAccount.KeyCached {
+			return s.nextWithCachedKey(c, next, key)
+		}
 		return next(c)
 	}
+}
+
+// apiKeyPrincipalFor authenticates key as the operation's x-api-key-lookup allows: read with
+// the operation's decision (when the store combines them and the body asks a question), from
+// the cache of keys read earlier, or read for this request.
+func (s *Server) apiKeyPrincipalFor(req *http.Request, lookup apiKeyLookup, key string) (*Principal, error) {
+	switch lookup {
+	case apiKeyWithDecision:
+		if !s.store.CombinesKeyDecision() {
+			break
+		}
+		if q, ok := peekAuthorizeBody(req); ok {
+			return s.apiKeyDecisionPrincipal(req.Context(), key, q)
+		}
+	case apiKeyCached:
+		return s.cachedAPIKeyPrincipal(req.Context(), key)
+	}
+	return s.apiKeyPrincipal(req.Context(), key)
 }
 
 // apiKeyPrincipal authenticates an X-API-Key: a malformed key is refused before any database
@@ -192,21 +208,27 @@ func (s *Server) apiKeyAuthenticated(k store.APIKeyAuth, secret string, now time
 }
 
 // judgeAPIKey judges key k, read for a request presenting secret at now: the secret (an HMAC
-// compared in constant time), revocation, expiry, the account's and the project's states.
+// compared in constant time), then the store's rule for a usable key (store.APIKeyUsable:
+// revocation, the account's state, expiry, the project's and organization's states). It
+// returns the outcome to count.
 func (s *Server) judgeAPIKey(k store.APIKeyAuth, secret string, now time.Time) string {
-	switch {
-	case !hmac.Equal(identity.HashAPIKeySecret(s.apiKeyPepper, secret), k.SecretHash):
+	if !hmac.Equal(identity.HashAPIKeySecret(s.apiKeyPepper, secret), k.SecretHash) {
 		return apiKeyWrongSecret
-	case k.RevokedAt != nil:
-		return apiKeyRevoked
-	case k.DisabledAt != nil:
-		return apiKeyDisabled
-	case !k.Usable(now):
-		return apiKeyExpired
-	case k.ProjectArchived || k.OrganizationArchived:
-		return apiKeyArchived
 	}
-	return apiKeyOK
+	switch _, why := store.APIKeyUsable(k, now); why {
+	case store.APIKeyAccepted:
+		return apiKeyOK
+	case store.APIKeyRevoked:
+		return apiKeyRevoked
+	case store.APIKeyDisabled:
+		return apiKeyDisabled
+	case store.APIKeyExpired:
+		return apiKeyExpired
+	case store.APIKeyArchived:
+		return apiKeyArchived
+	default:
+		return string(why) // refused all the same, counted under the store's name for it
+	}
 }
 
 // keyTouchInterval is how stale an API key's lastUsedAt may get: it is written at most this

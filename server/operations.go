@@ -47,8 +47,39 @@ func operationSurface(op *openapi3.Operation) (surface, error) {
 	return surfaceV1, nil
 }
 
+// apiKeyLookup is how authentication may read the API key of a request to an operation: the
+// operation's x-api-key-lookup, read from the spec at start-up. It changes what a request
+// costs, never its answer.
+type apiKeyLookup string
+
+const (
+	// apiKeyRead (no x-api-key-lookup): the key is read for every request.
+	apiKeyRead apiKeyLookup = ""
+	// apiKeyCached: the key may be authenticated from the keys read earlier (apikey_cache.go),
+	// because the operation confirms it in the transaction of its write; an error answer reads
+	// the key again first.
+	apiKeyCached apiKeyLookup = "cached"
+	// apiKeyWithDecision: the key may be read together with the operation's decision, in one
+	// query, where the store says that is cheaper (authorize_fast.go).
+	apiKeyWithDecision apiKeyLookup = "with-decision"
+)
+
+// operationAPIKeyLookup is an operation's x-api-key-lookup; an unknown value is an error.
+func operationAPIKeyLookup(op *openapi3.Operation) (apiKeyLookup, error) {
+	v, ok := op.Extensions["x-api-key-lookup"]
+	if !ok {
+		return apiKeyRead, nil
+	}
+	switch l, _ := v.(string); apiKeyLookup(l) {
+	case apiKeyCached, apiKeyWithDecision:
+		return apiKeyLookup(l), nil
+	}
+	return "", fmt.Errorf("server: %s: unknown x-api-key-lookup %v", op.OperationID, v)
+}
+
 // policy is how the pipeline treats an operation: its surface and what its x-permission,
-// x-user-only, x-archived-target, x-service-account-permission and x-scope-from-body say.
+// x-user-only, x-archived-target, x-service-account-permission, x-scope-from-body and
+// x-api-key-lookup say.
 type policy struct {
 	surface surface
 	// public: x-permission none — no credential is required.
@@ -66,6 +97,8 @@ type policy struct {
 	saPermissions []string
 	// scopeFromBody names the body member that holds the addressed project id.
 	scopeFromBody string
+	// apiKeyLookup is how authentication may read the request's API key.
+	apiKeyLookup apiKeyLookup
 }
 
 // readPolicy reads one operation's policy. An operation without a valid x-permission is an
@@ -105,6 +138,12 @@ func readPolicy(method, path string, op *openapi3.Operation) (policy, error) {
 	p.scopeFromBody, _ = op.Extensions["x-scope-from-body"].(string)
 	if sa, ok := op.Extensions["x-service-account-permission"].(string); ok {
 		p.saPermissions = []string{sa}
+	}
+	if p.apiKeyLookup, err = operationAPIKeyLookup(op); err != nil {
+		return p, err
+	}
+	if p.apiKeyLookup != apiKeyRead && (p.public || p.surface != surfaceV1) {
+		return p, fmt.Errorf("server: %s %s: x-api-key-lookup on an operation no API key authenticates", method, path)
 	}
 	return p, nil
 }

@@ -157,9 +157,6 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	if pr := PrincipalFrom(c.Request().Context()); pr != nil && pr.ServiceAccount != nil && pr.ServiceAccount.KeyCached {
-		err = s.confirmCachedKey(c.Request(), err)
-	}
 	p := s.toProblem(err, c)
 	surface := surfaceOf(c)
 	if surface == surfaceAuthJSON && p.Code == "" {

@@ -170,8 +170,8 @@ func (s *Server) DeleteRoleBinding(ctx context.Context, req gen.DeleteRoleBindin
 // Authorize decides whether a principal holds a permission in the project named by the body.
 // The authorization middleware has resolved that project (x-scope-from-body: unknown, archived
 // or foreign ones are 404 there) and checked the caller's project:read; the decision is one
-// read query, or none when it was read with the request's API key (authorize_fast.go). Its id
-// goes to the access log, never to the audit log.
+// read query, or none when it was read with the request's API key (decide, authorize_fast.go).
+// Its id goes to the access log, never to the audit log.
 func (s *Server) Authorize(ctx context.Context, req gen.AuthorizeRequestObject) (gen.AuthorizeResponseObject, error) {
 	body := req.Body
 	projectID := ScopeFrom(ctx).ProjectID
@@ -179,21 +179,15 @@ func (s *Server) Authorize(ctx context.Context, req gen.AuthorizeRequestObject) 
 		// Fail closed: never decide for a project the middleware did not authorize.
 		return nil, fmt.Errorf("server: authorize: project %q was not resolved by the authorization middleware", body.ProjectId)
 	}
-	var allowed bool
-	var roles []string
-	if d := prefetched(ctx, projectID, string(body.PrincipalType), body.PrincipalId, body.Permission); d != nil {
-		// Read with the request's API key (see authorize_fast.go).
-		allowed, roles = d.Allowed, d.Roles
-	} else {
-		var err error
-		if allowed, roles, err = s.store.Decide(ctx, projectID, string(body.PrincipalType), body.PrincipalId, body.Permission, s.store.Now()); err != nil {
-			return nil, err
-		}
+	d, err := s.decide(ctx, authorizeQuestion{ProjectID: projectID, PrincipalType: string(body.PrincipalType),
+		PrincipalID: body.PrincipalId, Permission: body.Permission})
+	if err != nil {
+		return nil, err
 	}
-	s.metrics.decision(allowed)
+	s.metrics.decision(d.Allowed)
 	id := store.NewID("dec")
 	requestMetaFrom(ctx).DecisionID = id
-	return gen.Authorize200JSONResponse{Data: gen.AuthorizationDecision{Allowed: allowed, Roles: roles, DecisionId: id}}, nil
+	return gen.Authorize200JSONResponse{Data: gen.AuthorizationDecision{Allowed: d.Allowed, Roles: d.Roles, DecisionId: id}}, nil
 }
 
 // roleError maps the store's refusals of a role mutation to problems.

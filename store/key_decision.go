@@ -49,7 +49,7 @@ type Decision struct {
 // key belongs to another project: the caller then resolves the request as
 // usual. Like APIKeyByPublicID it does not judge the key, and it returns
 // ErrNotFound when no key has that public id; the caller must check the key
-// (secret, Usable, archived flags, scopes) before it uses the decision.
+// (its secret, APIKeyUsable, its scopes) before it uses the decision.
 func (s *Store) APIKeyDecision(ctx context.Context, publicID, projectID, principalType, principalID, permission string, now time.Time) (key APIKeyAuth, decision *Decision, err error) {
 	const op = "api key decision"
 	stmt, err := s.readStatement(ctx, apiKeyDecisionQuery)

@@ -54,7 +54,7 @@ type APIKey struct {
 // APIKeyAuth is what authenticating an API key needs, read by
 // APIKeyByPublicID in one query: the key's stored secret hash and states, its
 // service account, and the tenancy above it. EnvironmentID is "" unless the
-// account is pinned to an environment.
+// account is pinned to an environment. APIKeyUsable judges it.
 type APIKeyAuth struct {
 	KeyID                string
 	PublicID             string
@@ -71,14 +71,6 @@ type APIKeyAuth struct {
 	DisabledAt           *time.Time
 	ProjectArchived      bool
 	OrganizationArchived bool
-}
-
-// Usable reports whether the key may authenticate at now as far as the key
-// and its account go: not revoked, not expired (a key is expired from its
-// ExpiresAt on) and the account not disabled. The archived flags of the
-// project and organization are left to the caller.
-func (a APIKeyAuth) Usable(now time.Time) bool {
-	return a.RevokedAt == nil && a.DisabledAt == nil && (a.ExpiresAt == nil || now.Before(*a.ExpiresAt))
 }
 
 // CreateServiceAccount inserts sa and, when firstKey is not nil, its first
@@ -253,26 +245,11 @@ const apiKeyByPublicIDQuery = `SELECT k.id AS key_id, k.public_id, k.secret_hash
 	JOIN organizations o ON o.id = p.organization_id
 	WHERE k.public_id = ?`
 
-// usableKeyJoin and usableKeyCondition select the API keys (k) that may still authenticate at
-// the time given as the condition's one placeholder: what Server.apiKeyAuthenticated requires
-// of a key besides its secret — not revoked, not expired (APIKeyAuth.Usable), its account
-// not disabled, its project and organization not archived. A deleted key, account, project
-// or organization is simply absent. Usage ingest confirms its events' keys with them
-// (IngestUsage); the two must change with apiKeyAuthenticated.
-const (
-	usableKeyJoin = `api_keys k
-		JOIN service_accounts a ON a.id = k.service_account_id
-		JOIN projects p ON p.id = a.project_id
-		JOIN organizations o ON o.id = p.organization_id`
-	usableKeyCondition = `k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > ?)
-		AND a.disabled_at IS NULL AND p.archived_at IS NULL AND o.archived_at IS NULL`
-)
-
 // APIKeyByPublicID returns what authenticating the key with the given public
 // id needs, with exactly one SQL query on the read path. It is on the path of
 // every API-key request. It does not judge the key: revoked, expired and
 // disabled keys, and keys of archived projects, are returned with their
-// states (see APIKeyAuth.Usable). It returns ErrNotFound when no key has that
+// states (see APIKeyUsable). It returns ErrNotFound when no key has that
 // public id.
 func (s *Store) APIKeyByPublicID(ctx context.Context, publicID string) (APIKeyAuth, error) {
 	const op = "api key by public id"

@@ -3847,7 +3847,8 @@ type ClientInterface interface {
 	// future holds a role whose permissions contain the exact permission or `*`; several roles
 	// give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 	// correlates the decision with the access log. Decisions are not audited. The project is
-	// named in the body (`x-scope-from-body`).
+	// named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
+	// may be read in one query (`x-api-key-lookup: with-decision`).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3860,7 +3861,8 @@ type ClientInterface interface {
 	// future holds a role whose permissions contain the exact permission or `*`; several roles
 	// give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 	// correlates the decision with the access log. Decisions are not audited. The project is
-	// named in the body (`x-scope-from-body`).
+	// named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
+	// may be read in one query (`x-api-key-lookup: with-decision`).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4603,6 +4605,9 @@ type ClientInterface interface {
 	// the past (backfill) but not more than 5 minutes in the future. `properties` is any JSON
 	// object up to 4 KiB encoded; it is stored and shown in the subject's recent events.
 	//
+	// An API key is confirmed in the transaction that records the event, so the server may
+	// authenticate it from the keys it read recently (`x-api-key-lookup: cached`).
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/projects/{projectId}/usage-events (the `IngestUsageEvent` operationId).
@@ -4621,6 +4626,9 @@ type ClientInterface interface {
 	// the past (backfill) but not more than 5 minutes in the future. `properties` is any JSON
 	// object up to 4 KiB encoded; it is stored and shown in the subject's recent events.
 	//
+	// An API key is confirmed in the transaction that records the event, so the server may
+	// authenticate it from the keys it read recently (`x-api-key-lookup: cached`).
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/projects/{projectId}/usage-events (the `IngestUsageEvent` operationId).
@@ -4635,7 +4643,8 @@ type ClientInterface interface {
 	// is 200 with one result per event, in request order: `accepted: true` for a new event,
 	// `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
 	// within the batch: its first occurrence is the one recorded). The 1 MiB request body
-	// limit applies too (413 beyond it).
+	// limit applies too (413 beyond it). An API key is confirmed as for a single event
+	// (`x-api-key-lookup: cached`).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -4651,7 +4660,8 @@ type ClientInterface interface {
 	// is 200 with one result per event, in request order: `accepted: true` for a new event,
 	// `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
 	// within the batch: its first occurrence is the one recorded). The 1 MiB request body
-	// limit applies too (413 beyond it).
+	// limit applies too (413 beyond it). An API key is confirmed as for a single event
+	// (`x-api-key-lookup: cached`).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -6436,7 +6446,8 @@ func (c *Client) UpdateUser(ctx context.Context, body UpdateUserJSONRequestBody,
 // future holds a role whose permissions contain the exact permission or `*`; several roles
 // give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 // correlates the decision with the access log. Decisions are not audited. The project is
-// named in the body (`x-scope-from-body`).
+// named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
+// may be read in one query (`x-api-key-lookup: with-decision`).
 //
 // Takes any type of body and a specified content type.
 //
@@ -6459,7 +6470,8 @@ func (c *Client) AuthorizeWithBody(ctx context.Context, contentType string, body
 // future holds a role whose permissions contain the exact permission or `*`; several roles
 // give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 // correlates the decision with the access log. Decisions are not audited. The project is
-// named in the body (`x-scope-from-body`).
+// named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
+// may be read in one query (`x-api-key-lookup: with-decision`).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7942,6 +7954,9 @@ func (c *Client) GetSubjectEntitlements(ctx context.Context, projectId ProjectId
 // the past (backfill) but not more than 5 minutes in the future. `properties` is any JSON
 // object up to 4 KiB encoded; it is stored and shown in the subject's recent events.
 //
+// An API key is confirmed in the transaction that records the event, so the server may
+// authenticate it from the keys it read recently (`x-api-key-lookup: cached`).
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/projects/{projectId}/usage-events (the `IngestUsageEvent` operationId).
@@ -7970,6 +7985,9 @@ func (c *Client) IngestUsageEventWithBody(ctx context.Context, projectId Project
 // the past (backfill) but not more than 5 minutes in the future. `properties` is any JSON
 // object up to 4 KiB encoded; it is stored and shown in the subject's recent events.
 //
+// An API key is confirmed in the transaction that records the event, so the server may
+// authenticate it from the keys it read recently (`x-api-key-lookup: cached`).
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/projects/{projectId}/usage-events (the `IngestUsageEvent` operationId).
@@ -7994,7 +8012,8 @@ func (c *Client) IngestUsageEvent(ctx context.Context, projectId ProjectId, body
 // is 200 with one result per event, in request order: `accepted: true` for a new event,
 // `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
 // within the batch: its first occurrence is the one recorded). The 1 MiB request body
-// limit applies too (413 beyond it).
+// limit applies too (413 beyond it). An API key is confirmed as for a single event
+// (`x-api-key-lookup: cached`).
 //
 // Takes any type of body and a specified content type.
 //
@@ -8020,7 +8039,8 @@ func (c *Client) IngestUsageEventBatchWithBody(ctx context.Context, projectId Pr
 // is 200 with one result per event, in request order: `accepted: true` for a new event,
 // `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
 // within the batch: its first occurrence is the one recorded). The 1 MiB request body
-// limit applies too (413 beyond it).
+// limit applies too (413 beyond it). An API key is confirmed as for a single event
+// (`x-api-key-lookup: cached`).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -14432,7 +14452,8 @@ type ClientWithResponsesInterface interface {
 	// future holds a role whose permissions contain the exact permission or `*`; several roles
 	// give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 	// correlates the decision with the access log. Decisions are not audited. The project is
-	// named in the body (`x-scope-from-body`).
+	// named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
+	// may be read in one query (`x-api-key-lookup: with-decision`).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14445,7 +14466,8 @@ type ClientWithResponsesInterface interface {
 	// future holds a role whose permissions contain the exact permission or `*`; several roles
 	// give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 	// correlates the decision with the access log. Decisions are not audited. The project is
-	// named in the body (`x-scope-from-body`).
+	// named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
+	// may be read in one query (`x-api-key-lookup: with-decision`).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -15270,6 +15292,9 @@ type ClientWithResponsesInterface interface {
 	// the past (backfill) but not more than 5 minutes in the future. `properties` is any JSON
 	// object up to 4 KiB encoded; it is stored and shown in the subject's recent events.
 	//
+	// An API key is confirmed in the transaction that records the event, so the server may
+	// authenticate it from the keys it read recently (`x-api-key-lookup: cached`).
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/projects/{projectId}/usage-events (the `IngestUsageEvent` operationId).
@@ -15288,6 +15313,9 @@ type ClientWithResponsesInterface interface {
 	// the past (backfill) but not more than 5 minutes in the future. `properties` is any JSON
 	// object up to 4 KiB encoded; it is stored and shown in the subject's recent events.
 	//
+	// An API key is confirmed in the transaction that records the event, so the server may
+	// authenticate it from the keys it read recently (`x-api-key-lookup: cached`).
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/projects/{projectId}/usage-events (the `IngestUsageEvent` operationId).
@@ -15302,7 +15330,8 @@ type ClientWithResponsesInterface interface {
 	// is 200 with one result per event, in request order: `accepted: true` for a new event,
 	// `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
 	// within the batch: its first occurrence is the one recorded). The 1 MiB request body
-	// limit applies too (413 beyond it).
+	// limit applies too (413 beyond it). An API key is confirmed as for a single event
+	// (`x-api-key-lookup: cached`).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -15318,7 +15347,8 @@ type ClientWithResponsesInterface interface {
 	// is 200 with one result per event, in request order: `accepted: true` for a new event,
 	// `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
 	// within the batch: its first occurrence is the one recorded). The 1 MiB request body
-	// limit applies too (413 beyond it).
+	// limit applies too (413 beyond it). An API key is confirmed as for a single event
+	// (`x-api-key-lookup: cached`).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -24372,7 +24402,8 @@ func (c *ClientWithResponses) UpdateUserWithResponse(ctx context.Context, body U
 // future holds a role whose permissions contain the exact permission or `*`; several roles
 // give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 // correlates the decision with the access log. Decisions are not audited. The project is
-// named in the body (`x-scope-from-body`).
+// named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
+// may be read in one query (`x-api-key-lookup: with-decision`).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -24391,7 +24422,8 @@ func (c *ClientWithResponses) AuthorizeWithBodyWithResponse(ctx context.Context,
 // future holds a role whose permissions contain the exact permission or `*`; several roles
 // give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 // correlates the decision with the access log. Decisions are not audited. The project is
-// named in the body (`x-scope-from-body`).
+// named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
+// may be read in one query (`x-api-key-lookup: with-decision`).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -25660,6 +25692,9 @@ func (c *ClientWithResponses) GetSubjectEntitlementsWithResponse(ctx context.Con
 // the past (backfill) but not more than 5 minutes in the future. `properties` is any JSON
 // object up to 4 KiB encoded; it is stored and shown in the subject's recent events.
 //
+// An API key is confirmed in the transaction that records the event, so the server may
+// authenticate it from the keys it read recently (`x-api-key-lookup: cached`).
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/projects/{projectId}/usage-events (the `IngestUsageEvent` operationId).
@@ -25684,6 +25719,9 @@ func (c *ClientWithResponses) IngestUsageEventWithBodyWithResponse(ctx context.C
 // the past (backfill) but not more than 5 minutes in the future. `properties` is any JSON
 // object up to 4 KiB encoded; it is stored and shown in the subject's recent events.
 //
+// An API key is confirmed in the transaction that records the event, so the server may
+// authenticate it from the keys it read recently (`x-api-key-lookup: cached`).
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/projects/{projectId}/usage-events (the `IngestUsageEvent` operationId).
@@ -25704,7 +25742,8 @@ func (c *ClientWithResponses) IngestUsageEventWithResponse(ctx context.Context, 
 // is 200 with one result per event, in request order: `accepted: true` for a new event,
 // `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
 // within the batch: its first occurrence is the one recorded). The 1 MiB request body
-// limit applies too (413 beyond it).
+// limit applies too (413 beyond it). An API key is confirmed as for a single event
+// (`x-api-key-lookup: cached`).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -25726,7 +25765,8 @@ func (c *ClientWithResponses) IngestUsageEventBatchWithBodyWithResponse(ctx cont
 // is 200 with one result per event, in request order: `accepted: true` for a new event,
 // `duplicate: true` with the original `id` for a replay (also for an `eventId` repeated
 // within the batch: its first occurrence is the one recorded). The 1 MiB request body
-// limit applies too (413 beyond it).
+// limit applies too (413 beyond it). An API key is confirmed as for a single event
+// (`x-api-key-lookup: cached`).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -23,7 +23,8 @@ func runServiceAccounts(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("RevokeAPIKey", func(t *testing.T) { testRevokeAPIKey(t, open) })
 	t.Run("APIKeyByPublicID", func(t *testing.T) { testAPIKeyByPublicID(t, open) })
 	t.Run("TouchAPIKey", func(t *testing.T) { testTouchAPIKey(t, open) })
-	t.Run("APIKeyAuthUsable", testAPIKeyAuthUsable)
+	t.Run("APIKeyUsable", testAPIKeyUsable)
+	t.Run("APIKeyRule", func(t *testing.T) { testAPIKeyRule(t, open) })
 }
 
 // saFixture is an organization with two projects.
@@ -482,28 +483,5 @@ func testTouchAPIKey(t *testing.T, open func(t *testing.T) *store.Store) {
 	}
 	if err := f.s.TouchAPIKey(ctx, "key_missing", at); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("TouchAPIKey(missing) = %v, want ErrNotFound", err)
-	}
-}
-
-func testAPIKeyAuthUsable(t *testing.T) {
-	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	past, future := now.Add(-time.Second), now.Add(time.Second)
-	cases := []struct {
-		name string
-		auth store.APIKeyAuth
-		want bool
-	}{
-		{"fresh", store.APIKeyAuth{}, true},
-		{"expires later", store.APIKeyAuth{ExpiresAt: &future}, true},
-		{"expires now", store.APIKeyAuth{ExpiresAt: &now}, false},
-		{"expired", store.APIKeyAuth{ExpiresAt: &past}, false},
-		{"revoked", store.APIKeyAuth{RevokedAt: &past}, false},
-		{"disabled", store.APIKeyAuth{DisabledAt: &past}, false},
-		{"archived project is the caller's call", store.APIKeyAuth{ProjectArchived: true}, true},
-	}
-	for _, c := range cases {
-		if got := c.auth.Usable(now); got != c.want {
-			t.Errorf("%s: Usable = %v, want %v", c.name, got, c.want)
-		}
 	}
 }
