@@ -219,17 +219,7 @@ func (f *billingFixture) entitlementsOf(t *testing.T, subject string) string {
 // grantID returns the id of subject's only grant in projectID.
 func grantID(t *testing.T, app *testApp, projectID, subject string) string {
 	t.Helper()
-	ents, err := app.store.SubjectEntitlements(context.Background(), projectID, subject, "", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if e.SourceType == store.SourceGrant {
-			return e.SourceID
-		}
-	}
-	t.Fatalf("no grant for %s", subject)
-	return ""
+	return app.GrantID(t, projectID, subject)
 }
 
 // addBillingFixtures gives the tenancy a plan "fixture-pro" priced in its first environment and

@@ -106,7 +106,7 @@ func reportOAuthLoad(b *testing.B, name, unit string, res loadResult) {
 	b.ReportMetric(res.RPS, unit+"/s")
 	b.ReportMetric(float64(res.P50.Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(res.P99.Microseconds())/1000, "p99-ms")
-	b.ReportMetric(float64(res.cpuPerRequest().Microseconds()), "cpu-µs/"+unit)
+	b.ReportMetric(float64(res.CPUPerRequest().Microseconds()), "cpu-µs/"+unit)
 }
 
 func BenchmarkOAuthTokenLoad(b *testing.B) {
