@@ -216,12 +216,6 @@ func (f *billingFixture) entitlementsOf(t *testing.T, subject string) string {
 	return strings.TrimSpace(res.Body.String())
 }
 
-// grantID returns the id of subject's only grant in projectID.
-func grantID(t *testing.T, app *testApp, projectID, subject string) string {
-	t.Helper()
-	return app.GrantID(t, projectID, subject)
-}
-
 // addBillingFixtures gives the tenancy a plan "fixture-pro" priced in its first environment and
 // connects that environment to Stripe with the test secrets, through the store (no audit rows),
 // so that the operation matrix can run checkouts and plan operations.
