@@ -11,6 +11,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/identity/socialtest"
+	"github.com/gatehouse-dev/gatehouse/server/apptest"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
@@ -66,21 +67,21 @@ func newSocialEnv(t *testing.T, st *store.Store, fake *socialtest.Fake, provider
 }
 
 // start posts sign-in/social as JSON from the base origin and returns the answer.
-func (e *socialEnv) start(t *testing.T, br *browser, body string) (page, map[string]any) {
+func (e *socialEnv) start(t *testing.T, br *apptest.Browser, body string) (apptest.Page, map[string]any) {
 	t.Helper()
 	req, _ := http.NewRequest("POST", e.url+"/api/auth/sign-in/social", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Origin", e.url)
-	res := br.do(req)
+	res := br.Do(req)
 	var out map[string]any
-	_ = json.Unmarshal([]byte(res.body), &out)
+	_ = json.Unmarshal([]byte(res.Body), &out)
 	return res, out
 }
 
 // flowCookie returns the browser's social flow cookie ("" when none).
-func (e *socialEnv) flowCookie(br *browser) *http.Cookie {
+func (e *socialEnv) flowCookie(br *apptest.Browser) *http.Cookie {
 	u, _ := url.Parse(e.url)
-	for _, c := range br.c.Jar.Cookies(u) {
+	for _, c := range br.Client.Jar.Cookies(u) {
 		if c.Name == "gatehouse.social_flow" {
 			return c
 		}
@@ -90,56 +91,56 @@ func (e *socialEnv) flowCookie(br *browser) *http.Cookie {
 
 // signInWith runs a whole social sign-in in br: start, the provider's authorize redirect, and
 // the callback. It returns the callback's answer and the callback URL it followed.
-func (e *socialEnv) signInWith(t *testing.T, br *browser, body string) (page, string) {
+func (e *socialEnv) signInWith(t *testing.T, br *apptest.Browser, body string) (apptest.Page, string) {
 	t.Helper()
 	res, out := e.start(t, br, body)
-	if res.status != http.StatusOK || out["redirect"] != true {
-		t.Fatalf("sign-in/social: %d %s", res.status, res.body)
+	if res.Status != http.StatusOK || out["redirect"] != true {
+		t.Fatalf("sign-in/social: %d %s", res.Status, res.Body)
 	}
-	res = br.get(out["url"].(string))
-	if res.status != http.StatusFound || !strings.HasPrefix(res.header.Get("Location"), e.url+"/api/auth/callback/") {
-		t.Fatalf("provider authorize: %d %v %s", res.status, res.header, res.body)
+	res = br.Get(out["url"].(string))
+	if res.Status != http.StatusFound || !strings.HasPrefix(res.Header.Get("Location"), e.url+"/api/auth/callback/") {
+		t.Fatalf("provider authorize: %d %v %s", res.Status, res.Header, res.Body)
 	}
-	callback := res.header.Get("Location")
-	return br.get(callback), callback
+	callback := res.Header.Get("Location")
+	return br.Get(callback), callback
 }
 
 // session returns the browser's get-session user, nil when signed out.
-func (e *socialEnv) session(t *testing.T, br *browser) map[string]any {
+func (e *socialEnv) session(t *testing.T, br *apptest.Browser) map[string]any {
 	t.Helper()
-	res := br.get("/api/auth/get-session")
+	res := br.Get("/api/auth/get-session")
 	var out struct {
 		User map[string]any `json:"user"`
 	}
-	if err := json.Unmarshal([]byte(res.body), &out); err != nil {
-		t.Fatalf("get-session: %d %s", res.status, res.body)
+	if err := json.Unmarshal([]byte(res.Body), &out); err != nil {
+		t.Fatalf("get-session: %d %s", res.Status, res.Body)
 	}
 	return out.User
 }
 
 // accounts returns the browser's list-accounts as provider → accountId.
-func (e *socialEnv) accounts(t *testing.T, br *browser) (map[string]string, string) {
+func (e *socialEnv) accounts(t *testing.T, br *apptest.Browser) (map[string]string, string) {
 	t.Helper()
-	res := br.get("/api/auth/list-accounts")
+	res := br.Get("/api/auth/list-accounts")
 	var list []struct {
 		ProviderID string   `json:"providerId"`
 		AccountID  string   `json:"accountId"`
 		Scopes     []string `json:"scopes"`
 	}
-	if err := json.Unmarshal([]byte(res.body), &list); err != nil || res.status != http.StatusOK {
-		t.Fatalf("list-accounts: %d %s", res.status, res.body)
+	if err := json.Unmarshal([]byte(res.Body), &list); err != nil || res.Status != http.StatusOK {
+		t.Fatalf("list-accounts: %d %s", res.Status, res.Body)
 	}
 	out := map[string]string{}
 	for _, a := range list {
 		out[a.ProviderID] = a.AccountID
 	}
-	return out, res.body
+	return out, res.Body
 }
 
-func wantRedirect(t *testing.T, name string, res page, want string) {
+func wantRedirect(t *testing.T, name string, res apptest.Page, want string) {
 	t.Helper()
-	if res.status != http.StatusFound || res.header.Get("Location") != want {
-		t.Errorf("%s: %d Location %q; want 302 to %q (%s)", name, res.status, res.header.Get("Location"), want, res.body)
+	if res.Status != http.StatusFound || res.Header.Get("Location") != want {
+		t.Errorf("%s: %d Location %q; want 302 to %q (%s)", name, res.Status, res.Header.Get("Location"), want, res.Body)
 	}
 }
 
@@ -155,28 +156,28 @@ func TestSocialSignIn(t *testing.T) {
 
 		// The providers are advertised, and the start answer is GitHub's authorize URL with
 		// state and an S256 challenge.
-		res := newBrowser(t, env.url).get("/api/auth/providers")
-		if res.status != 200 || strings.TrimSpace(res.body) != `{"providers":[{"id":"github","name":"GitHub"},{"id":"google","name":"Google"}]}` {
-			t.Errorf("providers: %d %s", res.status, res.body)
+		res := apptest.NewBrowser(t, env.url).Get("/api/auth/providers")
+		if res.Status != 200 || strings.TrimSpace(res.Body) != `{"providers":[{"id":"github","name":"GitHub"},{"id":"google","name":"Google"}]}` {
+			t.Errorf("providers: %d %s", res.Status, res.Body)
 		}
 
 		// 1. A new user through GitHub, with a verified primary email.
 		fake.SetUser(identity.GitHub, socialtest.User{ID: "1001", Login: "grace", Name: "Grace Hopper",
 			Email: "Grace@Example.com", EmailVerified: true})
-		br := newBrowser(t, env.url)
+		br := apptest.NewBrowser(t, env.url)
 		start, out := env.start(t, br, `{"provider":"github","callbackURL":"/dashboard","newUserCallbackURL":"/welcome"}`)
 		authURL, _ := url.Parse(out["url"].(string))
-		if q := authURL.Query(); start.status != 200 || !strings.HasPrefix(out["url"].(string), fake.URL+"/github/authorize?") ||
+		if q := authURL.Query(); start.Status != 200 || !strings.HasPrefix(out["url"].(string), fake.URL+"/github/authorize?") ||
 			q.Get("code_challenge_method") != "S256" || len(q.Get("code_challenge")) != 43 || len(q.Get("state")) != 43 ||
 			q.Get("redirect_uri") != env.url+"/api/auth/callback/github" || q.Get("scope") != "read:user user:email" {
-			t.Errorf("start: %d %s", start.status, start.body)
+			t.Errorf("start: %d %s", start.Status, start.Body)
 		}
-		if c := env.flowCookie(br); c == nil || !strings.Contains(start.header.Get("Set-Cookie"), "HttpOnly") ||
-			!strings.Contains(start.header.Get("Set-Cookie"), "SameSite=Lax") || !strings.Contains(start.header.Get("Set-Cookie"), "Max-Age=600") {
-			t.Errorf("flow cookie: %q", start.header.Get("Set-Cookie"))
+		if c := env.flowCookie(br); c == nil || !strings.Contains(start.Header.Get("Set-Cookie"), "HttpOnly") ||
+			!strings.Contains(start.Header.Get("Set-Cookie"), "SameSite=Lax") || !strings.Contains(start.Header.Get("Set-Cookie"), "Max-Age=600") {
+			t.Errorf("flow cookie: %q", start.Header.Get("Set-Cookie"))
 		}
-		res = br.get(out["url"].(string))
-		res = br.get(res.header.Get("Location"))
+		res = br.Get(out["url"].(string))
+		res = br.Get(res.Header.Get("Location"))
 		wantRedirect(t, "new GitHub user", res, "/welcome")
 		user := env.session(t, br)
 		if user == nil || user["email"] != "grace@example.com" || user["emailVerified"] != true || user["name"] != "Grace Hopper" {
@@ -191,7 +192,7 @@ func TestSocialSignIn(t *testing.T) {
 		}
 
 		// 2. The same GitHub account again signs in the same user, to callbackURL.
-		br2 := newBrowser(t, env.url)
+		br2 := apptest.NewBrowser(t, env.url)
 		res, _ = env.signInWith(t, br2, `{"provider":"github","callbackURL":"/dashboard","newUserCallbackURL":"/welcome"}`)
 		wantRedirect(t, "returning GitHub user", res, "/dashboard")
 		if again := env.session(t, br2); again == nil || again["id"] != user["id"] {
@@ -201,7 +202,7 @@ func TestSocialSignIn(t *testing.T) {
 		// 3. Google with a verified email links to the existing password user.
 		ada := env.app.newFixtureUser(t, "Ada Lovelace", "ada-social@example.com")
 		fake.SetUser(identity.Google, socialtest.User{ID: "google-sub-ada", Name: "Ada L.", Email: "ada-social@example.com", EmailVerified: true})
-		br3 := newBrowser(t, env.url)
+		br3 := apptest.NewBrowser(t, env.url)
 		res, _ = env.signInWith(t, br3, `{"provider":"google","callbackURL":"https://app.example.com/home"}`)
 		wantRedirect(t, "Google linking by verified email", res, "https://app.example.com/home")
 		if got := env.session(t, br3); got == nil || got["id"] != ada.ID {
@@ -214,7 +215,7 @@ func TestSocialSignIn(t *testing.T) {
 		// 4. An unverified email that belongs to a user is refused: no session, no link.
 		bob := env.app.newFixtureUser(t, "Bob", "bob-social@example.com")
 		fake.SetUser(identity.GitHub, socialtest.User{ID: "2002", Login: "mallory", Email: "bob-social@example.com", EmailVerified: false})
-		br4 := newBrowser(t, env.url)
+		br4 := apptest.NewBrowser(t, env.url)
 		res, _ = env.signInWith(t, br4, `{"provider":"github","callbackURL":"/dashboard","errorCallbackURL":"/sign-in"}`)
 		wantRedirect(t, "unverified email of an existing user", res, "/sign-in?error=email_not_verified")
 		if got := env.session(t, br4); got != nil {
@@ -226,14 +227,14 @@ func TestSocialSignIn(t *testing.T) {
 		// A GitHub account whose only verified address is not primary links through it.
 		fake.SetUser(identity.GitHub, socialtest.User{ID: "2003", Login: "bob", Email: "bob-old@example.com", EmailVerified: false,
 			ExtraEmails: []socialtest.Email{{Email: "bob-social@example.com", Verified: true}}})
-		res, _ = env.signInWith(t, newBrowser(t, env.url), `{"provider":"github","callbackURL":"/dashboard"}`)
+		res, _ = env.signInWith(t, apptest.NewBrowser(t, env.url), `{"provider":"github","callbackURL":"/dashboard"}`)
 		wantRedirect(t, "verified secondary email", res, "/dashboard")
 		if linked, _ := st.LinkedAccounts(ctx, bob.ID); len(linked) != 2 {
 			t.Errorf("bob's accounts after linking through a verified secondary address: %v", linked)
 		}
 		// An unverified email nobody has creates a user, whose email stays unverified.
 		fake.SetUser(identity.GitHub, socialtest.User{ID: "2004", Login: "newbie", Email: "newbie@example.com", EmailVerified: false})
-		br5 := newBrowser(t, env.url)
+		br5 := apptest.NewBrowser(t, env.url)
 		res, _ = env.signInWith(t, br5, `{"provider":"github","callbackURL":"/dashboard"}`)
 		wantRedirect(t, "unverified email, new user", res, "/dashboard")
 		if got := env.session(t, br5); got == nil || got["email"] != "newbie@example.com" || got["emailVerified"] != false || got["name"] != "newbie" {
@@ -242,46 +243,46 @@ func TestSocialSignIn(t *testing.T) {
 
 		// 5. A state mismatch is refused, and spends nothing.
 		fake.SetUser(identity.GitHub, socialtest.User{ID: "1001", Login: "grace", Email: "grace@example.com", EmailVerified: true})
-		br6 := newBrowser(t, env.url)
+		br6 := apptest.NewBrowser(t, env.url)
 		_, out = env.start(t, br6, `{"provider":"github","callbackURL":"/dashboard"}`)
-		res = br6.get(out["url"].(string))
-		cb, _ := url.Parse(res.header.Get("Location"))
+		res = br6.Get(out["url"].(string))
+		cb, _ := url.Parse(res.Header.Get("Location"))
 		q := cb.Query()
 		q.Set("state", "forged-state-forged-state-forged-state-forg")
 		cb.RawQuery = q.Encode()
 		exchanges := fake.Exchanges
-		res = br6.get(cb.String())
+		res = br6.Get(cb.String())
 		wantRedirect(t, "state mismatch", res, "/dashboard?error=state_mismatch")
 		if got := env.session(t, br6); got != nil || fake.Exchanges != exchanges {
 			t.Errorf("state mismatch: session %v, exchanges %d → %d", got, exchanges, fake.Exchanges)
 		}
 
 		// 6. A replayed callback is refused even with the flow cookie.
-		br7 := newBrowser(t, env.url)
+		br7 := apptest.NewBrowser(t, env.url)
 		_, out = env.start(t, br7, `{"provider":"github","callbackURL":"/dashboard"}`)
 		flow := env.flowCookie(br7)
-		res = br7.get(out["url"].(string))
-		callback := res.header.Get("Location")
-		wantRedirect(t, "first callback", br7.get(callback), "/dashboard")
-		replay := newBrowser(t, env.url)
+		res = br7.Get(out["url"].(string))
+		callback := res.Header.Get("Location")
+		wantRedirect(t, "first callback", br7.Get(callback), "/dashboard")
+		replay := apptest.NewBrowser(t, env.url)
 		req, _ := http.NewRequest("GET", callback, nil)
 		req.AddCookie(&http.Cookie{Name: flow.Name, Value: flow.Value})
-		res = replay.do(req)
+		res = replay.Do(req)
 		wantRedirect(t, "replayed callback", res, "/dashboard?error=invalid_state")
-		if strings.Contains(res.header.Get("Set-Cookie"), env.app.srv.sessionCookieName+"=") &&
-			!strings.Contains(res.header.Get("Set-Cookie"), "Max-Age=0") {
-			t.Errorf("replayed callback set a session: %v", res.header["Set-Cookie"])
+		if strings.Contains(res.Header.Get("Set-Cookie"), env.app.srv.sessionCookieName+"=") &&
+			!strings.Contains(res.Header.Get("Set-Cookie"), "Max-Age=0") {
+			t.Errorf("replayed callback set a session: %v", res.Header["Set-Cookie"])
 		}
 
 		// 7. Without the flow cookie (another browser): 400 INVALID_STATE.
-		res = newBrowser(t, env.url).get(callback)
-		if res.status != http.StatusBadRequest || !strings.Contains(res.body, `"code":"INVALID_STATE"`) {
-			t.Errorf("callback without the flow cookie: %d %s", res.status, res.body)
+		res = apptest.NewBrowser(t, env.url).Get(callback)
+		if res.Status != http.StatusBadRequest || !strings.Contains(res.Body, `"code":"INVALID_STATE"`) {
+			t.Errorf("callback without the flow cookie: %d %s", res.Status, res.Body)
 		}
 
 		// 8. Google's ID token signed by a key it does not publish.
 		fake.BadIDTokenKey = true
-		res, _ = env.signInWith(t, newBrowser(t, env.url), `{"provider":"google","callbackURL":"/dashboard"}`)
+		res, _ = env.signInWith(t, apptest.NewBrowser(t, env.url), `{"provider":"google","callbackURL":"/dashboard"}`)
 		wantRedirect(t, "bad ID token signature", res, "/dashboard?error=provider_error")
 		fake.BadIDTokenKey = false
 
@@ -295,13 +296,13 @@ func TestSocialSignIn(t *testing.T) {
 			{"untrusted errorCallbackURL", `{"provider":"github","errorCallbackURL":"//evil.example.com/"}`, 403, "INVALID_CALLBACK_URL"},
 			{"unknown provider", `{"provider":"gitlab"}`, 400, "VALIDATION_ERROR"},
 		} {
-			res, _ := env.start(t, newBrowser(t, env.url), c.body)
-			if res.status != c.status || !strings.Contains(res.body, `"code":"`+c.code+`"`) {
-				t.Errorf("%s: %d %s", c.name, res.status, res.body)
+			res, _ := env.start(t, apptest.NewBrowser(t, env.url), c.body)
+			if res.Status != c.status || !strings.Contains(res.Body, `"code":"`+c.code+`"`) {
+				t.Errorf("%s: %d %s", c.name, res.Status, res.Body)
 			}
 		}
-		if res := newBrowser(t, env.url).get("/api/auth/list-accounts"); res.status != http.StatusUnauthorized {
-			t.Errorf("list-accounts without a session: %d %s", res.status, res.body)
+		if res := apptest.NewBrowser(t, env.url).Get("/api/auth/list-accounts"); res.Status != http.StatusUnauthorized {
+			t.Errorf("list-accounts without a session: %d %s", res.Status, res.Body)
 		}
 	})
 }
@@ -314,74 +315,72 @@ func TestSocialButtonsFollowConfiguration(t *testing.T) {
 		st, _ := saOpen(t, b)
 		fake := newFake(t)
 		env := newSocialEnv(t, st, fake, identity.GitHub, identity.Google)
-		pe := &providerEnv{app: env.app, url: env.url}
 		ten := env.app.newTenancy(t)
-		pe.owner = ten.members[RoleOwner]
-		pe.project = saProject(t, env.app, ten, "social-buttons")
-		client, _ := pe.create(t, webClientBody)
+		project := saProject(t, env.app, ten, "social-buttons")
+		client, _ := env.app.CreateOIDCClient(t, apptest.User(ten.members[RoleOwner]), project.ID, webClientBody, env.url)
 		challenge := "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
 
-		signInPage := func(e *socialEnv) page {
+		signInPage := func(e *socialEnv) apptest.Page {
 			t.Helper()
-			res := newBrowser(t, e.url).get(authorizeURL(e.url, client.ID, "https://shop.example.com/cb", challenge))
-			res.wantPage(t, "sign-in page", http.StatusOK, `action="/api/auth/sign-in/email"`)
+			res := apptest.NewBrowser(t, e.url).Get(apptest.AuthorizeURL(e.url, client.ID, "https://shop.example.com/cb", challenge))
+			res.WantPage(t, "sign-in page", http.StatusOK, `action="/api/auth/sign-in/email"`)
 			return res
 		}
 		res := signInPage(env)
 		for _, want := range []string{`name="provider" value="github"`, `>Continue with GitHub</button>`,
 			`name="provider" value="google"`, `>Continue with Google</button>`} {
-			if !strings.Contains(res.body, want) {
+			if !strings.Contains(res.Body, want) {
 				t.Errorf("sign-in page lacks %q", want)
 			}
 		}
 		// The button's form post goes straight to the provider, the flow cookie set.
 		fake.SetUser(identity.GitHub, socialtest.User{ID: "3003", Login: "lin", Email: "lin@example.com", EmailVerified: true})
-		br := newBrowser(t, env.url)
-		callback := res.hidden(t, "callbackURL")
-		start := br.post("/api/auth/sign-in/social", url.Values{"provider": {"github"}, "callbackURL": {callback},
-			"errorCallbackURL": {res.hidden(t, "errorCallbackURL")}}, env.url)
-		if start.status != http.StatusSeeOther || !strings.HasPrefix(start.header.Get("Location"), fake.URL+"/github/authorize?") ||
+		br := apptest.NewBrowser(t, env.url)
+		callback := res.Hidden(t, "callbackURL")
+		start := br.Post("/api/auth/sign-in/social", url.Values{"provider": {"github"}, "callbackURL": {callback},
+			"errorCallbackURL": {res.Hidden(t, "errorCallbackURL")}}, env.url)
+		if start.Status != http.StatusSeeOther || !strings.HasPrefix(start.Header.Get("Location"), fake.URL+"/github/authorize?") ||
 			env.flowCookie(br) == nil {
-			t.Fatalf("button post: %d %v %s", start.status, start.header, start.body)
+			t.Fatalf("button post: %d %v %s", start.Status, start.Header, start.Body)
 		}
 		// Through the provider, back signed in, on to the authorization request: a code.
-		res = br.get(start.header.Get("Location"))
-		githubCallback := res.header.Get("Location")
-		res = br.get(githubCallback)
+		res = br.Get(start.Header.Get("Location"))
+		githubCallback := res.Header.Get("Location")
+		res = br.Get(githubCallback)
 		wantRedirect(t, "social sign-in from the page", res, callback)
-		res = br.get(res.header.Get("Location"))
-		if q := res.redirectParams(t, "authorization after social sign-in", "https://shop.example.com/cb?"); q.Get("code") == "" {
+		res = br.Get(res.Header.Get("Location"))
+		if q := res.RedirectParams(t, "authorization after social sign-in", "https://shop.example.com/cb?"); q.Get("code") == "" {
 			t.Errorf("authorization after social sign-in: %v", q)
 		}
 
 		// Restarted without GitHub's variables.
 		googleOnly := newSocialEnv(t, st, fake, identity.Google)
 		res = signInPage(googleOnly)
-		if strings.Contains(res.body, `value="github"`) || !strings.Contains(res.body, `value="google"`) {
-			t.Errorf("sign-in page without GitHub:\n%s", res.body)
+		if strings.Contains(res.Body, `value="github"`) || !strings.Contains(res.Body, `value="google"`) {
+			t.Errorf("sign-in page without GitHub:\n%s", res.Body)
 		}
-		if res := newBrowser(t, googleOnly.url).get("/api/auth/providers"); strings.TrimSpace(res.body) != `{"providers":[{"id":"google","name":"Google"}]}` {
-			t.Errorf("providers without GitHub: %s", res.body)
+		if res := apptest.NewBrowser(t, googleOnly.url).Get("/api/auth/providers"); strings.TrimSpace(res.Body) != `{"providers":[{"id":"google","name":"Google"}]}` {
+			t.Errorf("providers without GitHub: %s", res.Body)
 		}
 		cb, _ := url.Parse(githubCallback)
-		res = newBrowser(t, googleOnly.url).get(googleOnly.url + cb.RequestURI())
-		if res.status != http.StatusNotFound || !strings.Contains(res.body, `"code":"PROVIDER_NOT_FOUND"`) {
-			t.Errorf("GitHub callback without GitHub: %d %s", res.status, res.body)
+		res = apptest.NewBrowser(t, googleOnly.url).Get(googleOnly.url + cb.RequestURI())
+		if res.Status != http.StatusNotFound || !strings.Contains(res.Body, `"code":"PROVIDER_NOT_FOUND"`) {
+			t.Errorf("GitHub callback without GitHub: %d %s", res.Status, res.Body)
 		}
-		if res, _ := googleOnly.start(t, newBrowser(t, googleOnly.url), `{"provider":"github"}`); res.status != http.StatusNotFound {
-			t.Errorf("GitHub start without GitHub: %d %s", res.status, res.body)
+		if res, _ := googleOnly.start(t, apptest.NewBrowser(t, googleOnly.url), `{"provider":"github"}`); res.Status != http.StatusNotFound {
+			t.Errorf("GitHub start without GitHub: %d %s", res.Status, res.Body)
 		}
 
 		// Restarted with none: no buttons at all.
 		none := newSocialEnv(t, st, fake)
-		if res := signInPage(none); strings.Contains(res.body, "sign-in/social") || strings.Contains(res.body, "Continue with") {
-			t.Errorf("sign-in page without providers shows buttons:\n%s", res.body)
+		if res := signInPage(none); strings.Contains(res.Body, "sign-in/social") || strings.Contains(res.Body, "Continue with") {
+			t.Errorf("sign-in page without providers shows buttons:\n%s", res.Body)
 		}
-		if res := newBrowser(t, none.url).get("/api/auth/providers"); strings.TrimSpace(res.body) != `{"providers":[]}` {
-			t.Errorf("providers without any: %s", res.body)
+		if res := apptest.NewBrowser(t, none.url).Get("/api/auth/providers"); strings.TrimSpace(res.Body) != `{"providers":[]}` {
+			t.Errorf("providers without any: %s", res.Body)
 		}
-		if res := newBrowser(t, none.url).get(none.url + "/api/auth/callback/google?code=x&state=y"); res.status != http.StatusNotFound {
-			t.Errorf("Google callback without Google: %d %s", res.status, res.body)
+		if res := apptest.NewBrowser(t, none.url).Get(none.url + "/api/auth/callback/google?code=x&state=y"); res.Status != http.StatusNotFound {
+			t.Errorf("Google callback without Google: %d %s", res.Status, res.Body)
 		}
 	})
 }

@@ -216,22 +216,6 @@ func (f *billingFixture) entitlementsOf(t *testing.T, subject string) string {
 	return strings.TrimSpace(res.Body.String())
 }
 
-// grantID returns the id of subject's only grant in projectID.
-func grantID(t *testing.T, app *testApp, projectID, subject string) string {
-	t.Helper()
-	ents, err := app.store.SubjectEntitlements(context.Background(), projectID, subject, "", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if e.SourceType == store.SourceGrant {
-			return e.SourceID
-		}
-	}
-	t.Fatalf("no grant for %s", subject)
-	return ""
-}
-
 // addBillingFixtures gives the tenancy a plan "fixture-pro" priced in its first environment and
 // connects that environment to Stripe with the test secrets, through the store (no audit rows),
 // so that the operation matrix can run checkouts and plan operations.

@@ -1,26 +1,24 @@
 package server
 
 import (
-	"context"
-	"encoding/json"
-	"io"
 	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/server/apptest"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/seal"
-	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
-const testBaseURL = "http://gatehouse.test"
+const testBaseURL = apptest.BaseURL
 
-// testApp is the real echo app over a real, migrated store.
+// testApp is the real echo app over a real, migrated store, driven through apptest; srv is
+// the server for the tests that look into it.
 type testApp struct {
+	*apptest.App
 	t     *testing.T
 	srv   *Server
 	store *store.Store
@@ -30,11 +28,7 @@ type testApp struct {
 }
 
 // forEachBackend runs fn against SQLite and, when configured, PostgreSQL.
-func forEachBackend(t *testing.T, fn func(t *testing.T, b storetest.Backend)) {
-	for _, b := range storetest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) { fn(t, b) })
-	}
-}
+var forEachBackend = apptest.ForEachBackend
 
 // The throttles' limits as the README states them (identity.AccountFailureLimit and its
 // siblings must equal these): failed password checks per account and per client IP within
@@ -110,10 +104,11 @@ func newTestAppWith(t *testing.T, st *store.Store, cfg Config, over testDeps) *t
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
-	return &testApp{t: t, srv: srv, store: st, logs: logs, keys: over.keys}
+	app := &apptest.App{T: t, Handler: srv.Handler(), Store: st, CookieKey: srv.cookieKey, CookieName: srv.sessionCookieName}
+	return &testApp{App: app, t: t, srv: srv, store: st, logs: logs, keys: over.keys}
 }
 
-// request describes one HTTP call in a scenario.
+// request is an apptest.Request under the names server's tests use.
 type request struct {
 	method  string
 	path    string
@@ -121,134 +116,56 @@ type request struct {
 	headers map[string]string
 }
 
-// response is a recorded answer with helpers to decode it.
-type response struct {
-	*httptest.ResponseRecorder
+func (r request) exported() apptest.Request {
+	return apptest.Request{Method: r.method, Path: r.path, Body: r.body, Headers: r.headers}
 }
+
+func fromExported(r apptest.Request) request {
+	return request{method: r.Method, path: r.Path, body: r.Body, headers: r.Headers}
+}
+
+// response is a recorded answer (apptest.Response) with helpers to decode it.
+type response apptest.Response
 
 func (a *testApp) do(r request) response {
 	a.t.Helper()
-	var body io.Reader
-	if r.body != "" {
-		body = strings.NewReader(r.body)
-	}
-	req := httptest.NewRequest(r.method, r.path, body)
-	req.RemoteAddr = "192.0.2.10:51234"
-	if r.body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range r.headers {
-		req.Header.Set(k, v)
-	}
-	rec := httptest.NewRecorder()
-	a.srv.Handler().ServeHTTP(rec, req)
-	return response{rec}
+	return response(a.Do(r.exported()))
 }
 
 // problem is a decoded problem+json body.
-type problem struct {
-	Type      string       `json:"type"`
-	Title     string       `json:"title"`
-	Status    int          `json:"status"`
-	Errors    []FieldError `json:"errors"`
-	RequestID string       `json:"requestId"`
-}
+type problem = apptest.Problem[FieldError]
 
 // wantProblem asserts status, content type, type URI, title and that requestId equals the
 // x-request-id header; it returns the decoded problem.
 func (r response) wantProblem(t *testing.T, status int, kind, title string) problem {
 	t.Helper()
-	if r.Code != status {
-		t.Fatalf("status = %d, want %d; body %s", r.Code, status, r.Body)
-	}
-	if ct := r.Header().Get("Content-Type"); ct != "application/problem+json" {
-		t.Fatalf("content-type = %q, want application/problem+json", ct)
-	}
-	var p problem
-	if err := json.Unmarshal(r.Body.Bytes(), &p); err != nil {
-		t.Fatalf("decode problem: %v; body %s", err, r.Body)
-	}
-	if want := testBaseURL + "/problems/" + kind; p.Type != want {
-		t.Errorf("type = %q, want %q", p.Type, want)
-	}
-	if p.Title != title {
-		t.Errorf("title = %q, want %q", p.Title, title)
-	}
-	if p.Status != status {
-		t.Errorf("body status = %d, want %d", p.Status, status)
-	}
-	if p.RequestID == "" || p.RequestID != r.Header().Get("X-Request-Id") {
-		t.Errorf("requestId = %q, header x-request-id = %q", p.RequestID, r.Header().Get("X-Request-Id"))
-	}
-	return p
+	return apptest.WantProblem[FieldError](t, apptest.Response(r), status, kind, title)
 }
 
 // decode unmarshals a JSON body into v after checking the status.
 func (r response) decode(t *testing.T, status int, v any) {
 	t.Helper()
-	if r.Code != status {
-		t.Fatalf("status = %d, want %d; body %s", r.Code, status, r.Body)
-	}
-	if err := json.Unmarshal(r.Body.Bytes(), v); err != nil {
-		t.Fatalf("decode: %v; body %s", err, r.Body)
-	}
+	apptest.Response(r).Decode(t, status, v)
 }
 
 // testUser is a user with a live session, and the Cookie header that authenticates as them.
-type testUser struct {
-	store.User
-	Session store.Session
-	Token   string
-	Cookie  string
-}
+type testUser apptest.User
 
 // newUser creates a user with a password ("password-"+email) and a 7-day session directly in
 // the store, independently of the /api/auth handlers.
 func (a *testApp) newUser(t *testing.T, name, email string) testUser {
 	t.Helper()
-	hash, err := identity.HashPassword("password-" + email)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a.newUserWithHash(t, name, email, hash)
+	return testUser(a.NewUser(t, name, email))
 }
 
 // newFixtureUser is newUser without a usable password (no argon2 cost), for fixtures that only
 // need the session.
 func (a *testApp) newFixtureUser(t *testing.T, name, email string) testUser {
 	t.Helper()
-	return a.newUserWithHash(t, name, email, "!no-password")
-}
-
-func (a *testApp) newUserWithHash(t *testing.T, name, email, hash string) testUser {
-	t.Helper()
-	ctx := context.Background()
-	u := store.User{Name: name, Email: email}
-	token, err := identity.NewSessionToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sess := store.Session{TokenHash: identity.HashToken(token), ExpiresAt: time.Now().Add(7 * 24 * time.Hour), RememberMe: true}
-	err = a.store.InTx(ctx, func(tx *store.Tx) error {
-		if err := tx.CreateUser(ctx, &u, hash); err != nil {
-			return err
-		}
-		sess.UserID = u.ID
-		return tx.CreateSession(ctx, &sess)
-	})
-	if err != nil {
-		t.Fatalf("create user %s: %v", email, err)
-	}
-	value := identity.CookieValue(a.srv.cookieKey, token)
-	return testUser{User: u, Session: sess, Token: token, Cookie: a.srv.sessionCookieName + "=" + value}
+	return testUser(a.NewFixtureUser(t, name, email))
 }
 
 // as returns headers that authenticate r as u, with a trusted Origin for unsafe methods.
 func (u testUser) as(r request) request {
-	h := map[string]string{"Cookie": u.Cookie, "Origin": testBaseURL}
-	for k, v := range r.headers {
-		h[k] = v
-	}
-	r.headers = h
-	return r
+	return fromExported(apptest.User(u).As(r.exported()))
 }

@@ -2,19 +2,13 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/server/apptest"
 	"github.com/gatehouse-dev/gatehouse/store"
-	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
 // Benchmarks of the /authorize decision. The data set follows the RBAC issue: 100 projects,
@@ -30,67 +24,20 @@ const (
 	benchDenyPermission     = "nothing:granted"
 )
 
-// benchBackend is a database engine to benchmark on.
+// benchBackend is a database engine to benchmark on (apptest.BenchBackend).
 type benchBackend struct {
 	name string
 	open func(b *testing.B) *store.Store
 }
 
 // benchBackends returns SQLite and, when GATEHOUSE_TEST_POSTGRES_URL is set, PostgreSQL, each
-// opening a fresh migrated database (a file in b.TempDir(), or a schema dropped afterwards).
+// opening a fresh migrated database (apptest.BenchBackends).
 func benchBackends(b *testing.B) []benchBackend {
-	out := []benchBackend{{name: string(store.SQLite), open: func(b *testing.B) *store.Store {
-		return openBenchStore(b, "sqlite:"+filepath.Join(b.TempDir(), "bench.db"))
-	}}}
-	if base := os.Getenv(storetest.PostgresURLEnv); base != "" {
-		out = append(out, benchBackend{name: string(store.Postgres), open: func(b *testing.B) *store.Store {
-			return openBenchStore(b, benchPostgresSchema(b, base))
-		}})
+	var out []benchBackend
+	for _, be := range apptest.BenchBackends(b) {
+		out = append(out, benchBackend{name: be.Name, open: be.Open})
 	}
 	return out
-}
-
-func openBenchStore(b *testing.B, databaseURL string) *store.Store {
-	b.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	st, err := store.Open(ctx, databaseURL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		b.Fatal(err)
-	}
-	return st
-}
-
-// benchPostgresSchema creates a schema of its own and returns base selecting it.
-func benchPostgresSchema(b *testing.B, base string) string {
-	b.Helper()
-	raw := make([]byte, 8)
-	_, _ = rand.Read(raw)
-	schema := "gh_bench_" + hex.EncodeToString(raw)
-	exec := func(stmt string) {
-		db, err := sql.Open("postgres", base)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer db.Close()
-		if _, err := db.Exec(stmt); err != nil {
-			b.Fatalf("%s: %v", stmt, err)
-		}
-	}
-	exec("CREATE SCHEMA " + schema)
-	b.Cleanup(func() { exec("DROP SCHEMA " + schema + " CASCADE") })
-	u, err := url.Parse(base)
-	if err != nil {
-		b.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 // benchPrincipal is one bound principal and a permission one of its roles grants.

@@ -11,9 +11,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/server/apptest"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/seal"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
@@ -21,22 +21,7 @@ import (
 
 // oidcClientBody is an OidcClient as the wire carries it; ClientSecret only in the creation and
 // rotation responses.
-type oidcClientBody struct {
-	ID                      string     `json:"id"`
-	ProjectID               string     `json:"projectId"`
-	Name                    string     `json:"name"`
-	Type                    string     `json:"type"`
-	RedirectURIs            []string   `json:"redirectUris"`
-	PostLogoutRedirectURIs  []string   `json:"postLogoutRedirectUris"`
-	GrantTypes              []string   `json:"grantTypes"`
-	Scopes                  []string   `json:"scopes"`
-	SkipConsent             bool       `json:"skipConsent"`
-	TokenEndpointAuthMethod string     `json:"tokenEndpointAuthMethod"`
-	DisabledAt              *time.Time `json:"disabledAt"`
-	CreatedAt               time.Time  `json:"createdAt"`
-	UpdatedAt               time.Time  `json:"updatedAt"`
-	ClientSecret            *string    `json:"clientSecret"`
-}
+type oidcClientBody = apptest.OIDCClient
 
 var (
 	// oidcClientMembers are the members of OidcClient, written out from the spec.
@@ -47,17 +32,12 @@ var (
 	clientIDShape     = regexp.MustCompile(`^cli_[0-9a-z]{26}$`)
 )
 
-const webClientBody = `{"name":"Storefront web","type":"web","redirectUris":["https://shop.example.com/cb","https://shop.example.com/cb2?x=1"],` +
-	`"postLogoutRedirectUris":["https://shop.example.com/"],"grantTypes":["authorization_code","refresh_token","client_credentials"],` +
-	`"scopes":["openid","profile","email","offline_access","organization","roles","entitlements","billing"],"skipConsent":true}`
+const webClientBody = apptest.WebClientBody
 
 // oidcCreate registers a client as u and returns the decoded 201 body with the raw body.
 func oidcCreate(t *testing.T, app *testApp, u testUser, projectID, body string) (oidcClientBody, string) {
 	t.Helper()
-	var out envelope[oidcClientBody]
-	res := app.do(u.as(request{method: "POST", path: "/api/v1/projects/" + projectID + "/oidc-clients", body: body}))
-	res.decode(t, http.StatusCreated, &out)
-	return out.Data, res.Body.String()
+	return app.CreateOIDCClient(t, apptest.User(u), projectID, body, testBaseURL)
 }
 
 // rawMembers returns the sorted member names of data in a {"data": {...}} body.

@@ -148,11 +148,7 @@ func saCreate(t *testing.T, app *testApp, u testUser, projectID, body string) sa
 // test did.
 func saProject(t *testing.T, app *testApp, ten tenancy, slug string) store.Project {
 	t.Helper()
-	p := store.Project{OrganizationID: ten.org.ID, Name: "Project " + slug, Slug: slug}
-	if err := app.store.InTx(context.Background(), func(tx *store.Tx) error { return tx.CreateProject(context.Background(), &p) }); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return app.NewProject(t, ten.org.ID, slug)
 }
 
 // saJSONKeys returns the sorted member names of a JSON object.

@@ -7,14 +7,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatehouse-dev/gatehouse/server/apptest"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
 // envelope decodes a {"data": ...} body.
-type envelope[T any] struct {
-	Data T `json:"data"`
-}
+type envelope[T any] = apptest.Envelope[T]
 
 type orgJSON struct {
 	ID, Name, Slug, Role string

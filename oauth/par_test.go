@@ -1,4 +1,4 @@
-package server
+package oauth_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/oauth2"
 
+	"github.com/gatehouse-dev/gatehouse/server/apptest"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
@@ -49,14 +50,14 @@ func TestOAuthPushedAuthorizationRequests(t *testing.T) {
 			RedirectURL: "https://par.example.com/cb", Scopes: []string{"openid", "email"},
 			Endpoint: oauth2.Endpoint{AuthURL: env.url + "/api/auth/oauth2/authorize",
 				TokenURL: env.url + "/api/auth/oauth2/token", AuthStyle: oauth2.AuthStyleInHeader}}
-		ada := env.app.newUser(t, "Ada Lovelace", "ada-par@example.com")
-		br := newBrowser(t, env.url)
-		br.signIn(t, ada.Email, "password-"+ada.Email)
+		ada := env.app.NewUser(t, "Ada Lovelace", "ada-par@example.com")
+		br := apptest.NewBrowser(t, env.url)
+		br.SignIn(t, ada.Email, "password-"+ada.Email)
 
 		// A plain request of this client is refused, back at its redirect URI.
 		verifier := oauth2.GenerateVerifier()
-		res := br.get(cfg.AuthCodeURL("state-plain-0123456789", oauth2.S256ChallengeOption(verifier)))
-		if q := res.redirectParams(t, "plain request", "https://par.example.com/cb?"); q.Get("error") != "invalid_request" ||
+		res := br.Get(cfg.AuthCodeURL("state-plain-0123456789", oauth2.S256ChallengeOption(verifier)))
+		if q := res.RedirectParams(t, "plain request", "https://par.example.com/cb?"); q.Get("error") != "invalid_request" ||
 			q.Get("code") != "" || q.Get("state") != "state-plain-0123456789" {
 			t.Errorf("plain request of a PAR client: %v", q)
 		}
@@ -67,14 +68,14 @@ func TestOAuthPushedAuthorizationRequests(t *testing.T) {
 			RequestURI string `json:"request_uri"`
 			ExpiresIn  int    `json:"expires_in"`
 		}
-		if err := json.Unmarshal([]byte(pushed.body), &par); err != nil || pushed.status != http.StatusCreated ||
+		if err := json.Unmarshal([]byte(pushed.Body), &par); err != nil || pushed.Status != http.StatusCreated ||
 			!strings.HasPrefix(par.RequestURI, "urn:ietf:params:oauth:request_uri:") || par.ExpiresIn != 60 ||
-			pushed.header.Get("Cache-Control") != "no-store" {
-			t.Fatalf("push: %d %v %s", pushed.status, pushed.header, pushed.body)
+			pushed.Header.Get("Cache-Control") != "no-store" {
+			t.Fatalf("push: %d %v %s", pushed.Status, pushed.Header, pushed.Body)
 		}
 		authz := env.url + "/api/auth/oauth2/authorize?" + url.Values{"client_id": {client.ID}, "request_uri": {par.RequestURI}}.Encode()
-		res = br.get(authz)
-		q := res.redirectParams(t, "pushed request", "https://par.example.com/cb?")
+		res = br.Get(authz)
+		q := res.RedirectParams(t, "pushed request", "https://par.example.com/cb?")
 		if q.Get("code") == "" || q.Get("state") != "state-par-0123456789" || q.Get("iss") != env.url {
 			t.Fatalf("pushed request: %v", q)
 		}
@@ -84,15 +85,15 @@ func TestOAuthPushedAuthorizationRequests(t *testing.T) {
 		}
 
 		// The request_uri is used up.
-		res = br.get(authz)
-		res.wantPage(t, "request_uri reuse", http.StatusBadRequest, "invalid_request_uri")
+		res = br.Get(authz)
+		res.WantPage(t, "request_uri reuse", http.StatusBadRequest, "invalid_request_uri")
 
 		// Another client may not use it.
 		pushed = env.push(t, cfg, verifier, nil)
-		_ = json.Unmarshal([]byte(pushed.body), &par)
-		res = br.get(env.url + "/api/auth/oauth2/authorize?" + url.Values{"client_id": {env.web.ID}, "request_uri": {par.RequestURI}}.Encode())
+		_ = json.Unmarshal([]byte(pushed.Body), &par)
+		res = br.Get(env.url + "/api/auth/oauth2/authorize?" + url.Values{"client_id": {env.web.ID}, "request_uri": {par.RequestURI}}.Encode())
 		// (fosite has the pushed request's client by then: the error goes to its redirect URI.)
-		if q := res.redirectParams(t, "request_uri of another client", "https://par.example.com/cb?"); q.Get("error") != "invalid_request" || q.Get("code") != "" {
+		if q := res.RedirectParams(t, "request_uri of another client", "https://par.example.com/cb?"); q.Get("error") != "invalid_request" || q.Get("code") != "" {
 			t.Errorf("request_uri of another client: %v", q)
 		}
 
@@ -109,13 +110,13 @@ func TestOAuthPushedAuthorizationRequests(t *testing.T) {
 
 		// Signed out: the pushed request goes through the sign-in page, whose callback carries
 		// the pushed parameters (the request_uri is used up) under a signed marker.
-		fresh := newBrowser(t, env.url)
+		fresh := apptest.NewBrowser(t, env.url)
 		verifier = oauth2.GenerateVerifier()
 		pushed = env.push(t, cfg, verifier, nil)
-		_ = json.Unmarshal([]byte(pushed.body), &par)
-		res = fresh.get(env.url + "/api/auth/oauth2/authorize?" + url.Values{"client_id": {client.ID}, "request_uri": {par.RequestURI}}.Encode())
-		res.wantPage(t, "sign-in for a pushed request", http.StatusOK, `action="/api/auth/sign-in/email"`)
-		callback := res.hidden(t, "callbackURL")
+		_ = json.Unmarshal([]byte(pushed.Body), &par)
+		res = fresh.Get(env.url + "/api/auth/oauth2/authorize?" + url.Values{"client_id": {client.ID}, "request_uri": {par.RequestURI}}.Encode())
+		res.WantPage(t, "sign-in for a pushed request", http.StatusOK, `action="/api/auth/sign-in/email"`)
+		callback := res.Hidden(t, "callbackURL")
 		cu, _ := url.Parse(callback)
 		if cq := cu.Query(); cq.Get("request_uri") != "" || cq.Get("pushed") == "" || cq.Get("code_challenge") != oauth2.S256ChallengeFromVerifier(verifier) {
 			t.Fatalf("sign-in callback of a pushed request: %q", callback)
@@ -123,15 +124,15 @@ func TestOAuthPushedAuthorizationRequests(t *testing.T) {
 		// Altered, the continuation is a plain request again, and refused.
 		cq := cu.Query()
 		cq.Set("scope", "openid")
-		res = fresh.post("/api/auth/sign-in/email", url.Values{"email": {ada.Email}, "password": {"password-" + ada.Email},
+		res = fresh.Post("/api/auth/sign-in/email", url.Values{"email": {ada.Email}, "password": {"password-" + ada.Email},
 			"callbackURL": {cu.Path + "?" + cq.Encode()}}, env.url)
-		res = fresh.get(res.header.Get("Location"))
-		if q := res.redirectParams(t, "altered continuation", "https://par.example.com/cb?"); q.Get("error") != "invalid_request" {
+		res = fresh.Get(res.Header.Get("Location"))
+		if q := res.RedirectParams(t, "altered continuation", "https://par.example.com/cb?"); q.Get("error") != "invalid_request" {
 			t.Errorf("altered continuation: %v", q)
 		}
 		// Unaltered, it completes.
-		res = fresh.get(callback)
-		q = res.redirectParams(t, "continuation after sign-in", "https://par.example.com/cb?")
+		res = fresh.Get(callback)
+		q = res.RedirectParams(t, "continuation after sign-in", "https://par.example.com/cb?")
 		if _, err := cfg.Exchange(ctx, q.Get("code"), oauth2.VerifierOption(verifier)); err != nil {
 			t.Errorf("token after a signed-in continuation: %v (%v)", err, q)
 		}
@@ -140,9 +141,9 @@ func TestOAuthPushedAuthorizationRequests(t *testing.T) {
 		webCfg := *cfg
 		webCfg.ClientID, webCfg.ClientSecret, webCfg.RedirectURL = env.web.ID, env.webSecret, "https://shop.example.com/cb"
 		pushed = env.push(t, &webCfg, verifier, nil)
-		_ = json.Unmarshal([]byte(pushed.body), &par)
-		res = br.get(env.url + "/api/auth/oauth2/authorize?" + url.Values{"client_id": {env.web.ID}, "request_uri": {par.RequestURI}}.Encode())
-		if q := res.redirectParams(t, "pushed request of an ordinary client", "https://shop.example.com/cb?"); q.Get("code") == "" {
+		_ = json.Unmarshal([]byte(pushed.Body), &par)
+		res = br.Get(env.url + "/api/auth/oauth2/authorize?" + url.Values{"client_id": {env.web.ID}, "request_uri": {par.RequestURI}}.Encode())
+		if q := res.RedirectParams(t, "pushed request of an ordinary client", "https://shop.example.com/cb?"); q.Get("code") == "" {
 			t.Errorf("pushed request of an ordinary client: %v", q)
 		}
 	})

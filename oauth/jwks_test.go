@@ -1,4 +1,4 @@
-package server
+package oauth_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	jose "github.com/go-jose/go-jose/v3"
 
 	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/server/apptest"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/seal"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
@@ -28,7 +29,7 @@ func newJWKSApp(t *testing.T, st *store.Store, clk *storetest.Clock) (*testApp, 
 	if _, err := keys.Ensure(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return newTestAppWith(t, st, cfg, testDeps{keys: keys}), keys
+	return newTestApp(t, st, cfg, keys), keys
 }
 
 // TestJWKS: the route serves the published keys as a JWK Set with RSA public members only,
@@ -37,7 +38,7 @@ func TestJWKS(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
 		clk := storetest.NewClock(time.Date(2031, 3, 4, 10, 0, 0, 0, time.UTC))
 		app, keys := newJWKSApp(t, b.Open(t), clk)
-		res := app.do(request{method: http.MethodGet, path: "/.well-known/jwks.json"})
+		res := app.Do(apptest.Request{Method: http.MethodGet, Path: "/.well-known/jwks.json"})
 		if res.Code != http.StatusOK || res.Header().Get("Content-Type") != "application/json" ||
 			res.Header().Get("Cache-Control") != "public, max-age=300" {
 			t.Fatalf("GET jwks: %d, Content-Type %q, Cache-Control %q: %s", res.Code,
@@ -95,7 +96,7 @@ func TestJWKS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res = app.do(request{method: http.MethodGet, path: "/.well-known/jwks.json"})
+		res = app.Do(apptest.Request{Method: http.MethodGet, Path: "/.well-known/jwks.json"})
 		if err := json.Unmarshal(res.Body.Bytes(), &set); err != nil || len(set.Keys) != 2 ||
 			set.Keys[0].KeyID != rot.KeyID || set.Keys[1].KeyID != current.ID {
 			t.Fatalf("after rotation: %d %s", res.Code, res.Body)
@@ -107,8 +108,8 @@ func TestJWKS(t *testing.T) {
 // when the database fails the route answers with an RFC 6749 body, not a problem.
 func TestJWKSEmptyAndFailing(t *testing.T) {
 	b := storetest.Backends(t)[0]
-	app := newTestApp(t, b.Open(t), testConfig()) // the key set made as main makes it
-	res := app.do(request{method: http.MethodGet, path: "/.well-known/jwks.json"})
+	app := newTestApp(t, b.Open(t), testConfig(), nil) // the key set made as main makes it
+	res := app.Do(apptest.Request{Method: http.MethodGet, Path: "/.well-known/jwks.json"})
 	if res.Code != http.StatusOK || strings.TrimSpace(res.Body.String()) != `{"keys":[]}` {
 		t.Fatalf("empty JWKS: %d %s", res.Code, res.Body)
 	}
@@ -120,9 +121,9 @@ func TestJWKSEmptyAndFailing(t *testing.T) {
 	if err := st.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	broken := newTestApp(t, st, testConfig())
+	broken := newTestApp(t, st, testConfig(), nil)
 	st.Close()
-	res = broken.do(request{method: http.MethodGet, path: "/.well-known/jwks.json"})
+	res = broken.Do(apptest.Request{Method: http.MethodGet, Path: "/.well-known/jwks.json"})
 	if res.Code != http.StatusInternalServerError || res.Header().Get("Content-Type") != "application/json" ||
 		res.Header().Get("Cache-Control") != "no-store" ||
 		strings.TrimSpace(res.Body.String()) != `{"error":"server_error","error_description":"Internal server error"}` {

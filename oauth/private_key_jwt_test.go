@@ -1,4 +1,4 @@
-package server
+package oauth_test
 
 import (
 	"crypto/ecdsa"
@@ -15,6 +15,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 
+	"github.com/gatehouse-dev/gatehouse/server/apptest"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
@@ -109,8 +110,8 @@ func TestOAuthPrivateKeyJWT(t *testing.T) {
 				var tok struct {
 					AccessToken string `json:"access_token"`
 				}
-				if err := json.Unmarshal([]byte(res.body), &tok); err != nil || res.status != 200 || tok.AccessToken == "" {
-					t.Errorf("%s: %d %s", c.name, res.status, res.body)
+				if err := json.Unmarshal([]byte(res.Body), &tok); err != nil || res.Status != 200 || tok.AccessToken == "" {
+					t.Errorf("%s: %d %s", c.name, res.Status, res.Body)
 				}
 				continue
 			}
@@ -130,8 +131,8 @@ func TestOAuthPrivateKeyJWT(t *testing.T) {
 		grant(assertion(t, rsaKey, jose.RS256, "rsa-1", env.web.ID, tokenURL, "jti-web", soon)).
 			wantOAuthError(t, "assertion for a secret client", http.StatusBadRequest, "invalid_request")
 		// Nor is a key client's secret rotated.
-		res := env.app.do(env.owner.as(request{method: "POST", path: "/api/v1/projects/" + env.project.ID + "/oidc-clients/" + rsaClient.ID + "/rotate-secret",
-			headers: map[string]string{"Origin": env.url}}))
+		res := env.app.Do(env.owner.As(apptest.Request{Method: "POST", Path: "/api/v1/projects/" + env.project.ID + "/oidc-clients/" + rsaClient.ID + "/rotate-secret",
+			Headers: map[string]string{"Origin": env.url}}))
 		if res.Code != http.StatusConflict || !strings.Contains(res.Body.String(), "Clients that authenticate with private_key_jwt have no client secret") {
 			t.Errorf("rotate a key client's secret: %d %s", res.Code, res.Body)
 		}
@@ -149,8 +150,8 @@ func TestOAuthPrivateKeyJWT(t *testing.T) {
 			{"jwks without private_key_jwt", base + `,"jwks":` + string(pubJWKS) + `}`, "jwks"},
 			{"public client with an auth method", `{"name":"K","type":"spa","redirectUris":["https://keys.example.com/cb"],"grantTypes":["authorization_code"],"scopes":["openid"],"tokenEndpointAuthMethod":"private_key_jwt","jwks":` + string(pubJWKS) + `}`, "tokenEndpointAuthMethod"},
 		} {
-			res := env.app.do(env.owner.as(request{method: "POST", path: "/api/v1/projects/" + env.project.ID + "/oidc-clients",
-				body: c.body, headers: map[string]string{"Origin": env.url}}))
+			res := env.app.Do(env.owner.As(apptest.Request{Method: "POST", Path: "/api/v1/projects/" + env.project.ID + "/oidc-clients",
+				Body: c.body, Headers: map[string]string{"Origin": env.url}}))
 			if res.Code != http.StatusBadRequest || !strings.Contains(res.Body.String(), `"path":["body","`+c.path+`"`) {
 				t.Errorf("%s: %d %s", c.name, res.Code, res.Body)
 			}
@@ -160,7 +161,7 @@ func TestOAuthPrivateKeyJWT(t *testing.T) {
 
 func (r protocolResponse) wantStatus(t *testing.T, name string, status int) {
 	t.Helper()
-	if r.status != status {
-		t.Errorf("%s: %d %s; want %d", name, r.status, r.body, status)
+	if r.Status != status {
+		t.Errorf("%s: %d %s; want %d", name, r.Status, r.Body, status)
 	}
 }

@@ -1,19 +1,17 @@
-package server
+package oauth_test
 
 import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/server/apptest"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/seal"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
@@ -29,7 +27,7 @@ import (
 //
 // Targets on the 2-core machine: ≥ 500 tokens/s; ≥ 1,800 introspections/s with p99 ≤ 30 ms.
 //
-//	go test -run '^$' -bench 'OAuthTokenLoad|OAuthIntrospectLoad' -benchtime 1x ./server/
+//	go test -run '^$' -bench 'OAuthTokenLoad|OAuthIntrospectLoad' -benchtime 1x ./oauth/
 
 const oauthBenchSecret = "bench-secret-bench-secret-bench-secret-0123"
 
@@ -55,23 +53,12 @@ func oauthBenchServer(b *testing.B, st *store.Store) (string, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, err := newServer(cfg, st, slog.New(slog.NewJSONHandler(io.Discard, nil)), testDeps{})
+	app, err := newServer(cfg, st, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	ts := startLoopback(b, srv.Handler())
+	ts := apptest.StartLoopback(b, app.srv.Handler())
 	return ts.URL, client.ID
-}
-
-func oauthBenchDuration(b *testing.B) time.Duration {
-	if v := os.Getenv("GATEHOUSE_BENCH_DURATION"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			b.Fatalf("GATEHOUSE_BENCH_DURATION: %v", err)
-		}
-		return d
-	}
-	return authorizeLoadDuration
 }
 
 func oauthBenchRequest(base, path, clientID string, form url.Values) *http.Request {
@@ -84,7 +71,7 @@ func oauthBenchRequest(base, path, clientID string, form url.Values) *http.Reque
 // oauthBenchToken issues one access token and checks the answer.
 func oauthBenchToken(b *testing.B, base, clientID string) string {
 	b.Helper()
-	res, err := loopbackClient(1).Do(oauthBenchRequest(base, oauth.TokenPath, clientID, url.Values{"grant_type": {"client_credentials"}, "scope": {"roles"}}))
+	res, err := apptest.LoopbackClient(1).Do(oauthBenchRequest(base, oauth.TokenPath, clientID, url.Values{"grant_type": {"client_credentials"}, "scope": {"roles"}}))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -98,7 +85,7 @@ func oauthBenchToken(b *testing.B, base, clientID string) string {
 	return body.AccessToken
 }
 
-func reportOAuthLoad(b *testing.B, name, unit string, res loadResult) {
+func reportOAuthLoad(b *testing.B, name, unit string, res apptest.LoadResult) {
 	b.Logf("%s: %s", name, res)
 	if res.Errors > 0 {
 		b.Errorf("%d errors, first: %s", res.Errors, res.FirstError)
@@ -106,38 +93,38 @@ func reportOAuthLoad(b *testing.B, name, unit string, res loadResult) {
 	b.ReportMetric(res.RPS, unit+"/s")
 	b.ReportMetric(float64(res.P50.Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(res.P99.Microseconds())/1000, "p99-ms")
-	b.ReportMetric(float64(res.cpuPerRequest().Microseconds()), "cpu-µs/"+unit)
+	b.ReportMetric(float64(res.CPUPerRequest().Microseconds()), "cpu-µs/"+unit)
 }
 
 func BenchmarkOAuthTokenLoad(b *testing.B) {
-	duration := oauthBenchDuration(b)
-	for _, be := range benchBackends(b) {
-		b.Run(be.name, func(b *testing.B) {
-			base, clientID := oauthBenchServer(b, be.open(b))
+	duration := apptest.LoadDuration(b)
+	for _, be := range apptest.BenchBackends(b) {
+		b.Run(be.Name, func(b *testing.B) {
+			base, clientID := oauthBenchServer(b, be.Open(b))
 			oauthBenchToken(b, base, clientID)
 			form := url.Values{"grant_type": {"client_credentials"}, "scope": {"roles"}}
 			target := func() *http.Request { return oauthBenchRequest(base, oauth.TokenPath, clientID, form) }
 			b.ResetTimer()
-			var res loadResult
+			var res apptest.LoadResult
 			for b.Loop() {
-				res = runLoad(b, target, authorizeLoadConns, duration)
+				res = apptest.RunLoad(b, target, apptest.LoadConns, duration)
 			}
-			reportOAuthLoad(b, be.name+" client_credentials", "token", res)
+			reportOAuthLoad(b, be.Name+" client_credentials", "token", res)
 		})
 	}
 }
 
 func BenchmarkOAuthIntrospectLoad(b *testing.B) {
-	duration := oauthBenchDuration(b)
-	for _, be := range benchBackends(b) {
-		b.Run(be.name, func(b *testing.B) {
-			base, clientID := oauthBenchServer(b, be.open(b))
+	duration := apptest.LoadDuration(b)
+	for _, be := range apptest.BenchBackends(b) {
+		b.Run(be.Name, func(b *testing.B) {
+			base, clientID := oauthBenchServer(b, be.Open(b))
 			tokens := make([]string, 256)
 			for i := range tokens {
 				tokens[i] = oauthBenchToken(b, base, clientID)
 			}
 			// One checked introspection first: the load counts only statuses.
-			res, err := loopbackClient(1).Do(oauthBenchRequest(base, oauth.IntrospectPath, clientID, url.Values{"token": {tokens[0]}}))
+			res, err := apptest.LoopbackClient(1).Do(oauthBenchRequest(base, oauth.IntrospectPath, clientID, url.Values{"token": {tokens[0]}}))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -152,11 +139,11 @@ func BenchmarkOAuthIntrospectLoad(b *testing.B) {
 				return oauthBenchRequest(base, oauth.IntrospectPath, clientID, url.Values{"token": {tok}})
 			}
 			b.ResetTimer()
-			var out loadResult
+			var out apptest.LoadResult
 			for b.Loop() {
-				out = runLoad(b, target, authorizeLoadConns, duration)
+				out = apptest.RunLoad(b, target, apptest.LoadConns, duration)
 			}
-			reportOAuthLoad(b, be.name+" introspection", "introspection", out)
+			reportOAuthLoad(b, be.Name+" introspection", "introspection", out)
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package oauth_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/server/apptest"
 	"github.com/gatehouse-dev/gatehouse/store"
 )
 
@@ -25,20 +26,20 @@ import (
 // lookup and INSERT, then the token as in OAuthTokenLoad. Assertions are signed before the
 // measured window (one per request, each with its own jti).
 //
-//	go test -run '^$' -bench 'OAuthPrivateKeyJWTLoad' -benchtime 1x ./server/
+//	go test -run '^$' -bench 'OAuthPrivateKeyJWTLoad' -benchtime 1x ./oauth/
 func BenchmarkOAuthPrivateKeyJWTLoad(b *testing.B) {
-	duration := oauthBenchDuration(b)
+	duration := apptest.LoadDuration(b)
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, be := range benchBackends(b) {
-		b.Run(be.name, func(b *testing.B) {
-			st := be.open(b)
+	for _, be := range apptest.BenchBackends(b) {
+		b.Run(be.Name, func(b *testing.B) {
+			st := be.Open(b)
 			base, secretClient := oauthBenchServer(b, st)
 			clientID := createBenchKeyClient(b, st, secretClient, key)
 			tokenURL := base + oauth.TokenPath
-			aud := testBaseURL + oauth.TokenPath // the bench server's issuer is the test base URL
+			aud := apptest.BaseURL + oauth.TokenPath // the bench server's issuer is the test base URL
 			const pool = 8000
 			assertions := make([]string, pool)
 			for i := range assertions {
@@ -54,14 +55,14 @@ func BenchmarkOAuthPrivateKeyJWTLoad(b *testing.B) {
 				return req
 			}
 			b.ResetTimer()
-			var res loadResult
+			var res apptest.LoadResult
 			for b.Loop() {
-				res = runLoad(b, target, authorizeLoadConns, duration)
+				res = apptest.RunLoad(b, target, apptest.LoadConns, duration)
 			}
 			if next.Load() > pool {
 				b.Logf("%d requests for %d assertions: the excess were replays (401)", next.Load(), pool)
 			}
-			reportOAuthLoad(b, be.name+" private_key_jwt", "token", res)
+			reportOAuthLoad(b, be.Name+" private_key_jwt", "token", res)
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package oauth_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
+	"github.com/gatehouse-dev/gatehouse/server/apptest"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
@@ -28,11 +29,11 @@ import (
 type providerEnv struct {
 	app     *testApp
 	url     string
-	owner   testUser
+	owner   apptest.User
 	project store.Project
 	// web is a confidential client with client_credentials; peer another one (the resource
 	// server that introspects); spa a public client.
-	web, peer, spa oidcClientBody
+	web, peer, spa apptest.OIDCClient
 	webSecret      string
 	peerSecret     string
 }
@@ -42,7 +43,7 @@ const spaClientBody = `{"name":"Storefront SPA","type":"spa","redirectUris":["ht
 
 func newProviderEnv(t *testing.T, b storetest.Backend) *providerEnv {
 	t.Helper()
-	st, _ := saOpen(t, b)
+	st := b.Open(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -50,49 +51,41 @@ func newProviderEnv(t *testing.T, b storetest.Backend) *providerEnv {
 	base := "http://" + ln.Addr().String()
 	cfg := testConfig()
 	cfg.BaseURL = base
-	cfg.TrustedOrigins = append(cfg.TrustedOrigins, testBaseURL) // the fixtures sign in from testBaseURL
-	app := newTestApp(t, st, cfg)
-	srv := httptest.NewUnstartedServer(app.srv.Handler())
+	cfg.TrustedOrigins = append(cfg.TrustedOrigins, apptest.BaseURL) // the fixtures sign in from apptest.BaseURL
+	app := newTestApp(t, st, cfg, nil)
+	srv := httptest.NewUnstartedServer(app.Handler)
 	_ = srv.Listener.Close()
 	srv.Listener = ln
 	srv.Start()
 	t.Cleanup(srv.Close)
 
 	env := &providerEnv{app: app, url: base}
-	ten := app.newTenancy(t)
-	env.owner = ten.members[RoleOwner]
-	env.project = saProject(t, app, ten, "oauth-provider")
-	env.web, _ = env.create(t, webClientBody)
-	env.peer, _ = env.create(t, webClientBody)
+	owner, org := app.NewOrganization(t)
+	env.owner = owner
+	env.project = app.NewProject(t, org.ID, "oauth-provider")
+	env.web, _ = env.create(t, apptest.WebClientBody)
+	env.peer, _ = env.create(t, apptest.WebClientBody)
 	env.spa, _ = env.create(t, spaClientBody)
 	env.webSecret, env.peerSecret = *env.web.ClientSecret, *env.peer.ClientSecret
 	return env
 }
 
-func (e *providerEnv) create(t *testing.T, body string) (oidcClientBody, string) {
+func (e *providerEnv) create(t *testing.T, body string) (apptest.OIDCClient, string) {
 	t.Helper()
-	var out envelope[oidcClientBody]
-	res := e.app.do(e.owner.as(request{method: "POST", path: "/api/v1/projects/" + e.project.ID + "/oidc-clients",
-		body: body, headers: map[string]string{"Origin": e.url}}))
-	res.decode(t, http.StatusCreated, &out)
-	return out.Data, res.Body.String()
+	return e.app.CreateOIDCClient(t, e.owner, e.project.ID, body, e.url)
 }
 
 func (e *providerEnv) disable(t *testing.T, clientID string) {
 	t.Helper()
-	res := e.app.do(e.owner.as(request{method: "POST", path: "/api/v1/projects/" + e.project.ID + "/oidc-clients/" + clientID + "/disable",
-		headers: map[string]string{"Origin": e.url}}))
+	res := e.app.Do(e.owner.As(apptest.Request{Method: "POST", Path: "/api/v1/projects/" + e.project.ID + "/oidc-clients/" + clientID + "/disable",
+		Headers: map[string]string{"Origin": e.url}}))
 	if res.Code != http.StatusOK {
 		t.Fatalf("disable: %d %s", res.Code, res.Body)
 	}
 }
 
 // protocolResponse is a raw answer of a protocol route.
-type protocolResponse struct {
-	status int
-	header http.Header
-	body   string
-}
+type protocolResponse apptest.Page
 
 // post sends form to path over the loopback, with HTTP Basic when basicID is not "".
 func (e *providerEnv) post(t *testing.T, path string, form url.Values, basicID, basicSecret string) protocolResponse {
@@ -114,7 +107,7 @@ func (e *providerEnv) post(t *testing.T, path string, form url.Values, basicID, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return protocolResponse{status: res.StatusCode, header: res.Header, body: string(body)}
+	return protocolResponse{Status: res.StatusCode, Header: res.Header, Body: string(body)}
 }
 
 // wantOAuthError asserts an RFC 6749 error body with code and status.
@@ -123,11 +116,11 @@ func (r protocolResponse) wantOAuthError(t *testing.T, name string, status int, 
 	var body struct {
 		Error string `json:"error"`
 	}
-	if err := json.Unmarshal([]byte(r.body), &body); err != nil || r.status != status || body.Error != code {
-		t.Errorf("%s: %d %s; want %d with error %q", name, r.status, r.body, status, code)
+	if err := json.Unmarshal([]byte(r.Body), &body); err != nil || r.Status != status || body.Error != code {
+		t.Errorf("%s: %d %s; want %d with error %q", name, r.Status, r.Body, status, code)
 	}
-	if status == http.StatusUnauthorized && !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Basic") {
-		t.Errorf("%s: WWW-Authenticate %q, want Basic", name, r.header.Get("WWW-Authenticate"))
+	if status == http.StatusUnauthorized && !strings.HasPrefix(r.Header.Get("WWW-Authenticate"), "Basic") {
+		t.Errorf("%s: WWW-Authenticate %q, want Basic", name, r.Header.Get("WWW-Authenticate"))
 	}
 }
 
@@ -222,16 +215,16 @@ func TestOAuthClientCredentials(t *testing.T) {
 			// The token introspects active for a resource server.
 			var in map[string]any
 			res := env.introspect(t, tok.AccessToken)
-			if err := json.Unmarshal([]byte(res.body), &in); err != nil || res.status != http.StatusOK ||
+			if err := json.Unmarshal([]byte(res.Body), &in); err != nil || res.Status != http.StatusOK ||
 				in["active"] != true || in["sub"] != env.web.ID || in["client_id"] != env.web.ID || in["scope"] != "roles billing" {
-				t.Errorf("introspection %d %s", res.status, res.body)
+				t.Errorf("introspection %d %s", res.Status, res.Body)
 			}
 		}
 
 		// Cache-Control: no-store on the token response.
 		res := env.post(t, "/api/auth/oauth2/token", url.Values{"grant_type": {"client_credentials"}}, env.web.ID, env.webSecret)
-		if res.status != http.StatusOK || res.header.Get("Cache-Control") != "no-store" {
-			t.Errorf("token response %d, Cache-Control %q", res.status, res.header.Get("Cache-Control"))
+		if res.Status != http.StatusOK || res.Header.Get("Cache-Control") != "no-store" {
+			t.Errorf("token response %d, Cache-Control %q", res.Status, res.Header.Get("Cache-Control"))
 		}
 		// A requested scope outside the client's scopes is refused.
 		res = env.post(t, "/api/auth/oauth2/token", url.Values{"grant_type": {"client_credentials"}, "scope": {"admin"}}, env.web.ID, env.webSecret)
@@ -326,14 +319,14 @@ func TestOAuthProviderErrors(t *testing.T) {
 
 		inactive := func(name string, res protocolResponse) {
 			t.Helper()
-			if res.status != http.StatusOK || strings.TrimSpace(res.body) != `{"active":false}` {
-				t.Errorf("%s: %d %q; want 200 {\"active\":false}", name, res.status, res.body)
+			if res.Status != http.StatusOK || strings.TrimSpace(res.Body) != `{"active":false}` {
+				t.Errorf("%s: %d %q; want 200 {\"active\":false}", name, res.Status, res.Body)
 			}
 		}
 		active := func(name string, res protocolResponse) {
 			t.Helper()
-			if res.status != http.StatusOK || !strings.HasPrefix(res.body, `{"active":true`) {
-				t.Errorf("%s: %d %q; want an active token", name, res.status, res.body)
+			if res.Status != http.StatusOK || !strings.HasPrefix(res.Body, `{"active":true`) {
+				t.Errorf("%s: %d %q; want an active token", name, res.Status, res.Body)
 			}
 		}
 
@@ -348,18 +341,18 @@ func TestOAuthProviderErrors(t *testing.T) {
 		active("fresh token", env.introspect(t, tok.AccessToken))
 
 		// A client of another project (same organization) cannot see the token.
-		foreignProject := saProject(t, env.app, tenancy{org: store.Organization{ID: env.project.OrganizationID}}, "oauth-foreign")
-		var foreign envelope[oidcClientBody]
-		env.app.do(env.owner.as(request{method: "POST", path: "/api/v1/projects/" + foreignProject.ID + "/oidc-clients",
-			body: webClientBody})).decode(t, http.StatusCreated, &foreign)
+		foreignProject := env.app.NewProject(t, env.project.OrganizationID, "oauth-foreign")
+		var foreign apptest.Envelope[apptest.OIDCClient]
+		env.app.Do(env.owner.As(apptest.Request{Method: "POST", Path: "/api/v1/projects/" + foreignProject.ID + "/oidc-clients",
+			Body: apptest.WebClientBody})).Decode(t, http.StatusCreated, &foreign)
 		inactive("another project's client introspects", env.post(t, "/api/auth/oauth2/introspect",
 			url.Values{"token": {tok.AccessToken}}, foreign.Data.ID, *foreign.Data.ClientSecret))
 
 		// Revocation, then introspection: inactive. Revoking again is still 200.
 		for i := range 2 {
 			res := env.post(t, "/api/auth/oauth2/revoke", url.Values{"token": {tok.AccessToken}}, env.web.ID, env.webSecret)
-			if res.status != http.StatusOK {
-				t.Errorf("revoke #%d: %d %s", i+1, res.status, res.body)
+			if res.Status != http.StatusOK {
+				t.Errorf("revoke #%d: %d %s", i+1, res.Status, res.Body)
 			}
 		}
 		inactive("revoked token", env.introspect(t, tok.AccessToken))
