@@ -224,8 +224,14 @@ func (f *FositeStore) create(ctx context.Context, kind, signature, accessSignatu
 	for _, k := range secretFormKeys {
 		form.Del(k)
 	}
+	granted := r.GetGrantedScopes()
+	if s, ok := r.GetSession().(*Session); ok && kind == store.OAuthRefresh && s.refreshGrantScopes != nil {
+		// A refresh narrowed by its scope parameter: the new refresh token keeps the grant's
+		// whole scope (RFC 6749 section 6), the access token has the narrower one.
+		granted = s.refreshGrantScopes
+	}
 	var lists [4]string
-	for i, l := range [][]string{r.GetRequestedScopes(), r.GetGrantedScopes(), r.GetRequestedAudience(), r.GetGrantedAudience()} {
+	for i, l := range [][]string{r.GetRequestedScopes(), granted, r.GetRequestedAudience(), r.GetGrantedAudience()} {
 		if l == nil {
 			l = []string{}
 		}

@@ -22,7 +22,8 @@ var Grants = []string{GrantAuthorizationCode, GrantRefreshToken, GrantClientCred
 //
 //   - authorization code (OAuth2AuthorizeExplicitFactory) with PKCE (OAuth2PKCEFactory),
 //     mandatory for every client, S256 only;
-//   - refresh token (OAuth2RefreshTokenGrantFactory), rotated on every use;
+//   - refresh token (OAuth2RefreshTokenGrantFactory, wrapped by refreshTokenGrantFactory to
+//     honour the scope parameter), rotated on every use;
 //   - client credentials (OAuth2ClientCredentialsGrantFactory), confidential clients only;
 //   - OpenID Connect for the code flow and refresh (OpenIDConnectExplicitFactory,
 //     OpenIDConnectRefreshFactory);
@@ -34,7 +35,7 @@ var Grants = []string{GrantAuthorizationCode, GrantRefreshToken, GrantClientCred
 var handlerFactories = []compose.Factory{
 	compose.OAuth2AuthorizeExplicitFactory,
 	compose.OAuth2PKCEFactory,
-	compose.OAuth2RefreshTokenGrantFactory,
+	refreshTokenGrantFactory,
 	compose.OAuth2ClientCredentialsGrantFactory,
 	compose.OpenIDConnectExplicitFactory,
 	compose.OpenIDConnectRefreshFactory,

@@ -237,6 +237,10 @@ type Session struct {
 	// OrganizationID is the browser session's active organization when the user authorized
 	// (the userinfo "organization" claim); empty for none and for client credentials.
 	OrganizationID string `json:"organization_id,omitempty"`
+	// refreshGrantScopes is set only while a refresh narrowed by its scope parameter is
+	// answered (refreshScopeHandler): the grant's whole scope, which the new refresh token is
+	// stored with while the access token gets the narrower one. Never stored.
+	refreshGrantScopes fosite.Arguments
 }
 
 // NewSession returns an empty session for subject (may be "" before the grant is known).

@@ -3272,6 +3272,11 @@ type ClientInterface interface {
 	// collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
 	// id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
 	//
+	// A refresh request's `scope` (RFC 6749 section 6) may name a subset of the grant: the new
+	// access token carries only it (its `scope` claim, introspection, the response's `scope`),
+	// while the new refresh token keeps the whole grant; a scope the user did not grant is
+	// `invalid_scope`, and the refresh token stays usable. Without `scope`, the whole grant.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/auth/oauth2/token (the `PostOauth2Token` operationId).
@@ -3301,6 +3306,11 @@ type ClientInterface interface {
 	// hour. A client-credentials token's `sub` is the client id (`cli_…`), which never
 	// collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
 	// id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
+	//
+	// A refresh request's `scope` (RFC 6749 section 6) may name a subset of the grant: the new
+	// access token carries only it (its `scope` claim, introspection, the response's `scope`),
+	// while the new refresh token keeps the whole grant; a scope the user did not grant is
+	// `invalid_scope`, and the refresh token stays usable. Without `scope`, the whole grant.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
@@ -5281,6 +5291,11 @@ func (c *Client) PostOauth2RevokeWithFormdataBody(ctx context.Context, body Post
 // collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
 // id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
 //
+// A refresh request's `scope` (RFC 6749 section 6) may name a subset of the grant: the new
+// access token carries only it (its `scope` claim, introspection, the response's `scope`),
+// while the new refresh token keeps the whole grant; a scope the user did not grant is
+// `invalid_scope`, and the refresh token stays usable. Without `scope`, the whole grant.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/auth/oauth2/token (the `PostOauth2Token` operationId).
@@ -5320,6 +5335,11 @@ func (c *Client) PostOauth2TokenWithBody(ctx context.Context, contentType string
 // hour. A client-credentials token's `sub` is the client id (`cli_…`), which never
 // collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
 // id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
+//
+// A refresh request's `scope` (RFC 6749 section 6) may name a subset of the grant: the new
+// access token carries only it (its `scope` claim, introspection, the response's `scope`),
+// while the new refresh token keeps the whole grant; a scope the user did not grant is
+// `invalid_scope`, and the refresh token stays usable. Without `scope`, the whole grant.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
@@ -13861,6 +13881,11 @@ type ClientWithResponsesInterface interface {
 	// collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
 	// id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
 	//
+	// A refresh request's `scope` (RFC 6749 section 6) may name a subset of the grant: the new
+	// access token carries only it (its `scope` claim, introspection, the response's `scope`),
+	// while the new refresh token keeps the whole grant; a scope the user did not grant is
+	// `invalid_scope`, and the refresh token stays usable. Without `scope`, the whole grant.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/auth/oauth2/token (the `PostOauth2Token` operationId).
@@ -13890,6 +13915,11 @@ type ClientWithResponsesInterface interface {
 	// hour. A client-credentials token's `sub` is the client id (`cli_…`), which never
 	// collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
 	// id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
+	//
+	// A refresh request's `scope` (RFC 6749 section 6) may name a subset of the grant: the new
+	// access token carries only it (its `scope` claim, introspection, the response's `scope`),
+	// while the new refresh token keeps the whole grant; a scope the user did not grant is
+	// `invalid_scope`, and the refresh token stays usable. Without `scope`, the whole grant.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -23457,6 +23487,11 @@ func (c *ClientWithResponses) PostOauth2RevokeWithFormdataBodyWithResponse(ctx c
 // collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
 // id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
 //
+// A refresh request's `scope` (RFC 6749 section 6) may name a subset of the grant: the new
+// access token carries only it (its `scope` claim, introspection, the response's `scope`),
+// while the new refresh token keeps the whole grant; a scope the user did not grant is
+// `invalid_scope`, and the refresh token stays usable. Without `scope`, the whole grant.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/auth/oauth2/token (the `PostOauth2Token` operationId).
@@ -23492,6 +23527,11 @@ func (c *ClientWithResponses) PostOauth2TokenWithBodyWithResponse(ctx context.Co
 // hour. A client-credentials token's `sub` is the client id (`cli_…`), which never
 // collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
 // id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
+//
+// A refresh request's `scope` (RFC 6749 section 6) may name a subset of the grant: the new
+// access token carries only it (its `scope` claim, introspection, the response's `scope`),
+// while the new refresh token keeps the whole grant; a scope the user did not grant is
+// `invalid_scope`, and the refresh token stays usable. Without `scope`, the whole grant.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
