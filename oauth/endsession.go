@@ -135,13 +135,26 @@ func withQueryParam(raw, key, value string) string {
 	return u.String()
 }
 
-// verifyIDTokenHint checks an id_token_hint: an RS256 JWS signed by a published key (kid),
-// issued here. It may have expired (OpenID Connect RP-Initiated Logout 1.0, section 2). It
-// returns the subject and the client (azp, else the single audience).
+// verifyIDTokenHint checks an id_token_hint: an ID token (see below) in an RS256 JWS signed by
+// a published key (kid), issued here. It may have expired (OpenID Connect RP-Initiated Logout
+// 1.0, section 2). It returns the subject and the client (azp, else the single audience).
+//
+// The same keys sign the access tokens, and a user's access token from the code flow has the
+// same iss, sub and aud (the client) as their ID token; but it travels to every resource server
+// the client calls, so accepting it here would let any of them sign the user out unasked. The
+// discriminator is the explicit type (RFC 8725 section 3.11): the ID token strategy writes the
+// header typ "JWT", the access token strategy "at+jwt" (RFC 9068 section 2.1, which exists to
+// keep one kind of token from passing for another), so only typ JWT is accepted. The claims
+// agree and are checked too, so that the distinction survives a change of either header: RFC
+// 9068 section 2.2 makes client_id REQUIRED in every access token (the client-credentials ones
+// included), while an ID token has none (OpenID Connect Core section 2), nor a scope.
 func (b *browserProvider) verifyIDTokenHint(ctx context.Context, raw string) (subject, clientID string, err error) {
 	jws, err := jose.ParseSigned(raw)
 	if err != nil || len(jws.Signatures) != 1 || jws.Signatures[0].Header.Algorithm != SigningAlgorithm {
 		return "", "", errors.New("malformed id token")
+	}
+	if typ, _ := jws.Signatures[0].Protected.ExtraHeaders[jose.HeaderType].(string); typ != "JWT" {
+		return "", "", errors.New("not an id token: typ is not JWT")
 	}
 	set, err := b.keys.JWKS(ctx)
 	if err != nil {
@@ -156,13 +169,18 @@ func (b *browserProvider) verifyIDTokenHint(ctx context.Context, raw string) (su
 		return "", "", err
 	}
 	var claims struct {
-		Iss string          `json:"iss"`
-		Sub string          `json:"sub"`
-		Azp string          `json:"azp"`
-		Aud json.RawMessage `json:"aud"`
+		Iss      string          `json:"iss"`
+		Sub      string          `json:"sub"`
+		Azp      string          `json:"azp"`
+		Aud      json.RawMessage `json:"aud"`
+		ClientID *string         `json:"client_id"`
+		Scope    *string         `json:"scope"`
 	}
 	if err := json.Unmarshal(payload, &claims); err != nil || claims.Iss != b.p.Issuer() || claims.Sub == "" {
 		return "", "", errors.New("not an id token of this issuer")
+	}
+	if claims.ClientID != nil || claims.Scope != nil {
+		return "", "", errors.New("not an id token: it has access token claims")
 	}
 	clientID = claims.Azp
 	if clientID == "" {

@@ -3136,8 +3136,9 @@ type ClientInterface interface {
 
 	// GetOauth2EndSession RP-initiated logout (OpenID Connect RP-Initiated Logout 1.0)
 	//
-	// With a valid `id_token_hint` (signed by one of the published keys, issued here; it may
-	// have expired) the browser session of that user is ended and, when
+	// With a valid `id_token_hint` (an ID token signed by one of the published keys, issued
+	// here; it may have expired; an access token, although signed by the same keys, is no
+	// hint) the browser session of that user is ended and, when
 	// `post_logout_redirect_uri` equals one of the hinted client's registered post-logout URIs
 	// exactly, the browser is sent there (303) with `state`; otherwise the signed-out page is
 	// shown. Without a valid hint for the signed-in user a logout confirmation page is shown
@@ -5065,8 +5066,9 @@ func (c *Client) PostOauth2ConsentWithFormdataBody(ctx context.Context, body Pos
 
 // GetOauth2EndSession RP-initiated logout (OpenID Connect RP-Initiated Logout 1.0)
 //
-// With a valid `id_token_hint` (signed by one of the published keys, issued here; it may
-// have expired) the browser session of that user is ended and, when
+// With a valid `id_token_hint` (an ID token signed by one of the published keys, issued
+// here; it may have expired; an access token, although signed by the same keys, is no
+// hint) the browser session of that user is ended and, when
 // `post_logout_redirect_uri` equals one of the hinted client's registered post-logout URIs
 // exactly, the browser is sent there (303) with `state`; otherwise the signed-out page is
 // shown. Without a valid hint for the signed-in user a logout confirmation page is shown
@@ -13743,8 +13745,9 @@ type ClientWithResponsesInterface interface {
 
 	// GetOauth2EndSessionWithResponse RP-initiated logout (OpenID Connect RP-Initiated Logout 1.0)
 	//
-	// With a valid `id_token_hint` (signed by one of the published keys, issued here; it may
-	// have expired) the browser session of that user is ended and, when
+	// With a valid `id_token_hint` (an ID token signed by one of the published keys, issued
+	// here; it may have expired; an access token, although signed by the same keys, is no
+	// hint) the browser session of that user is ended and, when
 	// `post_logout_redirect_uri` equals one of the hinted client's registered post-logout URIs
 	// exactly, the browser is sent there (303) with `state`; otherwise the signed-out page is
 	// shown. Without a valid hint for the signed-in user a logout confirmation page is shown
@@ -23295,8 +23298,9 @@ func (c *ClientWithResponses) PostOauth2ConsentWithFormdataBodyWithResponse(ctx 
 
 // GetOauth2EndSessionWithResponse RP-initiated logout (OpenID Connect RP-Initiated Logout 1.0)
 //
-// With a valid `id_token_hint` (signed by one of the published keys, issued here; it may
-// have expired) the browser session of that user is ended and, when
+// With a valid `id_token_hint` (an ID token signed by one of the published keys, issued
+// here; it may have expired; an access token, although signed by the same keys, is no
+// hint) the browser session of that user is ended and, when
 // `post_logout_redirect_uri` equals one of the hinted client's registered post-logout URIs
 // exactly, the browser is sent there (303) with `state`; otherwise the signed-out page is
 // shown. Without a valid hint for the signed-in user a logout confirmation page is shown
