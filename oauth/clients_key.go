@@ -28,6 +28,11 @@ var ClientAssertionAlgs = []string{"RS256", "ES256"}
 // MaxClientKeys is the most keys a client's JSON Web Key Set may hold.
 const MaxClientKeys = 5
 
+// MaxClientAssertionLifetime is how far ahead of now a client assertion's exp may lie (FAPI 2.0
+// suggests assertions of minutes): a longer-lived one is refused with invalid_client, so that a
+// leaked assertion is of little use and its jti is not kept for long.
+const MaxClientAssertionLifetime = 10 * time.Minute
+
 // KeyClient is a web client that authenticates at the token and PAR endpoints with a JWT
 // signed by one of Keys (all of one algorithm, Alg); it has no usable secret.
 type KeyClient struct {
@@ -133,7 +138,16 @@ func (f *FositeStore) ClientAssertionJWTValid(ctx context.Context, jti string) e
 // SetClientAssertionJWT records the jti of an accepted client assertion until exp. When a
 // concurrent request recorded it first, it returns fosite.ErrJTIKnown: of two requests with
 // one assertion, exactly one authenticates.
+//
+// It is also where the assertion's lifetime is capped: fosite hands over exp here, after the
+// signature, iss, sub and jti checks and before anything is recorded, and refuses the client
+// with the error returned. An exp more than MaxClientAssertionLifetime after now is
+// fosite.ErrInvalidClient, and the jti is not recorded.
 func (f *FositeStore) SetClientAssertionJWT(ctx context.Context, jti string, exp time.Time) error {
+	if exp.Sub(f.clock()) > MaxClientAssertionLifetime {
+		return fosite.ErrInvalidClient.WithHintf("The client assertion expires more than %d minutes from now; sign a short-lived one for each request.",
+			int(MaxClientAssertionLifetime/time.Minute))
+	}
 	err := f.st.AddClientAssertion(ctx, jti, exp)
 	if errors.Is(err, store.ErrConflict) {
 		return fosite.ErrJTIKnown

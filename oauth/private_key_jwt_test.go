@@ -101,6 +101,10 @@ func TestOAuthPrivateKeyJWT(t *testing.T) {
 			{"replayed jti, other client", assertion(t, ecKey, jose.ES256, "ec-1", ecClient.ID, tokenURL, "jti-rsa-1", soon), 401, "invalid_client"},
 			{"wrong aud", assertion(t, rsaKey, jose.RS256, "rsa-1", rsaClient.ID, "https://elsewhere.example.com/token", "jti-rsa-3", soon), 401, "invalid_client"},
 			{"expired", assertion(t, rsaKey, jose.RS256, "rsa-1", rsaClient.ID, tokenURL, "jti-rsa-4", time.Now().Add(-time.Minute)), 401, "invalid_client"},
+			// An assertion lives at most 10 minutes (exp - now).
+			{"exp a year ahead", assertion(t, rsaKey, jose.RS256, "rsa-1", rsaClient.ID, tokenURL, "jti-rsa-year", time.Now().AddDate(1, 0, 0)), 401, "invalid_client"},
+			{"exp 11 minutes ahead", assertion(t, ecKey, jose.ES256, "ec-1", ecClient.ID, tokenURL, "jti-ec-11m", time.Now().Add(11*time.Minute)), 401, "invalid_client"},
+			{"exp 9 minutes ahead", assertion(t, ecKey, jose.ES256, "ec-1", ecClient.ID, tokenURL, "jti-ec-9m", time.Now().Add(9*time.Minute)), 200, ""},
 			{"foreign key", assertion(t, otherKey, jose.RS256, "rsa-1", rsaClient.ID, tokenURL, "jti-rsa-5", soon), 401, "invalid_client"},
 			{"another client's id", assertion(t, rsaKey, jose.RS256, "rsa-1", ecClient.ID, tokenURL, "jti-rsa-6", soon), 401, "invalid_client"},
 		}
@@ -121,6 +125,9 @@ func TestOAuthPrivateKeyJWT(t *testing.T) {
 		// recorded by fosite before its aud check, so even a corrected assertion with that jti
 		// is refused; a fresh jti works.
 		grant(assertion(t, rsaKey, jose.RS256, "rsa-1", rsaClient.ID, tokenURL, "jti-rsa-7", soon)).wantStatus(t, "fresh jti", 200)
+		// The too long-lived assertion was refused before its jti was recorded.
+		grant(assertion(t, rsaKey, jose.RS256, "rsa-1", rsaClient.ID, tokenURL, "jti-rsa-year", soon)).
+			wantStatus(t, "short-lived assertion with the jti of a refused long-lived one", 200)
 
 		// No secret authenticates a key client.
 		env.post(t, "/api/auth/oauth2/token", url.Values{"grant_type": {"client_credentials"}}, rsaClient.ID, "").

@@ -3262,9 +3262,10 @@ type ClientInterface interface {
 	// `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
 	// `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
 	// client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
-	// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
-	// client authentication (including a replayed `jti`, a wrong `aud` and an expired
-	// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+	// or the PAR endpoint, `exp` at most 10 minutes ahead, and a `jti` accepted once (kept
+	// until `exp`). A failed client authentication (including a replayed `jti`, a wrong `aud`,
+	// an expired assertion and one that expires more than 10 minutes from now), an unknown
+	// client and a disabled client are 401 `invalid_client` with
 	// `WWW-Authenticate: Basic`.
 	//
 	// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
@@ -3297,9 +3298,10 @@ type ClientInterface interface {
 	// `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
 	// `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
 	// client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
-	// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
-	// client authentication (including a replayed `jti`, a wrong `aud` and an expired
-	// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+	// or the PAR endpoint, `exp` at most 10 minutes ahead, and a `jti` accepted once (kept
+	// until `exp`). A failed client authentication (including a replayed `jti`, a wrong `aud`,
+	// an expired assertion and one that expires more than 10 minutes from now), an unknown
+	// client and a disabled client are 401 `invalid_client` with
 	// `WWW-Authenticate: Basic`.
 	//
 	// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
@@ -5282,9 +5284,10 @@ func (c *Client) PostOauth2RevokeWithFormdataBody(ctx context.Context, body Post
 // `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
 // `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
 // client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
-// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
-// client authentication (including a replayed `jti`, a wrong `aud` and an expired
-// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+// or the PAR endpoint, `exp` at most 10 minutes ahead, and a `jti` accepted once (kept
+// until `exp`). A failed client authentication (including a replayed `jti`, a wrong `aud`,
+// an expired assertion and one that expires more than 10 minutes from now), an unknown
+// client and a disabled client are 401 `invalid_client` with
 // `WWW-Authenticate: Basic`.
 //
 // Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
@@ -5327,9 +5330,10 @@ func (c *Client) PostOauth2TokenWithBody(ctx context.Context, contentType string
 // `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
 // `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
 // client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
-// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
-// client authentication (including a replayed `jti`, a wrong `aud` and an expired
-// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+// or the PAR endpoint, `exp` at most 10 minutes ahead, and a `jti` accepted once (kept
+// until `exp`). A failed client authentication (including a replayed `jti`, a wrong `aud`,
+// an expired assertion and one that expires more than 10 minutes from now), an unknown
+// client and a disabled client are 401 `invalid_client` with
 // `WWW-Authenticate: Basic`.
 //
 // Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
@@ -13873,9 +13877,10 @@ type ClientWithResponsesInterface interface {
 	// `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
 	// `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
 	// client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
-	// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
-	// client authentication (including a replayed `jti`, a wrong `aud` and an expired
-	// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+	// or the PAR endpoint, `exp` at most 10 minutes ahead, and a `jti` accepted once (kept
+	// until `exp`). A failed client authentication (including a replayed `jti`, a wrong `aud`,
+	// an expired assertion and one that expires more than 10 minutes from now), an unknown
+	// client and a disabled client are 401 `invalid_client` with
 	// `WWW-Authenticate: Basic`.
 	//
 	// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
@@ -13908,9 +13913,10 @@ type ClientWithResponsesInterface interface {
 	// `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
 	// `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
 	// client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
-	// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
-	// client authentication (including a replayed `jti`, a wrong `aud` and an expired
-	// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+	// or the PAR endpoint, `exp` at most 10 minutes ahead, and a `jti` accepted once (kept
+	// until `exp`). A failed client authentication (including a replayed `jti`, a wrong `aud`,
+	// an expired assertion and one that expires more than 10 minutes from now), an unknown
+	// client and a disabled client are 401 `invalid_client` with
 	// `WWW-Authenticate: Basic`.
 	//
 	// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
@@ -23480,9 +23486,10 @@ func (c *ClientWithResponses) PostOauth2RevokeWithFormdataBodyWithResponse(ctx c
 // `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
 // `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
 // client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
-// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
-// client authentication (including a replayed `jti`, a wrong `aud` and an expired
-// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+// or the PAR endpoint, `exp` at most 10 minutes ahead, and a `jti` accepted once (kept
+// until `exp`). A failed client authentication (including a replayed `jti`, a wrong `aud`,
+// an expired assertion and one that expires more than 10 minutes from now), an unknown
+// client and a disabled client are 401 `invalid_client` with
 // `WWW-Authenticate: Basic`.
 //
 // Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
@@ -23521,9 +23528,10 @@ func (c *ClientWithResponses) PostOauth2TokenWithBodyWithResponse(ctx context.Co
 // `client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer` and a
 // `client_assertion` (RFC 7523 section 2.2): a JWT signed RS256 or ES256 by a key of the
 // client's `jwks`, with `iss` and `sub` the client id, `aud` the token endpoint, the issuer
-// or the PAR endpoint, `exp`, and a `jti` accepted once (kept until `exp`). A failed
-// client authentication (including a replayed `jti`, a wrong `aud` and an expired
-// assertion), an unknown client and a disabled client are 401 `invalid_client` with
+// or the PAR endpoint, `exp` at most 10 minutes ahead, and a `jti` accepted once (kept
+// until `exp`). A failed client authentication (including a replayed `jti`, a wrong `aud`,
+// an expired assertion and one that expires more than 10 minutes from now), an unknown
+// client and a disabled client are 401 `invalid_client` with
 // `WWW-Authenticate: Basic`.
 //
 // Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
