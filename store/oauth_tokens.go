@@ -232,3 +232,60 @@ func (tx *Tx) DeleteExpiredOAuthTokens(ctx context.Context, before time.Time, li
 			(SELECT kind, signature FROM oauth_tokens WHERE expires_at < ? ORDER BY expires_at LIMIT ?)`,
 		sqlTime(before.UTC().Truncate(time.Microsecond)), limit)
 }
+
+// OAuthGrantRevocation counts what RevokeUserOAuthGrants changed.
+type OAuthGrantRevocation struct {
+	// RefreshTokens is how many active refresh tokens were made inactive.
+	RefreshTokens int64
+	// AccessTokens is how many access tokens were deleted.
+	AccessTokens int64
+	// Codes is how many unused authorization codes were marked used.
+	Codes int64
+	// Consents is how many consents were deleted (0 when they were kept).
+	Consents int64
+}
+
+// RevokeUserOAuthGrants ends every OAuth grant user userID holds, with every client, in tx:
+//
+//   - its active refresh tokens become inactive, kept rather than deleted, so that a later use
+//     is recognised as reuse and refused (invalid_grant);
+//   - its access tokens are deleted: they introspect inactive and userinfo refuses them,
+//     although their JWTs have not expired;
+//   - its unused authorization codes are marked used: a redemption fails (invalid_grant);
+//   - unless keepConsents, its consents are deleted, so the next authorization asks again
+//     (skipConsent clients never ask); with keepConsents they stay and the user can sign in
+//     to the same clients without being asked.
+//
+// Rows of other users are untouched, and so are client-credentials tokens (their subject is a
+// client id, never a user id). It is for the events that must end what a user authorized
+// before them (a password change that ends the other sessions, an account taken over by
+// another sign-in); deleting the user is DeleteSubject. An unknown user, or one without
+// grants, changes nothing and is not an error. It returns ErrInvalid for an empty userID.
+func (tx *Tx) RevokeUserOAuthGrants(ctx context.Context, userID string, keepConsents bool) (OAuthGrantRevocation, error) {
+	const op = "revoke user oauth grants"
+	var r OAuthGrantRevocation
+	if userID == "" {
+		return r, fmt.Errorf("store: %s: %w: a user id is required", op, ErrInvalid)
+	}
+	var err error
+	if r.RefreshTokens, err = tx.execCount(ctx, op,
+		"UPDATE oauth_tokens SET active = ? WHERE subject = ? AND kind = ? AND active = ?",
+		false, userID, OAuthRefresh, true); err != nil {
+		return r, err
+	}
+	if r.AccessTokens, err = tx.execCount(ctx, op,
+		"DELETE FROM oauth_tokens WHERE subject = ? AND kind = ?", userID, OAuthAccess); err != nil {
+		return r, err
+	}
+	if r.Codes, err = tx.execCount(ctx, op,
+		"UPDATE oauth_tokens SET active = ? WHERE subject = ? AND kind = ? AND active = ?",
+		false, userID, OAuthCode, true); err != nil {
+		return r, err
+	}
+	if !keepConsents {
+		if r.Consents, err = tx.execCount(ctx, op, "DELETE FROM oauth_consents WHERE user_id = ?", userID); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}

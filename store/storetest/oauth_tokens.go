@@ -18,6 +18,7 @@ func runOAuthTokens(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("BeginCommitRollback", func(t *testing.T) { testOAuthTokenBegin(t, open) })
 	t.Run("ConcurrentDeactivate", func(t *testing.T) { testOAuthTokenConcurrentDeactivate(t, open) })
 	t.Run("DeleteExpired", func(t *testing.T) { testOAuthTokenDeleteExpired(t, open) })
+	t.Run("RevokeUserGrants", func(t *testing.T) { testOAuthRevokeUserGrants(t, open) })
 }
 
 func oauthToken(kind, sig, requestID string) store.OAuthToken {
