@@ -1894,7 +1894,7 @@ type ChangePasswordJSONBody struct {
 	CurrentPassword string `json:"currentPassword"`
 	NewPassword     string `json:"newPassword"`
 
-	// RevokeOtherSessions Accepted for better-auth clients; other sessions always end.
+	// RevokeOtherSessions Other browser sessions always end; true also revokes the user's OAuth refresh and access tokens (consents stay).
 	RevokeOtherSessions *bool `json:"revokeOtherSessions,omitempty"`
 }
 

@@ -291,7 +291,10 @@ func (s *Server) RevokeOtherSessions(ctx context.Context, _ gen.RevokeOtherSessi
 }
 
 // ChangePassword checks the current password, stores the new one, ends every session of the
-// user and starts a new one for the caller (a new cookie).
+// user and starts a new one for the caller (a new cookie). With revokeOtherSessions (the user's
+// "sign out everywhere"), the OAuth grants the user gave end too, in the same transaction:
+// refresh tokens stop working and their access tokens introspect inactive; consents stay, so
+// signing in to the same applications again does not ask again (README "What survives what").
 func (s *Server) ChangePassword(ctx context.Context, request gen.ChangePasswordRequestObject) (gen.ChangePasswordResponseObject, error) {
 	noStore(ctx)
 	p := PrincipalFrom(ctx)
@@ -312,11 +315,19 @@ func (s *Server) ChangePassword(ctx context.Context, request gen.ChangePasswordR
 		if err != nil {
 			return err
 		}
+		metadata := map[string]any{"revokedSessions": n}
+		if request.Body.RevokeOtherSessions != nil && *request.Body.RevokeOtherSessions {
+			r, err := tx.RevokeUserOAuthGrants(ctx, p.ID(), true)
+			if err != nil {
+				return err
+			}
+			metadata["revokedRefreshTokens"], metadata["revokedAccessTokens"] = r.RefreshTokens, r.AccessTokens
+		}
 		if sess, token, err = s.createSession(ctx, tx, p.ID(), p.Session.RememberMe, p.Session.ActiveOrganizationID); err != nil {
 			return err
 		}
 		return audit(ctx, tx, auditEvent{Action: "user.password_change", TargetType: "user", TargetID: p.ID(),
-			Metadata: map[string]any{"revokedSessions": n}})
+			Metadata: metadata})
 	})
 	if err != nil {
 		return nil, err

@@ -2281,7 +2281,7 @@ type ChangePasswordJSONBody struct {
 	CurrentPassword string `json:"currentPassword"`
 	NewPassword     string `json:"newPassword"`
 
-	// RevokeOtherSessions Accepted for better-auth clients; other sessions always end.
+	// RevokeOtherSessions Other browser sessions always end; true also revokes the user's OAuth refresh and access tokens (consents stay).
 	RevokeOtherSessions *bool `json:"revokeOtherSessions,omitempty"`
 }
 
@@ -3011,7 +3011,9 @@ type ClientInterface interface {
 	// ChangePasswordWithBody Change the password
 	//
 	// Checks the current password, stores the new one, ends every other session and rotates the
-	// caller's own session (a new cookie is set).
+	// caller's own session (a new cookie is set). With `revokeOtherSessions: true` it also ends
+	// the OAuth grants the user gave applications: their refresh tokens stop working and the
+	// access tokens issued with them introspect inactive; consents stay.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3021,7 +3023,9 @@ type ClientInterface interface {
 	// ChangePassword Change the password
 	//
 	// Checks the current password, stores the new one, ends every other session and rotates the
-	// caller's own session (a new cookie is set).
+	// caller's own session (a new cookie is set). With `revokeOtherSessions: true` it also ends
+	// the OAuth grants the user gave applications: their refresh tokens stop working and the
+	// access tokens issued with them introspect inactive; consents stay.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4833,7 +4837,9 @@ func (c *Client) SocialCallback(ctx context.Context, provider SocialCallbackPara
 // ChangePasswordWithBody Change the password
 //
 // Checks the current password, stores the new one, ends every other session and rotates the
-// caller's own session (a new cookie is set).
+// caller's own session (a new cookie is set). With `revokeOtherSessions: true` it also ends
+// the OAuth grants the user gave applications: their refresh tokens stop working and the
+// access tokens issued with them introspect inactive; consents stay.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4853,7 +4859,9 @@ func (c *Client) ChangePasswordWithBody(ctx context.Context, contentType string,
 // ChangePassword Change the password
 //
 // Checks the current password, stores the new one, ends every other session and rotates the
-// caller's own session (a new cookie is set).
+// caller's own session (a new cookie is set). With `revokeOtherSessions: true` it also ends
+// the OAuth grants the user gave applications: their refresh tokens stop working and the
+// access tokens issued with them introspect inactive; consents stay.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -13614,7 +13622,9 @@ type ClientWithResponsesInterface interface {
 	// ChangePasswordWithBodyWithResponse Change the password
 	//
 	// Checks the current password, stores the new one, ends every other session and rotates the
-	// caller's own session (a new cookie is set).
+	// caller's own session (a new cookie is set). With `revokeOtherSessions: true` it also ends
+	// the OAuth grants the user gave applications: their refresh tokens stop working and the
+	// access tokens issued with them introspect inactive; consents stay.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -13624,7 +13634,9 @@ type ClientWithResponsesInterface interface {
 	// ChangePasswordWithResponse Change the password
 	//
 	// Checks the current password, stores the new one, ends every other session and rotates the
-	// caller's own session (a new cookie is set).
+	// caller's own session (a new cookie is set). With `revokeOtherSessions: true` it also ends
+	// the OAuth grants the user gave applications: their refresh tokens stop working and the
+	// access tokens issued with them introspect inactive; consents stay.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -23103,7 +23115,9 @@ func (c *ClientWithResponses) SocialCallbackWithResponse(ctx context.Context, pr
 // ChangePasswordWithBodyWithResponse Change the password
 //
 // Checks the current password, stores the new one, ends every other session and rotates the
-// caller's own session (a new cookie is set).
+// caller's own session (a new cookie is set). With `revokeOtherSessions: true` it also ends
+// the OAuth grants the user gave applications: their refresh tokens stop working and the
+// access tokens issued with them introspect inactive; consents stay.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -23119,7 +23133,9 @@ func (c *ClientWithResponses) ChangePasswordWithBodyWithResponse(ctx context.Con
 // ChangePasswordWithResponse Change the password
 //
 // Checks the current password, stores the new one, ends every other session and rotates the
-// caller's own session (a new cookie is set).
+// caller's own session (a new cookie is set). With `revokeOtherSessions: true` it also ends
+// the OAuth grants the user gave applications: their refresh tokens stop working and the
+// access tokens issued with them introspect inactive; consents stay.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
