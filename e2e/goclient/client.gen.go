@@ -2996,7 +2996,10 @@ type ClientInterface interface {
 	// the code is exchanged with the PKCE verifier. The provider account signs in its linked
 	// user; an unlinked account links to the existing user with the same email only when the
 	// provider marks that email verified (GitHub's `/user/emails` `verified`, Google's
-	// `email_verified`), and otherwise, when no user has the email, creates a user. Success is
+	// `email_verified`) — when that user's email was never verified, the provider's proof takes
+	// the account over first: its password, other provider accounts, sessions and OAuth grants
+	// are removed (audited as `user.email_claim`) — and otherwise, when no user has the email,
+	// creates a user. Success is
 	// a 302 to the flow's `callbackURL` (or `newUserCallbackURL` for a new user) with the
 	// session cookie set. A refusal with an authentic flow cookie is a 302 to
 	// `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
@@ -4795,7 +4798,10 @@ func (c *Client) GetOpenidConfiguration(ctx context.Context, reqEditors ...Reque
 // the code is exchanged with the PKCE verifier. The provider account signs in its linked
 // user; an unlinked account links to the existing user with the same email only when the
 // provider marks that email verified (GitHub's `/user/emails` `verified`, Google's
-// `email_verified`), and otherwise, when no user has the email, creates a user. Success is
+// `email_verified`) — when that user's email was never verified, the provider's proof takes
+// the account over first: its password, other provider accounts, sessions and OAuth grants
+// are removed (audited as `user.email_claim`) — and otherwise, when no user has the email,
+// creates a user. Success is
 // a 302 to the flow's `callbackURL` (or `newUserCallbackURL` for a new user) with the
 // session cookie set. A refusal with an authentic flow cookie is a 302 to
 // `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
@@ -13571,7 +13577,10 @@ type ClientWithResponsesInterface interface {
 	// the code is exchanged with the PKCE verifier. The provider account signs in its linked
 	// user; an unlinked account links to the existing user with the same email only when the
 	// provider marks that email verified (GitHub's `/user/emails` `verified`, Google's
-	// `email_verified`), and otherwise, when no user has the email, creates a user. Success is
+	// `email_verified`) — when that user's email was never verified, the provider's proof takes
+	// the account over first: its password, other provider accounts, sessions and OAuth grants
+	// are removed (audited as `user.email_claim`) — and otherwise, when no user has the email,
+	// creates a user. Success is
 	// a 302 to the flow's `callbackURL` (or `newUserCallbackURL` for a new user) with the
 	// session cookie set. A refusal with an authentic flow cookie is a 302 to
 	// `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
@@ -23041,7 +23050,10 @@ func (c *ClientWithResponses) GetOpenidConfigurationWithResponse(ctx context.Con
 // the code is exchanged with the PKCE verifier. The provider account signs in its linked
 // user; an unlinked account links to the existing user with the same email only when the
 // provider marks that email verified (GitHub's `/user/emails` `verified`, Google's
-// `email_verified`), and otherwise, when no user has the email, creates a user. Success is
+// `email_verified`) — when that user's email was never verified, the provider's proof takes
+// the account over first: its password, other provider accounts, sessions and OAuth grants
+// are removed (audited as `user.email_claim`) — and otherwise, when no user has the email,
+// creates a user. Success is
 // a 302 to the flow's `callbackURL` (or `newUserCallbackURL` for a new user) with the
 // session cookie set. A refusal with an authentic flow cookie is a 302 to
 // `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
