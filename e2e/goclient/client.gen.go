@@ -3693,6 +3693,9 @@ type ClientInterface interface {
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 	// form post.
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3706,6 +3709,9 @@ type ClientInterface interface {
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 	// form post.
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3719,6 +3725,9 @@ type ClientInterface interface {
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 	// form post.
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
@@ -3735,6 +3744,9 @@ type ClientInterface interface {
 	// must be paths on this site or URLs on the base URL or a trusted origin (403
 	// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 	// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3751,6 +3763,9 @@ type ClientInterface interface {
 	// must be paths on this site or URLs on the base URL or a trusted origin (403
 	// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 	// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3767,6 +3782,9 @@ type ClientInterface interface {
 	// must be paths on this site or URLs on the base URL or a trusted origin (403
 	// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 	// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
@@ -3798,6 +3816,9 @@ type ClientInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3811,6 +3832,9 @@ type ClientInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3824,6 +3848,9 @@ type ClientInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
@@ -6165,6 +6192,9 @@ func (c *Client) RevokeSession(ctx context.Context, body RevokeSessionJSONReques
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 // form post.
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes any type of body and a specified content type.
 //
@@ -6188,6 +6218,9 @@ func (c *Client) SignInEmailWithBody(ctx context.Context, contentType string, bo
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 // form post.
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6211,6 +6244,9 @@ func (c *Client) SignInEmail(ctx context.Context, body SignInEmailJSONRequestBod
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 // form post.
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
@@ -6237,6 +6273,9 @@ func (c *Client) SignInEmailWithFormdataBody(ctx context.Context, body SignInEma
 // must be paths on this site or URLs on the base URL or a trusted origin (403
 // `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 // the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes any type of body and a specified content type.
 //
@@ -6263,6 +6302,9 @@ func (c *Client) SignInSocialWithBody(ctx context.Context, contentType string, b
 // must be paths on this site or URLs on the base URL or a trusted origin (403
 // `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 // the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6289,6 +6331,9 @@ func (c *Client) SignInSocial(ctx context.Context, body SignInSocialJSONRequestB
 // must be paths on this site or URLs on the base URL or a trusted origin (403
 // `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 // the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
@@ -6350,6 +6395,9 @@ func (c *Client) SignOut(ctx context.Context, body SignOutJSONRequestBody, reqEd
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes any type of body and a specified content type.
 //
@@ -6373,6 +6421,9 @@ func (c *Client) SignUpEmailWithBody(ctx context.Context, contentType string, bo
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6396,6 +6447,9 @@ func (c *Client) SignUpEmail(ctx context.Context, body SignUpEmailJSONRequestBod
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
@@ -14304,6 +14358,9 @@ type ClientWithResponsesInterface interface {
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 	// form post.
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14317,6 +14374,9 @@ type ClientWithResponsesInterface interface {
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 	// form post.
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14330,6 +14390,9 @@ type ClientWithResponsesInterface interface {
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 	// form post.
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14346,6 +14409,9 @@ type ClientWithResponsesInterface interface {
 	// must be paths on this site or URLs on the base URL or a trusted origin (403
 	// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 	// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14362,6 +14428,9 @@ type ClientWithResponsesInterface interface {
 	// must be paths on this site or URLs on the base URL or a trusted origin (403
 	// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 	// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14378,6 +14447,9 @@ type ClientWithResponsesInterface interface {
 	// must be paths on this site or URLs on the base URL or a trusted origin (403
 	// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 	// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14409,6 +14481,9 @@ type ClientWithResponsesInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14422,6 +14497,9 @@ type ClientWithResponsesInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14435,6 +14513,9 @@ type ClientWithResponsesInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -24179,6 +24260,9 @@ func (c *ClientWithResponses) RevokeSessionWithResponse(ctx context.Context, bod
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 // form post.
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -24198,6 +24282,9 @@ func (c *ClientWithResponses) SignInEmailWithBodyWithResponse(ctx context.Contex
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 // form post.
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -24217,6 +24304,9 @@ func (c *ClientWithResponses) SignInEmailWithResponse(ctx context.Context, body 
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 // form post.
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -24239,6 +24329,9 @@ func (c *ClientWithResponses) SignInEmailWithFormdataBodyWithResponse(ctx contex
 // must be paths on this site or URLs on the base URL or a trusted origin (403
 // `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 // the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -24261,6 +24354,9 @@ func (c *ClientWithResponses) SignInSocialWithBodyWithResponse(ctx context.Conte
 // must be paths on this site or URLs on the base URL or a trusted origin (403
 // `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 // the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -24283,6 +24379,9 @@ func (c *ClientWithResponses) SignInSocialWithResponse(ctx context.Context, body
 // must be paths on this site or URLs on the base URL or a trusted origin (403
 // `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 // the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -24332,6 +24431,9 @@ func (c *ClientWithResponses) SignOutWithResponse(ctx context.Context, body Sign
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -24351,6 +24453,9 @@ func (c *ClientWithResponses) SignUpEmailWithBodyWithResponse(ctx context.Contex
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -24370,6 +24475,9 @@ func (c *ClientWithResponses) SignUpEmailWithResponse(ctx context.Context, body 
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
