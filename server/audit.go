@@ -19,9 +19,16 @@ type auditEvent struct {
 // audit appends ev inside tx with the caller, request id, client IP and user agent of ctx. The
 // row commits exactly when the mutation does; an error fails the mutation.
 func audit(ctx context.Context, tx *store.Tx, ev auditEvent) error {
+	e := auditEntry(ctx, ev)
+	return tx.AppendAudit(ctx, &e)
+}
+
+// auditEntry is the row audit appends for ev, for callers that hand it to a function that
+// appends it (identity.ClaimEmail).
+func auditEntry(ctx context.Context, ev auditEvent) store.AuditEntry {
 	meta := requestMetaFrom(ctx)
 	actorType, actorID := actor(ctx)
-	return tx.AppendAudit(ctx, &store.AuditEntry{
+	return store.AuditEntry{
 		ActorType:      actorType,
 		ActorID:        actorID,
 		Action:         ev.Action,
@@ -33,7 +40,7 @@ func audit(ctx context.Context, tx *store.Tx, ev auditEvent) error {
 		IPAddress:      meta.IP,
 		UserAgent:      meta.UserAgent,
 		Metadata:       ev.Metadata,
-	})
+	}
 }
 
 // actor is who the request of ctx acts as, for audit rows and config versions: the caller's

@@ -110,6 +110,11 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		if err := s.checkOrigin(req, authSurface); err != nil {
 			return err
 		}
+		if authSurface {
+			if err := checkFormPost(req); err != nil {
+				return err
+			}
+		}
 		if m.policy.public && !authSurface {
 			return next(c)
 		}

@@ -91,10 +91,11 @@ func jsonString(s string) string {
 	return string(b)
 }
 
-// form is a form-urlencoded POST.
+// form is a form-urlencoded POST from a page of the base URL (form posts must name their
+// origin: TestFormSignInNeedsTrustedOrigin).
 func form(path string, values url.Values) request {
 	return request{method: http.MethodPost, path: path, body: values.Encode(),
-		headers: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}}
+		headers: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": testBaseURL}}
 }
 
 // sessionCookie returns the one session cookie the response sets, failing when there is none.

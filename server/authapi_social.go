@@ -238,9 +238,10 @@ func (r socialRefusal) Error() string { return "social sign-in refused: " + stri
 
 // socialSignIn finds or creates the user of provider account id and starts a session, in one
 // transaction: the linked user; else the user with id's email when the provider verified it
-// (the account is linked to them); else, when no user has the email, a new user (created
-// reports it). An unverified email that belongs to a user is socialRefusal
-// "email_not_verified"; no email at all for a new user is "no_email".
+// (the account is linked to them, after identity.ClaimEmail took it over if its email was
+// never verified); else, when no user has the email, a new user (created reports it). An
+// unverified email that belongs to a user is socialRefusal "email_not_verified"; no email at
+// all for a new user is "no_email".
 func (s *Server) socialSignIn(ctx context.Context, provider string, id identity.SocialIdentity) (user store.User, created bool, token string, err error) {
 	err = s.store.InTx(ctx, func(tx *store.Tx) error {
 		created = false
@@ -261,13 +262,14 @@ func (s *Server) socialSignIn(ctx context.Context, provider string, id identity.
 				if !id.EmailVerified {
 					return socialRefusal("email_not_verified")
 				}
-				if !user.EmailVerified {
-					// The provider vouches for the address the user signed up with.
-					if err := tx.MarkEmailVerified(ctx, user.ID); err != nil {
-						return err
-					}
-					user.EmailVerified = true
+				// The provider proves the address is this person's: an account never verified
+				// is taken over (its password, provider links, sessions and OAuth grants go),
+				// a verified one is only linked.
+				owner := context.WithValue(ctx, principalKey{}, &Principal{Kind: PrincipalUser, User: user})
+				if _, err := identity.ClaimEmail(ctx, tx, user.ID, provider, auditEntry(owner, auditEvent{})); err != nil {
+					return err
 				}
+				user.EmailVerified = true
 			case errors.Is(err, store.ErrNotFound):
 				user = store.User{Name: id.Name, Email: id.Email, EmailVerified: id.EmailVerified}
 				if user.Name == "" {

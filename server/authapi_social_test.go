@@ -199,8 +199,9 @@ func TestSocialSignIn(t *testing.T) {
 			t.Errorf("returning GitHub user: %v, want %v", again, user["id"])
 		}
 
-		// 3. Google with a verified email links to the existing password user.
-		ada := env.app.newFixtureUser(t, "Ada Lovelace", "ada-social@example.com")
+		// 3. Google with a verified email links to the existing password user, whose email is
+		// verified (an unverified one is taken over: TestSocialLinkTakesOverUnverifiedAccount).
+		ada := env.app.newVerifiedFixtureUser(t, "Ada Lovelace", "ada-social@example.com")
 		fake.SetUser(identity.Google, socialtest.User{ID: "google-sub-ada", Name: "Ada L.", Email: "ada-social@example.com", EmailVerified: true})
 		br3 := apptest.NewBrowser(t, env.url)
 		res, _ = env.signInWith(t, br3, `{"provider":"google","callbackURL":"https://app.example.com/home"}`)
@@ -213,7 +214,7 @@ func TestSocialSignIn(t *testing.T) {
 		}
 
 		// 4. An unverified email that belongs to a user is refused: no session, no link.
-		bob := env.app.newFixtureUser(t, "Bob", "bob-social@example.com")
+		bob := env.app.newVerifiedFixtureUser(t, "Bob", "bob-social@example.com")
 		fake.SetUser(identity.GitHub, socialtest.User{ID: "2002", Login: "mallory", Email: "bob-social@example.com", EmailVerified: false})
 		br4 := apptest.NewBrowser(t, env.url)
 		res, _ = env.signInWith(t, br4, `{"provider":"github","callbackURL":"/dashboard","errorCallbackURL":"/sign-in"}`)

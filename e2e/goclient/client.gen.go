@@ -2996,7 +2996,10 @@ type ClientInterface interface {
 	// the code is exchanged with the PKCE verifier. The provider account signs in its linked
 	// user; an unlinked account links to the existing user with the same email only when the
 	// provider marks that email verified (GitHub's `/user/emails` `verified`, Google's
-	// `email_verified`), and otherwise, when no user has the email, creates a user. Success is
+	// `email_verified`) — when that user's email was never verified, the provider's proof takes
+	// the account over first: its password, other provider accounts, sessions and OAuth grants
+	// are removed (audited as `user.email_claim`) — and otherwise, when no user has the email,
+	// creates a user. Success is
 	// a 302 to the flow's `callbackURL` (or `newUserCallbackURL` for a new user) with the
 	// session cookie set. A refusal with an authentic flow cookie is a 302 to
 	// `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
@@ -3707,6 +3710,9 @@ type ClientInterface interface {
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 	// form post.
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3720,6 +3726,9 @@ type ClientInterface interface {
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 	// form post.
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3733,6 +3742,9 @@ type ClientInterface interface {
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 	// form post.
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
@@ -3749,6 +3761,9 @@ type ClientInterface interface {
 	// must be paths on this site or URLs on the base URL or a trusted origin (403
 	// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 	// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3765,6 +3780,9 @@ type ClientInterface interface {
 	// must be paths on this site or URLs on the base URL or a trusted origin (403
 	// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 	// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3781,6 +3799,9 @@ type ClientInterface interface {
 	// must be paths on this site or URLs on the base URL or a trusted origin (403
 	// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 	// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
@@ -3812,6 +3833,9 @@ type ClientInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3825,6 +3849,9 @@ type ClientInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3838,6 +3865,9 @@ type ClientInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
@@ -4812,7 +4842,10 @@ func (c *Client) GetOpenidConfiguration(ctx context.Context, reqEditors ...Reque
 // the code is exchanged with the PKCE verifier. The provider account signs in its linked
 // user; an unlinked account links to the existing user with the same email only when the
 // provider marks that email verified (GitHub's `/user/emails` `verified`, Google's
-// `email_verified`), and otherwise, when no user has the email, creates a user. Success is
+// `email_verified`) — when that user's email was never verified, the provider's proof takes
+// the account over first: its password, other provider accounts, sessions and OAuth grants
+// are removed (audited as `user.email_claim`) — and otherwise, when no user has the email,
+// creates a user. Success is
 // a 302 to the flow's `callbackURL` (or `newUserCallbackURL` for a new user) with the
 // session cookie set. A refusal with an authentic flow cookie is a 302 to
 // `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
@@ -6193,6 +6226,9 @@ func (c *Client) RevokeSession(ctx context.Context, body RevokeSessionJSONReques
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 // form post.
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes any type of body and a specified content type.
 //
@@ -6216,6 +6252,9 @@ func (c *Client) SignInEmailWithBody(ctx context.Context, contentType string, bo
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 // form post.
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6239,6 +6278,9 @@ func (c *Client) SignInEmail(ctx context.Context, body SignInEmailJSONRequestBod
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 // form post.
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
@@ -6265,6 +6307,9 @@ func (c *Client) SignInEmailWithFormdataBody(ctx context.Context, body SignInEma
 // must be paths on this site or URLs on the base URL or a trusted origin (403
 // `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 // the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes any type of body and a specified content type.
 //
@@ -6291,6 +6336,9 @@ func (c *Client) SignInSocialWithBody(ctx context.Context, contentType string, b
 // must be paths on this site or URLs on the base URL or a trusted origin (403
 // `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 // the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6317,6 +6365,9 @@ func (c *Client) SignInSocial(ctx context.Context, body SignInSocialJSONRequestB
 // must be paths on this site or URLs on the base URL or a trusted origin (403
 // `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 // the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
@@ -6378,6 +6429,9 @@ func (c *Client) SignOut(ctx context.Context, body SignOutJSONRequestBody, reqEd
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes any type of body and a specified content type.
 //
@@ -6401,6 +6455,9 @@ func (c *Client) SignUpEmailWithBody(ctx context.Context, contentType string, bo
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6424,6 +6481,9 @@ func (c *Client) SignUpEmail(ctx context.Context, body SignUpEmailJSONRequestBod
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
@@ -13605,7 +13665,10 @@ type ClientWithResponsesInterface interface {
 	// the code is exchanged with the PKCE verifier. The provider account signs in its linked
 	// user; an unlinked account links to the existing user with the same email only when the
 	// provider marks that email verified (GitHub's `/user/emails` `verified`, Google's
-	// `email_verified`), and otherwise, when no user has the email, creates a user. Success is
+	// `email_verified`) — when that user's email was never verified, the provider's proof takes
+	// the account over first: its password, other provider accounts, sessions and OAuth grants
+	// are removed (audited as `user.email_claim`) — and otherwise, when no user has the email,
+	// creates a user. Success is
 	// a 302 to the flow's `callbackURL` (or `newUserCallbackURL` for a new user) with the
 	// session cookie set. A refusal with an authentic flow cookie is a 302 to
 	// `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
@@ -14346,6 +14409,9 @@ type ClientWithResponsesInterface interface {
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 	// form post.
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14359,6 +14425,9 @@ type ClientWithResponsesInterface interface {
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 	// form post.
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14372,6 +14441,9 @@ type ClientWithResponsesInterface interface {
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 	// form post.
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14388,6 +14460,9 @@ type ClientWithResponsesInterface interface {
 	// must be paths on this site or URLs on the base URL or a trusted origin (403
 	// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 	// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14404,6 +14479,9 @@ type ClientWithResponsesInterface interface {
 	// must be paths on this site or URLs on the base URL or a trusted origin (403
 	// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 	// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14420,6 +14498,9 @@ type ClientWithResponsesInterface interface {
 	// must be paths on this site or URLs on the base URL or a trusted origin (403
 	// `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 	// the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14451,6 +14532,9 @@ type ClientWithResponsesInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14464,6 +14548,9 @@ type ClientWithResponsesInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14477,6 +14564,9 @@ type ClientWithResponsesInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+	// a product on another site posts JSON.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -23092,7 +23182,10 @@ func (c *ClientWithResponses) GetOpenidConfigurationWithResponse(ctx context.Con
 // the code is exchanged with the PKCE verifier. The provider account signs in its linked
 // user; an unlinked account links to the existing user with the same email only when the
 // provider marks that email verified (GitHub's `/user/emails` `verified`, Google's
-// `email_verified`), and otherwise, when no user has the email, creates a user. Success is
+// `email_verified`) — when that user's email was never verified, the provider's proof takes
+// the account over first: its password, other provider accounts, sessions and OAuth grants
+// are removed (audited as `user.email_claim`) — and otherwise, when no user has the email,
+// creates a user. Success is
 // a 302 to the flow's `callbackURL` (or `newUserCallbackURL` for a new user) with the
 // session cookie set. A refusal with an authentic flow cookie is a 302 to
 // `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
@@ -24235,6 +24328,9 @@ func (c *ClientWithResponses) RevokeSessionWithResponse(ctx context.Context, bod
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 // form post.
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -24254,6 +24350,9 @@ func (c *ClientWithResponses) SignInEmailWithBodyWithResponse(ctx context.Contex
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 // form post.
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -24273,6 +24372,9 @@ func (c *ClientWithResponses) SignInEmailWithResponse(ctx context.Context, body 
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
 // form post.
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -24295,6 +24397,9 @@ func (c *ClientWithResponses) SignInEmailWithFormdataBodyWithResponse(ctx contex
 // must be paths on this site or URLs on the base URL or a trusted origin (403
 // `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 // the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -24317,6 +24422,9 @@ func (c *ClientWithResponses) SignInSocialWithBodyWithResponse(ctx context.Conte
 // must be paths on this site or URLs on the base URL or a trusted origin (403
 // `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 // the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -24339,6 +24447,9 @@ func (c *ClientWithResponses) SignInSocialWithResponse(ctx context.Context, body
 // must be paths on this site or URLs on the base URL or a trusted origin (403
 // `INVALID_CALLBACK_URL`). After the provider, `GET /api/auth/callback/{provider}` signs
 // the user in and sends the browser to `callbackURL` (`newUserCallbackURL` for a new user).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -24388,6 +24499,9 @@ func (c *ClientWithResponses) SignOutWithResponse(ctx context.Context, body Sign
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -24407,6 +24521,9 @@ func (c *ClientWithResponses) SignUpEmailWithBodyWithResponse(ctx context.Contex
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -24426,6 +24543,9 @@ func (c *ClientWithResponses) SignUpEmailWithResponse(ctx context.Context, body 
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
+// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
+// a product on another site posts JSON.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
