@@ -16,7 +16,7 @@ type EmailClaim struct {
 	PasswordRemoved      bool
 	ProviderLinksRemoved int64
 	SessionsEnded        int64
-	Grants               store.RevokedGrants
+	Grants               store.OAuthGrantRevocation
 }
 
 // ClaimEmail is the one rule for an account whose email address was never verified, applied
@@ -30,7 +30,7 @@ type EmailClaim struct {
 //   - the password (the credential account) and every linked provider account,
 //   - every session,
 //   - every OAuth grant: refresh tokens and unredeemed codes revoked, access tokens deleted,
-//     consents deleted (store.Tx.RevokeUserGrants),
+//     consents deleted (store.Tx.RevokeUserOAuthGrants),
 //
 // and appends one audit row: record, as the caller filled in who and from where (actor,
 // request id, IP, user agent), with action EmailClaimAction, the user as target, and
@@ -55,7 +55,7 @@ func ClaimEmail(ctx context.Context, tx *store.Tx, userID, proof string, record 
 	if c.SessionsEnded, err = tx.DeleteOtherSessions(ctx, userID, ""); err != nil {
 		return c, err
 	}
-	if c.Grants, err = tx.RevokeUserGrants(ctx, userID); err != nil {
+	if c.Grants, err = tx.RevokeUserOAuthGrants(ctx, userID, false); err != nil {
 		return c, err
 	}
 	record.Action, record.TargetType, record.TargetID = EmailClaimAction, "user", userID

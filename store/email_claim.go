@@ -28,34 +28,3 @@ func (tx *Tx) RemoveSignInMethods(ctx context.Context, userID string) (password 
 	providerLinks, err = tx.execCount(ctx, op, `DELETE FROM accounts WHERE user_id = ?`, userID)
 	return n > 0, providerLinks, err
 }
-
-// RevokedGrants counts what RevokeUserGrants ended.
-type RevokedGrants struct {
-	RefreshTokens int64 // active refresh tokens marked inactive
-	Codes         int64 // unredeemed authorization codes marked inactive
-	AccessTokens  int64 // access tokens deleted
-	Consents      int64 // consents deleted
-}
-
-// RevokeUserGrants ends every OAuth grant of user userID (the subject of the provider's tokens)
-// as the provider's own revocation does: active refresh tokens and unredeemed authorization
-// codes are marked inactive — kept, so that a later use is recognised and refused — access
-// tokens are deleted, so introspection and userinfo refuse them, and every consent the user
-// gave is deleted, so the next authorization asks again.
-func (tx *Tx) RevokeUserGrants(ctx context.Context, userID string) (RevokedGrants, error) {
-	const op = "revoke user grants"
-	var r RevokedGrants
-	var err error
-	deactivate := `UPDATE oauth_tokens SET active = ? WHERE kind = ? AND subject = ? AND active = ?`
-	if r.RefreshTokens, err = tx.execCount(ctx, op, deactivate, false, OAuthRefresh, userID, true); err != nil {
-		return r, err
-	}
-	if r.Codes, err = tx.execCount(ctx, op, deactivate, false, OAuthCode, userID, true); err != nil {
-		return r, err
-	}
-	if r.AccessTokens, err = tx.execCount(ctx, op, `DELETE FROM oauth_tokens WHERE kind = ? AND subject = ?`, OAuthAccess, userID); err != nil {
-		return r, err
-	}
-	r.Consents, err = tx.execCount(ctx, op, `DELETE FROM oauth_consents WHERE user_id = ?`, userID)
-	return r, err
-}
