@@ -103,7 +103,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		req := c.Request()
 		if m.policy.surface == surfaceProtocol {
 			// Protocol routes authenticate their clients themselves (fosite), and read the
-			// session through package oauth where a user must be signed in.
+			// session through identity.Sessions where a user must be signed in.
 			return next(c)
 		}
 		authSurface := m.policy.surface == surfaceAuthJSON
