@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -123,15 +124,28 @@ func (b *browserProvider) authorize(w http.ResponseWriter, r *http.Request) {
 	b.grant(ctx, w, ar, sess, user)
 }
 
-// checkAuthorizeParams refuses what fosite would accept or only refuse later: a missing or
-// non-S256 PKCE challenge (mandatory for every client), a response mode other than query,
-// an unknown or contradictory prompt, a malformed max_age.
+// codeChallengeForm is what an S256 code_challenge can be (RFC 7636 section 4.2: 43 to 128
+// characters of the verifier's alphabet, [A-Z] / [a-z] / [0-9] / "-" / "." / "_" / "~"; an
+// S256 challenge is 43 of them). fosite checks only that one is present.
+var codeChallengeForm = regexp.MustCompile(`^[A-Za-z0-9._~-]{43,128}$`)
+
+// checkAuthorizeParams refuses what fosite would accept or only refuse later: a missing,
+// malformed or non-S256 PKCE challenge (mandatory for every client), a response mode other
+// than query, a nonce shorter than fosite.MinParameterEntropy (fosite refuses it only at the
+// token endpoint, after the user has consented; state it checks itself, in
+// NewAuthorizeRequest), an unknown or contradictory prompt, a malformed max_age.
 func checkAuthorizeParams(form url.Values) error {
 	if form.Get("code_challenge") == "" {
 		return fosite.ErrInvalidRequest.WithHint("PKCE is required: send code_challenge with code_challenge_method=S256.")
 	}
 	if form.Get("code_challenge_method") != "S256" {
 		return fosite.ErrInvalidRequest.WithHint("Only the S256 code_challenge_method is supported.")
+	}
+	if !codeChallengeForm.MatchString(form.Get("code_challenge")) {
+		return fosite.ErrInvalidRequest.WithHint("The code_challenge must be 43 to 128 characters of A-Z, a-z, 0-9, '-', '.', '_' and '~' (RFC 7636).")
+	}
+	if n := form.Get("nonce"); n != "" && len(n) < fosite.MinParameterEntropy {
+		return fosite.ErrInsufficientEntropy.WithHintf("The nonce must be at least %d characters long.", fosite.MinParameterEntropy)
 	}
 	if rm := form.Get("response_mode"); rm != "" && rm != "query" {
 		return fosite.ErrInvalidRequest.WithHint("Only the query response mode is supported.")
