@@ -44,7 +44,11 @@ func (b *browserProvider) authorize(w http.ResponseWriter, r *http.Request) {
 	}
 	// A pushed request (RFC 9126) is one whose request_uri fosite resolves (and uses up) in
 	// NewAuthorizeRequest; a continuation of one after sign-in carries a signed marker instead.
-	pushed := strings.HasPrefix(r.Form.Get("request_uri"), parRequestURIPrefix) || b.pushedContinuation(r.Form)
+	viaPAR := strings.HasPrefix(r.Form.Get("request_uri"), parRequestURIPrefix)
+	if viaPAR && !b.pushedByClient(w, r) {
+		return
+	}
+	pushed := viaPAR || b.pushedContinuation(r.Form)
 	ar, err := b.p.NewAuthorizeRequest(ctx, r)
 	if err != nil {
 		b.authorizeError(w, ar, err)
@@ -311,6 +315,27 @@ func (b *browserProvider) errorPage(w http.ResponseWriter, status int, code, mes
 // parRequestURIPrefix is the prefix of the request_uri values the PAR endpoint issues
 // (fosite's default).
 const parRequestURIPrefix = "urn:ietf:params:oauth:request_uri:"
+
+// pushedByClient refuses, with the error page, a request_uri that another client pushed:
+// fosite would take (delete) the pushed request before comparing the clients and then
+// redirect its error to the pushed request's redirect URI, which is not the requesting
+// client's. An unknown, used or expired request_uri passes here; fosite refuses it
+// (invalid_request_uri). A client's pushed requests never change client, so nothing can slip
+// in between this read and fosite's take.
+func (b *browserProvider) pushedByClient(w http.ResponseWriter, r *http.Request) bool {
+	owner, err := b.store.PARRequestClient(r.Context(), r.Form.Get("request_uri"))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return true
+	case err != nil:
+		b.errorPage(w, http.StatusInternalServerError, "server_error", "")
+		return false
+	case owner != r.Form.Get("client_id"):
+		b.errorPage(w, http.StatusBadRequest, "invalid_request", "This sign-in link belongs to another application.")
+		return false
+	}
+	return true
+}
 
 // pushedParam is the marker of the continuation of a pushed authorization request after
 // sign-in: "<expiry unix>.<base64url HMAC-SHA256 of the expiry and the other parameters>".

@@ -58,6 +58,19 @@ func (s *Store) TakePARRequest(ctx context.Context, requestURI string) (clientID
 	return row.ClientID, row.Request, nil
 }
 
+// PARRequestClient returns the client id of the pushed request stored under
+// requestURI, leaving it in place, so that a caller can refuse another client's
+// attempt before taking it. It returns ErrNotFound when there is none, or it has
+// expired.
+func (s *Store) PARRequestClient(ctx context.Context, requestURI string) (string, error) {
+	var clientID string
+	const q = `SELECT client_id FROM oauth_par_requests WHERE id = ? AND expires_at > ?`
+	if err := s.reader.GetContext(ctx, &clientID, s.reader.Rebind(q), sha256Hex(requestURI), sqlTime(s.Now())); err != nil {
+		return "", wrapError("par request client", err)
+	}
+	return clientID, nil
+}
+
 // AddClientAssertion records the jti of a client assertion that expires at
 // expiresAt. It returns ErrConflict when the jti is recorded and has not
 // expired: of concurrent uses of one jti exactly one succeeds.

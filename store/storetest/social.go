@@ -80,6 +80,11 @@ func testPARRequest(t *testing.T, open func(t *testing.T) *store.Store) {
 	if err := s.CreatePARRequest(ctx, uri, "cli_1", `{}`, later); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("the same request_uri twice: %v, want ErrConflict", err)
 	}
+	for range 2 {
+		if client, err := s.PARRequestClient(ctx, uri); err != nil || client != "cli_1" {
+			t.Errorf("the client of a pushed request: %q %v", client, err)
+		}
+	}
 	client, req, err := s.TakePARRequest(ctx, uri)
 	if err != nil || client != "cli_1" || req != `{"form":"a=b"}` {
 		t.Errorf("take: %q %q %v", client, req, err)
@@ -87,8 +92,14 @@ func testPARRequest(t *testing.T, open func(t *testing.T) *store.Store) {
 	if _, _, err := s.TakePARRequest(ctx, uri); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("take twice: %v, want ErrNotFound", err)
 	}
+	if _, err := s.PARRequestClient(ctx, uri); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the client of a taken request: %v, want ErrNotFound", err)
+	}
 	if err := s.CreatePARRequest(ctx, uri+"-old", "cli_1", `{}`, time.Now().Add(-time.Second)); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := s.PARRequestClient(ctx, uri+"-old"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the client of an expired request: %v, want ErrNotFound", err)
 	}
 	if _, _, err := s.TakePARRequest(ctx, uri+"-old"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("take an expired request: %v, want ErrNotFound", err)
