@@ -2,9 +2,6 @@ package oauth
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"net/http"
 	"net/url"
@@ -48,7 +45,6 @@ func (b *browserProvider) authorize(w http.ResponseWriter, r *http.Request) {
 	if viaPAR && !b.pushedByClient(w, r) {
 		return
 	}
-	pushed := viaPAR || b.pushedContinuation(r.Form)
 	ar, err := b.p.NewAuthorizeRequest(ctx, r)
 	if err != nil {
 		b.authorizeError(w, ar, err)
@@ -82,6 +78,13 @@ func (b *browserProvider) authorize(w http.ResponseWriter, r *http.Request) {
 		b.authorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
 		return
 	}
+	pushed := viaPAR
+	if !pushed && r.Form.Get(pushedParam) != "" {
+		if pushed, err = b.takeContinuation(ctx, r); err != nil {
+			b.authorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
+			return
+		}
+	}
 	if client.RequirePAR && !pushed {
 		b.authorizeError(w, ar, fosite.ErrInvalidRequest.WithHint(
 			"This client must push its authorization requests: POST them to "+PARPath+" and send the request_uri."))
@@ -114,10 +117,13 @@ func (b *browserProvider) authorize(w http.ResponseWriter, r *http.Request) {
 				b.authorizeError(w, ar, fosite.ErrConsentRequired.WithHint("The user has not consented to this client and these scopes (prompt=none)."))
 				return
 			}
+			// The pending request, without what is used up (a pushed request's request_uri, a
+			// continuation's marker): the consent challenge carries it from here on.
 			q := cloneValues(r.Form)
 			q.Del(loginErrorParam)
-			if pushed {
-				b.markPushed(q)
+			q.Del(pushedParam)
+			if viaPAR {
+				q.Del("request_uri")
 			}
 			ch := b.sign(challenge{Kind: "consent", Session: sess.ID, Client: client.ID, Query: q.Encode()})
 			w.Header().Set("Cache-Control", "no-store")
@@ -202,7 +208,8 @@ func cloneValues(v url.Values) url.Values {
 // is now, which satisfies any max_age).
 //
 // The callback of a pushed request carries its parameters instead of the used-up request_uri,
-// with a signed marker (markPushed) that lets it pass a client's requirePushedAuthorizationRequests.
+// with a signed, single-use marker bound to this browser (markPushed) that lets it pass a
+// client's requirePushedAuthorizationRequests.
 func (b *browserProvider) signInPage(w http.ResponseWriter, r *http.Request, clientName string, pushed bool) {
 	q := cloneValues(r.Form)
 	message := ""
@@ -232,7 +239,7 @@ func (b *browserProvider) signInPage(w http.ResponseWriter, r *http.Request, cli
 		}
 	}
 	if pushed {
-		b.markPushed(q)
+		b.markPushed(q, b.bindBrowser(w, r))
 	}
 	callback := AuthorizePath + "?" + q.Encode()
 	RenderPage(w, http.StatusOK, PageSignIn, Page{
@@ -308,70 +315,4 @@ func (b *browserProvider) errorPage(w http.ResponseWriter, status int, code, mes
 		message = "The request could not be completed."
 	}
 	RenderPage(w, status, PageError, Page{Title: "Error", Code: code, Error: message})
-}
-
-// ---- Pushed requests ----
-
-// parRequestURIPrefix is the prefix of the request_uri values the PAR endpoint issues
-// (fosite's default).
-const parRequestURIPrefix = "urn:ietf:params:oauth:request_uri:"
-
-// pushedByClient refuses, with the error page, a request_uri that another client pushed:
-// fosite would take (delete) the pushed request before comparing the clients and then
-// redirect its error to the pushed request's redirect URI, which is not the requesting
-// client's. An unknown, used or expired request_uri passes here; fosite refuses it
-// (invalid_request_uri). A client's pushed requests never change client, so nothing can slip
-// in between this read and fosite's take.
-func (b *browserProvider) pushedByClient(w http.ResponseWriter, r *http.Request) bool {
-	owner, err := b.store.PARRequestClient(r.Context(), r.Form.Get("request_uri"))
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return true
-	case err != nil:
-		b.errorPage(w, http.StatusInternalServerError, "server_error", "")
-		return false
-	case owner != r.Form.Get("client_id"):
-		b.errorPage(w, http.StatusBadRequest, "invalid_request", "This sign-in link belongs to another application.")
-		return false
-	}
-	return true
-}
-
-// pushedParam is the marker of the continuation of a pushed authorization request after
-// sign-in: "<expiry unix>.<base64url HMAC-SHA256 of the expiry and the other parameters>".
-const pushedParam = "pushed"
-
-// markPushed turns q, the parameters of a pushed request, into its continuation: without the
-// request_uri (used up) and with a pushedParam signed over every other parameter (but
-// loginErrorParam, which sign-in adds), valid for challengeTTL.
-func (b *browserProvider) markPushed(q url.Values) {
-	q.Del("request_uri")
-	q.Del(pushedParam)
-	q.Del(loginErrorParam)
-	q.Del("error")
-	exp := strconv.FormatInt(time.Now().Add(challengeTTL).Unix(), 10)
-	q.Set(pushedParam, exp+"."+b.pushedMAC(exp, q.Encode()))
-}
-
-// pushedContinuation reports whether form is a continuation made by markPushed, unexpired and
-// unaltered.
-func (b *browserProvider) pushedContinuation(form url.Values) bool {
-	v := form.Get(pushedParam)
-	exp, mac, ok := strings.Cut(v, ".")
-	n, err := strconv.ParseInt(exp, 10, 64)
-	if !ok || err != nil || time.Now().Unix() > n || form.Get("request_uri") != "" {
-		return false
-	}
-	q := cloneValues(form)
-	q.Del(loginErrorParam)
-	q.Del("error") // a refused social sign-in adds it (authapi_social.go)
-	q.Del(pushedParam)
-	return hmac.Equal([]byte(mac), []byte(b.pushedMAC(exp, q.Encode())))
-}
-
-// pushedMAC signs the expiry and the encoded parameters (without the marker).
-func (b *browserProvider) pushedMAC(exp, encoded string) string {
-	mac := hmac.New(sha256.New, b.key)
-	mac.Write([]byte("pushed\x00" + exp + "\x00" + encoded))
-	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }

@@ -18,6 +18,7 @@ func runSocialAndPAR(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("SocialState", func(t *testing.T) { testSocialState(t, open) })
 	t.Run("PARRequest", func(t *testing.T) { testPARRequest(t, open) })
 	t.Run("ClientAssertion", func(t *testing.T) { testClientAssertion(t, open) })
+	t.Run("UsedChallenge", func(t *testing.T) { testUsedChallenge(t, open) })
 	t.Run("LinkedAccounts", func(t *testing.T) { testLinkedAccounts(t, open) })
 	t.Run("KeyClient", func(t *testing.T) { testKeyClient(t, open) })
 }
@@ -109,6 +110,36 @@ func testPARRequest(t *testing.T, open func(t *testing.T) *store.Store) {
 	}
 	if n := concurrently(8, func() error { _, _, err := s.TakePARRequest(ctx, uri+"-race"); return err }); n != 1 {
 		t.Errorf("%d concurrent takes succeeded, want 1", n)
+	}
+}
+
+func testUsedChallenge(t *testing.T, open func(t *testing.T) *store.Store) {
+	s := open(t)
+	ctx := testContext(t)
+	later := time.Now().Add(time.Minute)
+	if err := s.UseChallenge(ctx, "consent:abc", later); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UseChallenge(ctx, "consent:abc", later); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("a challenge used twice: %v, want ErrConflict", err)
+	}
+	if err := s.UseChallenge(ctx, "pushed:abc", later); err != nil {
+		t.Errorf("another challenge: %v", err)
+	}
+	if n := concurrently(8, func() error { return s.UseChallenge(ctx, "consent:race", later) }); n != 1 {
+		t.Errorf("%d concurrent uses succeeded, want 1", n)
+	}
+	// Expired rows are swept by later uses.
+	for i := range 3 {
+		if err := s.UseChallenge(ctx, "old-"+string(rune('a'+i)), time.Now().Add(-time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.UseChallenge(ctx, "consent:new", later); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UseChallenge(ctx, "old-a", later); err != nil {
+		t.Errorf("an expired, swept challenge id: %v", err)
 	}
 }
 
