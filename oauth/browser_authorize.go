@@ -26,14 +26,14 @@ func (b *browserProvider) authorize(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if err := r.ParseForm(); err != nil {
-		b.errorPage(w, http.StatusBadRequest, "invalid_request", "The authorization request could not be read.")
+		b.errorPage(w, http.StatusBadRequest, "invalid_request", msgMalformedLink)
 		return
 	}
 	repeated := ""
 	for k, v := range r.Form {
 		if len(v) > 1 {
 			if k == "client_id" || k == "redirect_uri" {
-				b.errorPage(w, http.StatusBadRequest, "invalid_request", "The parameter "+k+" is repeated.")
+				b.errorPage(w, http.StatusBadRequest, "invalid_request", msgMalformedLink)
 				return
 			}
 			repeated = k
@@ -288,7 +288,7 @@ func (b *browserProvider) authorizeError(w http.ResponseWriter, ar fosite.Author
 		if status < 400 || status == http.StatusUnauthorized {
 			status = http.StatusBadRequest
 		}
-		b.errorPage(w, status, rfc.ErrorField, rfc.GetDescription())
+		b.errorPage(w, status, rfc.ErrorField, pageMessage(ar, rfc))
 		return
 	}
 	u := *ar.GetRedirectURI()
@@ -309,10 +309,35 @@ func (b *browserProvider) authorizeError(w http.ResponseWriter, ar fosite.Author
 	w.WriteHeader(http.StatusSeeOther)
 }
 
-// errorPage renders the error page: it links nowhere and redirects nowhere.
+// pageMessage is the error page's sentence for a failed authorization request that cannot be
+// redirected: by error code, and for invalid_request with a known client by what is wrong
+// with its redirect URI.
+func pageMessage(ar fosite.AuthorizeRequester, rfc *fosite.RFC6749Error) string {
+	switch rfc.ErrorField {
+	case fosite.ErrInvalidClient.ErrorField:
+		return msgUnknownClient
+	case fosite.ErrInvalidRequestURI.ErrorField:
+		return msgPushedUsed
+	case fosite.ErrServerError.ErrorField:
+		return msgServerError
+	}
+	if ar != nil && ar.GetClient() != nil && rfc.ErrorField == fosite.ErrInvalidRequest.ErrorField {
+		raw := ar.GetRequestForm().Get("redirect_uri")
+		if raw == "" {
+			return msgNoRedirect
+		}
+		if _, err := fosite.MatchRedirectURIWithClientRedirectURIs(raw, ar.GetClient()); err != nil {
+			return msgRedirectMismatch
+		}
+	}
+	return msgCannotComplete
+}
+
+// errorPage renders the error page with message, one sentence for a person (msgServerError
+// when empty): it links nowhere and redirects nowhere.
 func (b *browserProvider) errorPage(w http.ResponseWriter, status int, code, message string) {
 	if message == "" {
-		message = "The request could not be completed."
+		message = msgServerError
 	}
 	RenderPage(w, status, PageError, Page{Title: "Error", Code: code, Error: message})
 }

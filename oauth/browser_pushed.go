@@ -39,7 +39,7 @@ func (b *browserProvider) pushedByClient(w http.ResponseWriter, r *http.Request)
 		b.errorPage(w, http.StatusInternalServerError, "server_error", "")
 		return false
 	case owner != r.Form.Get("client_id"):
-		b.errorPage(w, http.StatusBadRequest, "invalid_request", "This sign-in link belongs to another application.")
+		b.errorPage(w, http.StatusBadRequest, "invalid_request", msgPushedOther)
 		return false
 	}
 	return true
