@@ -2,12 +2,10 @@ package oauth
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,14 +26,14 @@ func (b *browserProvider) authorize(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if err := r.ParseForm(); err != nil {
-		b.errorPage(w, http.StatusBadRequest, "invalid_request", "The authorization request could not be read.")
+		b.errorPage(w, http.StatusBadRequest, "invalid_request", msgMalformedLink)
 		return
 	}
 	repeated := ""
 	for k, v := range r.Form {
 		if len(v) > 1 {
 			if k == "client_id" || k == "redirect_uri" {
-				b.errorPage(w, http.StatusBadRequest, "invalid_request", "The parameter "+k+" is repeated.")
+				b.errorPage(w, http.StatusBadRequest, "invalid_request", msgMalformedLink)
 				return
 			}
 			repeated = k
@@ -43,7 +41,10 @@ func (b *browserProvider) authorize(w http.ResponseWriter, r *http.Request) {
 	}
 	// A pushed request (RFC 9126) is one whose request_uri fosite resolves (and uses up) in
 	// NewAuthorizeRequest; a continuation of one after sign-in carries a signed marker instead.
-	pushed := strings.HasPrefix(r.Form.Get("request_uri"), parRequestURIPrefix) || b.pushedContinuation(r.Form)
+	viaPAR := strings.HasPrefix(r.Form.Get("request_uri"), parRequestURIPrefix)
+	if viaPAR && !b.pushedByClient(w, r) {
+		return
+	}
 	ar, err := b.p.NewAuthorizeRequest(ctx, r)
 	if err != nil {
 		b.authorizeError(w, ar, err)
@@ -77,6 +78,13 @@ func (b *browserProvider) authorize(w http.ResponseWriter, r *http.Request) {
 		b.authorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
 		return
 	}
+	pushed := viaPAR
+	if !pushed && r.Form.Get(pushedParam) != "" {
+		if pushed, err = b.takeContinuation(ctx, r); err != nil {
+			b.authorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
+			return
+		}
+	}
 	if client.RequirePAR && !pushed {
 		b.authorizeError(w, ar, fosite.ErrInvalidRequest.WithHint(
 			"This client must push its authorization requests: POST them to "+PARPath+" and send the request_uri."))
@@ -109,10 +117,13 @@ func (b *browserProvider) authorize(w http.ResponseWriter, r *http.Request) {
 				b.authorizeError(w, ar, fosite.ErrConsentRequired.WithHint("The user has not consented to this client and these scopes (prompt=none)."))
 				return
 			}
+			// The pending request, without what is used up (a pushed request's request_uri, a
+			// continuation's marker): the consent challenge carries it from here on.
 			q := cloneValues(r.Form)
 			q.Del(loginErrorParam)
-			if pushed {
-				b.markPushed(q)
+			q.Del(pushedParam)
+			if viaPAR {
+				q.Del("request_uri")
 			}
 			ch := b.sign(challenge{Kind: "consent", Session: sess.ID, Client: client.ID, Query: q.Encode()})
 			w.Header().Set("Cache-Control", "no-store")
@@ -123,15 +134,28 @@ func (b *browserProvider) authorize(w http.ResponseWriter, r *http.Request) {
 	b.grant(ctx, w, ar, sess, user)
 }
 
-// checkAuthorizeParams refuses what fosite would accept or only refuse later: a missing or
-// non-S256 PKCE challenge (mandatory for every client), a response mode other than query,
-// an unknown or contradictory prompt, a malformed max_age.
+// codeChallengeForm is what an S256 code_challenge can be (RFC 7636 section 4.2: 43 to 128
+// characters of the verifier's alphabet, [A-Z] / [a-z] / [0-9] / "-" / "." / "_" / "~"; an
+// S256 challenge is 43 of them). fosite checks only that one is present.
+var codeChallengeForm = regexp.MustCompile(`^[A-Za-z0-9._~-]{43,128}$`)
+
+// checkAuthorizeParams refuses what fosite would accept or only refuse later: a missing,
+// malformed or non-S256 PKCE challenge (mandatory for every client), a response mode other
+// than query, a nonce shorter than fosite.MinParameterEntropy (fosite refuses it only at the
+// token endpoint, after the user has consented; state it checks itself, in
+// NewAuthorizeRequest), an unknown or contradictory prompt, a malformed max_age.
 func checkAuthorizeParams(form url.Values) error {
 	if form.Get("code_challenge") == "" {
 		return fosite.ErrInvalidRequest.WithHint("PKCE is required: send code_challenge with code_challenge_method=S256.")
 	}
 	if form.Get("code_challenge_method") != "S256" {
 		return fosite.ErrInvalidRequest.WithHint("Only the S256 code_challenge_method is supported.")
+	}
+	if !codeChallengeForm.MatchString(form.Get("code_challenge")) {
+		return fosite.ErrInvalidRequest.WithHint("The code_challenge must be 43 to 128 characters of A-Z, a-z, 0-9, '-', '.', '_' and '~' (RFC 7636).")
+	}
+	if n := form.Get("nonce"); n != "" && len(n) < fosite.MinParameterEntropy {
+		return fosite.ErrInsufficientEntropy.WithHintf("The nonce must be at least %d characters long.", fosite.MinParameterEntropy)
 	}
 	if rm := form.Get("response_mode"); rm != "" && rm != "query" {
 		return fosite.ErrInvalidRequest.WithHint("Only the query response mode is supported.")
@@ -184,7 +208,8 @@ func cloneValues(v url.Values) url.Values {
 // is now, which satisfies any max_age).
 //
 // The callback of a pushed request carries its parameters instead of the used-up request_uri,
-// with a signed marker (markPushed) that lets it pass a client's requirePushedAuthorizationRequests.
+// with a signed, single-use marker bound to this browser (markPushed) that lets it pass a
+// client's requirePushedAuthorizationRequests.
 func (b *browserProvider) signInPage(w http.ResponseWriter, r *http.Request, clientName string, pushed bool) {
 	q := cloneValues(r.Form)
 	message := ""
@@ -214,7 +239,7 @@ func (b *browserProvider) signInPage(w http.ResponseWriter, r *http.Request, cli
 		}
 	}
 	if pushed {
-		b.markPushed(q)
+		b.markPushed(q, b.bindBrowser(w, r))
 	}
 	callback := AuthorizePath + "?" + q.Encode()
 	RenderPage(w, http.StatusOK, PageSignIn, Page{
@@ -263,7 +288,7 @@ func (b *browserProvider) authorizeError(w http.ResponseWriter, ar fosite.Author
 		if status < 400 || status == http.StatusUnauthorized {
 			status = http.StatusBadRequest
 		}
-		b.errorPage(w, status, rfc.ErrorField, rfc.GetDescription())
+		b.errorPage(w, status, rfc.ErrorField, pageMessage(ar, rfc))
 		return
 	}
 	u := *ar.GetRedirectURI()
@@ -284,55 +309,35 @@ func (b *browserProvider) authorizeError(w http.ResponseWriter, ar fosite.Author
 	w.WriteHeader(http.StatusSeeOther)
 }
 
-// errorPage renders the error page: it links nowhere and redirects nowhere.
+// pageMessage is the error page's sentence for a failed authorization request that cannot be
+// redirected: by error code, and for invalid_request with a known client by what is wrong
+// with its redirect URI.
+func pageMessage(ar fosite.AuthorizeRequester, rfc *fosite.RFC6749Error) string {
+	switch rfc.ErrorField {
+	case fosite.ErrInvalidClient.ErrorField:
+		return msgUnknownClient
+	case fosite.ErrInvalidRequestURI.ErrorField:
+		return msgPushedUsed
+	case fosite.ErrServerError.ErrorField:
+		return msgServerError
+	}
+	if ar != nil && ar.GetClient() != nil && rfc.ErrorField == fosite.ErrInvalidRequest.ErrorField {
+		raw := ar.GetRequestForm().Get("redirect_uri")
+		if raw == "" {
+			return msgNoRedirect
+		}
+		if _, err := fosite.MatchRedirectURIWithClientRedirectURIs(raw, ar.GetClient()); err != nil {
+			return msgRedirectMismatch
+		}
+	}
+	return msgCannotComplete
+}
+
+// errorPage renders the error page with message, one sentence for a person (msgServerError
+// when empty): it links nowhere and redirects nowhere.
 func (b *browserProvider) errorPage(w http.ResponseWriter, status int, code, message string) {
 	if message == "" {
-		message = "The request could not be completed."
+		message = msgServerError
 	}
 	RenderPage(w, status, PageError, Page{Title: "Error", Code: code, Error: message})
-}
-
-// ---- Pushed requests ----
-
-// parRequestURIPrefix is the prefix of the request_uri values the PAR endpoint issues
-// (fosite's default).
-const parRequestURIPrefix = "urn:ietf:params:oauth:request_uri:"
-
-// pushedParam is the marker of the continuation of a pushed authorization request after
-// sign-in: "<expiry unix>.<base64url HMAC-SHA256 of the expiry and the other parameters>".
-const pushedParam = "pushed"
-
-// markPushed turns q, the parameters of a pushed request, into its continuation: without the
-// request_uri (used up) and with a pushedParam signed over every other parameter (but
-// loginErrorParam, which sign-in adds), valid for challengeTTL.
-func (b *browserProvider) markPushed(q url.Values) {
-	q.Del("request_uri")
-	q.Del(pushedParam)
-	q.Del(loginErrorParam)
-	q.Del("error")
-	exp := strconv.FormatInt(time.Now().Add(challengeTTL).Unix(), 10)
-	q.Set(pushedParam, exp+"."+b.pushedMAC(exp, q.Encode()))
-}
-
-// pushedContinuation reports whether form is a continuation made by markPushed, unexpired and
-// unaltered.
-func (b *browserProvider) pushedContinuation(form url.Values) bool {
-	v := form.Get(pushedParam)
-	exp, mac, ok := strings.Cut(v, ".")
-	n, err := strconv.ParseInt(exp, 10, 64)
-	if !ok || err != nil || time.Now().Unix() > n || form.Get("request_uri") != "" {
-		return false
-	}
-	q := cloneValues(form)
-	q.Del(loginErrorParam)
-	q.Del("error") // a refused social sign-in adds it (authapi_social.go)
-	q.Del(pushedParam)
-	return hmac.Equal([]byte(mac), []byte(b.pushedMAC(exp, q.Encode())))
-}
-
-// pushedMAC signs the expiry and the encoded parameters (without the marker).
-func (b *browserProvider) pushedMAC(exp, encoded string) string {
-	mac := hmac.New(sha256.New, b.key)
-	mac.Write([]byte("pushed\x00" + exp + "\x00" + encoded))
-	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }

@@ -84,18 +84,18 @@ func (b *browserProvider) consentPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	sess, user, _, err := b.sessions.FromRequest(r)
 	if err != nil {
-		b.errorPage(w, http.StatusBadRequest, "login_required", "You are not signed in. Go back to the application and start again.")
+		b.errorPage(w, http.StatusBadRequest, "login_required", msgNotSignedIn)
 		return
 	}
 	raw := r.URL.Query().Get("consent_challenge")
 	c, err := b.open(raw, "consent", sess.ID)
 	if err != nil {
-		b.errorPage(w, http.StatusBadRequest, "invalid_request", "This consent request is invalid or has expired. Go back to the application and start again.")
+		b.errorPage(w, http.StatusBadRequest, "invalid_request", msgConsentInvalid)
 		return
 	}
 	client, err := b.store.OIDCClientByID(ctx, c.Client)
 	if err != nil || !client.Usable() {
-		b.errorPage(w, http.StatusBadRequest, "invalid_client", "The application is not available.")
+		b.errorPage(w, http.StatusBadRequest, "invalid_client", msgUnknownClient)
 		return
 	}
 	q, _ := url.ParseQuery(c.Query)
@@ -109,7 +109,7 @@ func (b *browserProvider) consentPage(w http.ResponseWriter, r *http.Request) {
 // which must come from this site; otherwise it answers with the error page and reports false.
 func (b *browserProvider) readPageForm(w http.ResponseWriter, r *http.Request) bool {
 	if !b.sameOrigin(r) {
-		b.errorPage(w, http.StatusForbidden, "access_denied", "This form was not sent from this site.")
+		b.errorPage(w, http.StatusForbidden, "access_denied", msgForeignForm)
 		return false
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
@@ -121,7 +121,8 @@ func (b *browserProvider) readPageForm(w http.ResponseWriter, r *http.Request) b
 }
 
 // consentDecision serves POST /api/auth/oauth2/consent: a same-origin post with the page's
-// challenge. Accept records the consent and issues the code; deny answers access_denied.
+// challenge, issued to this session and never answered before. Accept records the consent and
+// issues the code; deny answers access_denied.
 func (b *browserProvider) consentDecision(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	if !b.readPageForm(w, r) {
@@ -129,12 +130,27 @@ func (b *browserProvider) consentDecision(w http.ResponseWriter, r *http.Request
 	}
 	sess, user, _, err := b.sessions.FromRequest(r)
 	if err != nil {
-		b.errorPage(w, http.StatusBadRequest, "login_required", "You are not signed in. Go back to the application and start again.")
+		b.errorPage(w, http.StatusBadRequest, "login_required", msgNotSignedIn)
 		return
 	}
-	c, err := b.open(r.PostForm.Get("consent_challenge"), "consent", sess.ID)
+	raw := r.PostForm.Get("consent_challenge")
+	c, err := b.open(raw, "consent", sess.ID)
 	if err != nil {
-		b.errorPage(w, http.StatusBadRequest, "invalid_request", "This consent request is invalid or has expired. Go back to the application and start again.")
+		b.errorPage(w, http.StatusBadRequest, "invalid_request", msgConsentInvalid)
+		return
+	}
+	decision := r.PostForm.Get("decision")
+	if decision != "accept" && decision != "deny" {
+		b.errorPage(w, http.StatusBadRequest, "invalid_request", "Choose Allow or Deny.")
+		return
+	}
+	// A challenge answers one decision: its first use is recorded until it expires.
+	_, sig, _ := strings.Cut(raw, ".")
+	if fresh, err := b.spend(ctx, "consent", sig, c.Expires); err != nil {
+		b.errorPage(w, http.StatusInternalServerError, "server_error", "")
+		return
+	} else if !fresh {
+		b.errorPage(w, http.StatusBadRequest, "invalid_request", msgConsentAnswered)
 		return
 	}
 	// Replay the pending authorization request through fosite: it checks the client and the
@@ -149,13 +165,8 @@ func (b *browserProvider) consentDecision(w http.ResponseWriter, r *http.Request
 		b.authorizeError(w, ar, err)
 		return
 	}
-	switch r.PostForm.Get("decision") {
-	case "accept":
-	case "deny":
+	if decision == "deny" {
 		b.authorizeError(w, ar, fosite.ErrAccessDenied.WithHint("The user denied the request."))
-		return
-	default:
-		b.errorPage(w, http.StatusBadRequest, "invalid_request", "Choose Allow or Deny.")
 		return
 	}
 	consent := store.OAuthConsent{UserID: user.ID, ClientID: ar.GetClient().GetID(), Scopes: ar.GetRequestedScopes()}

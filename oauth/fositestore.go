@@ -130,6 +130,15 @@ type Client struct {
 	ProjectID string
 }
 
+var _ fosite.ResponseModeClient = (*Client)(nil)
+
+// GetResponseModes lists the response modes an authorization request may name: query, the
+// one discovery advertises. fosite refuses any response_mode sent to a client that does not
+// list it, even the default; fragment and form_post stay unsupported_response_mode.
+func (c *Client) GetResponseModes() []fosite.ResponseModeType {
+	return []fosite.ResponseModeType{fosite.ResponseModeQuery}
+}
+
 // clientMemo remembers the clients one protocol request has looked up, so that an
 // introspection whose caller is also the token's client reads it once. It lives in the
 // request's context (withClientMemo) and dies with the request: a client disabled meanwhile is

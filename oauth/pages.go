@@ -46,6 +46,24 @@ type Page struct {
 	Nonce string
 }
 
+// The error page's sentences: what went wrong, for the person in front of the page, in one
+// sentence (the page adds what to do, and shows the error code small underneath). RFC 6749's
+// descriptions are for developers and stay in the redirects' error_description.
+const (
+	msgUnknownClient    = "This application isn't known here."
+	msgRedirectMismatch = "This application's return address isn't registered."
+	msgNoRedirect       = "This application didn't say where to send you back."
+	msgMalformedLink    = "This sign-in link is malformed."
+	msgPushedUsed       = "This sign-in link has expired or has already been used."
+	msgPushedOther      = "This sign-in link belongs to another application."
+	msgCannotComplete   = "This application's request can't be completed."
+	msgServerError      = "Something went wrong on our side."
+	msgNotSignedIn      = "You're not signed in."
+	msgConsentInvalid   = "This consent request is invalid or has expired."
+	msgConsentAnswered  = "This consent request has already been answered."
+	msgForeignForm      = "This form wasn't sent from this site."
+)
+
 // SocialButton is a social sign-in button: the provider id (github, google) and its name.
 type SocialButton struct {
 	ID   string

@@ -88,14 +88,20 @@ func TestOAuthPushedAuthorizationRequests(t *testing.T) {
 		res = br.Get(authz)
 		res.WantPage(t, "request_uri reuse", http.StatusBadRequest, "invalid_request_uri")
 
-		// Another client may not use it.
+		// Another client may not use it: the error page (the pushed request's redirect URI is
+		// another client's), and the request stays usable, once, by its own client.
 		pushed = env.push(t, cfg, verifier, nil)
 		_ = json.Unmarshal([]byte(pushed.Body), &par)
-		res = br.Get(env.url + "/api/auth/oauth2/authorize?" + url.Values{"client_id": {env.web.ID}, "request_uri": {par.RequestURI}}.Encode())
-		// (fosite has the pushed request's client by then: the error goes to its redirect URI.)
-		if q := res.RedirectParams(t, "request_uri of another client", "https://par.example.com/cb?"); q.Get("error") != "invalid_request" || q.Get("code") != "" {
-			t.Errorf("request_uri of another client: %v", q)
+		for _, other := range []string{env.web.ID, ""} {
+			res = br.Get(env.url + "/api/auth/oauth2/authorize?" + url.Values{"client_id": {other}, "request_uri": {par.RequestURI}}.Encode())
+			res.WantPage(t, "request_uri of another client "+other, http.StatusBadRequest, "invalid_request")
 		}
+		res = br.Get(env.url + "/api/auth/oauth2/authorize?" + url.Values{"client_id": {client.ID}, "request_uri": {par.RequestURI}}.Encode())
+		if q := res.RedirectParams(t, "request_uri after another client's attempt", "https://par.example.com/cb?"); q.Get("code") == "" {
+			t.Errorf("request_uri after another client's attempt: %v", q)
+		}
+		br.Get(env.url+"/api/auth/oauth2/authorize?"+url.Values{"client_id": {client.ID}, "request_uri": {par.RequestURI}}.Encode()).
+			WantPage(t, "request_uri reuse after another client's attempt", http.StatusBadRequest, "invalid_request_uri")
 
 		// Refusals at the PAR endpoint.
 		bad := *cfg

@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// Pushed authorization requests (RFC 9126) and the jti of client assertions
-// (RFC 7523): short-lived rows, each swept a few at a time by the writes that
-// add rows.
+// Pushed authorization requests (RFC 9126), the jti of client assertions
+// (RFC 7523) and the provider's used browser challenges: short-lived rows, each
+// swept a few at a time by the writes that add rows.
 
 // sweepPerWrite is how many expired rows each insert of this file removes.
 const sweepPerWrite = 4
@@ -58,6 +58,19 @@ func (s *Store) TakePARRequest(ctx context.Context, requestURI string) (clientID
 	return row.ClientID, row.Request, nil
 }
 
+// PARRequestClient returns the client id of the pushed request stored under
+// requestURI, leaving it in place, so that a caller can refuse another client's
+// attempt before taking it. It returns ErrNotFound when there is none, or it has
+// expired.
+func (s *Store) PARRequestClient(ctx context.Context, requestURI string) (string, error) {
+	var clientID string
+	const q = `SELECT client_id FROM oauth_par_requests WHERE id = ? AND expires_at > ?`
+	if err := s.reader.GetContext(ctx, &clientID, s.reader.Rebind(q), sha256Hex(requestURI), sqlTime(s.Now())); err != nil {
+		return "", wrapError("par request client", err)
+	}
+	return clientID, nil
+}
+
 // AddClientAssertion records the jti of a client assertion that expires at
 // expiresAt. It returns ErrConflict when the jti is recorded and has not
 // expired: of concurrent uses of one jti exactly one succeeds.
@@ -90,6 +103,26 @@ func (s *Store) ClientAssertionKnown(ctx context.Context, jti string) (bool, err
 		return false, wrapError("client assertion known", err)
 	}
 	return n > 0, nil
+}
+
+// UseChallenge records that the single-use challenge id (a consent challenge, a
+// sign-in continuation) has been used; it stays recorded until expiresAt, when the
+// challenge expires. It returns ErrConflict when id is recorded already: of
+// concurrent uses of one challenge exactly one succeeds. Only the SHA-256 of id is
+// stored.
+func (s *Store) UseChallenge(ctx context.Context, id string, expiresAt time.Time) error {
+	const op = "use challenge"
+	return s.InTx(ctx, func(tx *Tx) error {
+		now := tx.store.Now()
+		if err := tx.sweep(ctx, "oauth_used_challenges", "id", now); err != nil {
+			return wrapError(op, err)
+		}
+		const insert = `INSERT INTO oauth_used_challenges (id, expires_at) VALUES (?, ?)`
+		if _, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(insert), sha256Hex(id), sqlTime(expiresAt)); err != nil {
+			return wrapError(op, err)
+		}
+		return nil
+	})
 }
 
 // sweep deletes up to sweepPerWrite rows of table whose expires_at is before

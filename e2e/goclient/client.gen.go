@@ -520,6 +520,21 @@ func (e GetOauth2AuthorizeParamsResponseType) Valid() bool {
 	}
 }
 
+// Defines values for GetOauth2AuthorizeParamsResponseMode.
+const (
+	Query GetOauth2AuthorizeParamsResponseMode = "query"
+)
+
+// Valid indicates whether the value is a known member of the GetOauth2AuthorizeParamsResponseMode enum.
+func (e GetOauth2AuthorizeParamsResponseMode) Valid() bool {
+	switch e {
+	case Query:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for GetOauth2AuthorizeParamsCodeChallengeMethod.
 const (
 	S256 GetOauth2AuthorizeParamsCodeChallengeMethod = "S256"
@@ -2301,10 +2316,13 @@ type GetOauth2AuthorizeParams struct {
 	ClientId     string                                `form:"client_id" json:"client_id"`
 
 	// RequestUri A `request_uri` from `/api/auth/oauth2/par`, with `client_id`: the pushed parameters replace every other. Usable once, by the client that pushed it.
-	RequestUri  *string `form:"request_uri,omitempty" json:"request_uri,omitempty"`
-	RedirectUri *string `form:"redirect_uri,omitempty" json:"redirect_uri,omitempty"`
-	Scope       *string `form:"scope,omitempty" json:"scope,omitempty"`
-	State       *string `form:"state,omitempty" json:"state,omitempty"`
+	RequestUri   *string                               `form:"request_uri,omitempty" json:"request_uri,omitempty"`
+	RedirectUri  *string                               `form:"redirect_uri,omitempty" json:"redirect_uri,omitempty"`
+	Scope        *string                               `form:"scope,omitempty" json:"scope,omitempty"`
+	ResponseMode *GetOauth2AuthorizeParamsResponseMode `form:"response_mode,omitempty" json:"response_mode,omitempty"`
+
+	// State Required (directly or pushed).
+	State *string `form:"state,omitempty" json:"state,omitempty"`
 
 	// CodeChallenge Required (directly or pushed).
 	CodeChallenge *string `form:"code_challenge,omitempty" json:"code_challenge,omitempty"`
@@ -2321,6 +2339,9 @@ type GetOauth2AuthorizeParams struct {
 
 // GetOauth2AuthorizeParamsResponseType defines parameters for GetOauth2Authorize.
 type GetOauth2AuthorizeParamsResponseType string
+
+// GetOauth2AuthorizeParamsResponseMode defines parameters for GetOauth2Authorize.
+type GetOauth2AuthorizeParamsResponseMode string
 
 // GetOauth2AuthorizeParamsCodeChallengeMethod defines parameters for GetOauth2Authorize.
 type GetOauth2AuthorizeParamsCodeChallengeMethod string
@@ -3067,9 +3088,14 @@ type ClientInterface interface {
 	//
 	// Starts the authorization code flow. Only `response_type=code` exists (`token` and
 	// `id_token` get `unsupported_response_type`), with mandatory S256 PKCE for every client
-	// (`plain` or a missing `code_challenge` is `invalid_request`). `redirect_uri` must equal a
+	// (`plain`, a missing `code_challenge` or one that is not 43 to 128 characters of RFC 7636's
+	// alphabet is `invalid_request`). `response_mode` may be absent or `query`; `fragment` and
+	// `form_post` are `unsupported_response_mode`. `state` is required with at least 8
+	// characters (`invalid_state`); `nonce`, when sent, needs at least 8 (`insufficient_entropy`).
+	// These are checked before any sign-in or consent page. `redirect_uri` must equal a
 	// registered URI exactly (RFC 8252 loopback URIs may vary the port); an unknown or disabled
-	// client, or a redirect URI that does not match, gets an HTML error page and is never
+	// client, a redirect URI that does not match, or another client's `request_uri` gets an
+	// HTML error page (one sentence for the user, the error code underneath) and is never
 	// redirected. Every other outcome is a 303 to the redirect URI carrying `iss` (RFC 9207)
 	// and `state`, with `code` on success or `error` and `error_description` (RFC 6749 section
 	// 4.1.2.1) on failure. Unknown parameters are ignored; a repeated parameter is
@@ -3085,7 +3111,9 @@ type ClientInterface interface {
 	// A client with `requirePushedAuthorizationRequests` must push its requests to
 	// `/api/auth/oauth2/par` and send the `request_uri` here; a plain request of such a client
 	// is `invalid_request`. (The sign-in page continues a pushed request with its parameters
-	// and a signed `pushed` marker, since the `request_uri` is used up.)
+	// and a signed `pushed` marker, since the `request_uri` is used up; the marker works once,
+	// in the browser that was shown the page, which holds the `gatehouse.authorize_binding`
+	// cookie it is bound to.)
 	//
 	// Corresponds with GET /api/auth/oauth2/authorize (the `GetOauth2Authorize` operationId).
 	GetOauth2Authorize(ctx context.Context, params *GetOauth2AuthorizeParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3123,6 +3151,7 @@ type ClientInterface interface {
 	// `consent_challenge` must belong to the signed-in session). `decision=accept` records the
 	// consent for (user, client, scope set) and answers 303 to the redirect URI with the code;
 	// `decision=deny` answers 303 with `error=access_denied`. Both carry `state` and `iss`.
+	// A challenge answers one decision: posted again it gets the error page.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3135,6 +3164,7 @@ type ClientInterface interface {
 	// `consent_challenge` must belong to the signed-in session). `decision=accept` records the
 	// consent for (user, client, scope set) and answers 303 to the redirect URI with the code;
 	// `decision=deny` answers 303 with `error=access_denied`. Both carry `state` and `iss`.
+	// A challenge answers one decision: posted again it gets the error page.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
@@ -3205,9 +3235,9 @@ type ClientInterface interface {
 	// a public client). The client, redirect URI, scopes and response type are checked now;
 	// PKCE and the other parameters when the `request_uri` is used. The answer is 201 with a
 	// `request_uri` to send to the authorization endpoint with `client_id` within `expires_in`
-	// seconds (60). A `request_uri` works once, and only for the client that pushed it; a used,
-	// unknown or expired one is `invalid_request_uri`. A `request_uri` parameter in the push
-	// itself is `invalid_request`.
+	// seconds (60). A `request_uri` works once, and only for the client that pushed it (another
+	// client's attempt gets the error page and leaves it usable); a used, unknown or expired one
+	// is `invalid_request_uri`. A `request_uri` parameter in the push itself is `invalid_request`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3222,9 +3252,9 @@ type ClientInterface interface {
 	// a public client). The client, redirect URI, scopes and response type are checked now;
 	// PKCE and the other parameters when the `request_uri` is used. The answer is 201 with a
 	// `request_uri` to send to the authorization endpoint with `client_id` within `expires_in`
-	// seconds (60). A `request_uri` works once, and only for the client that pushed it; a used,
-	// unknown or expired one is `invalid_request_uri`. A `request_uri` parameter in the push
-	// itself is `invalid_request`.
+	// seconds (60). A `request_uri` works once, and only for the client that pushed it (another
+	// client's attempt gets the error page and leaves it usable); a used, unknown or expired one
+	// is `invalid_request_uri`. A `request_uri` parameter in the push itself is `invalid_request`.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
@@ -4973,9 +5003,14 @@ func (c *Client) ListSessions(ctx context.Context, reqEditors ...RequestEditorFn
 //
 // Starts the authorization code flow. Only `response_type=code` exists (`token` and
 // `id_token` get `unsupported_response_type`), with mandatory S256 PKCE for every client
-// (`plain` or a missing `code_challenge` is `invalid_request`). `redirect_uri` must equal a
+// (`plain`, a missing `code_challenge` or one that is not 43 to 128 characters of RFC 7636's
+// alphabet is `invalid_request`). `response_mode` may be absent or `query`; `fragment` and
+// `form_post` are `unsupported_response_mode`. `state` is required with at least 8
+// characters (`invalid_state`); `nonce`, when sent, needs at least 8 (`insufficient_entropy`).
+// These are checked before any sign-in or consent page. `redirect_uri` must equal a
 // registered URI exactly (RFC 8252 loopback URIs may vary the port); an unknown or disabled
-// client, or a redirect URI that does not match, gets an HTML error page and is never
+// client, a redirect URI that does not match, or another client's `request_uri` gets an
+// HTML error page (one sentence for the user, the error code underneath) and is never
 // redirected. Every other outcome is a 303 to the redirect URI carrying `iss` (RFC 9207)
 // and `state`, with `code` on success or `error` and `error_description` (RFC 6749 section
 // 4.1.2.1) on failure. Unknown parameters are ignored; a repeated parameter is
@@ -4991,7 +5026,9 @@ func (c *Client) ListSessions(ctx context.Context, reqEditors ...RequestEditorFn
 // A client with `requirePushedAuthorizationRequests` must push its requests to
 // `/api/auth/oauth2/par` and send the `request_uri` here; a plain request of such a client
 // is `invalid_request`. (The sign-in page continues a pushed request with its parameters
-// and a signed `pushed` marker, since the `request_uri` is used up.)
+// and a signed `pushed` marker, since the `request_uri` is used up; the marker works once,
+// in the browser that was shown the page, which holds the `gatehouse.authorize_binding`
+// cookie it is bound to.)
 //
 // Corresponds with GET /api/auth/oauth2/authorize (the `GetOauth2Authorize` operationId).
 func (c *Client) GetOauth2Authorize(ctx context.Context, params *GetOauth2AuthorizeParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5069,6 +5106,7 @@ func (c *Client) GetOauth2Consent(ctx context.Context, params *GetOauth2ConsentP
 // `consent_challenge` must belong to the signed-in session). `decision=accept` records the
 // consent for (user, client, scope set) and answers 303 to the redirect URI with the code;
 // `decision=deny` answers 303 with `error=access_denied`. Both carry `state` and `iss`.
+// A challenge answers one decision: posted again it gets the error page.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5091,6 +5129,7 @@ func (c *Client) PostOauth2ConsentWithBody(ctx context.Context, contentType stri
 // `consent_challenge` must belong to the signed-in session). `decision=accept` records the
 // consent for (user, client, scope set) and answers 303 to the redirect URI with the code;
 // `decision=deny` answers 303 with `error=access_denied`. Both carry `state` and `iss`.
+// A challenge answers one decision: posted again it gets the error page.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
@@ -5221,9 +5260,9 @@ func (c *Client) PostOauth2IntrospectWithFormdataBody(ctx context.Context, body 
 // a public client). The client, redirect URI, scopes and response type are checked now;
 // PKCE and the other parameters when the `request_uri` is used. The answer is 201 with a
 // `request_uri` to send to the authorization endpoint with `client_id` within `expires_in`
-// seconds (60). A `request_uri` works once, and only for the client that pushed it; a used,
-// unknown or expired one is `invalid_request_uri`. A `request_uri` parameter in the push
-// itself is `invalid_request`.
+// seconds (60). A `request_uri` works once, and only for the client that pushed it (another
+// client's attempt gets the error page and leaves it usable); a used, unknown or expired one
+// is `invalid_request_uri`. A `request_uri` parameter in the push itself is `invalid_request`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5248,9 +5287,9 @@ func (c *Client) PostOauth2ParWithBody(ctx context.Context, contentType string, 
 // a public client). The client, redirect URI, scopes and response type are checked now;
 // PKCE and the other parameters when the `request_uri` is used. The answer is 201 with a
 // `request_uri` to send to the authorization endpoint with `client_id` within `expires_in`
-// seconds (60). A `request_uri` works once, and only for the client that pushed it; a used,
-// unknown or expired one is `invalid_request_uri`. A `request_uri` parameter in the push
-// itself is `invalid_request`.
+// seconds (60). A `request_uri` works once, and only for the client that pushed it (another
+// client's attempt gets the error page and leaves it usable); a used, unknown or expired one
+// is `invalid_request_uri`. A `request_uri` parameter in the push itself is `invalid_request`.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
@@ -8650,6 +8689,18 @@ func NewGetOauth2AuthorizeRequest(server string, params *GetOauth2AuthorizeParam
 		if params.Scope != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "scope", *params.Scope, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ResponseMode != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "response_mode", *params.ResponseMode, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -13744,9 +13795,14 @@ type ClientWithResponsesInterface interface {
 	//
 	// Starts the authorization code flow. Only `response_type=code` exists (`token` and
 	// `id_token` get `unsupported_response_type`), with mandatory S256 PKCE for every client
-	// (`plain` or a missing `code_challenge` is `invalid_request`). `redirect_uri` must equal a
+	// (`plain`, a missing `code_challenge` or one that is not 43 to 128 characters of RFC 7636's
+	// alphabet is `invalid_request`). `response_mode` may be absent or `query`; `fragment` and
+	// `form_post` are `unsupported_response_mode`. `state` is required with at least 8
+	// characters (`invalid_state`); `nonce`, when sent, needs at least 8 (`insufficient_entropy`).
+	// These are checked before any sign-in or consent page. `redirect_uri` must equal a
 	// registered URI exactly (RFC 8252 loopback URIs may vary the port); an unknown or disabled
-	// client, or a redirect URI that does not match, gets an HTML error page and is never
+	// client, a redirect URI that does not match, or another client's `request_uri` gets an
+	// HTML error page (one sentence for the user, the error code underneath) and is never
 	// redirected. Every other outcome is a 303 to the redirect URI carrying `iss` (RFC 9207)
 	// and `state`, with `code` on success or `error` and `error_description` (RFC 6749 section
 	// 4.1.2.1) on failure. Unknown parameters are ignored; a repeated parameter is
@@ -13762,7 +13818,9 @@ type ClientWithResponsesInterface interface {
 	// A client with `requirePushedAuthorizationRequests` must push its requests to
 	// `/api/auth/oauth2/par` and send the `request_uri` here; a plain request of such a client
 	// is `invalid_request`. (The sign-in page continues a pushed request with its parameters
-	// and a signed `pushed` marker, since the `request_uri` is used up.)
+	// and a signed `pushed` marker, since the `request_uri` is used up; the marker works once,
+	// in the browser that was shown the page, which holds the `gatehouse.authorize_binding`
+	// cookie it is bound to.)
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -13804,6 +13862,7 @@ type ClientWithResponsesInterface interface {
 	// `consent_challenge` must belong to the signed-in session). `decision=accept` records the
 	// consent for (user, client, scope set) and answers 303 to the redirect URI with the code;
 	// `decision=deny` answers 303 with `error=access_denied`. Both carry `state` and `iss`.
+	// A challenge answers one decision: posted again it gets the error page.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -13816,6 +13875,7 @@ type ClientWithResponsesInterface interface {
 	// `consent_challenge` must belong to the signed-in session). `decision=accept` records the
 	// consent for (user, client, scope set) and answers 303 to the redirect URI with the code;
 	// `decision=deny` answers 303 with `error=access_denied`. Both carry `state` and `iss`.
+	// A challenge answers one decision: posted again it gets the error page.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -13888,9 +13948,9 @@ type ClientWithResponsesInterface interface {
 	// a public client). The client, redirect URI, scopes and response type are checked now;
 	// PKCE and the other parameters when the `request_uri` is used. The answer is 201 with a
 	// `request_uri` to send to the authorization endpoint with `client_id` within `expires_in`
-	// seconds (60). A `request_uri` works once, and only for the client that pushed it; a used,
-	// unknown or expired one is `invalid_request_uri`. A `request_uri` parameter in the push
-	// itself is `invalid_request`.
+	// seconds (60). A `request_uri` works once, and only for the client that pushed it (another
+	// client's attempt gets the error page and leaves it usable); a used, unknown or expired one
+	// is `invalid_request_uri`. A `request_uri` parameter in the push itself is `invalid_request`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -13905,9 +13965,9 @@ type ClientWithResponsesInterface interface {
 	// a public client). The client, redirect URI, scopes and response type are checked now;
 	// PKCE and the other parameters when the `request_uri` is used. The answer is 201 with a
 	// `request_uri` to send to the authorization endpoint with `client_id` within `expires_in`
-	// seconds (60). A `request_uri` works once, and only for the client that pushed it; a used,
-	// unknown or expired one is `invalid_request_uri`. A `request_uri` parameter in the push
-	// itself is `invalid_request`.
+	// seconds (60). A `request_uri` works once, and only for the client that pushed it (another
+	// client's attempt gets the error page and leaves it usable); a used, unknown or expired one
+	// is `invalid_request_uri`. A `request_uri` parameter in the push itself is `invalid_request`.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -23297,9 +23357,14 @@ func (c *ClientWithResponses) ListSessionsWithResponse(ctx context.Context, reqE
 //
 // Starts the authorization code flow. Only `response_type=code` exists (`token` and
 // `id_token` get `unsupported_response_type`), with mandatory S256 PKCE for every client
-// (`plain` or a missing `code_challenge` is `invalid_request`). `redirect_uri` must equal a
+// (`plain`, a missing `code_challenge` or one that is not 43 to 128 characters of RFC 7636's
+// alphabet is `invalid_request`). `response_mode` may be absent or `query`; `fragment` and
+// `form_post` are `unsupported_response_mode`. `state` is required with at least 8
+// characters (`invalid_state`); `nonce`, when sent, needs at least 8 (`insufficient_entropy`).
+// These are checked before any sign-in or consent page. `redirect_uri` must equal a
 // registered URI exactly (RFC 8252 loopback URIs may vary the port); an unknown or disabled
-// client, or a redirect URI that does not match, gets an HTML error page and is never
+// client, a redirect URI that does not match, or another client's `request_uri` gets an
+// HTML error page (one sentence for the user, the error code underneath) and is never
 // redirected. Every other outcome is a 303 to the redirect URI carrying `iss` (RFC 9207)
 // and `state`, with `code` on success or `error` and `error_description` (RFC 6749 section
 // 4.1.2.1) on failure. Unknown parameters are ignored; a repeated parameter is
@@ -23315,7 +23380,9 @@ func (c *ClientWithResponses) ListSessionsWithResponse(ctx context.Context, reqE
 // A client with `requirePushedAuthorizationRequests` must push its requests to
 // `/api/auth/oauth2/par` and send the `request_uri` here; a plain request of such a client
 // is `invalid_request`. (The sign-in page continues a pushed request with its parameters
-// and a signed `pushed` marker, since the `request_uri` is used up.)
+// and a signed `pushed` marker, since the `request_uri` is used up; the marker works once,
+// in the browser that was shown the page, which holds the `gatehouse.authorize_binding`
+// cookie it is bound to.)
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -23381,6 +23448,7 @@ func (c *ClientWithResponses) GetOauth2ConsentWithResponse(ctx context.Context, 
 // `consent_challenge` must belong to the signed-in session). `decision=accept` records the
 // consent for (user, client, scope set) and answers 303 to the redirect URI with the code;
 // `decision=deny` answers 303 with `error=access_denied`. Both carry `state` and `iss`.
+// A challenge answers one decision: posted again it gets the error page.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -23399,6 +23467,7 @@ func (c *ClientWithResponses) PostOauth2ConsentWithBodyWithResponse(ctx context.
 // `consent_challenge` must belong to the signed-in session). `decision=accept` records the
 // consent for (user, client, scope set) and answers 303 to the redirect URI with the code;
 // `decision=deny` answers 303 with `error=access_denied`. Both carry `state` and `iss`.
+// A challenge answers one decision: posted again it gets the error page.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -23507,9 +23576,9 @@ func (c *ClientWithResponses) PostOauth2IntrospectWithFormdataBodyWithResponse(c
 // a public client). The client, redirect URI, scopes and response type are checked now;
 // PKCE and the other parameters when the `request_uri` is used. The answer is 201 with a
 // `request_uri` to send to the authorization endpoint with `client_id` within `expires_in`
-// seconds (60). A `request_uri` works once, and only for the client that pushed it; a used,
-// unknown or expired one is `invalid_request_uri`. A `request_uri` parameter in the push
-// itself is `invalid_request`.
+// seconds (60). A `request_uri` works once, and only for the client that pushed it (another
+// client's attempt gets the error page and leaves it usable); a used, unknown or expired one
+// is `invalid_request_uri`. A `request_uri` parameter in the push itself is `invalid_request`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -23530,9 +23599,9 @@ func (c *ClientWithResponses) PostOauth2ParWithBodyWithResponse(ctx context.Cont
 // a public client). The client, redirect URI, scopes and response type are checked now;
 // PKCE and the other parameters when the `request_uri` is used. The answer is 201 with a
 // `request_uri` to send to the authorization endpoint with `client_id` within `expires_in`
-// seconds (60). A `request_uri` works once, and only for the client that pushed it; a used,
-// unknown or expired one is `invalid_request_uri`. A `request_uri` parameter in the push
-// itself is `invalid_request`.
+// seconds (60). A `request_uri` works once, and only for the client that pushed it (another
+// client's attempt gets the error page and leaves it usable); a used, unknown or expired one
+// is `invalid_request_uri`. A `request_uri` parameter in the push itself is `invalid_request`.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -18,6 +18,7 @@ func runSocialAndPAR(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("SocialState", func(t *testing.T) { testSocialState(t, open) })
 	t.Run("PARRequest", func(t *testing.T) { testPARRequest(t, open) })
 	t.Run("ClientAssertion", func(t *testing.T) { testClientAssertion(t, open) })
+	t.Run("UsedChallenge", func(t *testing.T) { testUsedChallenge(t, open) })
 	t.Run("LinkedAccounts", func(t *testing.T) { testLinkedAccounts(t, open) })
 	t.Run("KeyClient", func(t *testing.T) { testKeyClient(t, open) })
 }
@@ -80,6 +81,11 @@ func testPARRequest(t *testing.T, open func(t *testing.T) *store.Store) {
 	if err := s.CreatePARRequest(ctx, uri, "cli_1", `{}`, later); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("the same request_uri twice: %v, want ErrConflict", err)
 	}
+	for range 2 {
+		if client, err := s.PARRequestClient(ctx, uri); err != nil || client != "cli_1" {
+			t.Errorf("the client of a pushed request: %q %v", client, err)
+		}
+	}
 	client, req, err := s.TakePARRequest(ctx, uri)
 	if err != nil || client != "cli_1" || req != `{"form":"a=b"}` {
 		t.Errorf("take: %q %q %v", client, req, err)
@@ -87,8 +93,14 @@ func testPARRequest(t *testing.T, open func(t *testing.T) *store.Store) {
 	if _, _, err := s.TakePARRequest(ctx, uri); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("take twice: %v, want ErrNotFound", err)
 	}
+	if _, err := s.PARRequestClient(ctx, uri); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the client of a taken request: %v, want ErrNotFound", err)
+	}
 	if err := s.CreatePARRequest(ctx, uri+"-old", "cli_1", `{}`, time.Now().Add(-time.Second)); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := s.PARRequestClient(ctx, uri+"-old"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the client of an expired request: %v, want ErrNotFound", err)
 	}
 	if _, _, err := s.TakePARRequest(ctx, uri+"-old"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("take an expired request: %v, want ErrNotFound", err)
@@ -98,6 +110,36 @@ func testPARRequest(t *testing.T, open func(t *testing.T) *store.Store) {
 	}
 	if n := concurrently(8, func() error { _, _, err := s.TakePARRequest(ctx, uri+"-race"); return err }); n != 1 {
 		t.Errorf("%d concurrent takes succeeded, want 1", n)
+	}
+}
+
+func testUsedChallenge(t *testing.T, open func(t *testing.T) *store.Store) {
+	s := open(t)
+	ctx := testContext(t)
+	later := time.Now().Add(time.Minute)
+	if err := s.UseChallenge(ctx, "consent:abc", later); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UseChallenge(ctx, "consent:abc", later); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("a challenge used twice: %v, want ErrConflict", err)
+	}
+	if err := s.UseChallenge(ctx, "pushed:abc", later); err != nil {
+		t.Errorf("another challenge: %v", err)
+	}
+	if n := concurrently(8, func() error { return s.UseChallenge(ctx, "consent:race", later) }); n != 1 {
+		t.Errorf("%d concurrent uses succeeded, want 1", n)
+	}
+	// Expired rows are swept by later uses.
+	for i := range 3 {
+		if err := s.UseChallenge(ctx, "old-"+string(rune('a'+i)), time.Now().Add(-time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.UseChallenge(ctx, "consent:new", later); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UseChallenge(ctx, "old-a", later); err != nil {
+		t.Errorf("an expired, swept challenge id: %v", err)
 	}
 }
 
