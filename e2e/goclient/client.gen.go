@@ -1477,7 +1477,7 @@ type ConfigEntryPut struct {
 	// Secret Encrypt the value at rest and mask it in lists and write responses. Defaults to false.
 	Secret *bool `json:"secret,omitempty"`
 
-	// Value Any JSON value, at most 64 KiB encoded; stored exactly as sent (numbers keep every digit).
+	// Value Any JSON value, at most 64 KiB encoded, whose strings are text (no NUL); stored exactly as sent (numbers keep every digit).
 	Value json.RawMessage `json:"value"`
 }
 
