@@ -4672,9 +4672,9 @@ type ClientInterface interface {
 	//
 	// Unauthenticated: the `Stripe-Signature` header is verified against the environment's
 	// webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
-	// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
-	// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
-	// is not an event answers 400; an unknown environment, or one without a processor
+	// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s either way;
+	// events of any API version are accepted). A missing or bad signature, a timestamp more than
+	// 300 s old or ahead, or a body that is not an event answers 400; an unknown environment, or one without a processor
 	// connection, 404. The body is not wrapped in `data`.
 	//
 	// Each event id is applied once per environment: a replay answers 200 with
@@ -4694,9 +4694,9 @@ type ClientInterface interface {
 	//
 	// Unauthenticated: the `Stripe-Signature` header is verified against the environment's
 	// webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
-	// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
-	// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
-	// is not an event answers 400; an unknown environment, or one without a processor
+	// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s either way;
+	// events of any API version are accepted). A missing or bad signature, a timestamp more than
+	// 300 s old or ahead, or a body that is not an event answers 400; an unknown environment, or one without a processor
 	// connection, 404. The body is not wrapped in `data`.
 	//
 	// Each event id is applied once per environment: a replay answers 200 with
@@ -8061,9 +8061,9 @@ func (c *Client) IngestUsageEventBatch(ctx context.Context, projectId ProjectId,
 //
 // Unauthenticated: the `Stripe-Signature` header is verified against the environment's
 // webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
-// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
-// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
-// is not an event answers 400; an unknown environment, or one without a processor
+// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s either way;
+// events of any API version are accepted). A missing or bad signature, a timestamp more than
+// 300 s old or ahead, or a body that is not an event answers 400; an unknown environment, or one without a processor
 // connection, 404. The body is not wrapped in `data`.
 //
 // Each event id is applied once per environment: a replay answers 200 with
@@ -8093,9 +8093,9 @@ func (c *Client) ReceiveProcessorWebhookWithBody(ctx context.Context, environmen
 //
 // Unauthenticated: the `Stripe-Signature` header is verified against the environment's
 // webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
-// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
-// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
-// is not an event answers 400; an unknown environment, or one without a processor
+// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s either way;
+// events of any API version are accepted). A missing or bad signature, a timestamp more than
+// 300 s old or ahead, or a body that is not an event answers 400; an unknown environment, or one without a processor
 // connection, 404. The body is not wrapped in `data`.
 //
 // Each event id is applied once per environment: a replay answers 200 with
@@ -15359,9 +15359,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Unauthenticated: the `Stripe-Signature` header is verified against the environment's
 	// webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
-	// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
-	// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
-	// is not an event answers 400; an unknown environment, or one without a processor
+	// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s either way;
+	// events of any API version are accepted). A missing or bad signature, a timestamp more than
+	// 300 s old or ahead, or a body that is not an event answers 400; an unknown environment, or one without a processor
 	// connection, 404. The body is not wrapped in `data`.
 	//
 	// Each event id is applied once per environment: a replay answers 200 with
@@ -15381,9 +15381,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Unauthenticated: the `Stripe-Signature` header is verified against the environment's
 	// webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
-	// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
-	// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
-	// is not an event answers 400; an unknown environment, or one without a processor
+	// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s either way;
+	// events of any API version are accepted). A missing or bad signature, a timestamp more than
+	// 300 s old or ahead, or a body that is not an event answers 400; an unknown environment, or one without a processor
 	// connection, 404. The body is not wrapped in `data`.
 	//
 	// Each event id is applied once per environment: a replay answers 200 with
@@ -25783,9 +25783,9 @@ func (c *ClientWithResponses) IngestUsageEventBatchWithResponse(ctx context.Cont
 //
 // Unauthenticated: the `Stripe-Signature` header is verified against the environment's
 // webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
-// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
-// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
-// is not an event answers 400; an unknown environment, or one without a processor
+// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s either way;
+// events of any API version are accepted). A missing or bad signature, a timestamp more than
+// 300 s old or ahead, or a body that is not an event answers 400; an unknown environment, or one without a processor
 // connection, 404. The body is not wrapped in `data`.
 //
 // Each event id is applied once per environment: a replay answers 200 with
@@ -25811,9 +25811,9 @@ func (c *ClientWithResponses) ReceiveProcessorWebhookWithBodyWithResponse(ctx co
 //
 // Unauthenticated: the `Stripe-Signature` header is verified against the environment's
 // webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
-// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
-// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
-// is not an event answers 400; an unknown environment, or one without a processor
+// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s either way;
+// events of any API version are accepted). A missing or bad signature, a timestamp more than
+// 300 s old or ahead, or a body that is not an event answers 400; an unknown environment, or one without a processor
 // connection, 404. The body is not wrapped in `data`.
 //
 // Each event id is applied once per environment: a replay answers 200 with
