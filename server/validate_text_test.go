@@ -204,3 +204,23 @@ func TestProtocolHostileClientID(t *testing.T) {
 		}
 	})
 }
+
+// TestMarkNonText: bytes that are not UTF-8 and unpaired surrogate escapes become \u0000, so
+// the text rule finds them where the JSON decoder would have written U+FFFD; surrogate pairs
+// and escaped backslashes stay as they are.
+func TestMarkNonText(t *testing.T) {
+	for _, c := range []struct{ raw, want string }{
+		{`{"a":"\ud83d\ude00"}`, ""},
+		{`{"a":"\\ud800"}`, ""},
+		{`{"a":"\u00e9"}`, ""},
+		{`{"a":"\ud800x"}`, `{"a":"\u0000x"}`},
+		{`{"a":["\udc00\ud800"]}`, `{"a":["\u0000\u0000"]}`},
+		{`{"a":"\\\ud800"}`, `{"a":"\\\u0000"}`},
+		{"{\"caf\xe9\":\"\xff\xfe\"}", `{"caf\u0000":"\u0000\u0000"}`},
+	} {
+		got, ok := markNonText([]byte(c.raw))
+		if ok != (c.want != "") || ok && string(got) != c.want {
+			t.Errorf("markNonText(%q) = %q, %v; want %q", c.raw, got, ok, c.want)
+		}
+	}
+}
