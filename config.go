@@ -405,3 +405,23 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	}
 	return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
 }
+
+// baseURLPortMismatch reports whether baseURL names a loopback host (localhost, 127.0.0.0/8,
+// ::1) on a port other than listenPort. Then a browser at the listening port sends an Origin
+// that is not the base URL, and every cookie write is refused with 403 "Invalid origin": serve
+// warns. A base URL elsewhere belongs to a proxy or load balancer, which may map ports freely.
+func baseURLPortMismatch(baseURL string, listenPort int) bool {
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname()
+	if a, err := netip.ParseAddr(host); !strings.EqualFold(host, "localhost") && (err != nil || !a.IsLoopback()) {
+		return false
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return port != strconv.Itoa(listenPort)
+}

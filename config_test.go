@@ -252,3 +252,31 @@ func TestConfigOldSecretKeys(t *testing.T) {
 		t.Fatalf("invalid key: %v", err)
 	}
 }
+
+// TestBaseURLPortMismatch: the start-up warning is due when the base URL names a loopback host
+// on another port than the one the server listens on, and only then (a base URL elsewhere is
+// a proxy's or a load balancer's, which may map ports as it likes).
+func TestBaseURLPortMismatch(t *testing.T) {
+	for _, c := range []struct {
+		baseURL string
+		port    int
+		want    bool
+	}{
+		{"http://localhost:8080", 3000, true},
+		{"http://localhost:8080", 8080, false},
+		{"http://127.0.0.1:8080", 9090, true},
+		{"http://127.1.2.3:8080", 9090, true},
+		{"http://[::1]:8080", 8081, true},
+		{"http://LOCALHOST:8080", 8080, false},
+		{"http://localhost", 8080, true},
+		{"http://localhost", 80, false},
+		{"https://localhost", 443, false},
+		{"https://localhost", 8443, true},
+		{"https://gatehouse.example.com", 8080, false},
+		{"http://192.168.1.5:8080", 3000, false},
+	} {
+		if got := baseURLPortMismatch(c.baseURL, c.port); got != c.want {
+			t.Errorf("baseURLPortMismatch(%q, %d) = %v, want %v", c.baseURL, c.port, got, c.want)
+		}
+	}
+}

@@ -118,6 +118,11 @@ func serve(ctx context.Context, cfg settings, log *slog.Logger, ready chan<- net
 	errc := make(chan error, 2) // the app's and the metrics listener's Serve
 	go func() { errc <- hs.Serve(srv.Listener(ln)) }()
 	log.Info("gatehouse listening", "addr", ln.Addr().String(), "base_url", cfg.BaseURL, "database", string(st.Dialect()))
+	if port := ln.Addr().(*net.TCPAddr).Port; baseURLPortMismatch(cfg.BaseURL, port) {
+		log.Warn("GATEHOUSE_BASE_URL is on loopback but not on the listening port: browsers at the listening port "+
+			"get 403 Invalid origin on every cookie write; set GATEHOUSE_BASE_URL to the address browsers use "+
+			"(unless a proxy on the base URL's port forwards here)", "base_url", cfg.BaseURL, "listen_port", port)
+	}
 	if cfg.MetricsAddr != "" {
 		mln, err := net.Listen("tcp", cfg.MetricsAddr)
 		if err != nil {

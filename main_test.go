@@ -147,3 +147,23 @@ func TestSocialHalfConfiguredExitsTwo(t *testing.T) {
 		}
 	}
 }
+
+// TestServeWarnsOnLoopbackPortMismatch: with only GATEHOUSE_LISTEN_ADDR changed, the base URL
+// stays http://localhost:8080, and a browser at the listening port is refused every cookie
+// write ("Invalid origin"); start-up says so with a warning naming both.
+func TestServeWarnsOnLoopbackPortMismatch(t *testing.T) {
+	sv := startServe(t, testEnv(t, nil)) // 127.0.0.1:0 and the default base URL
+	sv.cancel()
+	<-sv.done
+	_, port, _ := net.SplitHostPort(sv.addr.String())
+	out := sv.stderr.String()
+	var warning string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "level=WARN") && strings.Contains(line, "GATEHOUSE_BASE_URL") {
+			warning = line
+		}
+	}
+	if warning == "" || !strings.Contains(warning, "base_url=http://localhost:8080") || !strings.Contains(warning, "listen_port="+port) {
+		t.Fatalf("no warning naming the base URL and listen port %s:\n%s", port, out)
+	}
+}

@@ -797,6 +797,10 @@ type AuthPermissionMap map[string][]string
 type AuthProblem struct {
 	Code string `json:"code"`
 
+	// Detail What this occurrence needed, where the title alone leaves the caller guessing (for
+	// example the Origin a refused cookie write must carry). Present on some problems only.
+	Detail *string `json:"detail,omitempty"`
+
 	// Errors Present on validation failures only.
 	Errors  *[]ProblemFieldError `json:"errors,omitempty"`
 	Message string               `json:"message"`
@@ -1119,7 +1123,7 @@ type ConfigEntryPut struct {
 	// Secret Encrypt the value at rest and mask it in lists and write responses. Defaults to false.
 	Secret *bool `json:"secret,omitempty"`
 
-	// Value Any JSON value, at most 64 KiB encoded; stored exactly as sent (numbers keep every digit).
+	// Value Any JSON value, at most 64 KiB encoded, whose strings are text (no NUL); stored exactly as sent (numbers keep every digit).
 	Value json.RawMessage `json:"value"`
 }
 
@@ -1389,6 +1393,10 @@ type PrincipalType string
 
 // Problem An RFC 9457 problem document.
 type Problem struct {
+	// Detail What this occurrence needed, where the title alone leaves the caller guessing (for
+	// example the Origin a refused cookie write must carry). Present on some problems only.
+	Detail *string `json:"detail,omitempty"`
+
 	// Errors Present on validation failures only.
 	Errors *[]ProblemFieldError `json:"errors,omitempty"`
 

@@ -117,7 +117,8 @@ func CheckRedirectURI(raw string, native bool) string {
 	case native:
 		return "must use https, or http on 127.0.0.1, [::1] or localhost"
 	}
-	return "must use https"
+	// Says what is allowed instead: a web or spa client's first try is often http://localhost.
+	return "must use https (http on 127.0.0.1, [::1] or localhost is only for native clients)"
 }
 
 // isLoopbackHost reports whether host (without brackets or port) names the loopback interface

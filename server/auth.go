@@ -301,7 +301,7 @@ func (s *Server) checkOrigin(req *http.Request, authSurface bool) error {
 		}
 		return nil
 	case !s.trustedOrigin(origin):
-		return authError(http.StatusForbidden, kindForbidden, "INVALID_ORIGIN", "Invalid origin")
+		return s.invalidOrigin()
 	}
 	return nil
 }

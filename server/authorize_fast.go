@@ -43,7 +43,7 @@ type authorizeQuestion struct {
 
 // peekAuthorizeBody reads req's body and puts it back, unread, for the later stages. It returns
 // ok false when the request has no body, and when the body cannot be read or is not an object
-// with the four members as non-empty strings; an error reading it (such as the body limit) is
+// with the four members as non-empty text strings; an error reading it (such as the body limit) is
 // replayed to the later stages.
 func peekAuthorizeBody(req *http.Request) (authorizeQuestion, bool) {
 	if req.Body == nil || req.Body == http.NoBody {
@@ -58,6 +58,13 @@ func peekAuthorizeBody(req *http.Request) (authorizeQuestion, bool) {
 	var b authorizeQuestion
 	if json.Unmarshal(raw, &b) != nil || b.ProjectID == "" || b.PrincipalType == "" || b.PrincipalID == "" || b.Permission == "" {
 		return authorizeQuestion{}, false
+	}
+	// The body is not validated yet: a member that is not text (validate_text.go) must reach
+	// validation, not a query.
+	for _, v := range []string{b.ProjectID, b.PrincipalType, b.PrincipalID, b.Permission} {
+		if !store.ValidText(v) {
+			return authorizeQuestion{}, false
+		}
 	}
 	return b, true
 }

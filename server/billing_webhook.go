@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -15,7 +17,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/store"
 )
 
-// WebhookTolerance is how far a webhook signature's timestamp may be from now.
+// WebhookTolerance is how far a webhook signature's timestamp may be from now, before or after.
 const WebhookTolerance = 300 * time.Second
 
 // errBadSignature answers every webhook whose signature does not verify: missing, malformed,
@@ -45,9 +47,15 @@ func (s *Server) processorWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	event, err := webhook.ConstructEventWithOptions(payload, c.Request().Header.Get("Stripe-Signature"), string(secret),
+	header := c.Request().Header.Get("Stripe-Signature")
+	event, err := webhook.ConstructEventWithOptions(payload, header, string(secret),
 		webhook.ConstructEventOptions{Tolerance: WebhookTolerance, IgnoreAPIVersionMismatch: true})
 	if err != nil || event.ID == "" || event.Data == nil {
+		return errBadSignature
+	}
+	// stripe-go refuses only timestamps older than the tolerance; one further ahead is refused
+	// alike (a signature made for later is not a fresh one).
+	if at, ok := signedAt(header); !ok || time.Until(at) > WebhookTolerance {
 		return errBadSignature
 	}
 	fresh := false
@@ -64,6 +72,21 @@ func (s *Server) processorWebhook(c echo.Context) error {
 	s.log.DebugContext(ctx, "processor webhook", "event_id", event.ID, "type", event.Type, "duplicate", !fresh,
 		"environment_id", envID, "request_id", RequestID(ctx))
 	return c.JSON(http.StatusOK, webhookReceipt{Received: true, Duplicate: !fresh})
+}
+
+// signedAt is the t= timestamp of a Stripe-Signature header, read as stripe-go reads it (the
+// last t wins); ok is false without one.
+func signedAt(header string) (at time.Time, ok bool) {
+	for _, pair := range strings.Split(header, ",") {
+		if k, v, _ := strings.Cut(pair, "="); k == "t" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return time.Time{}, false
+			}
+			at, ok = time.Unix(n, 0), true
+		}
+	}
+	return at, ok
 }
 
 // webhookReceipt is the webhook's answer (the spec's WebhookReceipt), not wrapped in data.

@@ -19,7 +19,7 @@ import (
 )
 
 // TestProcessorWebhookSignatures: only an event signed with the environment's own webhook
-// secret, within 300 s, over the exact body, is accepted (any one of several v1 signatures may
+// secret, stamped within 300 s of now (before or after), over the exact body, is accepted (any one of several v1 signatures may
 // match); everything else is a 400 problem, never a 500; unknown or unconnected environments
 // are 404.
 func TestProcessorWebhookSignatures(t *testing.T) {
@@ -68,6 +68,15 @@ func TestProcessorWebhookSignatures(t *testing.T) {
 			{"the second of two v1 signatures matches", f.env, payload, "t=" + ts + ",v1=" + bad + ",v1=" + good, 200, ""},
 			{"within the tolerance", f.env, event("evt_sig_2", "customer.created", now.Unix(), `{"id":"cus_1"}`),
 				sign(testWebhookSecret, event("evt_sig_2", "customer.created", now.Unix(), `{"id":"cus_1"}`), now.Add(-290*time.Second)), 200, ""},
+			// The tolerance holds both ways: a timestamp from the future is as suspect as a stale one.
+			{"timestamp 400 s ahead", f.env, payload, sign(testWebhookSecret, payload, now.Add(400*time.Second)), 400, "Invalid webhook signature"},
+			{"timestamp 301 s ahead", f.env, payload, sign(testWebhookSecret, payload, now.Add(301*time.Second)), 400, "Invalid webhook signature"},
+			{"timestamp 200 s ahead", f.env, event("evt_sig_3", "customer.created", now.Unix(), `{"id":"cus_1"}`),
+				sign(testWebhookSecret, event("evt_sig_3", "customer.created", now.Unix(), `{"id":"cus_1"}`), now.Add(200*time.Second)), 200, ""},
+			// The event is Stripe's document, not fields of the caller's: the text rule does not
+			// apply to it (x-arbitrary-text), so a NUL in a string the service never reads is fine.
+			{"a NUL in an event string", f.env, event("evt_sig_4", "customer.created", now.Unix(), `{"id":"cus_1","description":"a\u0000b"}`),
+				sign(testWebhookSecret, event("evt_sig_4", "customer.created", now.Unix(), `{"id":"cus_1","description":"a\u0000b"}`), now), 200, ""},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {

@@ -29,15 +29,16 @@ import (
 // fuzzSeed makes the sampled variants reproducible; GATEHOUSE_FUZZ_SEED overrides it.
 const fuzzSeed = 20260808
 
-// fuzzPerKind is how many variants of each kind but hostile paths (query, property type, huge
-// string, deep nesting, whole body, content type) a seeded sample sends per operation and
-// credential; every hostile-path variant is always sent.
+// fuzzPerKind is how many variants of each kind but hostile paths and text (query, property
+// type, huge string, deep nesting, whole body, content type) a seeded sample sends per operation
+// and credential; every hostile-path and text variant (a NUL in a query value or a body string)
+// is always sent.
 const fuzzPerKind = 4
 
 // fuzzCase is one hostile request.
 type fuzzCase struct {
 	name        string
-	kind        string // path, query, type, huge, deep, whole or content-type
+	kind        string // path, query, text, type, huge, deep, whole or content-type
 	method      string
 	uri         string // the raw request URI, sent as is (never cleaned)
 	contentType string
@@ -109,6 +110,10 @@ var hostilePathValues = []struct{ name, raw string }{
 	{"5000-char-id", strings.Repeat("a", 5000)},
 	{"unicode", url.PathEscape("prj_ünïcødé\u202e✓")},
 	{"empty-segment", ""},
+	// Bytes no text column holds: PostgreSQL refuses NUL and invalid UTF-8 in text.
+	{"invalid-utf8", "%FF%FE%FD"},
+	{"overlong-utf8", "%C0%AE%C0%AE%C0%AF"},
+	{"nul", "org_x%00"},
 }
 
 // fuzzCases builds the hostile requests for one operation against the fixture ten.
@@ -165,6 +170,7 @@ func fuzzCases(t *testing.T, ten tenancy, fo fuzzOperation) []fuzzCase {
 	}
 	for _, q := range queryNames {
 		add(fuzzCase{kind: "query", name: "query:" + q + ":bad-escape", uri: good + "?" + q + "=%zz", contentType: goodType, body: goodBody, strict: true})
+		add(fuzzCase{kind: "text", name: "query:" + q + ":nul", uri: good + "?" + q + "=%00", contentType: goodType, body: goodBody, strict: true})
 	}
 	add(fuzzCase{kind: "query", name: "query:bad-escape-key", uri: good + "?%zz=1", contentType: goodType, body: goodBody, strict: true})
 	add(fuzzCase{kind: "query", name: "query:truncated-escape", uri: good + "?q=%e", contentType: goodType, body: goodBody, strict: true})
@@ -207,6 +213,9 @@ func fuzzCases(t *testing.T, ten tenancy, fo fuzzOperation) []fuzzCase {
 			strict: typed && (!schemaAccepts(s, "string") || s.MaxLength != nil && *s.MaxLength < 100000 || len(s.Enum) > 0)})
 		add(fuzzCase{kind: "deep", name: "body:" + name + ":deep-arrays", uri: good, contentType: "application/json", body: withProp(name, deepArrays),
 			strict: typed && !schemaAccepts(s, "array")})
+		if !typed || schemaAccepts(s, "string") {
+			add(fuzzCase{kind: "text", name: "body:" + name + ":nul", uri: good, contentType: "application/json", body: withProp(name, `"x\u0000y"`), strict: true})
+		}
 	}
 
 	// Whole bodies that are no request at all.
@@ -263,8 +272,8 @@ func fuzzBaseBody(ten tenancy, op *openapi3.Operation) (map[string]any, *openapi
 	return ten.withFixtureIDs(example), mt.Schema.Value
 }
 
-// sampleFuzzCases keeps every hostile-path case and, of each other kind, fuzzPerKind cases
-// drawn with rng.
+// sampleFuzzCases keeps every hostile-path and text case and, of each other kind, fuzzPerKind
+// cases drawn with rng.
 func sampleFuzzCases(cases []fuzzCase, rng *rand.Rand) []fuzzCase {
 	byKind := map[string][]fuzzCase{}
 	var kinds []string
@@ -277,7 +286,7 @@ func sampleFuzzCases(cases []fuzzCase, rng *rand.Rand) []fuzzCase {
 	var out []fuzzCase
 	for _, k := range kinds {
 		cs := byKind[k]
-		if k != "path" {
+		if k != "path" && k != "text" {
 			rng.Shuffle(len(cs), func(i, j int) { cs[i], cs[j] = cs[j], cs[i] })
 			cs = cs[:min(len(cs), fuzzPerKind)]
 		}
@@ -382,8 +391,9 @@ func protocolVerdict(c fuzzCase, _ bool, rec *httptest.ResponseRecorder) string 
 
 // TestFuzzOperations walks every operation under /api/v1 and /api/auth in the spec, as an owner
 // with a session cookie (trusted Origin) and as a service account with scope `*`, and sends
-// hostile paths, bad query escapes, wrongly typed, huge and deeply nested bodies, invalid JSON
-// and wrong content types. Every answer must be below 500, a corrupt request must get a 4xx,
+// hostile paths (NUL and invalid UTF-8 among them), bad query escapes, NUL in query values and
+// body strings, wrongly typed, huge and deeply nested bodies, invalid JSON and wrong content
+// types, on every backend. Every answer must be below 500, a corrupt request must get a 4xx,
 // and every error must be application/problem+json with type {base_url}/problems/<kind>, a
 // title, status equal to the HTTP status and the request's requestId (on /api/auth also code
 // and message). A request that succeeds may have changed the fixture, so the next operation
@@ -398,8 +408,14 @@ func TestFuzzOperations(t *testing.T) {
 		seed = n
 	}
 	t.Logf("seed %d (set GATEHOUSE_FUZZ_SEED to replay another)", seed)
+	forEachBackend(t, func(t *testing.T, b storetest.Backend) { fuzzBackend(t, b, seed) })
+}
+
+// fuzzBackend is TestFuzzOperations on one database: PostgreSQL refuses bytes (NUL, invalid
+// UTF-8) that SQLite stores, so the same requests must be answered alike on both.
+func fuzzBackend(t *testing.T, b storetest.Backend, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, seed))
-	app := newTestApp(t, storetest.Backends(t)[0].Open(t), testConfig())
+	app := newTestApp(t, b.Open(t), testConfig())
 	// The fixture's users have no usable password hash; the owner gets a real one, so that
 	// change-password answers as it would for any user rather than failing on the fixture.
 	ownerHash, err := identity.HashPassword("fuzz-owner-password")

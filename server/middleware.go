@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -43,7 +45,7 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 		c.Response().Header().Set(echo.HeaderXRequestID, id)
 		req := c.Request()
 		meta := &requestMeta{
-			ID: id, IP: c.RealIP(), UserAgent: truncate(req.UserAgent(), 512), Accept: req.Header.Get(echo.HeaderAccept),
+			ID: id, IP: c.RealIP(), UserAgent: recordedText(req.UserAgent(), 512), Accept: req.Header.Get(echo.HeaderAccept),
 			header: c.Response().Header(),
 		}
 		ctx, cancel := context.WithTimeout(withRequestMeta(req.Context(), meta), RequestTimeout)
@@ -177,9 +179,17 @@ func ipExtractor(cfg Config) echo.IPExtractor {
 	return echo.ExtractIPFromXFFHeader(opts...)
 }
 
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
+// recordedText is s as a recorded header (the User-Agent on sessions and audit rows): text both
+// databases store (store.ValidText), each run of bytes that is not UTF-8 and each NUL replaced by
+// U+FFFD, cut to at most n bytes on a character boundary. The client chose none of it as a
+// field, so it is cleaned rather than refused.
+func recordedText(s string, n int) string {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

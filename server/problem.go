@@ -64,6 +64,9 @@ type Error struct {
 	// Code and Message are the better-auth error members that /api/auth clients read.
 	Code    string
 	Message string
+	// Detail is the RFC 9457 detail: what this occurrence needed, when a title alone leaves the
+	// caller guessing. Safe to show, like Title.
+	Detail string
 	// Header is added to the response (for example Retry-After or Allow).
 	Header http.Header
 }
@@ -144,6 +147,7 @@ type problemBody struct {
 	Type      string       `json:"type"`
 	Title     string       `json:"title"`
 	Status    int          `json:"status"`
+	Detail    string       `json:"detail,omitempty"`
 	Errors    []FieldError `json:"errors,omitempty"`
 	RequestID string       `json:"requestId,omitempty"`
 	Code      string       `json:"code,omitempty"`
@@ -174,6 +178,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		Type:      s.cfg.BaseURL + "/problems/" + p.Kind,
 		Title:     p.Title,
 		Status:    p.Status,
+		Detail:    p.Detail,
 		Errors:    p.Errors,
 		RequestID: RequestID(c.Request().Context()),
 		Code:      p.Code,
@@ -195,6 +200,20 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	if werr := jsonEncode(c.Response(), payload); werr != nil {
 		s.log.DebugContext(c.Request().Context(), "write problem", "err", werr)
 	}
+}
+
+// invalidOrigin refuses an unsafe request whose Origin (or Referer) is not trusted, saying what
+// was expected: the base URL, and whether trusted origins are configured (never which). An
+// operator who changed only GATEHOUSE_LISTEN_ADDR sees why every cookie write fails.
+func (s *Server) invalidOrigin() *Error {
+	e := authError(http.StatusForbidden, kindForbidden, "INVALID_ORIGIN", "Invalid origin")
+	e.Detail = "The Origin (or Referer) must be the base URL " + s.cfg.BaseURL + " (GATEHOUSE_BASE_URL)"
+	if len(s.cfg.TrustedOrigins) > 0 {
+		e.Detail += " or one of the trusted origins (GATEHOUSE_TRUSTED_ORIGINS)."
+	} else {
+		e.Detail += "; no trusted origins are configured (GATEHOUSE_TRUSTED_ORIGINS)."
+	}
+	return e
 }
 
 // oauthError is an RFC 6749 section 5.2 error body.

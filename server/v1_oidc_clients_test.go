@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -154,6 +155,36 @@ func TestOidcClientValidation(t *testing.T) {
 			t.Run("accepted/"+a.name, func(t *testing.T) {
 				oidcCreate(t, app, owner, project.ID, a.body)
 			})
+		}
+	})
+}
+
+// TestOidcClientRedirectMessages: a refused redirect URI's message says what is allowed instead.
+// A web or spa client registering http://localhost (a developer's first try) learns that
+// loopback http is for native clients only; a native client learns its loopback options.
+func TestOidcClientRedirectMessages(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
+		app := newTestApp(t, b.Open(t), testConfig())
+		ten := app.newTenancy(t)
+		owner := ten.members[RoleOwner]
+		const webOnly = "must use https (http on 127.0.0.1, [::1] or localhost is only for native clients)"
+		for _, c := range []struct{ typ, uri, path, message string }{
+			{"web", "http://localhost:3000/api/auth/callback", "redirectUris", webOnly},
+			{"spa", "http://127.0.0.1:5173/cb", "redirectUris", webOnly},
+			{"web", "http://app.example.com/cb", "redirectUris", webOnly},
+			{"spa", "http://localhost:5173/", "postLogoutRedirectUris", webOnly},
+			{"native", "http://192.168.1.2/cb", "redirectUris", "must use https, or http on 127.0.0.1, [::1] or localhost"},
+		} {
+			uris := map[string][]string{"redirectUris": {"https://app.example.com/cb"}, "postLogoutRedirectUris": {}}
+			uris[c.path] = []string{c.uri}
+			body, _ := json.Marshal(map[string]any{"name": "Dev", "type": c.typ, "redirectUris": uris["redirectUris"],
+				"postLogoutRedirectUris": uris["postLogoutRedirectUris"], "grantTypes": []string{"authorization_code"}, "scopes": []string{"openid"}})
+			p := app.do(owner.as(request{method: "POST", path: "/api/v1/projects/" + ten.project.ID + "/oidc-clients", body: string(body)})).
+				wantProblem(t, http.StatusBadRequest, "validation", "Validation failed")
+			want := []FieldError{{Path: []string{"body", c.path, "0"}, Message: c.message}}
+			if !reflect.DeepEqual(p.Errors, want) {
+				t.Errorf("%s %s: errors %+v, want %+v", c.typ, c.uri, p.Errors, want)
+			}
 		}
 	})
 }

@@ -39,6 +39,9 @@ type validator struct {
 type jsonBody struct {
 	required bool
 	schema   *jsonschema.Schema
+	// arbitraryText: the body schema's x-arbitrary-text is true, so its strings are exempt
+	// from the text rule (validate_text.go).
+	arbitraryText bool
 }
 
 func newValidator(doc *openapi3.T) (*validator, error) {
@@ -113,7 +116,11 @@ func compileBodies(doc *openapi3.T) (map[string]*jsonBody, error) {
 			if err != nil {
 				return nil, fmt.Errorf("server: compile the request body of %s: %w", op.OperationID, err)
 			}
-			out[op.OperationID] = &jsonBody{required: op.RequestBody.Value.Required, schema: schema}
+			body := &jsonBody{required: op.RequestBody.Value.Required, schema: schema}
+			if mt := op.RequestBody.Value.Content.Get("application/json"); mt.Schema != nil && mt.Schema.Value != nil {
+				body.arbitraryText, _ = mt.Schema.Value.Extensions["x-arbitrary-text"].(bool)
+			}
+			out[op.OperationID] = body
 		}
 	}
 	return out, nil
@@ -142,25 +149,47 @@ func validateBody(req *http.Request, b *jsonBody) (any, []FieldError, error) {
 		}
 		return nil, nil, nil
 	}
-	notJSON := []FieldError{{Path: []string{"body"}, Message: parseMessage(true)}}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil || dec.More() {
-		return nil, notJSON, nil
+	v, ok := decodeJSONDocument(raw)
+	if !ok {
+		return nil, []FieldError{{Path: []string{"body"}, Message: parseMessage(true)}}, nil
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, notJSON, nil
+	var text []FieldError
+	if !b.arbitraryText {
+		if marked, ok := markNonText(raw); ok {
+			// What the decoder would have replaced with U+FFFD is refused instead.
+			raw = marked
+			v, _ = decodeJSONDocument(raw)
+		}
+		if bytes.Contains(raw, []byte(`\u0000`)) {
+			text = jsonTextErrors(v, []string{"body"})
+		}
 	}
 	err := b.schema.Validate(v)
 	if err == nil {
+		if len(text) > 0 {
+			return nil, text, nil
+		}
 		return v, nil, nil
 	}
 	var verr *jsonschema.ValidationError
 	if !errors.As(err, &verr) {
 		return nil, nil, err
 	}
-	return nil, validationErrors(verr, []string{"body"}), nil
+	return nil, preferText(text, validationErrors(verr, []string{"body"})), nil
+}
+
+// decodeJSONDocument decodes one JSON document, numbers as json.Number; ok is false when raw is not
+// exactly one.
+func decodeJSONDocument(raw []byte) (v any, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		return nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false
+	}
+	return v, true
 }
 
 // isJSON reports whether a Content-Type header names application/json.
@@ -240,7 +269,8 @@ func (s *Server) validate(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // check validates one request against its operation: parameters (and form bodies) with
-// kin-openapi, a JSON body against its compiled schema. It returns the valid JSON body decoded
+// kin-openapi, a JSON body against its compiled schema, every string against the text rule
+// (validate_text.go). It returns the valid JSON body decoded
 // (nil for none) and the issues found; an error means validation itself failed. The body stays
 // readable for the handler.
 func (v *validator) check(req *http.Request, route *routers.Route, params map[string]string) (any, []FieldError, error) {
@@ -251,6 +281,14 @@ func (v *validator) check(req *http.Request, route *routers.Route, params map[st
 	}
 	if b != nil {
 		input.Options = v.paramOpts
+	}
+	text := paramTextErrors(req, route, params)
+	if b == nil {
+		formText, err := formTextErrors(req)
+		if err != nil {
+			return nil, nil, fmt.Errorf("server: validate request body: %w", err)
+		}
+		text = append(text, formText...)
 	}
 	var errs []FieldError
 	if err := openapi3filter.ValidateRequest(req.Context(), input); err != nil {
@@ -266,7 +304,7 @@ func (v *validator) check(req *http.Request, route *routers.Route, params map[st
 		}
 		body, errs = decoded, append(errs, bodyErrs...)
 	}
-	return body, errs, nil
+	return body, preferText(text, errs), nil
 }
 
 // fieldErrors flattens kin-openapi's validation errors into problem field errors with path

@@ -247,9 +247,13 @@ const oidcClientByIDQuery = "SELECT " + oidcClientColumns + `, c.secret_hash, p.
 // the lookup the OAuth provider makes for every client authentication. It
 // does not judge the client: disabled clients and clients of archived
 // projects are returned with their states (see OIDCClientAuth.Usable). It
-// returns ErrNotFound when there is no such client.
+// returns ErrNotFound when there is no such client, without a query for an id
+// that is not ValidText (protocol requests carry client ids unvalidated).
 func (s *Store) OIDCClientByID(ctx context.Context, clientID string) (OIDCClientAuth, error) {
 	const op = "oidc client by id"
+	if !ValidText(clientID) {
+		return OIDCClientAuth{}, fmt.Errorf("store: %s: %w", op, ErrNotFound)
+	}
 	var r struct {
 		oidcClientRow
 		SecretHash           []byte `db:"secret_hash"`

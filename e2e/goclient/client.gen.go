@@ -1052,6 +1052,10 @@ type AuthPermissionMap map[string][]string
 type AuthProblem struct {
 	Code string `json:"code"`
 
+	// Detail What this occurrence needed, where the title alone leaves the caller guessing (for
+	// example the Origin a refused cookie write must carry). Present on some problems only.
+	Detail *string `json:"detail,omitempty"`
+
 	// Errors Present on validation failures only.
 	Errors  *[]ProblemFieldError `json:"errors,omitempty"`
 	Message string               `json:"message"`
@@ -1492,7 +1496,7 @@ type ConfigEntryPut struct {
 	// Secret Encrypt the value at rest and mask it in lists and write responses. Defaults to false.
 	Secret *bool `json:"secret,omitempty"`
 
-	// Value Any JSON value, at most 64 KiB encoded; stored exactly as sent (numbers keep every digit).
+	// Value Any JSON value, at most 64 KiB encoded, whose strings are text (no NUL); stored exactly as sent (numbers keep every digit).
 	Value json.RawMessage `json:"value"`
 }
 
@@ -1762,6 +1766,10 @@ type PrincipalType string
 
 // Problem An RFC 9457 problem document.
 type Problem struct {
+	// Detail What this occurrence needed, where the title alone leaves the caller guessing (for
+	// example the Origin a refused cookie write must carry). Present on some problems only.
+	Detail *string `json:"detail,omitempty"`
+
 	// Errors Present on validation failures only.
 	Errors *[]ProblemFieldError `json:"errors,omitempty"`
 
@@ -4749,9 +4757,9 @@ type ClientInterface interface {
 	//
 	// Unauthenticated: the `Stripe-Signature` header is verified against the environment's
 	// webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
-	// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
-	// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
-	// is not an event answers 400; an unknown environment, or one without a processor
+	// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s either way;
+	// events of any API version are accepted). A missing or bad signature, a timestamp more than
+	// 300 s old or ahead, or a body that is not an event answers 400; an unknown environment, or one without a processor
 	// connection, 404. The body is not wrapped in `data`.
 	//
 	// Each event id is applied once per environment: a replay answers 200 with
@@ -4771,9 +4779,9 @@ type ClientInterface interface {
 	//
 	// Unauthenticated: the `Stripe-Signature` header is verified against the environment's
 	// webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
-	// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
-	// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
-	// is not an event answers 400; an unknown environment, or one without a processor
+	// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s either way;
+	// events of any API version are accepted). A missing or bad signature, a timestamp more than
+	// 300 s old or ahead, or a body that is not an event answers 400; an unknown environment, or one without a processor
 	// connection, 404. The body is not wrapped in `data`.
 	//
 	// Each event id is applied once per environment: a replay answers 200 with
@@ -8194,9 +8202,9 @@ func (c *Client) IngestUsageEventBatch(ctx context.Context, projectId ProjectId,
 //
 // Unauthenticated: the `Stripe-Signature` header is verified against the environment's
 // webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
-// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
-// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
-// is not an event answers 400; an unknown environment, or one without a processor
+// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s either way;
+// events of any API version are accepted). A missing or bad signature, a timestamp more than
+// 300 s old or ahead, or a body that is not an event answers 400; an unknown environment, or one without a processor
 // connection, 404. The body is not wrapped in `data`.
 //
 // Each event id is applied once per environment: a replay answers 200 with
@@ -8226,9 +8234,9 @@ func (c *Client) ReceiveProcessorWebhookWithBody(ctx context.Context, environmen
 //
 // Unauthenticated: the `Stripe-Signature` header is verified against the environment's
 // webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
-// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
-// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
-// is not an event answers 400; an unknown environment, or one without a processor
+// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s either way;
+// events of any API version are accepted). A missing or bad signature, a timestamp more than
+// 300 s old or ahead, or a body that is not an event answers 400; an unknown environment, or one without a processor
 // connection, 404. The body is not wrapped in `data`.
 //
 // Each event id is applied once per environment: a replay answers 200 with
@@ -15560,9 +15568,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Unauthenticated: the `Stripe-Signature` header is verified against the environment's
 	// webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
-	// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
-	// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
-	// is not an event answers 400; an unknown environment, or one without a processor
+	// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s either way;
+	// events of any API version are accepted). A missing or bad signature, a timestamp more than
+	// 300 s old or ahead, or a body that is not an event answers 400; an unknown environment, or one without a processor
 	// connection, 404. The body is not wrapped in `data`.
 	//
 	// Each event id is applied once per environment: a replay answers 200 with
@@ -15582,9 +15590,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Unauthenticated: the `Stripe-Signature` header is verified against the environment's
 	// webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
-	// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
-	// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
-	// is not an event answers 400; an unknown environment, or one without a processor
+	// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s either way;
+	// events of any API version are accepted). A missing or bad signature, a timestamp more than
+	// 300 s old or ahead, or a body that is not an event answers 400; an unknown environment, or one without a processor
 	// connection, 404. The body is not wrapped in `data`.
 	//
 	// Each event id is applied once per environment: a replay answers 200 with
@@ -26040,9 +26048,9 @@ func (c *ClientWithResponses) IngestUsageEventBatchWithResponse(ctx context.Cont
 //
 // Unauthenticated: the `Stripe-Signature` header is verified against the environment's
 // webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
-// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
-// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
-// is not an event answers 400; an unknown environment, or one without a processor
+// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s either way;
+// events of any API version are accepted). A missing or bad signature, a timestamp more than
+// 300 s old or ahead, or a body that is not an event answers 400; an unknown environment, or one without a processor
 // connection, 404. The body is not wrapped in `data`.
 //
 // Each event id is applied once per environment: a replay answers 200 with
@@ -26068,9 +26076,9 @@ func (c *ClientWithResponses) ReceiveProcessorWebhookWithBodyWithResponse(ctx co
 //
 // Unauthenticated: the `Stripe-Signature` header is verified against the environment's
 // webhook secret over the raw body (stripe-go's `webhook.ConstructEventWithOptions`: any
-// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s; events of
-// any API version are accepted). A missing or bad signature, a stale timestamp or a body that
-// is not an event answers 400; an unknown environment, or one without a processor
+// matching `v1` signature, constant-time comparison, timestamp tolerance 300 s either way;
+// events of any API version are accepted). A missing or bad signature, a timestamp more than
+// 300 s old or ahead, or a body that is not an event answers 400; an unknown environment, or one without a processor
 // connection, 404. The body is not wrapped in `data`.
 //
 // Each event id is applied once per environment: a replay answers 200 with

@@ -106,6 +106,13 @@ func testCreateOIDCClient(t *testing.T, open func(t *testing.T) *store.Store) {
 	if auth, err := f.s.OIDCClientByID(ctx, native.ID); err != nil || auth.SecretHash != nil {
 		t.Errorf("OIDCClientByID(native): hash %x, %v; want none", auth.SecretHash, err)
 	}
+	// An id that is not text (a protocol request's client_id arrives unvalidated) is not found
+	// on either database, never a query PostgreSQL refuses.
+	for _, id := range []string{"cli_x\x00", "\xff\xfe\xfd", "\xc0\xae\xc0\xaf"} {
+		if _, err := f.s.OIDCClientByID(ctx, id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("OIDCClientByID(%q): %v, want ErrNotFound", id, err)
+		}
+	}
 
 	// Another project does not see it; the same id twice conflicts.
 	if _, err := f.s.OIDCClient(ctx, f.other.ID, web.ID); !errors.Is(err, store.ErrNotFound) {
