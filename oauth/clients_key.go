@@ -123,8 +123,12 @@ func ParseClientJWKS(raw []byte) (*jose.JSONWebKeySet, string, error) {
 }
 
 // ClientAssertionJWTValid returns fosite.ErrJTIKnown when the jti of a client assertion has
-// been accepted before and has not expired.
+// been accepted before and has not expired. A jti that is not text the store can hold (NUL,
+// invalid UTF-8: store.ValidText) is refused without a query; fosite answers invalid_client.
 func (f *FositeStore) ClientAssertionJWTValid(ctx context.Context, jti string) error {
+	if !store.ValidText(jti) {
+		return fosite.ErrInvalidClient.WithHint("The client assertion's jti must be text without NUL characters.")
+	}
 	known, err := f.st.ClientAssertionKnown(ctx, jti)
 	if err != nil {
 		return err

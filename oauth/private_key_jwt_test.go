@@ -105,6 +105,9 @@ func TestOAuthPrivateKeyJWT(t *testing.T) {
 			{"exp a year ahead", assertion(t, rsaKey, jose.RS256, "rsa-1", rsaClient.ID, tokenURL, "jti-rsa-year", time.Now().AddDate(1, 0, 0)), 401, "invalid_client"},
 			{"exp 11 minutes ahead", assertion(t, ecKey, jose.ES256, "ec-1", ecClient.ID, tokenURL, "jti-ec-11m", time.Now().Add(11*time.Minute)), 401, "invalid_client"},
 			{"exp 9 minutes ahead", assertion(t, ecKey, jose.ES256, "ec-1", ecClient.ID, tokenURL, "jti-ec-9m", time.Now().Add(9*time.Minute)), 200, ""},
+			// A jti PostgreSQL cannot store as text is refused like any unusable jti, never
+			// sent to the database (no 500).
+			{"jti with NUL", assertion(t, rsaKey, jose.RS256, "rsa-1", rsaClient.ID, tokenURL, "jti-\x00-nul", soon), 401, "invalid_client"},
 			{"foreign key", assertion(t, otherKey, jose.RS256, "rsa-1", rsaClient.ID, tokenURL, "jti-rsa-5", soon), 401, "invalid_client"},
 			{"another client's id", assertion(t, rsaKey, jose.RS256, "rsa-1", ecClient.ID, tokenURL, "jti-rsa-6", soon), 401, "invalid_client"},
 		}
