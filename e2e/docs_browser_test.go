@@ -194,7 +194,10 @@ func TestDocsExplorerRendersOffline(t *testing.T) {
 		t.Fatalf("explorer did not show %q: %v\n%s", healthSummary, err, requests())
 	}
 
+	// Open the operation from the sidebar, as a person would: Scalar renders the operations
+	// below a long introduction only when they are scrolled to.
 	err = chromedp.Do(steps,
+		chromedp.Click(chromedp.JSPath(visibleWith("*", healthSummary)), chromedp.NodeVisible),
 		chromedp.Click(chromedp.JSPath(visibleWith("button", "Test Request")), chromedp.NodeVisible),
 		chromedp.Click(chromedp.JSPath(visibleWith("button", "Send get request")), chromedp.NodeVisible),
 		chromedp.WaitVisible(chromedp.JSPath(visibleWith("*", "200 OK"))),
