@@ -123,7 +123,7 @@ func (s *Server) SignUpEmail(ctx context.Context, request gen.SignUpEmailRequest
 		return nil, err
 	}
 	noStore(ctx)
-	if err := s.checkCallbackURL(body.CallbackURL); err != nil {
+	if err := s.checkEmailSignUp(ctx, body.CallbackURL, string(body.Email)); err != nil {
 		return nil, err
 	}
 	u := store.User{Name: body.Name, Email: store.NormalizeEmail(string(body.Email))}

@@ -3032,6 +3032,8 @@ type ClientInterface interface {
 	// `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
 	// `invalid_state` (used or expired), `access_denied` (refused at the provider),
 	// `email_not_verified` (an unverified email that belongs to another user), `no_email`,
+	// `signup_disabled` (a new user that `GATEHOUSE_SIGN_UP` does not let in: `closed`, or
+	// `invite-only` without a provider-verified address holding a pending invitation),
 	// `provider_error`. Without an authentic flow cookie the answer is 400
 	// `INVALID_STATE`. A provider that is not configured answers 404.
 	//
@@ -3908,6 +3910,10 @@ type ClientInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+	// `invite-only` every address without a pending organization invitation, with 400
+	// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+	// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -3924,6 +3930,10 @@ type ClientInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+	// `invite-only` every address without a pending organization invitation, with 400
+	// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+	// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -3940,6 +3950,10 @@ type ClientInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+	// `invite-only` every address without a pending organization invitation, with 400
+	// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+	// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -4926,6 +4940,8 @@ func (c *Client) GetOpenidConfiguration(ctx context.Context, reqEditors ...Reque
 // `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
 // `invalid_state` (used or expired), `access_denied` (refused at the provider),
 // `email_not_verified` (an unverified email that belongs to another user), `no_email`,
+// `signup_disabled` (a new user that `GATEHOUSE_SIGN_UP` does not let in: `closed`, or
+// `invite-only` without a provider-verified address holding a pending invitation),
 // `provider_error`. Without an authentic flow cookie the answer is 400
 // `INVALID_STATE`. A provider that is not configured answers 404.
 //
@@ -6572,6 +6588,10 @@ func (c *Client) SignOut(ctx context.Context, body SignOutJSONRequestBody, reqEd
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+// `invite-only` every address without a pending organization invitation, with 400
+// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
@@ -6598,6 +6618,10 @@ func (c *Client) SignUpEmailWithBody(ctx context.Context, contentType string, bo
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+// `invite-only` every address without a pending organization invitation, with 400
+// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
@@ -6624,6 +6648,10 @@ func (c *Client) SignUpEmail(ctx context.Context, body SignUpEmailJSONRequestBod
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+// `invite-only` every address without a pending organization invitation, with 400
+// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
@@ -13857,6 +13885,8 @@ type ClientWithResponsesInterface interface {
 	// `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
 	// `invalid_state` (used or expired), `access_denied` (refused at the provider),
 	// `email_not_verified` (an unverified email that belongs to another user), `no_email`,
+	// `signup_disabled` (a new user that `GATEHOUSE_SIGN_UP` does not let in: `closed`, or
+	// `invite-only` without a provider-verified address holding a pending invitation),
 	// `provider_error`. Without an authentic flow cookie the answer is 400
 	// `INVALID_STATE`. A provider that is not configured answers 404.
 	//
@@ -14763,6 +14793,10 @@ type ClientWithResponsesInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+	// `invite-only` every address without a pending organization invitation, with 400
+	// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+	// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -14779,6 +14813,10 @@ type ClientWithResponsesInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+	// `invite-only` every address without a pending organization invitation, with 400
+	// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+	// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -14795,6 +14833,10 @@ type ClientWithResponsesInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+	// `invite-only` every address without a pending organization invitation, with 400
+	// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+	// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -23532,6 +23574,8 @@ func (c *ClientWithResponses) GetOpenidConfigurationWithResponse(ctx context.Con
 // `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
 // `invalid_state` (used or expired), `access_denied` (refused at the provider),
 // `email_not_verified` (an unverified email that belongs to another user), `no_email`,
+// `signup_disabled` (a new user that `GATEHOUSE_SIGN_UP` does not let in: `closed`, or
+// `invite-only` without a provider-verified address holding a pending invitation),
 // `provider_error`. Without an authentic flow cookie the answer is 400
 // `INVALID_STATE`. A provider that is not configured answers 404.
 //
@@ -24900,6 +24944,10 @@ func (c *ClientWithResponses) SignOutWithResponse(ctx context.Context, body Sign
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+// `invite-only` every address without a pending organization invitation, with 400
+// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
@@ -24922,6 +24970,10 @@ func (c *ClientWithResponses) SignUpEmailWithBodyWithResponse(ctx context.Contex
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+// `invite-only` every address without a pending organization invitation, with 400
+// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
@@ -24944,6 +24996,10 @@ func (c *ClientWithResponses) SignUpEmailWithResponse(ctx context.Context, body 
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+// `invite-only` every address without a pending organization invitation, with 400
+// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
