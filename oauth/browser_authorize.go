@@ -304,14 +304,14 @@ const pushedParam = "pushed"
 
 // markPushed turns q, the parameters of a pushed request, into its continuation: without the
 // request_uri (used up) and with a pushedParam signed over every other parameter (but
-// loginErrorParam, which sign-in adds), valid for challengeTTL.
+// loginErrorParam and login_hint, which a failed sign-in sets), valid for challengeTTL.
 func (b *browserProvider) markPushed(q url.Values) {
 	q.Del("request_uri")
 	q.Del(pushedParam)
 	q.Del(loginErrorParam)
 	q.Del("error")
 	exp := strconv.FormatInt(time.Now().Add(challengeTTL).Unix(), 10)
-	q.Set(pushedParam, exp+"."+b.pushedMAC(exp, q.Encode()))
+	q.Set(pushedParam, exp+"."+b.pushedMAC(exp, q))
 }
 
 // pushedContinuation reports whether form is a continuation made by markPushed, unexpired and
@@ -327,12 +327,15 @@ func (b *browserProvider) pushedContinuation(form url.Values) bool {
 	q.Del(loginErrorParam)
 	q.Del("error") // a refused social sign-in adds it (authapi_social.go)
 	q.Del(pushedParam)
-	return hmac.Equal([]byte(mac), []byte(b.pushedMAC(exp, q.Encode())))
+	return hmac.Equal([]byte(mac), []byte(b.pushedMAC(exp, q)))
 }
 
-// pushedMAC signs the expiry and the encoded parameters (without the marker).
-func (b *browserProvider) pushedMAC(exp, encoded string) string {
+// pushedMAC signs the expiry and the parameters q (without the marker). login_hint is left
+// out: a failed sign-in sends the page the typed email in it, and it only fills in the form.
+func (b *browserProvider) pushedMAC(exp string, q url.Values) string {
+	q = cloneValues(q)
+	q.Del("login_hint")
 	mac := hmac.New(sha256.New, b.key)
-	mac.Write([]byte("pushed\x00" + exp + "\x00" + encoded))
+	mac.Write([]byte("pushed\x00" + exp + "\x00" + q.Encode()))
 	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }

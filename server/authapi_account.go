@@ -156,7 +156,7 @@ func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequest
 	if err != nil {
 		if browser {
 			if code := signInErrorCode(err); code != "" {
-				loc := withQueryParam(*body.CallbackURL, "login_error", code)
+				loc := signInRetryURL(*body.CallbackURL, code, string(body.Email))
 				return gen.SignInEmail303Response{Headers: gen.SignInEmail303ResponseHeaders{Location: &loc}}, nil
 			}
 		}
