@@ -162,6 +162,12 @@ var envVars = []envVar{
 			s.SignUpLimit, err = wholeNumber(v, 1)
 			return err
 		}},
+	{Name: "GATEHOUSE_SIGN_UP", Default: "open",
+		Doc: "Who may create an account: open (anyone), invite-only (an invited address) or closed (nobody).",
+		Parse: func(s *settings, v string) (err error) {
+			s.SignUp, err = server.ParseSignUpMode(v)
+			return err
+		}},
 	{Name: "GATEHOUSE_PASSWORD_HASH_MEMORY_MB", Default: "256",
 		Doc: "MiB that concurrent argon2id hashing may hold (19 MiB each); sizes the derived concurrency.",
 		Parse: func(s *settings, v string) (err error) {

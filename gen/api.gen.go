@@ -371,6 +371,21 @@ func (e State) Valid() bool {
 	}
 }
 
+// Defines values for DeleteUser200JSONResponseBodyMessage.
+const (
+	UserDeleted DeleteUser200JSONResponseBodyMessage = "User deleted"
+)
+
+// Valid indicates whether the value is a known member of the DeleteUser200JSONResponseBodyMessage enum.
+func (e DeleteUser200JSONResponseBodyMessage) Valid() bool {
+	switch e {
+	case UserDeleted:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AuthListMembersParamsSortBy.
 const (
 	AuthListMembersParamsSortByCreatedAt AuthListMembersParamsSortBy = "createdAt"
@@ -1906,6 +1921,15 @@ type ChangePasswordJSONBody struct {
 	RevokeOtherSessions *bool `json:"revokeOtherSessions,omitempty"`
 }
 
+// DeleteUserJSONBody defines parameters for DeleteUser.
+type DeleteUserJSONBody struct {
+	// Password The account's password; required when the account has one.
+	Password *string `json:"password,omitempty"`
+}
+
+// DeleteUser200JSONResponseBodyMessage defines parameters for DeleteUser.
+type DeleteUser200JSONResponseBodyMessage string
+
 // GetSessionParams defines parameters for GetSession.
 type GetSessionParams struct {
 	// DisableCookieCache Accepted for better-auth clients; there is no cookie cache.
@@ -2204,6 +2228,9 @@ type GetSubjectEntitlementsParams struct {
 // ChangePasswordJSONRequestBody defines body for ChangePassword for application/json ContentType.
 type ChangePasswordJSONRequestBody ChangePasswordJSONBody
 
+// DeleteUserJSONRequestBody defines body for DeleteUser for application/json ContentType.
+type DeleteUserJSONRequestBody DeleteUserJSONBody
+
 // AuthAcceptInvitationJSONRequestBody defines body for AuthAcceptInvitation for application/json ContentType.
 type AuthAcceptInvitationJSONRequestBody = AuthInvitationIdBody
 
@@ -2403,6 +2430,9 @@ type ServerInterface interface {
 	// ChangePassword Change the password
 	// (POST /api/auth/change-password)
 	ChangePassword(ctx echo.Context) error
+	// DeleteUser Delete the signed-in user's own account
+	// (POST /api/auth/delete-user)
+	DeleteUser(ctx echo.Context) error
 	// GetSession Get the current session
 	// (GET /api/auth/get-session)
 	GetSession(ctx echo.Context, params GetSessionParams) error
@@ -2686,6 +2716,15 @@ func (w *ServerInterfaceWrapper) ChangePassword(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.ChangePassword(ctx)
+	return err
+}
+
+// DeleteUser converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteUser(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteUser(ctx)
 	return err
 }
 
@@ -4535,6 +4574,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/api/auth/sign-in/social", wrapper.SignInSocial, options.OperationMiddlewares["signInSocial"]...)
 	router.GET(options.BaseURL+"/api/auth/list-accounts", wrapper.ListAccounts, options.OperationMiddlewares["listAccounts"]...)
 	router.GET(options.BaseURL+"/api/auth/providers", wrapper.ListSocialProviders, options.OperationMiddlewares["listSocialProviders"]...)
+	router.POST(options.BaseURL+"/api/auth/delete-user", wrapper.DeleteUser, options.OperationMiddlewares["deleteUser"]...)
 
 }
 
@@ -4693,6 +4733,141 @@ type ChangePassword503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response ChangePassword503ApplicationProblemPlusJSONResponse) VisitChangePasswordResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteUserRequestObject struct {
+	Body *DeleteUserJSONRequestBody
+}
+
+type DeleteUserResponseObject interface {
+	VisitDeleteUserResponse(w http.ResponseWriter) error
+}
+
+type DeleteUser200ResponseHeaders struct {
+	SetCookie *string
+}
+
+type DeleteUser200JSONResponse struct {
+	Body struct {
+		Message DeleteUser200JSONResponseBodyMessage `json:"message"`
+		Success bool                                 `json:"success"`
+	}
+	Headers DeleteUser200ResponseHeaders
+}
+
+func (response DeleteUser200JSONResponse) VisitDeleteUserResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteUser400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteUser400ApplicationProblemPlusJSONResponse) VisitDeleteUserResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteUser401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteUser401ApplicationProblemPlusJSONResponse) VisitDeleteUserResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteUser403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteUser403ApplicationProblemPlusJSONResponse) VisitDeleteUserResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteUser409ApplicationProblemPlusJSONResponse AuthProblem
+
+func (response DeleteUser409ApplicationProblemPlusJSONResponse) VisitDeleteUserResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteUser429ApplicationProblemPlusJSONResponse struct {
+	AuthTooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteUser429ApplicationProblemPlusJSONResponse) VisitDeleteUserResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteUser503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteUser503ApplicationProblemPlusJSONResponse) VisitDeleteUserResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -12148,6 +12323,9 @@ type StrictServerInterface interface {
 	// ChangePassword Change the password
 	// (POST /api/auth/change-password)
 	ChangePassword(ctx context.Context, request ChangePasswordRequestObject) (ChangePasswordResponseObject, error)
+	// DeleteUser Delete the signed-in user's own account
+	// (POST /api/auth/delete-user)
+	DeleteUser(ctx context.Context, request DeleteUserRequestObject) (DeleteUserResponseObject, error)
 	// GetSession Get the current session
 	// (GET /api/auth/get-session)
 	GetSession(ctx context.Context, request GetSessionRequestObject) (GetSessionResponseObject, error)
@@ -12472,6 +12650,55 @@ func (sh *strictHandler) ChangePassword(ctx echo.Context) error {
 		return err
 	} else if validResponse, ok := response.(ChangePasswordResponseObject); ok {
 		return validResponse.VisitChangePasswordResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeleteUser operation middleware
+func (sh *strictHandler) DeleteUser(ctx echo.Context) error {
+	var request DeleteUserRequestObject
+
+	var body DeleteUserJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		if !errors.Is(err, io.EOF) {
+			return err
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteUser(ctx.Request().Context(), request.(DeleteUserRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteUser")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteUserResponseObject); ok {
+		return validResponse.VisitDeleteUserResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

@@ -113,7 +113,7 @@ func (b *browserProvider) markPushed(q url.Values, binding string) {
 	var raw [16]byte
 	_, _ = rand.Read(raw[:])
 	nonce := base64.RawURLEncoding.EncodeToString(raw[:])
-	q.Set(pushedParam, exp+"."+nonce+"."+b.pushedMAC(exp, nonce, binding, q.Encode()))
+	q.Set(pushedParam, exp+"."+nonce+"."+b.pushedMAC(exp, nonce, binding, q))
 }
 
 // takeContinuation reports whether r is a continuation made by markPushed for this browser,
@@ -137,17 +137,20 @@ func (b *browserProvider) takeContinuation(ctx context.Context, r *http.Request)
 	q.Del(loginErrorParam)
 	q.Del("error") // a refused social sign-in adds it (authapi_social.go)
 	q.Del(pushedParam)
-	if !hmac.Equal([]byte(mac), []byte(b.pushedMAC(exp, nonce, c.Value, q.Encode()))) {
+	if !hmac.Equal([]byte(mac), []byte(b.pushedMAC(exp, nonce, c.Value, q))) {
 		return false, nil
 	}
 	return b.spend(ctx, pushedParam, mac, n)
 }
 
-// pushedMAC signs the expiry, the nonce, the browser binding and the encoded parameters
-// (without the marker).
-func (b *browserProvider) pushedMAC(exp, nonce, binding, encoded string) string {
+// pushedMAC signs the expiry, the nonce, the browser binding and the parameters q (without
+// the marker). login_hint is left out: a failed sign-in sends the page the typed email in it,
+// and it only fills in the form.
+func (b *browserProvider) pushedMAC(exp, nonce, binding string, q url.Values) string {
+	q = cloneValues(q)
+	q.Del("login_hint")
 	mac := hmac.New(sha256.New, b.key)
-	mac.Write([]byte("pushed\x00" + exp + "\x00" + nonce + "\x00" + binding + "\x00" + encoded))
+	mac.Write([]byte("pushed\x00" + exp + "\x00" + nonce + "\x00" + binding + "\x00" + q.Encode()))
 	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
 

@@ -192,6 +192,12 @@ func TestOAuthGrantLifecycle(t *testing.T) {
 					t.Errorf("subject deletion: %s; want deleted with 1 consent", res.Body)
 				}
 			}, grantState{SessionHere: false, SessionOther: false, AccessToken: false, RefreshToken: false, Consent: false, APIKey: true}},
+			{"account deletion", func(t *testing.T, u *lifecycleUser) {
+				res := browserJSON(u.here, "POST", "/api/auth/delete-user", `{"password":"`+u.password+`"}`)
+				if res.Status != http.StatusOK || res.Body != `{"message":"User deleted","success":true}`+"\n" {
+					t.Fatalf("delete-user: %d %s", res.Status, res.Body)
+				}
+			}, grantState{SessionHere: false, SessionOther: false, AccessToken: false, RefreshToken: false, Consent: false, APIKey: true}},
 		}
 		for i, row := range rows {
 			t.Run(strings.ReplaceAll(row.name, " ", "_"), func(t *testing.T) {

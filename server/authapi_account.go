@@ -123,7 +123,7 @@ func (s *Server) SignUpEmail(ctx context.Context, request gen.SignUpEmailRequest
 		return nil, err
 	}
 	noStore(ctx)
-	if err := s.checkCallbackURL(body.CallbackURL); err != nil {
+	if err := s.checkEmailSignUp(ctx, body.CallbackURL, string(body.Email)); err != nil {
 		return nil, err
 	}
 	u := store.User{Name: body.Name, Email: store.NormalizeEmail(string(body.Email))}
@@ -156,7 +156,7 @@ func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequest
 	if err != nil {
 		if browser {
 			if code := signInErrorCode(err); code != "" {
-				loc := withQueryParam(*body.CallbackURL, "login_error", code)
+				loc := signInRetryURL(*body.CallbackURL, code, string(body.Email))
 				return gen.SignInEmail303Response{Headers: gen.SignInEmail303ResponseHeaders{Location: &loc}}, nil
 			}
 		}

@@ -271,6 +271,12 @@ func (s *Server) socialSignIn(ctx context.Context, provider string, id identity.
 				}
 				user.EmailVerified = true
 			case errors.Is(err, store.ErrNotFound):
+				if err := s.allowSignUp(ctx, id.Email, id.EmailVerified); err != nil {
+					if errors.Is(err, errSignUpClosed) || errors.Is(err, errSignUpNeedsInvitation) {
+						return socialSignUpDisabled
+					}
+					return err
+				}
 				user = store.User{Name: id.Name, Email: id.Email, EmailVerified: id.EmailVerified}
 				if user.Name == "" {
 					user.Name, _, _ = strings.Cut(id.Email, "@")

@@ -71,6 +71,9 @@ type Config struct {
 	// (GATEHOUSE_SIGN_UP_LIMIT, default DefaultSignUpLimit); more answer 429 with Retry-After.
 	// 0 means the default.
 	SignUpLimit int
+	// SignUp says who may create an account (GATEHOUSE_SIGN_UP): SignUpOpen (the default, also
+	// when empty), SignUpInviteOnly or SignUpClosed.
+	SignUp SignUpMode
 	// SessionIdleTimeout is how long a browser session lives unused
 	// (GATEHOUSE_SESSION_IDLE_TIMEOUT, a Go duration, default 168h): get-session extends a
 	// session to this from now once the extension gains the update age (a day, or a seventh of

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"time"
 )
 
@@ -57,4 +59,41 @@ func (tx *Tx) DeleteSubject(ctx context.Context, userID string) (SubjectDeletion
 		return d, err
 	}
 	return d, nil
+}
+
+// SoleOwnedOrganizations returns the organizations, not archived, in which user userID is the
+// only owner, ordered by name then id: an account that owns one of them alone must not be
+// deleted, or the organization would be left without an owner. Each organization in which the
+// user is an owner is counted with CountOwners, so it stays locked until the transaction ends
+// and a concurrent deletion by the other owner waits and then sees this one's outcome.
+func (tx *Tx) SoleOwnedOrganizations(ctx context.Context, userID string) ([]Organization, error) {
+	const op = "sole owned organizations"
+	// Locks are taken in id order, so two such transactions never wait on each other in a
+	// cycle.
+	query := `SELECT o.id FROM organizations o JOIN members m ON m.organization_id = o.id
+		WHERE m.user_id = ? AND o.archived_at IS NULL AND (',' || REPLACE(m.role, ' ', '') || ',') LIKE ?
+		ORDER BY o.id`
+	var ids []string
+	if err := tx.tx.SelectContext(ctx, &ids, tx.tx.Rebind(query), userID, "%,"+RoleOwner+",%"); err != nil {
+		return nil, wrapError(op, err)
+	}
+	var out []Organization
+	for _, id := range ids {
+		n, err := tx.CountOwners(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if n != 1 {
+			continue
+		}
+		o, err := getOrganization(ctx, tx.tx, op, "id = ?", id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	slices.SortFunc(out, func(a, b Organization) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
 }

@@ -505,6 +505,21 @@ func (e SocialCallbackParamsProvider) Valid() bool {
 	}
 }
 
+// Defines values for DeleteUser200JSONResponseBodyMessage.
+const (
+	UserDeleted DeleteUser200JSONResponseBodyMessage = "User deleted"
+)
+
+// Valid indicates whether the value is a known member of the DeleteUser200JSONResponseBodyMessage enum.
+func (e DeleteUser200JSONResponseBodyMessage) Valid() bool {
+	switch e {
+	case UserDeleted:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for GetOauth2AuthorizeParamsResponseType.
 const (
 	Code GetOauth2AuthorizeParamsResponseType = "code"
@@ -2308,6 +2323,15 @@ type ChangePasswordJSONBody struct {
 	RevokeOtherSessions *bool `json:"revokeOtherSessions,omitempty"`
 }
 
+// DeleteUserJSONBody defines parameters for DeleteUser.
+type DeleteUserJSONBody struct {
+	// Password The account's password; required when the account has one.
+	Password *string `json:"password,omitempty"`
+}
+
+// DeleteUser200JSONResponseBodyMessage defines parameters for DeleteUser.
+type DeleteUser200JSONResponseBodyMessage string
+
 // GetSessionParams defines parameters for GetSession.
 type GetSessionParams struct {
 	// DisableCookieCache Accepted for better-auth clients; there is no cookie cache.
@@ -2692,6 +2716,9 @@ type ReceiveProcessorWebhookParams struct {
 // ChangePasswordJSONRequestBody defines body for ChangePassword for application/json ContentType.
 type ChangePasswordJSONRequestBody ChangePasswordJSONBody
 
+// DeleteUserJSONRequestBody defines body for DeleteUser for application/json ContentType.
+type DeleteUserJSONRequestBody DeleteUserJSONBody
+
 // PostOauth2AuthorizeFormdataRequestBody defines body for PostOauth2Authorize for application/x-www-form-urlencoded ContentType.
 type PostOauth2AuthorizeFormdataRequestBody = PostOauth2AuthorizeFormdataBody
 
@@ -3034,6 +3061,8 @@ type ClientInterface interface {
 	// `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
 	// `invalid_state` (used or expired), `access_denied` (refused at the provider),
 	// `email_not_verified` (an unverified email that belongs to another user), `no_email`,
+	// `signup_disabled` (a new user that `GATEHOUSE_SIGN_UP` does not let in: `closed`, or
+	// `invite-only` without a provider-verified address holding a pending invitation),
 	// `provider_error`. Without an authentic flow cookie the answer is 400
 	// `INVALID_STATE`. A provider that is not configured answers 404.
 	//
@@ -3063,6 +3092,54 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/auth/change-password (the `ChangePassword` operationId).
 	ChangePassword(ctx context.Context, body ChangePasswordJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteUserWithBody Delete the signed-in user's own account
+	//
+	// Deletes the caller's account the way subject deletion does, in one transaction: the user
+	// with their sessions, linked accounts, memberships and the invitations they sent, every
+	// OAuth code and token issued to them, their consents and every role binding naming them
+	// in any project. Audit rows and accounting stay; the deletion itself is audited as
+	// `user.delete`. The session cookie is expired in the answer.
+	//
+	// An account with a password must send it: a wrong one is 400 `INVALID_PASSWORD` and counts
+	// against the account's failed-password throttle (429 with `Retry-After` past it), as in
+	// `change-password`; none at all is 400 `USER_ALREADY_HAS_PASSWORD`. An account without a
+	// password (social sign-in only) sends no password and needs a session started within the
+	// last 24 hours, else 400 `SESSION_EXPIRED` (sign in again first); a password sent for such
+	// an account is 400 `CREDENTIAL_ACCOUNT_NOT_FOUND`.
+	//
+	// The only owner of an organization that is not archived cannot delete their account: 409
+	// `YOU_CANNOT_DELETE_YOUR_ACCOUNT_AS_THE_ONLY_OWNER`, whose message names the organizations.
+	// Make another member an owner, or archive the organization, first.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/delete-user (the `DeleteUser` operationId).
+	DeleteUserWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteUser Delete the signed-in user's own account
+	//
+	// Deletes the caller's account the way subject deletion does, in one transaction: the user
+	// with their sessions, linked accounts, memberships and the invitations they sent, every
+	// OAuth code and token issued to them, their consents and every role binding naming them
+	// in any project. Audit rows and accounting stay; the deletion itself is audited as
+	// `user.delete`. The session cookie is expired in the answer.
+	//
+	// An account with a password must send it: a wrong one is 400 `INVALID_PASSWORD` and counts
+	// against the account's failed-password throttle (429 with `Retry-After` past it), as in
+	// `change-password`; none at all is 400 `USER_ALREADY_HAS_PASSWORD`. An account without a
+	// password (social sign-in only) sends no password and needs a session started within the
+	// last 24 hours, else 400 `SESSION_EXPIRED` (sign in again first); a password sent for such
+	// an account is 400 `CREDENTIAL_ACCOUNT_NOT_FOUND`.
+	//
+	// The only owner of an organization that is not archived cannot delete their account: 409
+	// `YOU_CANNOT_DELETE_YOUR_ACCOUNT_AS_THE_ONLY_OWNER`, whose message names the organizations.
+	// Make another member an owner, or archive the organization, first.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/delete-user (the `DeleteUser` operationId).
+	DeleteUser(ctx context.Context, body DeleteUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetSession Get the current session
 	//
@@ -3871,6 +3948,10 @@ type ClientInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+	// `invite-only` every address without a pending organization invitation, with 400
+	// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+	// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -3887,6 +3968,10 @@ type ClientInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+	// `invite-only` every address without a pending organization invitation, with 400
+	// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+	// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -3903,6 +3988,10 @@ type ClientInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+	// `invite-only` every address without a pending organization invitation, with 400
+	// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+	// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -4889,6 +4978,8 @@ func (c *Client) GetOpenidConfiguration(ctx context.Context, reqEditors ...Reque
 // `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
 // `invalid_state` (used or expired), `access_denied` (refused at the provider),
 // `email_not_verified` (an unverified email that belongs to another user), `no_email`,
+// `signup_disabled` (a new user that `GATEHOUSE_SIGN_UP` does not let in: `closed`, or
+// `invite-only` without a provider-verified address holding a pending invitation),
 // `provider_error`. Without an authentic flow cookie the answer is 400
 // `INVALID_STATE`. A provider that is not configured answers 404.
 //
@@ -4939,6 +5030,74 @@ func (c *Client) ChangePasswordWithBody(ctx context.Context, contentType string,
 // Corresponds with POST /api/auth/change-password (the `ChangePassword` operationId).
 func (c *Client) ChangePassword(ctx context.Context, body ChangePasswordJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewChangePasswordRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteUserWithBody Delete the signed-in user's own account
+//
+// Deletes the caller's account the way subject deletion does, in one transaction: the user
+// with their sessions, linked accounts, memberships and the invitations they sent, every
+// OAuth code and token issued to them, their consents and every role binding naming them
+// in any project. Audit rows and accounting stay; the deletion itself is audited as
+// `user.delete`. The session cookie is expired in the answer.
+//
+// An account with a password must send it: a wrong one is 400 `INVALID_PASSWORD` and counts
+// against the account's failed-password throttle (429 with `Retry-After` past it), as in
+// `change-password`; none at all is 400 `USER_ALREADY_HAS_PASSWORD`. An account without a
+// password (social sign-in only) sends no password and needs a session started within the
+// last 24 hours, else 400 `SESSION_EXPIRED` (sign in again first); a password sent for such
+// an account is 400 `CREDENTIAL_ACCOUNT_NOT_FOUND`.
+//
+// The only owner of an organization that is not archived cannot delete their account: 409
+// `YOU_CANNOT_DELETE_YOUR_ACCOUNT_AS_THE_ONLY_OWNER`, whose message names the organizations.
+// Make another member an owner, or archive the organization, first.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/delete-user (the `DeleteUser` operationId).
+func (c *Client) DeleteUserWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteUserRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteUser Delete the signed-in user's own account
+//
+// Deletes the caller's account the way subject deletion does, in one transaction: the user
+// with their sessions, linked accounts, memberships and the invitations they sent, every
+// OAuth code and token issued to them, their consents and every role binding naming them
+// in any project. Audit rows and accounting stay; the deletion itself is audited as
+// `user.delete`. The session cookie is expired in the answer.
+//
+// An account with a password must send it: a wrong one is 400 `INVALID_PASSWORD` and counts
+// against the account's failed-password throttle (429 with `Retry-After` past it), as in
+// `change-password`; none at all is 400 `USER_ALREADY_HAS_PASSWORD`. An account without a
+// password (social sign-in only) sends no password and needs a session started within the
+// last 24 hours, else 400 `SESSION_EXPIRED` (sign in again first); a password sent for such
+// an account is 400 `CREDENTIAL_ACCOUNT_NOT_FOUND`.
+//
+// The only owner of an organization that is not archived cannot delete their account: 409
+// `YOU_CANNOT_DELETE_YOUR_ACCOUNT_AS_THE_ONLY_OWNER`, whose message names the organizations.
+// Make another member an owner, or archive the organization, first.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/delete-user (the `DeleteUser` operationId).
+func (c *Client) DeleteUser(ctx context.Context, body DeleteUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteUserRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6476,6 +6635,10 @@ func (c *Client) SignOut(ctx context.Context, body SignOutJSONRequestBody, reqEd
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+// `invite-only` every address without a pending organization invitation, with 400
+// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
@@ -6502,6 +6665,10 @@ func (c *Client) SignUpEmailWithBody(ctx context.Context, contentType string, bo
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+// `invite-only` every address without a pending organization invitation, with 400
+// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
@@ -6528,6 +6695,10 @@ func (c *Client) SignUpEmail(ctx context.Context, body SignUpEmailJSONRequestBod
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+// `invite-only` every address without a pending organization invitation, with 400
+// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
@@ -8483,6 +8654,46 @@ func NewChangePasswordRequestWithBody(server string, contentType string, body io
 	}
 
 	operationPath := fmt.Sprintf("/api/auth/change-password")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteUserRequest calls the generic DeleteUser builder with application/json body
+func NewDeleteUserRequest(server string, body DeleteUserJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDeleteUserRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewDeleteUserRequestWithBody constructs an http.Request for the DeleteUser method, with any body, and a specified content type
+func NewDeleteUserRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/delete-user")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -13733,6 +13944,8 @@ type ClientWithResponsesInterface interface {
 	// `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
 	// `invalid_state` (used or expired), `access_denied` (refused at the provider),
 	// `email_not_verified` (an unverified email that belongs to another user), `no_email`,
+	// `signup_disabled` (a new user that `GATEHOUSE_SIGN_UP` does not let in: `closed`, or
+	// `invite-only` without a provider-verified address holding a pending invitation),
 	// `provider_error`. Without an authentic flow cookie the answer is 400
 	// `INVALID_STATE`. A provider that is not configured answers 404.
 	//
@@ -13764,6 +13977,54 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/auth/change-password (the `ChangePassword` operationId).
 	ChangePasswordWithResponse(ctx context.Context, body ChangePasswordJSONRequestBody, reqEditors ...RequestEditorFn) (*ChangePasswordResponse, error)
+
+	// DeleteUserWithBodyWithResponse Delete the signed-in user's own account
+	//
+	// Deletes the caller's account the way subject deletion does, in one transaction: the user
+	// with their sessions, linked accounts, memberships and the invitations they sent, every
+	// OAuth code and token issued to them, their consents and every role binding naming them
+	// in any project. Audit rows and accounting stay; the deletion itself is audited as
+	// `user.delete`. The session cookie is expired in the answer.
+	//
+	// An account with a password must send it: a wrong one is 400 `INVALID_PASSWORD` and counts
+	// against the account's failed-password throttle (429 with `Retry-After` past it), as in
+	// `change-password`; none at all is 400 `USER_ALREADY_HAS_PASSWORD`. An account without a
+	// password (social sign-in only) sends no password and needs a session started within the
+	// last 24 hours, else 400 `SESSION_EXPIRED` (sign in again first); a password sent for such
+	// an account is 400 `CREDENTIAL_ACCOUNT_NOT_FOUND`.
+	//
+	// The only owner of an organization that is not archived cannot delete their account: 409
+	// `YOU_CANNOT_DELETE_YOUR_ACCOUNT_AS_THE_ONLY_OWNER`, whose message names the organizations.
+	// Make another member an owner, or archive the organization, first.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/delete-user (the `DeleteUser` operationId).
+	DeleteUserWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DeleteUserResponse, error)
+
+	// DeleteUserWithResponse Delete the signed-in user's own account
+	//
+	// Deletes the caller's account the way subject deletion does, in one transaction: the user
+	// with their sessions, linked accounts, memberships and the invitations they sent, every
+	// OAuth code and token issued to them, their consents and every role binding naming them
+	// in any project. Audit rows and accounting stay; the deletion itself is audited as
+	// `user.delete`. The session cookie is expired in the answer.
+	//
+	// An account with a password must send it: a wrong one is 400 `INVALID_PASSWORD` and counts
+	// against the account's failed-password throttle (429 with `Retry-After` past it), as in
+	// `change-password`; none at all is 400 `USER_ALREADY_HAS_PASSWORD`. An account without a
+	// password (social sign-in only) sends no password and needs a session started within the
+	// last 24 hours, else 400 `SESSION_EXPIRED` (sign in again first); a password sent for such
+	// an account is 400 `CREDENTIAL_ACCOUNT_NOT_FOUND`.
+	//
+	// The only owner of an organization that is not archived cannot delete their account: 409
+	// `YOU_CANNOT_DELETE_YOUR_ACCOUNT_AS_THE_ONLY_OWNER`, whose message names the organizations.
+	// Make another member an owner, or archive the organization, first.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/delete-user (the `DeleteUser` operationId).
+	DeleteUserWithResponse(ctx context.Context, body DeleteUserJSONRequestBody, reqEditors ...RequestEditorFn) (*DeleteUserResponse, error)
 
 	// GetSessionWithResponse Get the current session
 	//
@@ -14600,6 +14861,10 @@ type ClientWithResponsesInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+	// `invite-only` every address without a pending organization invitation, with 400
+	// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+	// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -14616,6 +14881,10 @@ type ClientWithResponsesInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+	// `invite-only` every address without a pending organization invitation, with 400
+	// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+	// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -14632,6 +14901,10 @@ type ClientWithResponsesInterface interface {
 	// Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 	// `Retry-After`), and password hashing runs under a concurrency bound (503 with
 	// `Retry-After` when it stays busy).
+	// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+	// `invite-only` every address without a pending organization invitation, with 400
+	// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+	// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -15943,6 +16216,116 @@ func (r ChangePasswordResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ChangePasswordResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteUserResponse200Headers the declared response headers of an HTTP 200 response for DeleteUser
+type DeleteUserResponse200Headers struct {
+	SetCookie *string
+}
+
+// DeleteUserResponse429Headers the declared response headers of an HTTP 429 response for DeleteUser
+type DeleteUserResponse429Headers struct {
+	RetryAfter *int
+}
+
+// DeleteUserResponse503Headers the declared response headers of an HTTP 503 response for DeleteUser
+type DeleteUserResponse503Headers struct {
+	RetryAfter *int
+}
+
+type DeleteUserResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Message DeleteUser200JSONResponseBodyMessage `json:"message"`
+		Success bool                                 `json:"success"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *AuthUnauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *AuthProblem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *AuthTooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *DeleteUserResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteUserResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteUserResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeleteUserResponse) GetJSON200() *struct {
+	Message DeleteUser200JSONResponseBodyMessage `json:"message"`
+	Success bool                                 `json:"success"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeleteUserResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteUserResponse) GetApplicationproblemJSON401() *AuthUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteUserResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r DeleteUserResponse) GetApplicationproblemJSON409() *AuthProblem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r DeleteUserResponse) GetApplicationproblemJSON429() *AuthTooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DeleteUserResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteUserResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteUserResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteUserResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteUserResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -23259,6 +23642,8 @@ func (c *ClientWithResponses) GetOpenidConfigurationWithResponse(ctx context.Con
 // `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
 // `invalid_state` (used or expired), `access_denied` (refused at the provider),
 // `email_not_verified` (an unverified email that belongs to another user), `no_email`,
+// `signup_disabled` (a new user that `GATEHOUSE_SIGN_UP` does not let in: `closed`, or
+// `invite-only` without a provider-verified address holding a pending invitation),
 // `provider_error`. Without an authentic flow cookie the answer is 400
 // `INVALID_STATE`. A provider that is not configured answers 404.
 //
@@ -23307,6 +23692,66 @@ func (c *ClientWithResponses) ChangePasswordWithResponse(ctx context.Context, bo
 		return nil, err
 	}
 	return ParseChangePasswordResponse(rsp)
+}
+
+// DeleteUserWithBodyWithResponse Delete the signed-in user's own account
+//
+// Deletes the caller's account the way subject deletion does, in one transaction: the user
+// with their sessions, linked accounts, memberships and the invitations they sent, every
+// OAuth code and token issued to them, their consents and every role binding naming them
+// in any project. Audit rows and accounting stay; the deletion itself is audited as
+// `user.delete`. The session cookie is expired in the answer.
+//
+// An account with a password must send it: a wrong one is 400 `INVALID_PASSWORD` and counts
+// against the account's failed-password throttle (429 with `Retry-After` past it), as in
+// `change-password`; none at all is 400 `USER_ALREADY_HAS_PASSWORD`. An account without a
+// password (social sign-in only) sends no password and needs a session started within the
+// last 24 hours, else 400 `SESSION_EXPIRED` (sign in again first); a password sent for such
+// an account is 400 `CREDENTIAL_ACCOUNT_NOT_FOUND`.
+//
+// The only owner of an organization that is not archived cannot delete their account: 409
+// `YOU_CANNOT_DELETE_YOUR_ACCOUNT_AS_THE_ONLY_OWNER`, whose message names the organizations.
+// Make another member an owner, or archive the organization, first.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/delete-user (the `DeleteUser` operationId).
+func (c *ClientWithResponses) DeleteUserWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DeleteUserResponse, error) {
+	rsp, err := c.DeleteUserWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteUserResponse(rsp)
+}
+
+// DeleteUserWithResponse Delete the signed-in user's own account
+//
+// Deletes the caller's account the way subject deletion does, in one transaction: the user
+// with their sessions, linked accounts, memberships and the invitations they sent, every
+// OAuth code and token issued to them, their consents and every role binding naming them
+// in any project. Audit rows and accounting stay; the deletion itself is audited as
+// `user.delete`. The session cookie is expired in the answer.
+//
+// An account with a password must send it: a wrong one is 400 `INVALID_PASSWORD` and counts
+// against the account's failed-password throttle (429 with `Retry-After` past it), as in
+// `change-password`; none at all is 400 `USER_ALREADY_HAS_PASSWORD`. An account without a
+// password (social sign-in only) sends no password and needs a session started within the
+// last 24 hours, else 400 `SESSION_EXPIRED` (sign in again first); a password sent for such
+// an account is 400 `CREDENTIAL_ACCOUNT_NOT_FOUND`.
+//
+// The only owner of an organization that is not archived cannot delete their account: 409
+// `YOU_CANNOT_DELETE_YOUR_ACCOUNT_AS_THE_ONLY_OWNER`, whose message names the organizations.
+// Make another member an owner, or archive the organization, first.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/delete-user (the `DeleteUser` operationId).
+func (c *ClientWithResponses) DeleteUserWithResponse(ctx context.Context, body DeleteUserJSONRequestBody, reqEditors ...RequestEditorFn) (*DeleteUserResponse, error) {
+	rsp, err := c.DeleteUser(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteUserResponse(rsp)
 }
 
 // GetSessionWithResponse Get the current session
@@ -24576,6 +25021,10 @@ func (c *ClientWithResponses) SignOutWithResponse(ctx context.Context, body Sign
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+// `invite-only` every address without a pending organization invitation, with 400
+// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
@@ -24598,6 +25047,10 @@ func (c *ClientWithResponses) SignUpEmailWithBodyWithResponse(ctx context.Contex
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+// `invite-only` every address without a pending organization invitation, with 400
+// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
@@ -24620,6 +25073,10 @@ func (c *ClientWithResponses) SignUpEmailWithResponse(ctx context.Context, body 
 // Sign-ups per client IP are limited (`GATEHOUSE_SIGN_UP_LIMIT` per hour, then 429 with
 // `Retry-After`), and password hashing runs under a concurrency bound (503 with
 // `Retry-After` when it stays busy).
+// `GATEHOUSE_SIGN_UP` may restrict who signs up: `closed` refuses every sign-up and
+// `invite-only` every address without a pending organization invitation, with 400
+// `EMAIL_PASSWORD_SIGN_UP_DISABLED` (better-auth's code when sign-up is off) and a message
+// saying which; under `invite-only` these refusals count against the client IP's sign-up limit.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
@@ -26385,6 +26842,110 @@ func ParseChangePasswordResponse(rsp *http.Response) (*ChangePasswordResponse, e
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers ChangePasswordResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteUserResponse parses an HTTP response from a DeleteUserWithResponse call
+func ParseDeleteUserResponse(rsp *http.Response) (*DeleteUserResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteUserResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Message DeleteUser200JSONResponseBodyMessage `json:"message"`
+			Success bool                                 `json:"success"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest AuthProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest AuthTooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers DeleteUserResponse200Headers
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteUserResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeleteUserResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

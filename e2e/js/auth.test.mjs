@@ -466,6 +466,39 @@ test("errors carry better-auth codes", async (t) => {
   });
 });
 
+test("deleteUser: the password, the only owner's organizations, then the account goes", async (t) => {
+  const step = scenario(t);
+  const eve = new Browser("Eve");
+  const email = emailOf("eve");
+  let orgId;
+
+  await step("sign up and create an organization", async () => {
+    ok(eve, await eve.client.signUp.email({ name: "Eve", email, password }), "signUp.email");
+    orgId = ok(eve, await eve.client.organization.create({ name: "Eve's shop", slug: `eve-${run}` }), "organization.create").id;
+  });
+
+  await step("a wrong password is 400 INVALID_PASSWORD", async () => {
+    fails(eve, await eve.client.deleteUser({ password: "not-the-password" }), "deleteUser with a wrong password", 400, "INVALID_PASSWORD");
+  });
+
+  await step("the only owner is 409 until the organization is archived", async () => {
+    const res = await eve.client.deleteUser({ password });
+    fails(eve, res, "deleteUser as the only owner", 409, "YOU_CANNOT_DELETE_YOUR_ACCOUNT_AS_THE_ONLY_OWNER");
+    assert.match(res.error.message, /Eve's shop/, `the message names the organization\n${eve.recent()}`);
+    const archived = await eve.fetch(`${base}/api/v1/organizations/${orgId}`, { method: "DELETE" });
+    assert.equal(archived.status, 200, `archive the organization\n${eve.recent()}`);
+  });
+
+  await step("then the account goes and the session with it", async () => {
+    const data = ok(eve, await eve.client.deleteUser({ password }), "deleteUser");
+    assert.deepEqual(data, { success: true, message: "User deleted" });
+    assert.ok(!eve.cookies.has(sessionCookie), `the session cookie is expired\n${eve.recent()}`);
+    assert.equal(ok(eve, await eve.client.getSession(), "getSession"), null);
+    const again = new Browser("Eve, again");
+    fails(again, await again.client.signIn.email({ email, password }), "signIn.email after deletion", 401, "INVALID_EMAIL_OR_PASSWORD");
+  });
+});
+
 test("social sign-in with GitHub (a local fake), then listAccounts", async (t) => {
   const providers = await (await fetch(`${base}/api/auth/providers`)).json();
   if (!providers.providers.some((p) => p.id === "github")) {
