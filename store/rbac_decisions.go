@@ -107,17 +107,24 @@ func (r CheckResult) DenialReason() DenialReason {
 
 // decideBatchQuery reads, in one statement, every binding (expired ones
 // included) in the project of every principal id a batch names, with its
-// role's slug and those of the role's permission rows that some check asks
-// for or that are "*" (NULL when it has none of them; one row per match).
-// role_bindings_decision_idx answers the WHERE clause (two principal types
-// times the listed ids); each binding then costs a primary-key probe into
-// project_roles and into project_role_permissions per listed permission.
-// The two %s are Dialect.stringList: the permissions, then the principal ids.
-const decideBatchQuery = `SELECT b.principal_type, b.principal_id, b.id, b.role_id, r.slug, b.expires_at, p.permission
+// role's slug (the rows with a NULL permission), then the permission rows
+// that some check asks for or that are "*" of the roles those bindings name,
+// each role once however many principals it is bound to (the rows with a
+// NULL binding id). role_bindings_decision_idx answers both WHERE clauses
+// (two principal types times the listed ids); each binding costs a
+// primary-key probe into project_roles, each distinct role one probe into
+// project_role_permissions per listed permission. Each %s is
+// Dialect.stringList: the principal ids (twice), then the permissions.
+const decideBatchQuery = `SELECT b.principal_type, b.principal_id, b.id, b.role_id, r.slug, b.expires_at, NULL AS permission
 	FROM role_bindings b
 		JOIN project_roles r ON r.id = b.role_id
-		LEFT JOIN project_role_permissions p ON p.role_id = b.role_id AND p.permission IN %[1]s
-	WHERE b.project_id = ? AND b.principal_type IN ('user', 'service_account') AND b.principal_id IN %[1]s`
+	WHERE b.project_id = ? AND b.principal_type IN ('user', 'service_account') AND b.principal_id IN %[1]s
+	UNION ALL
+	SELECT NULL, NULL, NULL, p.role_id, NULL, NULL, p.permission
+	FROM project_role_permissions p
+	WHERE p.role_id IN (SELECT b.role_id FROM role_bindings b
+			WHERE b.project_id = ? AND b.principal_type IN ('user', 'service_account') AND b.principal_id IN %[1]s)
+		AND p.permission IN %[1]s`
 
 // DecideBatch answers checks in project projectID at time now, one
 // CheckResult per check, in order, each by Decide's rule. It runs exactly one
@@ -151,46 +158,39 @@ func (s *Store) DecideBatch(ctx context.Context, projectID string, checks []Chec
 	if err != nil {
 		return nil, wrapError(op, err)
 	}
-	rows, err := stmt.QueryContext(ctx, permArg, projectID, idArg)
+	rows, err := stmt.QueryContext(ctx, projectID, idArg, projectID, idArg, permArg)
 	if err != nil {
 		return nil, wrapError(op, err)
 	}
 	defer rows.Close()
 
-	// Each principal's bindings, with the listed permissions their roles hold.
-	type binding struct {
-		CheckedBinding
-		held []string
-	}
-	principals := map[principalKey][]binding{}
-	position := map[string]int{} // a binding's index in its principal's list
+	// Each principal's bindings, and the listed permissions each bound role holds.
+	principals := map[principalKey][]CheckedBinding{}
+	held := map[string][]string{}
 	var key principalKey
-	var id, roleID, slug string
+	var id, typ, principal, slug sql.NullString
+	var roleID string
 	var expires *sqlTime
 	var permission sql.NullString
 	for rows.Next() {
-		if err := rows.Scan(&key.typ, &key.id, &id, &roleID, &slug, &expires, &permission); err != nil {
+		if err := rows.Scan(&typ, &principal, &id, &roleID, &slug, &expires, &permission); err != nil {
 			return nil, wrapError(op, err)
 		}
-		list := principals[key]
-		i, ok := position[id]
-		if !ok {
-			b := binding{CheckedBinding: CheckedBinding{BindingID: id, RoleID: roleID, RoleSlug: slug, ExpiresAt: timePtr(expires)}}
-			b.Expired = b.ExpiresAt != nil && !b.ExpiresAt.After(now)
-			i, position[id] = len(list), len(list)
-			list = append(list, b)
-			principals[key] = list
+		if !id.Valid {
+			held[roleID] = append(held[roleID], permission.String)
+			continue
 		}
-		if permission.Valid {
-			list[i].held = append(list[i].held, permission.String)
-		}
+		b := CheckedBinding{BindingID: id.String, RoleID: roleID, RoleSlug: slug.String, ExpiresAt: timePtr(expires)}
+		b.Expired = b.ExpiresAt != nil && !b.ExpiresAt.After(now)
+		key = principalKey{typ.String, principal.String}
+		principals[key] = append(principals[key], b)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, wrapError(op, err)
 	}
 	roles := make(map[principalKey][]string, len(principals))
 	for k, list := range principals {
-		slices.SortFunc(list, func(a, b binding) int {
+		slices.SortFunc(list, func(a, b CheckedBinding) int {
 			return cmp.Or(cmp.Compare(a.RoleSlug, b.RoleSlug), cmp.Compare(a.BindingID, b.BindingID))
 		})
 		slugs := []string{}
@@ -211,15 +211,14 @@ func (s *Store) DecideBatch(ctx context.Context, projectID string, checks []Chec
 			res.Roles = []string{}
 		}
 		for j, b := range list {
-			cb := b.CheckedBinding
-			switch {
-			case slices.Contains(b.held, c.Permission):
-				cb.Matched = c.Permission
-			case slices.Contains(b.held, "*"):
-				cb.Matched = "*"
+			switch perms := held[b.RoleID]; {
+			case slices.Contains(perms, c.Permission):
+				b.Matched = c.Permission
+			case slices.Contains(perms, "*"):
+				b.Matched = "*"
 			}
-			res.Allowed = res.Allowed || (cb.Matched != "" && !cb.Expired)
-			res.Bindings[j] = cb
+			res.Allowed = res.Allowed || (b.Matched != "" && !b.Expired)
+			res.Bindings[j] = b
 		}
 		out[i] = res
 	}
@@ -342,7 +341,9 @@ type PermissionHolder struct {
 // principals, in order, with an unexpired binding of a granting role
 // (role_bindings_decision_idx walked in order from the cursor, covering
 // role_id and expires_at); then each page principal's granting bindings'
-// role slugs (ordered in SQL by principal only: slugs are sorted in Go). %s is the optional principal type condition.
+// role slugs (ordered in SQL by principal only: slugs are sorted in Go),
+// read by the same index from each page principal (CROSS JOIN keeps SQLite
+// from scanning every binding of the project to meet the page instead). %s is the optional principal type condition.
 const permissionHoldersQuery = `WITH granting AS (
 		SELECT p.role_id FROM project_roles r
 			JOIN project_role_permissions p ON p.role_id = r.id AND p.permission IN (?, '*')
@@ -355,10 +356,10 @@ const permissionHoldersQuery = `WITH granting AS (
 		LIMIT ?)
 	SELECT b.principal_type, b.principal_id, r.slug
 	FROM page
-		JOIN role_bindings b ON b.project_id = ? AND b.principal_type = page.principal_type
-			AND b.principal_id = page.principal_id
+		CROSS JOIN role_bindings b
 		JOIN project_roles r ON r.id = b.role_id
-	WHERE (b.expires_at IS NULL OR b.expires_at > ?) AND b.role_id IN (SELECT role_id FROM granting)
+	WHERE b.project_id = ? AND b.principal_type = page.principal_type AND b.principal_id = page.principal_id
+		AND (b.expires_at IS NULL OR b.expires_at > ?) AND b.role_id IN (SELECT role_id FROM granting)
 	ORDER BY b.principal_type, b.principal_id`
 
 // rbacQueries are the statements of this file that differ by dialect.
