@@ -335,32 +335,67 @@ type PermissionHolder struct {
 	Roles []string
 }
 
-// permissionHoldersQuery is who holds a permission, one page, in one
-// statement: granting, the project's roles that hold the permission or "*"
-// (the project's roles, each probed by primary key); page, the next distinct
-// principals, in order, with an unexpired binding of a granting role
-// (role_bindings_decision_idx walked in order from the cursor, covering
-// role_id and expires_at); then each page principal's granting bindings'
-// role slugs (ordered in SQL by principal only: slugs are sorted in Go),
-// read by the same index from each page principal (CROSS JOIN keeps SQLite
-// from scanning every binding of the project to meet the page instead). %s is the optional principal type condition.
-const permissionHoldersQuery = `WITH granting AS (
-		SELECT p.role_id FROM project_roles r
+// Who holds a permission, one page, in one statement whose cost follows the
+// page, not the project: granting is the project's roles that hold the
+// permission or "*" (each role once); each granting role then yields its
+// first limit+1 principals after the cursor with an unexpired binding, in
+// order, from the unique index on (role_id, principal_type, principal_id);
+// the rows come out ordered by principal, and PermissionHolders keeps the
+// first limit+1 principals. Every role that grants one of those principals
+// has yielded it (its rank in that role is no greater than its rank overall),
+// so each holder's roles are complete. A permission few principals hold is
+// found as fast as one every principal holds: both read at most
+// (granting roles) × (limit+1) bindings.
+//
+// The per-role walk is the one difference between the dialects:
+// PostgreSQL runs a LATERAL subquery with a LIMIT per role; SQLite, which
+// has no LATERAL, a recursive walk that steps from each principal to the
+// role's next one. %s is the optional principal type condition.
+
+// holdersGranting is the granting roles' CTE (parameters: the permission,
+// the project).
+const holdersGranting = `granting AS (
+		SELECT DISTINCT p.role_id FROM project_roles r
 			JOIN project_role_permissions p ON p.role_id = r.id AND p.permission IN (?, '*')
-		WHERE r.project_id = ?),
-	page AS (
-		SELECT DISTINCT b.principal_type, b.principal_id FROM role_bindings b
-		WHERE b.project_id = ? AND (b.principal_type, b.principal_id) > (?, ?)%[1]s
-			AND (b.expires_at IS NULL OR b.expires_at > ?) AND b.role_id IN (SELECT role_id FROM granting)
-		ORDER BY b.principal_type, b.principal_id
-		LIMIT ?)
-	SELECT b.principal_type, b.principal_id, r.slug
-	FROM page
-		CROSS JOIN role_bindings b
-		JOIN project_roles r ON r.id = b.role_id
-	WHERE b.project_id = ? AND b.principal_type = page.principal_type AND b.principal_id = page.principal_id
-		AND (b.expires_at IS NULL OR b.expires_at > ?) AND b.role_id IN (SELECT role_id FROM granting)
-	ORDER BY b.principal_type, b.principal_id`
+		WHERE r.project_id = ?)`
+
+// holdersPostgres: parameters the permission, the project, the cursor's type
+// and id, [the principal type], now, limit+1.
+const holdersPostgres = `WITH ` + holdersGranting + `
+	SELECT x.principal_type, x.principal_id, r.slug
+	FROM granting g
+		JOIN project_roles r ON r.id = g.role_id
+		CROSS JOIN LATERAL (SELECT x.principal_type, x.principal_id FROM role_bindings x
+			WHERE x.role_id = g.role_id AND (x.principal_type, x.principal_id) > (?, ?)%[1]s
+				AND (x.expires_at IS NULL OR x.expires_at > ?)
+			ORDER BY x.principal_type, x.principal_id
+			LIMIT ?) x
+	ORDER BY x.principal_type, x.principal_id`
+
+// holdersSQLite: parameters the permission, the project, the cursor's type
+// (twice) and id, [the principal type], now, limit+1. walk follows each
+// granting role's principals of each type (SQLite uses a row-value bound
+// taken from another row only as a filter, so the type is fixed per walk and
+// the id alone bounds the index range): step n reaches the n-th principal
+// with one seek into the unique index on (role_id, principal_type,
+// principal_id); a walk that runs out yields NULL and stops.
+const holdersSQLite = `WITH RECURSIVE ` + holdersGranting + `,
+	walk(role_id, principal_type, principal_id, n) AS (
+		SELECT g.role_id, t.principal_type, CASE WHEN t.principal_type = ? THEN ? ELSE '' END, 0
+		FROM granting g CROSS JOIN (SELECT 'service_account' AS principal_type UNION ALL SELECT 'user') t
+		WHERE t.principal_type >= ?%[1]s
+		UNION ALL
+		SELECT w.role_id, w.principal_type, (SELECT x.principal_id FROM role_bindings x
+				WHERE x.role_id = w.role_id AND x.principal_type = w.principal_type AND x.principal_id > w.principal_id
+					AND (x.expires_at IS NULL OR x.expires_at > ?)
+				ORDER BY x.principal_id
+				LIMIT 1), w.n + 1
+		FROM walk w
+		WHERE w.n < ? AND w.principal_id IS NOT NULL)
+	SELECT w.principal_type, w.principal_id, r.slug
+	FROM walk w JOIN project_roles r ON r.id = w.role_id
+	WHERE w.n > 0 AND w.principal_id IS NOT NULL
+	ORDER BY w.principal_type, w.principal_id`
 
 // rbacQueries are the statements of this file that differ by dialect.
 type rbacQueries struct {
@@ -371,11 +406,16 @@ type rbacQueries struct {
 var rbacQueriesOf = map[Dialect]rbacQueries{SQLite: newRBACQueries(SQLite), Postgres: newRBACQueries(Postgres)}
 
 func newRBACQueries(d Dialect) rbacQueries {
-	return rbacQueries{
+	q := rbacQueries{
 		decideBatch:             fmt.Sprintf(decideBatchQuery, d.stringList()),
-		permissionHolders:       fmt.Sprintf(permissionHoldersQuery, ""),
-		permissionHoldersOfType: fmt.Sprintf(permissionHoldersQuery, " AND b.principal_type = ?"),
+		permissionHolders:       fmt.Sprintf(holdersSQLite, ""),
+		permissionHoldersOfType: fmt.Sprintf(holdersSQLite, " AND t.principal_type = ?"),
 	}
+	if d == Postgres {
+		q.permissionHolders = fmt.Sprintf(holdersPostgres, "")
+		q.permissionHoldersOfType = fmt.Sprintf(holdersPostgres, " AND x.principal_type = ?")
+	}
+	return q
 }
 
 // PermissionHolders returns one page of the principals that hold permission
@@ -399,13 +439,15 @@ func (s *Store) PermissionHolders(ctx context.Context, projectID, permission str
 	}
 	queries := rbacQueriesOf[s.dialect]
 	query := queries.permissionHolders
-	args := []any{permission, projectID, projectID, after.Type, after.ID}
+	args := []any{permission, projectID, after.Type, after.ID}
+	if s.dialect == SQLite {
+		args = []any{permission, projectID, after.Type, after.ID, after.Type}
+	}
 	if f.PrincipalType != "" {
 		query = queries.permissionHoldersOfType
 		args = append(args, f.PrincipalType)
 	}
-	at := sqlTime(now)
-	args = append(args, at, limit+1, projectID, at)
+	args = append(args, sqlTime(now), limit+1)
 	stmt, err := s.readStatement(ctx, query)
 	if err != nil {
 		return nil, false, wrapError(op, err)
@@ -423,6 +465,9 @@ func (s *Store) PermissionHolders(ctx context.Context, projectID, permission str
 			return nil, false, wrapError(op, err)
 		}
 		if n := len(holders); n == 0 || holders[n-1].PrincipalRef != ref {
+			if n == limit+1 {
+				break // the rest follow the page and the one after it
+			}
 			holders = append(holders, PermissionHolder{PrincipalRef: ref})
 		}
 		last := &holders[len(holders)-1]

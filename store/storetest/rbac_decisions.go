@@ -232,6 +232,8 @@ func testPermissionHolders(t *testing.T, open func(t *testing.T) *store.Store) {
 			[]store.PermissionHolder{holder("service_account", "alice", "auditor"), holder("user", "alice", "auditor"), holder("user", "root", "super")}},
 		{"one principal type", "audit:read", store.HolderFilter{PrincipalType: "service_account"}, decisionsAt.Add(-2 * time.Hour),
 			[]store.PermissionHolder{holder("service_account", "alice", "auditor")}},
+		{"a role holding both the string and *, once", "document:delete", store.HolderFilter{}, decisionsAt,
+			[]store.PermissionHolder{holder("user", "root", "super")}},
 		{"after the * binding expired", "document:delete", store.HolderFilter{}, decisionsAt.Add(time.Microsecond),
 			[]store.PermissionHolder{}},
 		{"an escaped permission", `quote:"x"`, store.HolderFilter{}, decisionsAt,
