@@ -32,15 +32,15 @@ const batchBenchSize = 100
 // of which 5 are granted (j = 0, 1, 2, 8, 9: principal i is bound to roles i, i+1, i+2 mod 8)
 // and 5 are not (roles of the project it is not bound to). It returns them with the decisions
 // they must get.
-func mixedChecks(ten benchTenancy, projectID string) (checks []string, allowed []bool) {
+func mixedChecks(ten benchTenancy, projectID string) (checks []store.Check, allowed []bool) {
 	i := 0
 	for _, p := range ten.principals {
 		if p.projectID != projectID {
 			continue
 		}
 		for j := range benchPermissionsPerRole {
-			perm := fmt.Sprintf("resource%d:action%d", (i+j)%benchRolesPerProject, j)
-			checks = append(checks, fmt.Sprintf(`{"principalType":"user","principalId":%q,"permission":%q}`, p.principalID, perm))
+			checks = append(checks, store.Check{PrincipalType: store.PrincipalUser, PrincipalID: p.principalID,
+				Permission: fmt.Sprintf("resource%d:action%d", (i+j)%benchRolesPerProject, j)})
 			allowed = append(allowed, j%benchRolesPerProject < benchRolesPerPrincipal)
 		}
 		i++
@@ -48,12 +48,18 @@ func mixedChecks(ten benchTenancy, projectID string) (checks []string, allowed [
 	return checks, allowed
 }
 
+// checkJSON is c as a member of a batch's checks.
+func checkJSON(c store.Check) string {
+	return fmt.Sprintf(`{"principalType":%q,"principalId":%q,"permission":%q}`, c.PrincipalType, c.PrincipalID, c.Permission)
+}
+
 // BenchmarkAuthorizeBatchLoad measures, on each backend, the same mixed checks (mixedChecks,
 // half granted) asked three ways: one per POST /api/v1/authorize ("single"), 100 per POST
 // /api/v1/authorize/batch ("batch"), and 100 per batch with explain ("batch-explain"), cycling
-// through the 100 projects, each request with its project's key. It reports checks/s, the p50
-// and p99 of one request, and the CPU per check (Gatehouse and the load client; PostgreSQL's
-// own in pg-cpu).
+// through the 100 projects, each request with its project's key, from 16 connections; then
+// single checks and batches again from one connection ("-1conn": the latency of a request
+// that waits behind no other). It reports checks/s, the p50 and p99 of one request, and the
+// CPU per check (Gatehouse and the load client; PostgreSQL's own in pg-cpu).
 func BenchmarkAuthorizeBatchLoad(b *testing.B) {
 	duration := apptest.LoadDuration(b)
 	for _, be := range benchBackends(b) {
@@ -70,12 +76,14 @@ func BenchmarkAuthorizeBatchLoad(b *testing.B) {
 			type request struct{ path, body, key string }
 			var singles, batches, explained []request
 			for _, p := range ten.projects {
-				checks, allowed := mixedChecks(ten, p.ID)
-				if len(checks) != batchBenchSize {
-					b.Fatalf("%d checks for %s, want %d", len(checks), p.ID, batchBenchSize)
+				list, allowed := mixedChecks(ten, p.ID)
+				if len(list) != batchBenchSize {
+					b.Fatalf("%d checks for %s, want %d", len(list), p.ID, batchBenchSize)
 				}
-				for _, c := range checks {
-					singles = append(singles, request{"/api/v1/authorize", `{"projectId":"` + p.ID + `",` + c[1:], keys[p.ID]})
+				checks := make([]string, len(list))
+				for i, c := range list {
+					checks[i] = checkJSON(c)
+					singles = append(singles, request{"/api/v1/authorize", `{"projectId":"` + p.ID + `",` + checks[i][1:], keys[p.ID]})
 				}
 				body := fmt.Sprintf(`{"projectId":%q,"checks":[%s]}`, p.ID, strings.Join(checks, ","))
 				batches = append(batches, request{"/api/v1/authorize/batch", body, keys[p.ID]})
@@ -89,10 +97,14 @@ func BenchmarkAuthorizeBatchLoad(b *testing.B) {
 				name     string
 				requests []request
 				checks   int
+				conns    int
 			}{
-				{"single", singles, 1},
-				{"batch", batches, batchBenchSize},
-				{"batch-explain", explained, batchBenchSize},
+				{"single", singles, 1, authorizeLoadConns},
+				{"batch", batches, batchBenchSize, authorizeLoadConns},
+				{"batch-explain", explained, batchBenchSize, authorizeLoadConns},
+				// One connection: each request's own latency, nothing queued behind others.
+				{"single-1conn", singles, 1, 1},
+				{"batch-1conn", batches, batchBenchSize, 1},
 			} {
 				b.Run(run.name, func(b *testing.B) {
 					var next atomic.Int64
@@ -106,7 +118,7 @@ func BenchmarkAuthorizeBatchLoad(b *testing.B) {
 					b.ResetTimer()
 					var res loadResult
 					for b.Loop() {
-						res = runLoad(b, target, authorizeLoadConns, duration, postgresBackendCPU(b, st))
+						res = runLoad(b, target, run.conns, duration, postgresBackendCPU(b, st))
 					}
 					reportChecks(b, be.name+" "+run.name, res, run.checks)
 				})
