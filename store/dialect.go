@@ -27,7 +27,11 @@ import (
 // time encoding, row-lock clauses, the classification of driver errors, and
 // lists of strings passed as one parameter.
 // Queries elsewhere are written once, with ? placeholders that sqlx rebinds,
-// and call these helpers where the dialects differ.
+// and call these helpers where the dialects differ. Two paths keep a
+// statement per dialect beside the code that runs it, where one text cannot
+// serve both engines well: usage ingest (usage_postgres.go) and the
+// who-holds walk (rbac_decisions.go: LATERAL on PostgreSQL, a recursive walk
+// on SQLite).
 
 // Dialect names a supported database engine.
 type Dialect string
