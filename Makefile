@@ -61,7 +61,9 @@ check: assets
 	$(GO) test -count=1 -run 'TestLayers|TestFileSizes' .
 
 ## bench: Go benchmarks of the hot paths, then loopback load runs (16 connections, 5 s each) of
-## POST /api/v1/authorize and of a secret reveal with an API key, of the OAuth provider's token and
+## POST /api/v1/authorize, of batches of 100 checks (plain and explained) against the same checks
+## one by one, of effective permissions and who-holds (10,000 principals), and of a secret reveal
+## with an API key, of the OAuth provider's token and
 ## introspection endpoints (./oauth/), and usage ingest (single and batch,
 ## new and duplicate events); SQLite always, PostgreSQL too when GATEHOUSE_TEST_POSTGRES_URL is set,
 ## and PostgreSQL's usage runs again with GOMAXPROCS=1 (the database's share of the cores; README).
@@ -69,7 +71,7 @@ check: assets
 ## size and loads every analytics route (p50/p95). Figures are recorded in README.md.
 bench: assets
 	$(GO) test -run '^$$' -bench 'Decide|APIKeyAuth|SubjectEntitlements|WebhookApply|IngestUsage' -benchmem -count=3 ./server/
-	$(GO) test -run '^$$' -bench 'AuthorizeLoad|ConfigRevealLoad' -benchtime=1x ./server/
+	$(GO) test -run '^$$' -bench 'AuthorizeLoad|AuthorizeBatchLoad|RBACLookupLoad|ConfigRevealLoad' -benchtime=1x ./server/
 	$(GO) test -run '^$$' -bench 'OAuthTokenLoad|OAuthIntrospectLoad|OAuthPrivateKeyJWTLoad' -benchtime=1x ./oauth/
 	$(GO) test -run '^$$' -bench 'UsageLoad' -benchtime=1x -timeout 60m ./server/
 	GOMAXPROCS=1 $(GO) test -run '^$$' -bench 'UsageLoad/postgres' -benchtime=1x -timeout 60m ./server/

@@ -234,8 +234,48 @@ func TestReplicas(t *testing.T) {
 	rr.do(http.MethodPost, prjPath+"/role-bindings", `{"roleId":"`+role.ID+`","principalType":"user","principalId":"alice"}`, cookie, origin).
 		want(t, "binding", http.StatusCreated).data(t, &binding)
 	decide("after binding", true)
+	// So do the batch, the explanation, the effective permissions and the holders (issue 24).
+	lookups := func(step, wantExplanation, wantPermissions, wantHolders string) {
+		t.Helper()
+		type result struct {
+			Allowed     bool
+			Explanation json.RawMessage
+		}
+		batchBody := fmt.Sprintf(`{"projectId":%q,"explain":true,"checks":[{"principalType":"user","principalId":"alice","permission":"document:write"}]}`, prj.ID)
+		explainBody := fmt.Sprintf(`{"projectId":%q,"principalType":"user","principalId":"alice","permission":"document:write","explain":true}`, prj.ID)
+		for range replicas {
+			var batch struct{ Results []result }
+			r := rr.do(http.MethodPost, "/api/v1/authorize/batch", batchBody, "X-API-Key: "+key).want(t, step+": batch", http.StatusOK)
+			r.data(t, &batch)
+			if len(batch.Results) != 1 || string(batch.Results[0].Explanation) != wantExplanation {
+				t.Fatalf("%s: replica %d's batch answered %s, want one result explained %s", step, r.replica, r.body, wantExplanation)
+			}
+			var single result
+			r = rr.do(http.MethodPost, "/api/v1/authorize", explainBody, "X-API-Key: "+key).want(t, step+": explain", http.StatusOK)
+			r.data(t, &single)
+			if string(single.Explanation) != wantExplanation {
+				t.Fatalf("%s: replica %d explained %s, want %s", step, r.replica, single.Explanation, wantExplanation)
+			}
+			var perms struct{ Permissions json.RawMessage }
+			r = rr.do(http.MethodGet, prjPath+"/principals/user/alice/permissions", "", "X-API-Key: "+key).want(t, step+": permissions", http.StatusOK)
+			r.data(t, &perms)
+			if string(perms.Permissions) != wantPermissions {
+				t.Fatalf("%s: replica %d's permissions %s, want %s", step, r.replica, perms.Permissions, wantPermissions)
+			}
+			var holders json.RawMessage
+			r = rr.do(http.MethodGet, prjPath+"/permission-holders?permission=document:write", "", "X-API-Key: "+key).want(t, step+": holders", http.StatusOK)
+			r.data(t, &holders)
+			if string(holders) != wantHolders {
+				t.Fatalf("%s: replica %d's holders %s, want %s", step, r.replica, holders, wantHolders)
+			}
+		}
+	}
+	lookups("after binding",
+		`{"grantedBy":[{"bindingId":"`+binding.ID+`","expiresAt":null,"matched":"document:write","roleId":"`+role.ID+`","roleSlug":"editor"}]}`,
+		`["document:write"]`, `[{"principalId":"alice","principalType":"user","roles":["editor"]}]`)
 	rr.do(http.MethodDelete, prjPath+"/role-bindings/"+binding.ID, "", cookie, origin).want(t, "delete binding", http.StatusOK)
 	decide("after deleting the binding", false)
+	lookups("after deleting the binding", `{"considered":[],"reason":"no_bindings"}`, `[]`, `[]`)
 	expires := time.Now().Add(2 * time.Second).UTC()
 	rr.do(http.MethodPost, prjPath+"/role-bindings", `{"roleId":"`+role.ID+`","principalType":"user","principalId":"alice","expiresAt":"`+
 		expires.Format(time.RFC3339Nano)+`"}`, cookie, origin).want(t, "expiring binding", http.StatusCreated)

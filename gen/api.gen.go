@@ -125,6 +125,27 @@ func (e BillingPlanUpdateInterval) Valid() bool {
 	}
 }
 
+// Defines values for DecisionExplanationReason.
+const (
+	BindingsExpired      DecisionExplanationReason = "bindings_expired"
+	NoBindings           DecisionExplanationReason = "no_bindings"
+	PermissionNotGranted DecisionExplanationReason = "permission_not_granted"
+)
+
+// Valid indicates whether the value is a known member of the DecisionExplanationReason enum.
+func (e DecisionExplanationReason) Valid() bool {
+	switch e {
+	case BindingsExpired:
+		return true
+	case NoBindings:
+		return true
+	case PermissionNotGranted:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EntitlementSourceType.
 const (
 	EntitlementSourceGrant EntitlementSourceType = "grant"
@@ -978,17 +999,47 @@ type AuthUser struct {
 	UpdatedAt Timestamp `json:"updatedAt"`
 }
 
+// AuthorizationBatch defines model for AuthorizationBatch.
+type AuthorizationBatch struct {
+	// Results One decision per check, in the order of `checks`.
+	Results []AuthorizationDecision `json:"results"`
+}
+
 // AuthorizationDecision defines model for AuthorizationDecision.
 type AuthorizationDecision struct {
 	Allowed    bool   `json:"allowed"`
 	DecisionId string `json:"decisionId"`
 
-	// Roles Slugs of the unexpired bindings considered.
+	// Explanation Present only when the request asked `explain: true`. An allowed decision has `grantedBy`
+	// only; a denied one has `reason` and `considered` only.
+	Explanation *DecisionExplanation `json:"explanation,omitempty"`
+
+	// Roles Slugs of the unexpired bindings considered, sorted, each once.
 	Roles []string `json:"roles"`
+}
+
+// AuthorizeBatchRequest defines model for AuthorizeBatchRequest.
+type AuthorizeBatchRequest struct {
+	Checks []AuthorizeCheck `json:"checks"`
+
+	// Explain Add `explanation` to every result. Absent or false: no explanation.
+	Explain   *bool  `json:"explain,omitempty"`
+	ProjectId string `json:"projectId"`
+}
+
+// AuthorizeCheck defines model for AuthorizeCheck.
+type AuthorizeCheck struct {
+	// Permission `resource:action` in lower case, or `*`.
+	Permission    Permission    `json:"permission"`
+	PrincipalId   string        `json:"principalId"`
+	PrincipalType PrincipalType `json:"principalType"`
 }
 
 // AuthorizeRequest defines model for AuthorizeRequest.
 type AuthorizeRequest struct {
+	// Explain Add `explanation` to the decision. Absent or false: no explanation.
+	Explain *bool `json:"explain,omitempty"`
+
 	// Permission `resource:action` in lower case, or `*`.
 	Permission    Permission    `json:"permission"`
 	PrincipalId   string        `json:"principalId"`
@@ -1161,6 +1212,47 @@ type ConfigVersion struct {
 	Version int             `json:"version"`
 }
 
+// ConsideredBinding defines model for ConsideredBinding.
+type ConsideredBinding struct {
+	BindingId string `json:"bindingId"`
+
+	// Expired `expiresAt` has passed: the binding no longer counts.
+	Expired   bool                         `json:"expired"`
+	ExpiresAt nullable.Nullable[time.Time] `json:"expiresAt"`
+	RoleSlug  string                       `json:"roleSlug"`
+}
+
+// DecisionExplanation Present only when the request asked `explain: true`. An allowed decision has `grantedBy`
+// only; a denied one has `reason` and `considered` only.
+type DecisionExplanation struct {
+	// Considered Every binding of the principal in the project, expired ones flagged, by role slug, then binding id.
+	Considered *[]ConsideredBinding `json:"considered,omitempty"`
+
+	// GrantedBy Every unexpired binding of the principal whose role grants the permission (not just
+	// the first), by role slug, then binding id.
+	GrantedBy *[]GrantingBinding `json:"grantedBy,omitempty"`
+
+	// Reason Why the permission is denied: `no_bindings` — the principal has no binding in the
+	// project; `bindings_expired` — at least one expired binding would have granted it;
+	// `permission_not_granted` — bindings exist, but no role of an unexpired binding holds
+	// the permission, and no expired binding would have.
+	Reason *DecisionExplanationReason `json:"reason,omitempty"`
+}
+
+// DecisionExplanationReason Why the permission is denied: `no_bindings` — the principal has no binding in the
+// project; `bindings_expired` — at least one expired binding would have granted it;
+// `permission_not_granted` — bindings exist, but no role of an unexpired binding holds
+// the permission, and no expired binding would have.
+type DecisionExplanationReason string
+
+// EffectiveRole defines model for EffectiveRole.
+type EffectiveRole struct {
+	BindingId string                       `json:"bindingId"`
+	ExpiresAt nullable.Nullable[time.Time] `json:"expiresAt"`
+	RoleId    string                       `json:"roleId"`
+	Slug      string                       `json:"slug"`
+}
+
 // Entitlement defines model for Entitlement.
 type Entitlement struct {
 	// ExpiresAt When a grant ends; null for plans and grants without an end.
@@ -1245,6 +1337,17 @@ type Environment struct {
 
 // EnvironmentName defines model for Environment.Name.
 type EnvironmentName string
+
+// GrantingBinding defines model for GrantingBinding.
+type GrantingBinding struct {
+	BindingId string                       `json:"bindingId"`
+	ExpiresAt nullable.Nullable[time.Time] `json:"expiresAt"`
+
+	// Matched The role's permission that matched: the requested string itself, or `*` when the role holds only `*`.
+	Matched  string `json:"matched"`
+	RoleId   string `json:"roleId"`
+	RoleSlug string `json:"roleSlug"`
+}
 
 // Health defines model for Health.
 type Health struct {
@@ -1402,6 +1505,29 @@ type OrganizationUpdate struct {
 
 // Permission `resource:action` in lower case, or `*`.
 type Permission = string
+
+// PermissionHolder defines model for PermissionHolder.
+type PermissionHolder struct {
+	PrincipalId   string        `json:"principalId"`
+	PrincipalType PrincipalType `json:"principalType"`
+
+	// Roles Slugs of the roles, bound to the principal by unexpired bindings, that grant the permission (sorted).
+	Roles []string `json:"roles"`
+}
+
+// PrincipalPermissions defines model for PrincipalPermissions.
+type PrincipalPermissions struct {
+	// Permissions The union of those roles' permissions, sorted bytewise, each once (`*` included when held).
+	Permissions   []Permission  `json:"permissions"`
+	PrincipalId   string        `json:"principalId"`
+	PrincipalType PrincipalType `json:"principalType"`
+
+	// Roles The principal's unexpired bindings with their roles, by slug, then binding id.
+	Roles []EffectiveRole `json:"roles"`
+
+	// Wildcard `*` is held: every permission is granted, and `permissions` is not exhaustive.
+	Wildcard bool `json:"wildcard"`
+}
 
 // PrincipalType defines model for PrincipalType.
 type PrincipalType string
@@ -1858,6 +1984,12 @@ type OrganizationId = string
 // PlanId defines model for PlanId.
 type PlanId = string
 
+// PrincipalIdPath defines model for PrincipalIdPath.
+type PrincipalIdPath = string
+
+// PrincipalTypePath defines model for PrincipalTypePath.
+type PrincipalTypePath = PrincipalType
+
 // ProjectId defines model for ProjectId.
 type ProjectId = string
 
@@ -2186,6 +2318,21 @@ type ListBillingPlansParams struct {
 // ListBillingPlansParamsState defines parameters for ListBillingPlans.
 type ListBillingPlansParamsState string
 
+// ListPermissionHoldersParams defines parameters for ListPermissionHolders.
+type ListPermissionHoldersParams struct {
+	// Permission The permission (`resource:action` or `*`).
+	Permission Permission `form:"permission" json:"permission"`
+
+	// PrincipalType Only principals of this type.
+	PrincipalType *PrincipalType `form:"principalType,omitempty" json:"principalType,omitempty"`
+
+	// Limit Holders per page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `x-next-cursor` of the previous page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListRoleBindingsParams defines parameters for ListRoleBindings.
 type ListRoleBindingsParams struct {
 	PrincipalType *ListRoleBindingsParamsPrincipalType `form:"principalType,omitempty" json:"principalType,omitempty"`
@@ -2308,6 +2455,9 @@ type UpdateUserJSONRequestBody UpdateUserJSONBody
 
 // AuthorizeJSONRequestBody defines body for Authorize for application/json ContentType.
 type AuthorizeJSONRequestBody = AuthorizeRequest
+
+// AuthorizeBatchJSONRequestBody defines body for AuthorizeBatch for application/json ContentType.
+type AuthorizeBatchJSONRequestBody = AuthorizeBatchRequest
 
 // PutConfigEntryJSONRequestBody defines body for PutConfigEntry for application/json ContentType.
 type PutConfigEntryJSONRequestBody = ConfigEntryPut
@@ -2532,6 +2682,9 @@ type ServerInterface interface {
 	// Authorize Decide whether a principal holds a permission
 	// (POST /api/v1/authorize)
 	Authorize(ctx echo.Context) error
+	// AuthorizeBatch Decide up to 100 checks at once
+	// (POST /api/v1/authorize/batch)
+	AuthorizeBatch(ctx echo.Context) error
 	// ListConfigEntries List an environment's configuration entries
 	// (GET /api/v1/environments/{environmentId}/configs)
 	ListConfigEntries(ctx echo.Context, environmentId EnvironmentId, params ListConfigEntriesParams) error
@@ -2643,6 +2796,12 @@ type ServerInterface interface {
 	// RotateOidcClientSecret Replace a confidential client's secret
 	// (POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/rotate-secret)
 	RotateOidcClientSecret(ctx echo.Context, projectId ProjectId, clientId ClientId) error
+	// ListPermissionHolders Who holds a permission
+	// (GET /api/v1/projects/{projectId}/permission-holders)
+	ListPermissionHolders(ctx echo.Context, projectId ProjectId, params ListPermissionHoldersParams) error
+	// GetPrincipalPermissions A principal's effective permissions
+	// (GET /api/v1/projects/{projectId}/principals/{principalType}/{principalId}/permissions)
+	GetPrincipalPermissions(ctx echo.Context, projectId ProjectId, principalType PrincipalTypePath, principalId PrincipalIdPath) error
 	// RestoreProject Restore an archived project
 	// (POST /api/v1/projects/{projectId}/restore)
 	RestoreProject(ctx echo.Context, projectId ProjectId) error
@@ -3160,6 +3319,15 @@ func (w *ServerInterfaceWrapper) Authorize(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.Authorize(ctx)
+	return err
+}
+
+// AuthorizeBatch converts echo context to params.
+func (w *ServerInterfaceWrapper) AuthorizeBatch(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AuthorizeBatch(ctx)
 	return err
 }
 
@@ -3949,6 +4117,84 @@ func (w *ServerInterfaceWrapper) RotateOidcClientSecret(ctx echo.Context) error 
 	return err
 }
 
+// ListPermissionHolders converts echo context to params.
+func (w *ServerInterfaceWrapper) ListPermissionHolders(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListPermissionHoldersParams
+	// ------------- Required query parameter "permission" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "permission", ctx.QueryParams(), &params.Permission, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter permission: %s", err))
+	}
+
+	// ------------- Optional query parameter "principalType" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "principalType", ctx.QueryParams(), &params.PrincipalType, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter principalType: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListPermissionHolders(ctx, projectId, params)
+	return err
+}
+
+// GetPrincipalPermissions converts echo context to params.
+func (w *ServerInterfaceWrapper) GetPrincipalPermissions(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "principalType" -------------
+	var principalType PrincipalTypePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "principalType", ctx.Param("principalType"), &principalType, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter principalType: %s", err))
+	}
+
+	// ------------- Path parameter "principalId" -------------
+	var principalId PrincipalIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "principalId", ctx.Param("principalId"), &principalId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter principalId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetPrincipalPermissions(ctx, projectId, principalType, principalId)
+	return err
+}
+
 // RestoreProject converts echo context to params.
 func (w *ServerInterfaceWrapper) RestoreProject(ctx echo.Context) error {
 	var err error
@@ -4530,6 +4776,9 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/api/v1/projects/:projectId/analytics/subjects", wrapper.ListAnalyticsSubjects, options.OperationMiddlewares["listAnalyticsSubjects"]...)
 	router.GET(options.BaseURL+"/api/v1/projects/:projectId/subjects/:subjectId/activity", wrapper.GetSubjectActivity, options.OperationMiddlewares["getSubjectActivity"]...)
 	router.POST(options.BaseURL+"/api/v1/authorize", wrapper.Authorize, options.OperationMiddlewares["authorize"]...)
+	router.POST(options.BaseURL+"/api/v1/authorize/batch", wrapper.AuthorizeBatch, options.OperationMiddlewares["authorizeBatch"]...)
+	router.GET(options.BaseURL+"/api/v1/projects/:projectId/principals/:principalType/:principalId/permissions", wrapper.GetPrincipalPermissions, options.OperationMiddlewares["getPrincipalPermissions"]...)
+	router.GET(options.BaseURL+"/api/v1/projects/:projectId/permission-holders", wrapper.ListPermissionHolders, options.OperationMiddlewares["listPermissionHolders"]...)
 	router.DELETE(options.BaseURL+"/api/v1/environments/:environmentId/processor-connection", wrapper.DeleteProcessorConnection, options.OperationMiddlewares["deleteProcessorConnection"]...)
 	router.GET(options.BaseURL+"/api/v1/environments/:environmentId/processor-connection", wrapper.GetProcessorConnection, options.OperationMiddlewares["getProcessorConnection"]...)
 	router.PUT(options.BaseURL+"/api/v1/environments/:environmentId/processor-connection", wrapper.PutProcessorConnection, options.OperationMiddlewares["putProcessorConnection"]...)
@@ -7453,6 +7702,94 @@ type Authorize404ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response Authorize404ApplicationProblemPlusJSONResponse) VisitAuthorizeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthorizeBatchRequestObject struct {
+	Body *AuthorizeBatchJSONRequestBody
+}
+
+type AuthorizeBatchResponseObject interface {
+	VisitAuthorizeBatchResponse(w http.ResponseWriter) error
+}
+
+type AuthorizeBatch200JSONResponse struct {
+	Data AuthorizationBatch `json:"data"`
+}
+
+func (response AuthorizeBatch200JSONResponse) VisitAuthorizeBatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthorizeBatch400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response AuthorizeBatch400ApplicationProblemPlusJSONResponse) VisitAuthorizeBatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthorizeBatch401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response AuthorizeBatch401ApplicationProblemPlusJSONResponse) VisitAuthorizeBatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthorizeBatch403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AuthorizeBatch403ApplicationProblemPlusJSONResponse) VisitAuthorizeBatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AuthorizeBatch404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AuthorizeBatch404ApplicationProblemPlusJSONResponse) VisitAuthorizeBatchResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -10581,6 +10918,195 @@ func (response RotateOidcClientSecret409ApplicationProblemPlusJSONResponse) Visi
 	return err
 }
 
+type ListPermissionHoldersRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	Params    ListPermissionHoldersParams
+}
+
+type ListPermissionHoldersResponseObject interface {
+	VisitListPermissionHoldersResponse(w http.ResponseWriter) error
+}
+
+type ListPermissionHolders200ResponseHeaders struct {
+	XNextCursor *string
+}
+
+type ListPermissionHolders200JSONResponse struct {
+	Body struct {
+		Data []PermissionHolder `json:"data"`
+	}
+	Headers ListPermissionHolders200ResponseHeaders
+}
+
+func (response ListPermissionHolders200JSONResponse) VisitListPermissionHoldersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XNextCursor != nil {
+		w.Header().Set("x-next-cursor", fmt.Sprint(*response.Headers.XNextCursor))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPermissionHolders400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response ListPermissionHolders400ApplicationProblemPlusJSONResponse) VisitListPermissionHoldersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPermissionHolders401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListPermissionHolders401ApplicationProblemPlusJSONResponse) VisitListPermissionHoldersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPermissionHolders403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListPermissionHolders403ApplicationProblemPlusJSONResponse) VisitListPermissionHoldersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPermissionHolders404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListPermissionHolders404ApplicationProblemPlusJSONResponse) VisitListPermissionHoldersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPrincipalPermissionsRequestObject struct {
+	ProjectId     ProjectId         `json:"projectId"`
+	PrincipalType PrincipalTypePath `json:"principalType"`
+	PrincipalId   PrincipalIdPath   `json:"principalId"`
+}
+
+type GetPrincipalPermissionsResponseObject interface {
+	VisitGetPrincipalPermissionsResponse(w http.ResponseWriter) error
+}
+
+type GetPrincipalPermissions200JSONResponse struct {
+	Data PrincipalPermissions `json:"data"`
+}
+
+func (response GetPrincipalPermissions200JSONResponse) VisitGetPrincipalPermissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPrincipalPermissions400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response GetPrincipalPermissions400ApplicationProblemPlusJSONResponse) VisitGetPrincipalPermissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPrincipalPermissions401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetPrincipalPermissions401ApplicationProblemPlusJSONResponse) VisitGetPrincipalPermissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPrincipalPermissions403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetPrincipalPermissions403ApplicationProblemPlusJSONResponse) VisitGetPrincipalPermissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPrincipalPermissions404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetPrincipalPermissions404ApplicationProblemPlusJSONResponse) VisitGetPrincipalPermissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RestoreProjectRequestObject struct {
 	ProjectId ProjectId `json:"projectId"`
 }
@@ -12425,6 +12951,9 @@ type StrictServerInterface interface {
 	// Authorize Decide whether a principal holds a permission
 	// (POST /api/v1/authorize)
 	Authorize(ctx context.Context, request AuthorizeRequestObject) (AuthorizeResponseObject, error)
+	// AuthorizeBatch Decide up to 100 checks at once
+	// (POST /api/v1/authorize/batch)
+	AuthorizeBatch(ctx context.Context, request AuthorizeBatchRequestObject) (AuthorizeBatchResponseObject, error)
 	// ListConfigEntries List an environment's configuration entries
 	// (GET /api/v1/environments/{environmentId}/configs)
 	ListConfigEntries(ctx context.Context, request ListConfigEntriesRequestObject) (ListConfigEntriesResponseObject, error)
@@ -12536,6 +13065,12 @@ type StrictServerInterface interface {
 	// RotateOidcClientSecret Replace a confidential client's secret
 	// (POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/rotate-secret)
 	RotateOidcClientSecret(ctx context.Context, request RotateOidcClientSecretRequestObject) (RotateOidcClientSecretResponseObject, error)
+	// ListPermissionHolders Who holds a permission
+	// (GET /api/v1/projects/{projectId}/permission-holders)
+	ListPermissionHolders(ctx context.Context, request ListPermissionHoldersRequestObject) (ListPermissionHoldersResponseObject, error)
+	// GetPrincipalPermissions A principal's effective permissions
+	// (GET /api/v1/projects/{projectId}/principals/{principalType}/{principalId}/permissions)
+	GetPrincipalPermissions(ctx context.Context, request GetPrincipalPermissionsRequestObject) (GetPrincipalPermissionsResponseObject, error)
 	// RestoreProject Restore an archived project
 	// (POST /api/v1/projects/{projectId}/restore)
 	RestoreProject(ctx context.Context, request RestoreProjectRequestObject) (RestoreProjectResponseObject, error)
@@ -14053,6 +14588,52 @@ func (sh *strictHandler) Authorize(ctx echo.Context) error {
 	return nil
 }
 
+// AuthorizeBatch operation middleware
+func (sh *strictHandler) AuthorizeBatch(ctx echo.Context) error {
+	var request AuthorizeBatchRequestObject
+
+	var body AuthorizeBatchJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AuthorizeBatch(ctx.Request().Context(), request.(AuthorizeBatchRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AuthorizeBatch")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AuthorizeBatchResponseObject); ok {
+		return validResponse.VisitAuthorizeBatchResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // ListConfigEntries operation middleware
 func (sh *strictHandler) ListConfigEntries(ctx echo.Context, environmentId EnvironmentId, params ListConfigEntriesParams) error {
 	var request ListConfigEntriesRequestObject
@@ -15216,6 +15797,59 @@ func (sh *strictHandler) RotateOidcClientSecret(ctx echo.Context, projectId Proj
 		return err
 	} else if validResponse, ok := response.(RotateOidcClientSecretResponseObject); ok {
 		return validResponse.VisitRotateOidcClientSecretResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListPermissionHolders operation middleware
+func (sh *strictHandler) ListPermissionHolders(ctx echo.Context, projectId ProjectId, params ListPermissionHoldersParams) error {
+	var request ListPermissionHoldersRequestObject
+
+	request.ProjectId = projectId
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListPermissionHolders(ctx.Request().Context(), request.(ListPermissionHoldersRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListPermissionHolders")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListPermissionHoldersResponseObject); ok {
+		return validResponse.VisitListPermissionHoldersResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetPrincipalPermissions operation middleware
+func (sh *strictHandler) GetPrincipalPermissions(ctx echo.Context, projectId ProjectId, principalType PrincipalTypePath, principalId PrincipalIdPath) error {
+	var request GetPrincipalPermissionsRequestObject
+
+	request.ProjectId = projectId
+	request.PrincipalType = principalType
+	request.PrincipalId = principalId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetPrincipalPermissions(ctx.Request().Context(), request.(GetPrincipalPermissionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetPrincipalPermissions")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetPrincipalPermissionsResponseObject); ok {
+		return validResponse.VisitGetPrincipalPermissionsResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

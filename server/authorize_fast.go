@@ -42,9 +42,11 @@ type authorizeQuestion struct {
 }
 
 // peekAuthorizeBody reads req's body and puts it back, unread, for the later stages. It returns
-// ok false when the request has no body, and when the body cannot be read or is not an object
-// with the four members as non-empty text strings; an error reading it (such as the body limit) is
-// replayed to the later stages.
+// ok false when the request has no body, when the body cannot be read or is not an object with
+// the four members as non-empty text strings, and when it asks for an explanation (explain:
+// true, which the handler reads with every binding of the principal instead: a decision read
+// with the key would go unused); an error reading it (such as the body limit) is replayed to
+// the later stages.
 func peekAuthorizeBody(req *http.Request) (authorizeQuestion, bool) {
 	if req.Body == nil || req.Body == http.NoBody {
 		return authorizeQuestion{}, false
@@ -55,8 +57,11 @@ func peekAuthorizeBody(req *http.Request) (authorizeQuestion, bool) {
 		return authorizeQuestion{}, false
 	}
 	req.Body = io.NopCloser(bytes.NewReader(raw))
-	var b authorizeQuestion
-	if json.Unmarshal(raw, &b) != nil || b.ProjectID == "" || b.PrincipalType == "" || b.PrincipalID == "" || b.Permission == "" {
+	var b struct {
+		authorizeQuestion
+		Explain bool `json:"explain"`
+	}
+	if json.Unmarshal(raw, &b) != nil || b.ProjectID == "" || b.PrincipalType == "" || b.PrincipalID == "" || b.Permission == "" || b.Explain {
 		return authorizeQuestion{}, false
 	}
 	// The body is not validated yet: a member that is not text (validate_text.go) must reach
@@ -66,7 +71,7 @@ func peekAuthorizeBody(req *http.Request) (authorizeQuestion, bool) {
 			return authorizeQuestion{}, false
 		}
 	}
-	return b, true
+	return b.authorizeQuestion, true
 }
 
 // errReader fails every read with err.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -171,8 +172,9 @@ func v1Operations(doc *openapi3.T) []specOperation {
 	return ops
 }
 
-// exampleRequest fills the path parameters from the fixture and uses the operation's own
-// example body (with a fresh slug, so that repeated creations do not conflict).
+// exampleRequest fills the path parameters from the fixture, sends the required query
+// parameters with their spec examples and uses the operation's own example body (with a fresh
+// slug, so that repeated creations do not conflict).
 func (ten tenancy) exampleRequest(t *testing.T, so specOperation, salt int) request {
 	path := strings.NewReplacer(
 		"{organizationId}", ten.org.ID,
@@ -186,12 +188,21 @@ func (ten tenancy) exampleRequest(t *testing.T, so specOperation, salt int) requ
 		"{clientId}", ten.clientID,
 		"{subjectId}", ten.subjectID,
 		"{planId}", ten.planID,
+		"{principalType}", store.PrincipalUser,
+		"{principalId}", "fixture-user",
 	).Replace(so.path)
 	r := request{method: strings.ToUpper(so.method), path: path}
+	query := url.Values{}
 	for _, p := range so.op.Parameters {
-		if p.Value.In == "header" && p.Value.Required {
+		switch {
+		case p.Value.In == "header" && p.Value.Required:
 			r.headers = map[string]string{p.Value.Name: fmt.Sprint(p.Value.Example)}
+		case p.Value.In == "query" && p.Value.Required:
+			query.Set(p.Value.Name, fmt.Sprint(p.Value.Example))
 		}
+	}
+	if len(query) > 0 {
+		r.path += "?" + query.Encode()
 	}
 	if rb := so.op.RequestBody; rb != nil {
 		mt := rb.Value.Content.Get("application/json")

@@ -115,7 +115,7 @@ func (s *Server) cors() echo.MiddlewareFunc {
 		AllowCredentials: true,
 		AllowMethods:     []string{"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"},
 		AllowHeaders:     []string{"content-type", "authorization", "x-api-key", "x-request-id", "idempotency-key"},
-		ExposeHeaders:    []string{"x-request-id", "retry-after", "etag", "location"},
+		ExposeHeaders:    []string{"x-request-id", "retry-after", "etag", "location", "x-next-cursor"},
 		MaxAge:           600,
 	})
 }

@@ -10,9 +10,9 @@ import (
 	"github.com/gatehouse-dev/gatehouse/store"
 )
 
-// Project RBAC: the roles and role bindings a product defines per project, and POST /authorize,
-// which decides from them. Every role and binding mutation writes its audit row in its
-// transaction; decisions are never audited.
+// Project RBAC: the roles and role bindings a product defines per project (the decisions made
+// from them are in v1_rbac_decisions.go). Every role and binding mutation writes its audit row
+// in its transaction.
 
 var (
 	errRoleSlugTaken = Conflict("Project role slug already taken")
@@ -165,29 +165,6 @@ func (s *Server) DeleteRoleBinding(ctx context.Context, req gen.DeleteRoleBindin
 		return nil, err
 	}
 	return gen.DeleteRoleBinding200JSONResponse{Data: roleBindingJSON(b)}, nil
-}
-
-// Authorize decides whether a principal holds a permission in the project named by the body.
-// The authorization middleware has resolved that project (x-scope-from-body: unknown, archived
-// or foreign ones are 404 there) and checked the caller's project:read; the decision is one
-// read query, or none when it was read with the request's API key (decide, authorize_fast.go).
-// Its id goes to the access log, never to the audit log.
-func (s *Server) Authorize(ctx context.Context, req gen.AuthorizeRequestObject) (gen.AuthorizeResponseObject, error) {
-	body := req.Body
-	projectID := ScopeFrom(ctx).ProjectID
-	if projectID == "" || projectID != body.ProjectId {
-		// Fail closed: never decide for a project the middleware did not authorize.
-		return nil, fmt.Errorf("server: authorize: project %q was not resolved by the authorization middleware", body.ProjectId)
-	}
-	d, err := s.decide(ctx, authorizeQuestion{ProjectID: projectID, PrincipalType: string(body.PrincipalType),
-		PrincipalID: body.PrincipalId, Permission: body.Permission})
-	if err != nil {
-		return nil, err
-	}
-	s.metrics.decision(d.Allowed)
-	id := store.NewID("dec")
-	requestMetaFrom(ctx).DecisionID = id
-	return gen.Authorize200JSONResponse{Data: gen.AuthorizationDecision{Allowed: d.Allowed, Roles: d.Roles, DecisionId: id}}, nil
 }
 
 // roleError maps the store's refusals of a role mutation to problems.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,9 +24,14 @@ import (
 // This file holds everything the store does differently on SQLite and on
 // PostgreSQL, apart from the schema (the migrations have one folder per
 // dialect): pool settings and connection parameters, the migration driver,
-// time encoding, row-lock clauses and the classification of driver errors.
+// time encoding, row-lock clauses, the classification of driver errors, and
+// lists of strings passed as one parameter.
 // Queries elsewhere are written once, with ? placeholders that sqlx rebinds,
-// and call these helpers where the dialects differ.
+// and call these helpers where the dialects differ. Two paths keep a
+// statement per dialect beside the code that runs it, where one text cannot
+// serve both engines well: usage ingest (usage_postgres.go) and the
+// who-holds walk (rbac_decisions.go: LATERAL on PostgreSQL, a recursive walk
+// on SQLite).
 
 // Dialect names a supported database engine.
 type Dialect string
@@ -271,4 +277,29 @@ func (d Dialect) containsClause(column string) string {
 		return "strpos(" + column + ", ?) > 0"
 	}
 	return "instr(" + column + ", ?) > 0"
+}
+
+// ---- Lists as one parameter ----
+
+// stringList is a subquery listing the strings of one parameter made by stringListArg: on
+// SQLite a JSON array read by json_each, on PostgreSQL a text[] read by unnest. It is the same
+// for every list, so a statement using it is prepared once whatever the list's length. Write
+// `column IN ` + d.stringList().
+func (d Dialect) stringList() string {
+	if d == Postgres {
+		return "(SELECT unnest(CAST(? AS text[])))"
+	}
+	return "(SELECT value FROM json_each(?))"
+}
+
+// stringListArg is the parameter of stringList holding values.
+func (d Dialect) stringListArg(values []string) (any, error) {
+	if d == Postgres {
+		return pq.StringArray(values), nil
+	}
+	raw, err := json.Marshal(values)
+	if err != nil {
+		return nil, err
+	}
+	return string(raw), nil
 }

@@ -226,6 +226,27 @@ func (e BillingPlanUpdateInterval) Valid() bool {
 	}
 }
 
+// Defines values for DecisionExplanationReason.
+const (
+	BindingsExpired      DecisionExplanationReason = "bindings_expired"
+	NoBindings           DecisionExplanationReason = "no_bindings"
+	PermissionNotGranted DecisionExplanationReason = "permission_not_granted"
+)
+
+// Valid indicates whether the value is a known member of the DecisionExplanationReason enum.
+func (e DecisionExplanationReason) Valid() bool {
+	switch e {
+	case BindingsExpired:
+		return true
+	case NoBindings:
+		return true
+	case PermissionNotGranted:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EntitlementSourceType.
 const (
 	EntitlementSourceGrant EntitlementSourceType = "grant"
@@ -1351,17 +1372,47 @@ type AuthUserinfo struct {
 	UpdatedAt *int `json:"updated_at,omitempty"`
 }
 
+// AuthorizationBatch defines model for AuthorizationBatch.
+type AuthorizationBatch struct {
+	// Results One decision per check, in the order of `checks`.
+	Results []AuthorizationDecision `json:"results"`
+}
+
 // AuthorizationDecision defines model for AuthorizationDecision.
 type AuthorizationDecision struct {
 	Allowed    bool   `json:"allowed"`
 	DecisionId string `json:"decisionId"`
 
-	// Roles Slugs of the unexpired bindings considered.
+	// Explanation Present only when the request asked `explain: true`. An allowed decision has `grantedBy`
+	// only; a denied one has `reason` and `considered` only.
+	Explanation *DecisionExplanation `json:"explanation,omitempty"`
+
+	// Roles Slugs of the unexpired bindings considered, sorted, each once.
 	Roles []string `json:"roles"`
+}
+
+// AuthorizeBatchRequest defines model for AuthorizeBatchRequest.
+type AuthorizeBatchRequest struct {
+	Checks []AuthorizeCheck `json:"checks"`
+
+	// Explain Add `explanation` to every result. Absent or false: no explanation.
+	Explain   *bool  `json:"explain,omitempty"`
+	ProjectId string `json:"projectId"`
+}
+
+// AuthorizeCheck defines model for AuthorizeCheck.
+type AuthorizeCheck struct {
+	// Permission `resource:action` in lower case, or `*`.
+	Permission    Permission    `json:"permission"`
+	PrincipalId   string        `json:"principalId"`
+	PrincipalType PrincipalType `json:"principalType"`
 }
 
 // AuthorizeRequest defines model for AuthorizeRequest.
 type AuthorizeRequest struct {
+	// Explain Add `explanation` to the decision. Absent or false: no explanation.
+	Explain *bool `json:"explain,omitempty"`
+
 	// Permission `resource:action` in lower case, or `*`.
 	Permission    Permission    `json:"permission"`
 	PrincipalId   string        `json:"principalId"`
@@ -1534,6 +1585,47 @@ type ConfigVersion struct {
 	Version int             `json:"version"`
 }
 
+// ConsideredBinding defines model for ConsideredBinding.
+type ConsideredBinding struct {
+	BindingId string `json:"bindingId"`
+
+	// Expired `expiresAt` has passed: the binding no longer counts.
+	Expired   bool                         `json:"expired"`
+	ExpiresAt nullable.Nullable[time.Time] `json:"expiresAt"`
+	RoleSlug  string                       `json:"roleSlug"`
+}
+
+// DecisionExplanation Present only when the request asked `explain: true`. An allowed decision has `grantedBy`
+// only; a denied one has `reason` and `considered` only.
+type DecisionExplanation struct {
+	// Considered Every binding of the principal in the project, expired ones flagged, by role slug, then binding id.
+	Considered *[]ConsideredBinding `json:"considered,omitempty"`
+
+	// GrantedBy Every unexpired binding of the principal whose role grants the permission (not just
+	// the first), by role slug, then binding id.
+	GrantedBy *[]GrantingBinding `json:"grantedBy,omitempty"`
+
+	// Reason Why the permission is denied: `no_bindings` — the principal has no binding in the
+	// project; `bindings_expired` — at least one expired binding would have granted it;
+	// `permission_not_granted` — bindings exist, but no role of an unexpired binding holds
+	// the permission, and no expired binding would have.
+	Reason *DecisionExplanationReason `json:"reason,omitempty"`
+}
+
+// DecisionExplanationReason Why the permission is denied: `no_bindings` — the principal has no binding in the
+// project; `bindings_expired` — at least one expired binding would have granted it;
+// `permission_not_granted` — bindings exist, but no role of an unexpired binding holds
+// the permission, and no expired binding would have.
+type DecisionExplanationReason string
+
+// EffectiveRole defines model for EffectiveRole.
+type EffectiveRole struct {
+	BindingId string                       `json:"bindingId"`
+	ExpiresAt nullable.Nullable[time.Time] `json:"expiresAt"`
+	RoleId    string                       `json:"roleId"`
+	Slug      string                       `json:"slug"`
+}
+
 // Entitlement defines model for Entitlement.
 type Entitlement struct {
 	// ExpiresAt When a grant ends; null for plans and grants without an end.
@@ -1618,6 +1710,17 @@ type Environment struct {
 
 // EnvironmentName defines model for Environment.Name.
 type EnvironmentName string
+
+// GrantingBinding defines model for GrantingBinding.
+type GrantingBinding struct {
+	BindingId string                       `json:"bindingId"`
+	ExpiresAt nullable.Nullable[time.Time] `json:"expiresAt"`
+
+	// Matched The role's permission that matched: the requested string itself, or `*` when the role holds only `*`.
+	Matched  string `json:"matched"`
+	RoleId   string `json:"roleId"`
+	RoleSlug string `json:"roleSlug"`
+}
 
 // Health defines model for Health.
 type Health struct {
@@ -1775,6 +1878,29 @@ type OrganizationUpdate struct {
 
 // Permission `resource:action` in lower case, or `*`.
 type Permission = string
+
+// PermissionHolder defines model for PermissionHolder.
+type PermissionHolder struct {
+	PrincipalId   string        `json:"principalId"`
+	PrincipalType PrincipalType `json:"principalType"`
+
+	// Roles Slugs of the roles, bound to the principal by unexpired bindings, that grant the permission (sorted).
+	Roles []string `json:"roles"`
+}
+
+// PrincipalPermissions defines model for PrincipalPermissions.
+type PrincipalPermissions struct {
+	// Permissions The union of those roles' permissions, sorted bytewise, each once (`*` included when held).
+	Permissions   []Permission  `json:"permissions"`
+	PrincipalId   string        `json:"principalId"`
+	PrincipalType PrincipalType `json:"principalType"`
+
+	// Roles The principal's unexpired bindings with their roles, by slug, then binding id.
+	Roles []EffectiveRole `json:"roles"`
+
+	// Wildcard `*` is held: every permission is granted, and `permissions` is not exhaustive.
+	Wildcard bool `json:"wildcard"`
+}
 
 // PrincipalType defines model for PrincipalType.
 type PrincipalType string
@@ -2241,6 +2367,12 @@ type OrganizationId = string
 // PlanId defines model for PlanId.
 type PlanId = string
 
+// PrincipalIdPath defines model for PrincipalIdPath.
+type PrincipalIdPath = string
+
+// PrincipalTypePath defines model for PrincipalTypePath.
+type PrincipalTypePath = PrincipalType
+
 // ProjectId defines model for ProjectId.
 type ProjectId = string
 
@@ -2665,6 +2797,21 @@ type ListBillingPlansParams struct {
 // ListBillingPlansParamsState defines parameters for ListBillingPlans.
 type ListBillingPlansParamsState string
 
+// ListPermissionHoldersParams defines parameters for ListPermissionHolders.
+type ListPermissionHoldersParams struct {
+	// Permission The permission (`resource:action` or `*`).
+	Permission Permission `form:"permission" json:"permission"`
+
+	// PrincipalType Only principals of this type.
+	PrincipalType *PrincipalType `form:"principalType,omitempty" json:"principalType,omitempty"`
+
+	// Limit Holders per page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `x-next-cursor` of the previous page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListRoleBindingsParams defines parameters for ListRoleBindings.
 type ListRoleBindingsParams struct {
 	PrincipalType *ListRoleBindingsParamsPrincipalType `form:"principalType,omitempty" json:"principalType,omitempty"`
@@ -2820,6 +2967,9 @@ type UpdateUserJSONRequestBody UpdateUserJSONBody
 
 // AuthorizeJSONRequestBody defines body for Authorize for application/json ContentType.
 type AuthorizeJSONRequestBody = AuthorizeRequest
+
+// AuthorizeBatchJSONRequestBody defines body for AuthorizeBatch for application/json ContentType.
+type AuthorizeBatchJSONRequestBody = AuthorizeBatchRequest
 
 // PutConfigEntryJSONRequestBody defines body for PutConfigEntry for application/json ContentType.
 type PutConfigEntryJSONRequestBody = ConfigEntryPut
@@ -4022,7 +4172,11 @@ type ClientInterface interface {
 	// give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 	// correlates the decision with the access log. Decisions are not audited. The project is
 	// named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
-	// may be read in one query (`x-api-key-lookup: with-decision`).
+	// may be read in one query (`x-api-key-lookup: with-decision`; not for `explain: true`).
+	//
+	// With `explain: true` the answer adds `explanation` (see `DecisionExplanation`): the
+	// bindings that grant the permission, or why none does. Without it the answer is exactly
+	// the three members above.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -4036,12 +4190,52 @@ type ClientInterface interface {
 	// give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 	// correlates the decision with the access log. Decisions are not audited. The project is
 	// named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
-	// may be read in one query (`x-api-key-lookup: with-decision`).
+	// may be read in one query (`x-api-key-lookup: with-decision`; not for `explain: true`).
+	//
+	// With `explain: true` the answer adds `explanation` (see `DecisionExplanation`): the
+	// bindings that grant the permission, or why none does. Without it the answer is exactly
+	// the three members above.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/authorize (the `Authorize` operationId).
 	Authorize(ctx context.Context, body AuthorizeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AuthorizeBatchWithBody Decide up to 100 checks at once
+	//
+	// Decides each of `checks` (1 to 100) in the project named in the body by the rule of
+	// `POST /api/v1/authorize`, and answers one result per check, in request order, each with
+	// its own `decisionId`. The checks may name different principals and permissions, and the
+	// same one twice. One invalid check refuses the whole request with a 400 whose `errors[].path`
+	// names its index (`["body", "checks", "37", "permission"]`), and nothing is decided. With
+	// `explain: true` every result carries its `explanation`, as on `/authorize`.
+	//
+	// The whole batch is read with the same number of queries whatever its size, in one
+	// snapshot. Decisions are not audited. Called with an API key, the key is read on its own,
+	// then the batch.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/authorize/batch (the `AuthorizeBatch` operationId).
+	AuthorizeBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AuthorizeBatch Decide up to 100 checks at once
+	//
+	// Decides each of `checks` (1 to 100) in the project named in the body by the rule of
+	// `POST /api/v1/authorize`, and answers one result per check, in request order, each with
+	// its own `decisionId`. The checks may name different principals and permissions, and the
+	// same one twice. One invalid check refuses the whole request with a 400 whose `errors[].path`
+	// names its index (`["body", "checks", "37", "permission"]`), and nothing is decided. With
+	// `explain: true` every result carries its `explanation`, as on `/authorize`.
+	//
+	// The whole batch is read with the same number of queries whatever its size, in one
+	// snapshot. Decisions are not audited. Called with an API key, the key is read on its own,
+	// then the batch.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/authorize/batch (the `AuthorizeBatch` operationId).
+	AuthorizeBatch(ctx context.Context, body AuthorizeBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetApiReference Open the API explorer
 	//
@@ -4543,6 +4737,35 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/rotate-secret (the `RotateOidcClientSecret` operationId).
 	RotateOidcClientSecret(ctx context.Context, projectId ProjectId, clientId ClientId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListPermissionHolders Who holds a permission
+	//
+	// The principals that hold `permission` in the project now — through an unexpired binding
+	// of a role whose permissions contain it or `*` — ordered by `principalType`, then
+	// `principalId` (bytewise). Each holder's `roles` lists the slugs of the roles that grant
+	// it (sorted). `principalType` keeps one kind of principal.
+	//
+	// Paged by cursor: when more holders follow, the answer carries the header `x-next-cursor`;
+	// send its value back as `cursor` (with the same `permission` and `principalType`) for the
+	// next page. The last page has no `x-next-cursor`. A cursor is opaque; one that was not
+	// issued here is a 400. Pages are read afresh: a binding created or deleted between two
+	// pages shows (or stops showing) on the pages still to come. Not audited.
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/permission-holders (the `ListPermissionHolders` operationId).
+	ListPermissionHolders(ctx context.Context, projectId ProjectId, params *ListPermissionHoldersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetPrincipalPermissions A principal's effective permissions
+	//
+	// What the principal holds in the project now: `roles` lists its unexpired bindings (by
+	// role slug, then binding id) and `permissions` the union of their roles' permissions,
+	// sorted (bytewise) and unique, with `*` among them when a role holds it. `wildcard` is true
+	// when `*` is held: every permission is then granted, so `permissions` is not exhaustive.
+	// Expired bindings count for nothing. A principal with no binding answers 200 with empty
+	// lists, never 404: principals are the product's own ids, unknown to Gatehouse until
+	// bound. Not audited.
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/principals/{principalType}/{principalId}/permissions (the `GetPrincipalPermissions` operationId).
+	GetPrincipalPermissions(ctx context.Context, projectId ProjectId, principalType PrincipalTypePath, principalId PrincipalIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RestoreProject Restore an archived project
 	//
@@ -6759,7 +6982,11 @@ func (c *Client) UpdateUser(ctx context.Context, body UpdateUserJSONRequestBody,
 // give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 // correlates the decision with the access log. Decisions are not audited. The project is
 // named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
-// may be read in one query (`x-api-key-lookup: with-decision`).
+// may be read in one query (`x-api-key-lookup: with-decision`; not for `explain: true`).
+//
+// With `explain: true` the answer adds `explanation` (see `DecisionExplanation`): the
+// bindings that grant the permission, or why none does. Without it the answer is exactly
+// the three members above.
 //
 // Takes any type of body and a specified content type.
 //
@@ -6783,13 +7010,73 @@ func (c *Client) AuthorizeWithBody(ctx context.Context, contentType string, body
 // give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 // correlates the decision with the access log. Decisions are not audited. The project is
 // named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
-// may be read in one query (`x-api-key-lookup: with-decision`).
+// may be read in one query (`x-api-key-lookup: with-decision`; not for `explain: true`).
+//
+// With `explain: true` the answer adds `explanation` (see `DecisionExplanation`): the
+// bindings that grant the permission, or why none does. Without it the answer is exactly
+// the three members above.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/authorize (the `Authorize` operationId).
 func (c *Client) Authorize(ctx context.Context, body AuthorizeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAuthorizeRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AuthorizeBatchWithBody Decide up to 100 checks at once
+//
+// Decides each of `checks` (1 to 100) in the project named in the body by the rule of
+// `POST /api/v1/authorize`, and answers one result per check, in request order, each with
+// its own `decisionId`. The checks may name different principals and permissions, and the
+// same one twice. One invalid check refuses the whole request with a 400 whose `errors[].path`
+// names its index (`["body", "checks", "37", "permission"]`), and nothing is decided. With
+// `explain: true` every result carries its `explanation`, as on `/authorize`.
+//
+// The whole batch is read with the same number of queries whatever its size, in one
+// snapshot. Decisions are not audited. Called with an API key, the key is read on its own,
+// then the batch.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/authorize/batch (the `AuthorizeBatch` operationId).
+func (c *Client) AuthorizeBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAuthorizeBatchRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AuthorizeBatch Decide up to 100 checks at once
+//
+// Decides each of `checks` (1 to 100) in the project named in the body by the rule of
+// `POST /api/v1/authorize`, and answers one result per check, in request order, each with
+// its own `decisionId`. The checks may name different principals and permissions, and the
+// same one twice. One invalid check refuses the whole request with a 400 whose `errors[].path`
+// names its index (`["body", "checks", "37", "permission"]`), and nothing is decided. With
+// `explain: true` every result carries its `explanation`, as on `/authorize`.
+//
+// The whole batch is read with the same number of queries whatever its size, in one
+// snapshot. Decisions are not audited. Called with an API key, the key is read on its own,
+// then the batch.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/authorize/batch (the `AuthorizeBatch` operationId).
+func (c *Client) AuthorizeBatch(ctx context.Context, body AuthorizeBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAuthorizeBatchRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7781,6 +8068,55 @@ func (c *Client) EnableOidcClient(ctx context.Context, projectId ProjectId, clie
 // Corresponds with POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/rotate-secret (the `RotateOidcClientSecret` operationId).
 func (c *Client) RotateOidcClientSecret(ctx context.Context, projectId ProjectId, clientId ClientId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRotateOidcClientSecretRequest(c.Server, projectId, clientId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListPermissionHolders Who holds a permission
+//
+// The principals that hold `permission` in the project now — through an unexpired binding
+// of a role whose permissions contain it or `*` — ordered by `principalType`, then
+// `principalId` (bytewise). Each holder's `roles` lists the slugs of the roles that grant
+// it (sorted). `principalType` keeps one kind of principal.
+//
+// Paged by cursor: when more holders follow, the answer carries the header `x-next-cursor`;
+// send its value back as `cursor` (with the same `permission` and `principalType`) for the
+// next page. The last page has no `x-next-cursor`. A cursor is opaque; one that was not
+// issued here is a 400. Pages are read afresh: a binding created or deleted between two
+// pages shows (or stops showing) on the pages still to come. Not audited.
+//
+// Corresponds with GET /api/v1/projects/{projectId}/permission-holders (the `ListPermissionHolders` operationId).
+func (c *Client) ListPermissionHolders(ctx context.Context, projectId ProjectId, params *ListPermissionHoldersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPermissionHoldersRequest(c.Server, projectId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetPrincipalPermissions A principal's effective permissions
+//
+// What the principal holds in the project now: `roles` lists its unexpired bindings (by
+// role slug, then binding id) and `permissions` the union of their roles' permissions,
+// sorted (bytewise) and unique, with `*` among them when a role holds it. `wildcard` is true
+// when `*` is held: every permission is then granted, so `permissions` is not exhaustive.
+// Expired bindings count for nothing. A principal with no binding answers 200 with empty
+// lists, never 404: principals are the product's own ids, unknown to Gatehouse until
+// bound. Not audited.
+//
+// Corresponds with GET /api/v1/projects/{projectId}/principals/{principalType}/{principalId}/permissions (the `GetPrincipalPermissions` operationId).
+func (c *Client) GetPrincipalPermissions(ctx context.Context, projectId ProjectId, principalType PrincipalTypePath, principalId PrincipalIdPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetPrincipalPermissionsRequest(c.Server, projectId, principalType, principalId)
 	if err != nil {
 		return nil, err
 	}
@@ -10923,6 +11259,46 @@ func NewAuthorizeRequestWithBody(server string, contentType string, body io.Read
 	return req, nil
 }
 
+// NewAuthorizeBatchRequest calls the generic AuthorizeBatch builder with application/json body
+func NewAuthorizeBatchRequest(server string, body AuthorizeBatchJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAuthorizeBatchRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewAuthorizeBatchRequestWithBody constructs an http.Request for the AuthorizeBatch method, with any body, and a specified content type
+func NewAuthorizeBatchRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/authorize/batch")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetApiReferenceRequest constructs an http.Request for the GetApiReference method
 func NewGetApiReferenceRequest(server string) (*http.Request, error) {
 	var err error
@@ -12688,6 +13064,147 @@ func NewRotateOidcClientSecretRequest(server string, projectId ProjectId, client
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListPermissionHoldersRequest constructs an http.Request for the ListPermissionHolders method
+func NewListPermissionHoldersRequest(server string, projectId ProjectId, params *ListPermissionHoldersParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/permission-holders", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "permission", params.Permission, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.PrincipalType != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "principalType", *params.PrincipalType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetPrincipalPermissionsRequest constructs an http.Request for the GetPrincipalPermissions method
+func NewGetPrincipalPermissionsRequest(server string, projectId ProjectId, principalType PrincipalTypePath, principalId PrincipalIdPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "principalType", principalType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "principalId", principalId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/principals/%s/%s/permissions", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -14935,7 +15452,11 @@ type ClientWithResponsesInterface interface {
 	// give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 	// correlates the decision with the access log. Decisions are not audited. The project is
 	// named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
-	// may be read in one query (`x-api-key-lookup: with-decision`).
+	// may be read in one query (`x-api-key-lookup: with-decision`; not for `explain: true`).
+	//
+	// With `explain: true` the answer adds `explanation` (see `DecisionExplanation`): the
+	// bindings that grant the permission, or why none does. Without it the answer is exactly
+	// the three members above.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14949,12 +15470,52 @@ type ClientWithResponsesInterface interface {
 	// give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 	// correlates the decision with the access log. Decisions are not audited. The project is
 	// named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
-	// may be read in one query (`x-api-key-lookup: with-decision`).
+	// may be read in one query (`x-api-key-lookup: with-decision`; not for `explain: true`).
+	//
+	// With `explain: true` the answer adds `explanation` (see `DecisionExplanation`): the
+	// bindings that grant the permission, or why none does. Without it the answer is exactly
+	// the three members above.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/authorize (the `Authorize` operationId).
 	AuthorizeWithResponse(ctx context.Context, body AuthorizeJSONRequestBody, reqEditors ...RequestEditorFn) (*AuthorizeResponse, error)
+
+	// AuthorizeBatchWithBodyWithResponse Decide up to 100 checks at once
+	//
+	// Decides each of `checks` (1 to 100) in the project named in the body by the rule of
+	// `POST /api/v1/authorize`, and answers one result per check, in request order, each with
+	// its own `decisionId`. The checks may name different principals and permissions, and the
+	// same one twice. One invalid check refuses the whole request with a 400 whose `errors[].path`
+	// names its index (`["body", "checks", "37", "permission"]`), and nothing is decided. With
+	// `explain: true` every result carries its `explanation`, as on `/authorize`.
+	//
+	// The whole batch is read with the same number of queries whatever its size, in one
+	// snapshot. Decisions are not audited. Called with an API key, the key is read on its own,
+	// then the batch.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/authorize/batch (the `AuthorizeBatch` operationId).
+	AuthorizeBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AuthorizeBatchResponse, error)
+
+	// AuthorizeBatchWithResponse Decide up to 100 checks at once
+	//
+	// Decides each of `checks` (1 to 100) in the project named in the body by the rule of
+	// `POST /api/v1/authorize`, and answers one result per check, in request order, each with
+	// its own `decisionId`. The checks may name different principals and permissions, and the
+	// same one twice. One invalid check refuses the whole request with a 400 whose `errors[].path`
+	// names its index (`["body", "checks", "37", "permission"]`), and nothing is decided. With
+	// `explain: true` every result carries its `explanation`, as on `/authorize`.
+	//
+	// The whole batch is read with the same number of queries whatever its size, in one
+	// snapshot. Decisions are not audited. Called with an API key, the key is read on its own,
+	// then the batch.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/authorize/batch (the `AuthorizeBatch` operationId).
+	AuthorizeBatchWithResponse(ctx context.Context, body AuthorizeBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*AuthorizeBatchResponse, error)
 
 	// GetApiReferenceWithResponse Open the API explorer
 	//
@@ -15514,6 +16075,39 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/rotate-secret (the `RotateOidcClientSecret` operationId).
 	RotateOidcClientSecretWithResponse(ctx context.Context, projectId ProjectId, clientId ClientId, reqEditors ...RequestEditorFn) (*RotateOidcClientSecretResponse, error)
+
+	// ListPermissionHoldersWithResponse Who holds a permission
+	//
+	// The principals that hold `permission` in the project now — through an unexpired binding
+	// of a role whose permissions contain it or `*` — ordered by `principalType`, then
+	// `principalId` (bytewise). Each holder's `roles` lists the slugs of the roles that grant
+	// it (sorted). `principalType` keeps one kind of principal.
+	//
+	// Paged by cursor: when more holders follow, the answer carries the header `x-next-cursor`;
+	// send its value back as `cursor` (with the same `permission` and `principalType`) for the
+	// next page. The last page has no `x-next-cursor`. A cursor is opaque; one that was not
+	// issued here is a 400. Pages are read afresh: a binding created or deleted between two
+	// pages shows (or stops showing) on the pages still to come. Not audited.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/permission-holders (the `ListPermissionHolders` operationId).
+	ListPermissionHoldersWithResponse(ctx context.Context, projectId ProjectId, params *ListPermissionHoldersParams, reqEditors ...RequestEditorFn) (*ListPermissionHoldersResponse, error)
+
+	// GetPrincipalPermissionsWithResponse A principal's effective permissions
+	//
+	// What the principal holds in the project now: `roles` lists its unexpired bindings (by
+	// role slug, then binding id) and `permissions` the union of their roles' permissions,
+	// sorted (bytewise) and unique, with `*` among them when a role holds it. `wildcard` is true
+	// when `*` is held: every permission is then granted, so `permissions` is not exhaustive.
+	// Expired bindings count for nothing. A principal with no binding answers 200 with empty
+	// lists, never 404: principals are the product's own ids, unknown to Gatehouse until
+	// bound. Not audited.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/principals/{principalType}/{principalId}/permissions (the `GetPrincipalPermissions` operationId).
+	GetPrincipalPermissionsWithResponse(ctx context.Context, projectId ProjectId, principalType PrincipalTypePath, principalId PrincipalIdPath, reqEditors ...RequestEditorFn) (*GetPrincipalPermissionsResponse, error)
 
 	// RestoreProjectWithResponse Restore an archived project
 	//
@@ -19208,6 +19802,79 @@ func (r AuthorizeResponse) ContentType() string {
 	return ""
 }
 
+type AuthorizeBatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Data AuthorizationBatch `json:"data"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AuthorizeBatchResponse) GetJSON200() *struct {
+	Data AuthorizationBatch `json:"data"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r AuthorizeBatchResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r AuthorizeBatchResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AuthorizeBatchResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r AuthorizeBatchResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r AuthorizeBatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AuthorizeBatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AuthorizeBatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AuthorizeBatchResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetApiReferenceResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -21969,6 +22636,159 @@ func (r RotateOidcClientSecretResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RotateOidcClientSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListPermissionHoldersResponse200Headers the declared response headers of an HTTP 200 response for ListPermissionHolders
+type ListPermissionHoldersResponse200Headers struct {
+	XNextCursor *string
+}
+
+type ListPermissionHoldersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Data []PermissionHolder `json:"data"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListPermissionHoldersResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListPermissionHoldersResponse) GetJSON200() *struct {
+	Data []PermissionHolder `json:"data"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListPermissionHoldersResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListPermissionHoldersResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListPermissionHoldersResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListPermissionHoldersResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ListPermissionHoldersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListPermissionHoldersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListPermissionHoldersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListPermissionHoldersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetPrincipalPermissionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Data PrincipalPermissions `json:"data"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetPrincipalPermissionsResponse) GetJSON200() *struct {
+	Data PrincipalPermissions `json:"data"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetPrincipalPermissionsResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetPrincipalPermissionsResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetPrincipalPermissionsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetPrincipalPermissionsResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetPrincipalPermissionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetPrincipalPermissionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetPrincipalPermissionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetPrincipalPermissionsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -25125,7 +25945,11 @@ func (c *ClientWithResponses) UpdateUserWithResponse(ctx context.Context, body U
 // give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 // correlates the decision with the access log. Decisions are not audited. The project is
 // named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
-// may be read in one query (`x-api-key-lookup: with-decision`).
+// may be read in one query (`x-api-key-lookup: with-decision`; not for `explain: true`).
+//
+// With `explain: true` the answer adds `explanation` (see `DecisionExplanation`): the
+// bindings that grant the permission, or why none does. Without it the answer is exactly
+// the three members above.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -25145,7 +25969,11 @@ func (c *ClientWithResponses) AuthorizeWithBodyWithResponse(ctx context.Context,
 // give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 // correlates the decision with the access log. Decisions are not audited. The project is
 // named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
-// may be read in one query (`x-api-key-lookup: with-decision`).
+// may be read in one query (`x-api-key-lookup: with-decision`; not for `explain: true`).
+//
+// With `explain: true` the answer adds `explanation` (see `DecisionExplanation`): the
+// bindings that grant the permission, or why none does. Without it the answer is exactly
+// the three members above.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -25156,6 +25984,54 @@ func (c *ClientWithResponses) AuthorizeWithResponse(ctx context.Context, body Au
 		return nil, err
 	}
 	return ParseAuthorizeResponse(rsp)
+}
+
+// AuthorizeBatchWithBodyWithResponse Decide up to 100 checks at once
+//
+// Decides each of `checks` (1 to 100) in the project named in the body by the rule of
+// `POST /api/v1/authorize`, and answers one result per check, in request order, each with
+// its own `decisionId`. The checks may name different principals and permissions, and the
+// same one twice. One invalid check refuses the whole request with a 400 whose `errors[].path`
+// names its index (`["body", "checks", "37", "permission"]`), and nothing is decided. With
+// `explain: true` every result carries its `explanation`, as on `/authorize`.
+//
+// The whole batch is read with the same number of queries whatever its size, in one
+// snapshot. Decisions are not audited. Called with an API key, the key is read on its own,
+// then the batch.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/authorize/batch (the `AuthorizeBatch` operationId).
+func (c *ClientWithResponses) AuthorizeBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AuthorizeBatchResponse, error) {
+	rsp, err := c.AuthorizeBatchWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAuthorizeBatchResponse(rsp)
+}
+
+// AuthorizeBatchWithResponse Decide up to 100 checks at once
+//
+// Decides each of `checks` (1 to 100) in the project named in the body by the rule of
+// `POST /api/v1/authorize`, and answers one result per check, in request order, each with
+// its own `decisionId`. The checks may name different principals and permissions, and the
+// same one twice. One invalid check refuses the whole request with a 400 whose `errors[].path`
+// names its index (`["body", "checks", "37", "permission"]`), and nothing is decided. With
+// `explain: true` every result carries its `explanation`, as on `/authorize`.
+//
+// The whole batch is read with the same number of queries whatever its size, in one
+// snapshot. Decisions are not audited. Called with an API key, the key is read on its own,
+// then the batch.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/authorize/batch (the `AuthorizeBatch` operationId).
+func (c *ClientWithResponses) AuthorizeBatchWithResponse(ctx context.Context, body AuthorizeBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*AuthorizeBatchResponse, error) {
+	rsp, err := c.AuthorizeBatch(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAuthorizeBatchResponse(rsp)
 }
 
 // GetApiReferenceWithResponse Open the API explorer
@@ -26009,6 +26885,51 @@ func (c *ClientWithResponses) RotateOidcClientSecretWithResponse(ctx context.Con
 		return nil, err
 	}
 	return ParseRotateOidcClientSecretResponse(rsp)
+}
+
+// ListPermissionHoldersWithResponse Who holds a permission
+//
+// The principals that hold `permission` in the project now — through an unexpired binding
+// of a role whose permissions contain it or `*` — ordered by `principalType`, then
+// `principalId` (bytewise). Each holder's `roles` lists the slugs of the roles that grant
+// it (sorted). `principalType` keeps one kind of principal.
+//
+// Paged by cursor: when more holders follow, the answer carries the header `x-next-cursor`;
+// send its value back as `cursor` (with the same `permission` and `principalType`) for the
+// next page. The last page has no `x-next-cursor`. A cursor is opaque; one that was not
+// issued here is a 400. Pages are read afresh: a binding created or deleted between two
+// pages shows (or stops showing) on the pages still to come. Not audited.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/projects/{projectId}/permission-holders (the `ListPermissionHolders` operationId).
+func (c *ClientWithResponses) ListPermissionHoldersWithResponse(ctx context.Context, projectId ProjectId, params *ListPermissionHoldersParams, reqEditors ...RequestEditorFn) (*ListPermissionHoldersResponse, error) {
+	rsp, err := c.ListPermissionHolders(ctx, projectId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListPermissionHoldersResponse(rsp)
+}
+
+// GetPrincipalPermissionsWithResponse A principal's effective permissions
+//
+// What the principal holds in the project now: `roles` lists its unexpired bindings (by
+// role slug, then binding id) and `permissions` the union of their roles' permissions,
+// sorted (bytewise) and unique, with `*` among them when a role holds it. `wildcard` is true
+// when `*` is held: every permission is then granted, so `permissions` is not exhaustive.
+// Expired bindings count for nothing. A principal with no binding answers 200 with empty
+// lists, never 404: principals are the product's own ids, unknown to Gatehouse until
+// bound. Not audited.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/projects/{projectId}/principals/{principalType}/{principalId}/permissions (the `GetPrincipalPermissions` operationId).
+func (c *ClientWithResponses) GetPrincipalPermissionsWithResponse(ctx context.Context, projectId ProjectId, principalType PrincipalTypePath, principalId PrincipalIdPath, reqEditors ...RequestEditorFn) (*GetPrincipalPermissionsResponse, error) {
+	rsp, err := c.GetPrincipalPermissions(ctx, projectId, principalType, principalId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetPrincipalPermissionsResponse(rsp)
 }
 
 // RestoreProjectWithResponse Restore an archived project
@@ -29246,6 +30167,62 @@ func ParseAuthorizeResponse(rsp *http.Response) (*AuthorizeResponse, error) {
 	return response, nil
 }
 
+// ParseAuthorizeBatchResponse parses an HTTP response from a AuthorizeBatchWithResponse call
+func ParseAuthorizeBatchResponse(rsp *http.Response) (*AuthorizeBatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AuthorizeBatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Data AuthorizationBatch `json:"data"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetApiReferenceResponse parses an HTTP response from a GetApiReferenceWithResponse call
 func ParseGetApiReferenceResponse(rsp *http.Response) (*GetApiReferenceResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -31343,6 +32320,131 @@ func ParseRotateOidcClientSecretResponse(rsp *http.Response) (*RotateOidcClientS
 			return nil, err
 		}
 		response.ApplicationproblemJSON409 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListPermissionHoldersResponse parses an HTTP response from a ListPermissionHoldersWithResponse call
+func ParseListPermissionHoldersResponse(rsp *http.Response) (*ListPermissionHoldersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListPermissionHoldersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Data []PermissionHolder `json:"data"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListPermissionHoldersResponse200Headers
+		if values := rsp.Header.Values("x-next-cursor"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-next-cursor", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XNextCursor = &value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetPrincipalPermissionsResponse parses an HTTP response from a GetPrincipalPermissionsWithResponse call
+func ParseGetPrincipalPermissionsResponse(rsp *http.Response) (*GetPrincipalPermissionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetPrincipalPermissionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Data PrincipalPermissions `json:"data"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
 
 	}
 

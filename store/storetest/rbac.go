@@ -23,6 +23,7 @@ func runRBAC(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("DeleteProjectRoleRace", func(t *testing.T) { testDeleteProjectRoleRace(t, open) })
 	t.Run("Decide", func(t *testing.T) { testDecide(t, open) })
 	t.Run("DecideFollowsChanges", func(t *testing.T) { testDecideFollowsChanges(t, open) })
+	t.Run("Decisions", func(t *testing.T) { runRBACDecisions(t, open) })
 }
 
 // rbacFixture is two projects (in one organization) to bind roles in.

@@ -1,0 +1,191 @@
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strings"
+
+	"github.com/gatehouse-dev/gatehouse/gen"
+	"github.com/gatehouse-dev/gatehouse/store"
+)
+
+// Project RBAC decisions: POST /authorize (one check, optionally explained), POST
+// /authorize/batch (up to 100 checks in one query), a principal's effective permissions and who
+// holds a permission. All need project:read in the project (named in the body for the two
+// decisions, x-scope-from-body, else in the path), read with one query after authentication and
+// authorization, write nothing and are never audited. Nothing is cached: every answer reads the
+// bindings as they are committed.
+
+// Authorize decides whether a principal holds a permission in the project named by the body.
+// The authorization middleware has resolved that project (x-scope-from-body: unknown, archived
+// or foreign ones are 404 there) and checked the caller's project:read; the decision is one
+// read query, or none when it was read with the request's API key (decide, authorize_fast.go).
+// With explain the decision is read with every binding of the principal (store.DecideBatch,
+// one query) and the answer adds its explanation; without it the answer has exactly allowed,
+// roles and decisionId. Its id goes to the access log, never to the audit log.
+func (s *Server) Authorize(ctx context.Context, req gen.AuthorizeRequestObject) (gen.AuthorizeResponseObject, error) {
+	body := req.Body
+	projectID, err := decisionProject(ctx, body.ProjectId)
+	if err != nil {
+		return nil, err
+	}
+	var out gen.AuthorizationDecision
+	if body.Explain != nil && *body.Explain {
+		results, err := s.store.DecideBatch(ctx, projectID, []store.Check{{PrincipalType: string(body.PrincipalType),
+			PrincipalID: body.PrincipalId, Permission: body.Permission}}, s.store.Now())
+		if err != nil {
+			return nil, err
+		}
+		out = decisionBody(results[0], true)
+	} else {
+		d, err := s.decide(ctx, authorizeQuestion{ProjectID: projectID, PrincipalType: string(body.PrincipalType),
+			PrincipalID: body.PrincipalId, Permission: body.Permission})
+		if err != nil {
+			return nil, err
+		}
+		out = gen.AuthorizationDecision{Allowed: d.Allowed, Roles: d.Roles, DecisionId: store.NewID("dec")}
+	}
+	s.metrics.decision(out.Allowed)
+	requestMetaFrom(ctx).DecisionID = out.DecisionId
+	return gen.Authorize200JSONResponse{Data: out}, nil
+}
+
+// AuthorizeBatch decides 1 to 100 checks in the project named by the body, by the rule of
+// Authorize, with one read query whatever their number (store.DecideBatch), and answers one
+// result per check, in order, each with its own decision id (and its explanation when the
+// body asks). The validator has refused the whole batch when any check is invalid.
+func (s *Server) AuthorizeBatch(ctx context.Context, req gen.AuthorizeBatchRequestObject) (gen.AuthorizeBatchResponseObject, error) {
+	body := req.Body
+	projectID, err := decisionProject(ctx, body.ProjectId)
+	if err != nil {
+		return nil, err
+	}
+	checks := make([]store.Check, len(body.Checks))
+	for i, c := range body.Checks {
+		checks[i] = store.Check{PrincipalType: string(c.PrincipalType), PrincipalID: c.PrincipalId, Permission: c.Permission}
+	}
+	results, err := s.store.DecideBatch(ctx, projectID, checks, s.store.Now())
+	if err != nil {
+		return nil, err
+	}
+	explain := body.Explain != nil && *body.Explain
+	out := make([]gen.AuthorizationDecision, len(results))
+	for i, r := range results {
+		out[i] = decisionBody(r, explain)
+		s.metrics.decision(r.Allowed)
+	}
+	return gen.AuthorizeBatch200JSONResponse{Data: gen.AuthorizationBatch{Results: out}}, nil
+}
+
+// GetPrincipalPermissions answers what a principal holds in the project now: its unexpired
+// bindings' roles and the union of their permissions (store.EffectivePermissions). A principal
+// without bindings is an empty answer, not a 404.
+func (s *Server) GetPrincipalPermissions(ctx context.Context, req gen.GetPrincipalPermissionsRequestObject) (gen.GetPrincipalPermissionsResponseObject, error) {
+	p, err := s.store.EffectivePermissions(ctx, req.ProjectId, string(req.PrincipalType), req.PrincipalId, s.store.Now())
+	if err != nil {
+		return nil, err
+	}
+	roles := make([]gen.EffectiveRole, len(p.Roles))
+	for i, r := range p.Roles {
+		roles[i] = gen.EffectiveRole{RoleId: r.RoleID, Slug: r.Slug, BindingId: r.BindingID, ExpiresAt: nullableOf(r.ExpiresAt)}
+	}
+	return gen.GetPrincipalPermissions200JSONResponse{Data: gen.PrincipalPermissions{
+		PrincipalType: req.PrincipalType, PrincipalId: req.PrincipalId,
+		Roles: roles, Permissions: p.Permissions, Wildcard: p.Wildcard,
+	}}, nil
+}
+
+// ListPermissionHolders lists one page of the principals that hold a permission in the project
+// now (store.PermissionHolders), with the cursor of the next page in x-next-cursor when more
+// follow. A cursor this API did not issue is a 400 on query.cursor.
+func (s *Server) ListPermissionHolders(ctx context.Context, req gen.ListPermissionHoldersRequestObject) (gen.ListPermissionHoldersResponseObject, error) {
+	p := req.Params
+	f := store.HolderFilter{}
+	if p.PrincipalType != nil {
+		f.PrincipalType = string(*p.PrincipalType)
+	}
+	if p.Limit != nil {
+		f.Limit = *p.Limit
+	}
+	if p.Cursor != nil {
+		after, ok := decodeHolderCursor(*p.Cursor)
+		if !ok {
+			return nil, Validation(FieldError{Path: []string{"query", "cursor"}, Message: "is not a cursor of this list"})
+		}
+		f.After = &after
+	}
+	holders, more, err := s.store.PermissionHolders(ctx, req.ProjectId, p.Permission, f, s.store.Now())
+	if err != nil {
+		return nil, err
+	}
+	var res gen.ListPermissionHolders200JSONResponse
+	res.Body.Data = make([]gen.PermissionHolder, len(holders))
+	for i, h := range holders {
+		res.Body.Data[i] = gen.PermissionHolder{PrincipalType: gen.PrincipalType(h.Type), PrincipalId: h.ID, Roles: h.Roles}
+	}
+	if more {
+		next := encodeHolderCursor(holders[len(holders)-1].PrincipalRef)
+		res.Headers.XNextCursor = &next
+	}
+	return res, nil
+}
+
+// decisionProject returns the project a decision request names in its body, once the
+// authorization middleware has resolved and authorized it (x-scope-from-body).
+func decisionProject(ctx context.Context, named string) (string, error) {
+	projectID := ScopeFrom(ctx).ProjectID
+	if projectID == "" || projectID != named {
+		// Fail closed: never decide for a project the middleware did not authorize.
+		return "", fmt.Errorf("server: authorize: project %q was not resolved by the authorization middleware", named)
+	}
+	return projectID, nil
+}
+
+// decisionBody is one check's decision under a fresh decision id, with its explanation when
+// explain is set: the granting bindings when allowed, the reason and every binding considered
+// when denied.
+func decisionBody(r store.CheckResult, explain bool) gen.AuthorizationDecision {
+	out := gen.AuthorizationDecision{Allowed: r.Allowed, Roles: r.Roles, DecisionId: store.NewID("dec")}
+	if !explain {
+		return out
+	}
+	if r.Allowed {
+		granted := r.GrantedBy()
+		by := make([]gen.GrantingBinding, len(granted))
+		for i, b := range granted {
+			by[i] = gen.GrantingBinding{BindingId: b.BindingID, RoleId: b.RoleID, RoleSlug: b.RoleSlug,
+				Matched: b.Matched, ExpiresAt: nullableOf(b.ExpiresAt)}
+		}
+		out.Explanation = &gen.DecisionExplanation{GrantedBy: &by}
+		return out
+	}
+	considered := make([]gen.ConsideredBinding, len(r.Bindings))
+	for i, b := range r.Bindings {
+		considered[i] = gen.ConsideredBinding{BindingId: b.BindingID, RoleSlug: b.RoleSlug,
+			ExpiresAt: nullableOf(b.ExpiresAt), Expired: b.Expired}
+	}
+	reason := gen.DecisionExplanationReason(r.DenialReason())
+	out.Explanation = &gen.DecisionExplanation{Reason: &reason, Considered: &considered}
+	return out
+}
+
+// A permission-holders cursor is the last holder of the page before, opaque to callers: the
+// unpadded base64url encoding of its type, a NUL byte and its id.
+
+func encodeHolderCursor(last store.PrincipalRef) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(last.Type + "\x00" + last.ID))
+}
+
+// decodeHolderCursor reads a cursor made by encodeHolderCursor; ok is false for anything else.
+func decodeHolderCursor(cursor string) (store.PrincipalRef, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil {
+		return store.PrincipalRef{}, false
+	}
+	typ, id, found := strings.Cut(string(raw), "\x00")
+	if !found || (typ != store.PrincipalUser && typ != store.PrincipalServiceAccount) || id == "" || len(id) > 255 {
+		return store.PrincipalRef{}, false
+	}
+	return store.PrincipalRef{Type: typ, ID: id}, true
+}
