@@ -3498,9 +3498,12 @@ type ClientInterface interface {
 
 	// AuthInviteMemberWithBody Invite someone by email
 	//
-	// Needs `member:manage`. The invitation expires after 48 hours; the mailer delivers the accept
-	// link (by default it is logged). `resend: true` refreshes a pending invitation instead of
-	// refusing it as a duplicate.
+	// Needs `member:manage`. The invitation expires after 48 hours. The invitation mail, with
+	// the accept link, is queued in the invitation's transaction and sent by the outbox worker
+	// (logged instead when no SMTP server is configured); a mail server outage never fails the
+	// request, and a mail over the send limits (5 per address per 15 minutes, 30 per client IP
+	// per hour) is dropped without changing the answer. `resend: true` refreshes a pending
+	// invitation instead of refusing it as a duplicate.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3509,9 +3512,12 @@ type ClientInterface interface {
 
 	// AuthInviteMember Invite someone by email
 	//
-	// Needs `member:manage`. The invitation expires after 48 hours; the mailer delivers the accept
-	// link (by default it is logged). `resend: true` refreshes a pending invitation instead of
-	// refusing it as a duplicate.
+	// Needs `member:manage`. The invitation expires after 48 hours. The invitation mail, with
+	// the accept link, is queued in the invitation's transaction and sent by the outbox worker
+	// (logged instead when no SMTP server is configured); a mail server outage never fails the
+	// request, and a mail over the send limits (5 per address per 15 minutes, 30 per client IP
+	// per hour) is dropped without changing the answer. `resend: true` refreshes a pending
+	// invitation instead of refusing it as a duplicate.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -5764,9 +5770,12 @@ func (c *Client) AuthHasPermission(ctx context.Context, body AuthHasPermissionJS
 
 // AuthInviteMemberWithBody Invite someone by email
 //
-// Needs `member:manage`. The invitation expires after 48 hours; the mailer delivers the accept
-// link (by default it is logged). `resend: true` refreshes a pending invitation instead of
-// refusing it as a duplicate.
+// Needs `member:manage`. The invitation expires after 48 hours. The invitation mail, with
+// the accept link, is queued in the invitation's transaction and sent by the outbox worker
+// (logged instead when no SMTP server is configured); a mail server outage never fails the
+// request, and a mail over the send limits (5 per address per 15 minutes, 30 per client IP
+// per hour) is dropped without changing the answer. `resend: true` refreshes a pending
+// invitation instead of refusing it as a duplicate.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5785,9 +5794,12 @@ func (c *Client) AuthInviteMemberWithBody(ctx context.Context, contentType strin
 
 // AuthInviteMember Invite someone by email
 //
-// Needs `member:manage`. The invitation expires after 48 hours; the mailer delivers the accept
-// link (by default it is logged). `resend: true` refreshes a pending invitation instead of
-// refusing it as a duplicate.
+// Needs `member:manage`. The invitation expires after 48 hours. The invitation mail, with
+// the accept link, is queued in the invitation's transaction and sent by the outbox worker
+// (logged instead when no SMTP server is configured); a mail server outage never fails the
+// request, and a mail over the send limits (5 per address per 15 minutes, 30 per client IP
+// per hour) is dropped without changing the answer. `resend: true` refreshes a pending
+// invitation instead of refusing it as a duplicate.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -14187,9 +14199,12 @@ type ClientWithResponsesInterface interface {
 
 	// AuthInviteMemberWithBodyWithResponse Invite someone by email
 	//
-	// Needs `member:manage`. The invitation expires after 48 hours; the mailer delivers the accept
-	// link (by default it is logged). `resend: true` refreshes a pending invitation instead of
-	// refusing it as a duplicate.
+	// Needs `member:manage`. The invitation expires after 48 hours. The invitation mail, with
+	// the accept link, is queued in the invitation's transaction and sent by the outbox worker
+	// (logged instead when no SMTP server is configured); a mail server outage never fails the
+	// request, and a mail over the send limits (5 per address per 15 minutes, 30 per client IP
+	// per hour) is dropped without changing the answer. `resend: true` refreshes a pending
+	// invitation instead of refusing it as a duplicate.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14198,9 +14213,12 @@ type ClientWithResponsesInterface interface {
 
 	// AuthInviteMemberWithResponse Invite someone by email
 	//
-	// Needs `member:manage`. The invitation expires after 48 hours; the mailer delivers the accept
-	// link (by default it is logged). `resend: true` refreshes a pending invitation instead of
-	// refusing it as a duplicate.
+	// Needs `member:manage`. The invitation expires after 48 hours. The invitation mail, with
+	// the accept link, is queued in the invitation's transaction and sent by the outbox worker
+	// (logged instead when no SMTP server is configured); a mail server outage never fails the
+	// request, and a mail over the send limits (5 per address per 15 minutes, 30 per client IP
+	// per hour) is dropped without changing the answer. `resend: true` refreshes a pending
+	// invitation instead of refusing it as a duplicate.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -23956,9 +23974,12 @@ func (c *ClientWithResponses) AuthHasPermissionWithResponse(ctx context.Context,
 
 // AuthInviteMemberWithBodyWithResponse Invite someone by email
 //
-// Needs `member:manage`. The invitation expires after 48 hours; the mailer delivers the accept
-// link (by default it is logged). `resend: true` refreshes a pending invitation instead of
-// refusing it as a duplicate.
+// Needs `member:manage`. The invitation expires after 48 hours. The invitation mail, with
+// the accept link, is queued in the invitation's transaction and sent by the outbox worker
+// (logged instead when no SMTP server is configured); a mail server outage never fails the
+// request, and a mail over the send limits (5 per address per 15 minutes, 30 per client IP
+// per hour) is dropped without changing the answer. `resend: true` refreshes a pending
+// invitation instead of refusing it as a duplicate.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -23973,9 +23994,12 @@ func (c *ClientWithResponses) AuthInviteMemberWithBodyWithResponse(ctx context.C
 
 // AuthInviteMemberWithResponse Invite someone by email
 //
-// Needs `member:manage`. The invitation expires after 48 hours; the mailer delivers the accept
-// link (by default it is logged). `resend: true` refreshes a pending invitation instead of
-// refusing it as a duplicate.
+// Needs `member:manage`. The invitation expires after 48 hours. The invitation mail, with
+// the accept link, is queued in the invitation's transaction and sent by the outbox worker
+// (logged instead when no SMTP server is configured); a mail server outage never fails the
+// request, and a mail over the send limits (5 per address per 15 minutes, 30 per client IP
+// per hour) is dropped without changing the answer. `resend: true` refreshes a pending
+// invitation instead of refusing it as a duplicate.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
