@@ -163,6 +163,15 @@ var envVars = []envVar{
 	{Name: "GATEHOUSE_BRAND_COLOR", Default: mail.DefaultBrandColor,
 		Doc:   "Accent colour of messages and hosted account pages, #rrggbb.",
 		Parse: parseBrandColor},
+	{Name: "GATEHOUSE_REQUIRE_EMAIL_VERIFICATION", Default: "false",
+		Doc: "true: an address must be verified (the mailed link) before its user signs in with a password.",
+		Parse: func(s *settings, v string) (err error) {
+			s.RequireEmailVerification, err = strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("want true or false")
+			}
+			return nil
+		}},
 	{Name: "GATEHOUSE_SESSION_IDLE_TIMEOUT", Default: "168h",
 		Doc: "A browser session unused this long expires (a Go duration, at least 1m).",
 		Parse: func(s *settings, v string) (err error) {

@@ -959,6 +959,14 @@ type AuthUser struct {
 	UpdatedAt Timestamp `json:"updatedAt"`
 }
 
+// AuthVerifyEmailResponse defines model for AuthVerifyEmailResponse.
+type AuthVerifyEmailResponse struct {
+	Status bool `json:"status"`
+
+	// User Always null, as better-auth answers outside its change-email flow.
+	User nullable.Nullable[any] `json:"user"`
+}
+
 // AuthorizationDecision defines model for AuthorizationDecision.
 type AuthorizationDecision struct {
 	Allowed    bool   `json:"allowed"`
@@ -2068,6 +2076,13 @@ type RevokeSessionJSONBody struct {
 	Token string `json:"token"`
 }
 
+// SendVerificationEmailJSONBody defines parameters for SendVerificationEmail.
+type SendVerificationEmailJSONBody struct {
+	// CallbackURL Where the link sends the browser after verifying (with `error` on failure).
+	CallbackURL *string             `json:"callbackURL,omitempty"`
+	Email       openapi_types.Email `json:"email"`
+}
+
 // SignOutJSONBody defines parameters for SignOut.
 type SignOutJSONBody map[string]interface{}
 
@@ -2075,6 +2090,12 @@ type SignOutJSONBody map[string]interface{}
 type UpdateUserJSONBody struct {
 	Image nullable.Nullable[string] `json:"image,omitempty"`
 	Name  *string                   `json:"name,omitempty"`
+}
+
+// VerifyEmailParams defines parameters for VerifyEmail.
+type VerifyEmailParams struct {
+	Token       string  `form:"token" json:"token"`
+	CallbackURL *string `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
 }
 
 // ListConfigEntriesParams defines parameters for ListConfigEntries.
@@ -2246,6 +2267,9 @@ type RevokeOtherSessionsJSONRequestBody RevokeOtherSessionsJSONBody
 
 // RevokeSessionJSONRequestBody defines body for RevokeSession for application/json ContentType.
 type RevokeSessionJSONRequestBody RevokeSessionJSONBody
+
+// SendVerificationEmailJSONRequestBody defines body for SendVerificationEmail for application/json ContentType.
+type SendVerificationEmailJSONRequestBody SendVerificationEmailJSONBody
 
 // SignInEmailJSONRequestBody defines body for SignInEmail for application/json ContentType.
 type SignInEmailJSONRequestBody = AuthSignInEmailBody
@@ -2476,6 +2500,9 @@ type ServerInterface interface {
 	// RevokeSession Revoke one of the user's sessions
 	// (POST /api/auth/revoke-session)
 	RevokeSession(ctx echo.Context) error
+	// SendVerificationEmail Send an email verification link
+	// (POST /api/auth/send-verification-email)
+	SendVerificationEmail(ctx echo.Context) error
 	// SignInEmail Sign in with email and password
 	// (POST /api/auth/sign-in/email)
 	SignInEmail(ctx echo.Context) error
@@ -2491,6 +2518,9 @@ type ServerInterface interface {
 	// UpdateUser Update the user's name or picture
 	// (POST /api/auth/update-user)
 	UpdateUser(ctx echo.Context) error
+	// VerifyEmail Verify an email address (the mailed link)
+	// (GET /api/auth/verify-email)
+	VerifyEmail(ctx echo.Context, params VerifyEmailParams) error
 	// Authorize Decide whether a principal holds a permission
 	// (POST /api/v1/authorize)
 	Authorize(ctx echo.Context) error
@@ -3062,6 +3092,15 @@ func (w *ServerInterfaceWrapper) RevokeSession(ctx echo.Context) error {
 	return err
 }
 
+// SendVerificationEmail converts echo context to params.
+func (w *ServerInterfaceWrapper) SendVerificationEmail(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.SendVerificationEmail(ctx)
+	return err
+}
+
 // SignInEmail converts echo context to params.
 func (w *ServerInterfaceWrapper) SignInEmail(ctx echo.Context) error {
 	var err error
@@ -3104,6 +3143,31 @@ func (w *ServerInterfaceWrapper) UpdateUser(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.UpdateUser(ctx)
+	return err
+}
+
+// VerifyEmail converts echo context to params.
+func (w *ServerInterfaceWrapper) VerifyEmail(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params VerifyEmailParams
+	// ------------- Required query parameter "token" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "token", ctx.QueryParams(), &params.Token, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter token: %s", err))
+	}
+
+	// ------------- Optional query parameter "callbackURL" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "callbackURL", ctx.QueryParams(), &params.CallbackURL, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter callbackURL: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.VerifyEmail(ctx, params)
 	return err
 }
 
@@ -4527,6 +4591,8 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/api/auth/sign-in/social", wrapper.SignInSocial, options.OperationMiddlewares["signInSocial"]...)
 	router.GET(options.BaseURL+"/api/auth/list-accounts", wrapper.ListAccounts, options.OperationMiddlewares["listAccounts"]...)
 	router.GET(options.BaseURL+"/api/auth/providers", wrapper.ListSocialProviders, options.OperationMiddlewares["listSocialProviders"]...)
+	router.POST(options.BaseURL+"/api/auth/send-verification-email", wrapper.SendVerificationEmail, options.OperationMiddlewares["sendVerificationEmail"]...)
+	router.GET(options.BaseURL+"/api/auth/verify-email", wrapper.VerifyEmail, options.OperationMiddlewares["verifyEmail"]...)
 
 }
 
@@ -6720,6 +6786,79 @@ func (response RevokeSession404ApplicationProblemPlusJSONResponse) VisitRevokeSe
 	return err
 }
 
+type SendVerificationEmailRequestObject struct {
+	Body *SendVerificationEmailJSONRequestBody
+}
+
+type SendVerificationEmailResponseObject interface {
+	VisitSendVerificationEmailResponse(w http.ResponseWriter) error
+}
+
+type SendVerificationEmail200JSONResponse AuthStatus
+
+func (response SendVerificationEmail200JSONResponse) VisitSendVerificationEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendVerificationEmail400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SendVerificationEmail400ApplicationProblemPlusJSONResponse) VisitSendVerificationEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendVerificationEmail403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SendVerificationEmail403ApplicationProblemPlusJSONResponse) VisitSendVerificationEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendVerificationEmail503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SendVerificationEmail503ApplicationProblemPlusJSONResponse) VisitSendVerificationEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type SignInEmailRequestObject struct {
 	JSONBody     *SignInEmailJSONRequestBody
 	FormdataBody *SignInEmailFormdataRequestBody
@@ -7189,6 +7328,167 @@ func (response UpdateUser403ApplicationProblemPlusJSONResponse) VisitUpdateUserR
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyEmailRequestObject struct {
+	Params VerifyEmailParams
+}
+
+type VerifyEmailResponseObject interface {
+	VisitVerifyEmailResponse(w http.ResponseWriter) error
+}
+
+type VerifyEmail200ResponseHeaders struct {
+	SetCookie *string
+}
+
+type VerifyEmail200JSONResponse struct {
+	Body    AuthVerifyEmailResponse
+	Headers VerifyEmail200ResponseHeaders
+}
+
+func (response VerifyEmail200JSONResponse) VisitVerifyEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyEmail200TexthtmlResponse struct {
+	Body          io.Reader
+	Headers       VerifyEmail200ResponseHeaders
+	ContentLength int64
+}
+
+func (response VerifyEmail200TexthtmlResponse) VisitVerifyEmailResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type VerifyEmail302ResponseHeaders struct {
+	Location  *string
+	SetCookie *string
+}
+
+type VerifyEmail302Response struct {
+	Headers VerifyEmail302ResponseHeaders
+}
+
+func (response VerifyEmail302Response) VisitVerifyEmailResponse(w http.ResponseWriter) error {
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(302)
+	return nil
+}
+
+type VerifyEmail400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyEmail400ApplicationProblemPlusJSONResponse) VisitVerifyEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyEmail401ApplicationProblemPlusJSONResponse AuthProblem
+
+func (response VerifyEmail401ApplicationProblemPlusJSONResponse) VisitVerifyEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyEmail401TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response VerifyEmail401TexthtmlResponse) VisitVerifyEmailResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(401)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type VerifyEmail403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyEmail403ApplicationProblemPlusJSONResponse) VisitVerifyEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyEmail503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyEmail503ApplicationProblemPlusJSONResponse) VisitVerifyEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -12221,6 +12521,9 @@ type StrictServerInterface interface {
 	// RevokeSession Revoke one of the user's sessions
 	// (POST /api/auth/revoke-session)
 	RevokeSession(ctx context.Context, request RevokeSessionRequestObject) (RevokeSessionResponseObject, error)
+	// SendVerificationEmail Send an email verification link
+	// (POST /api/auth/send-verification-email)
+	SendVerificationEmail(ctx context.Context, request SendVerificationEmailRequestObject) (SendVerificationEmailResponseObject, error)
 	// SignInEmail Sign in with email and password
 	// (POST /api/auth/sign-in/email)
 	SignInEmail(ctx context.Context, request SignInEmailRequestObject) (SignInEmailResponseObject, error)
@@ -12236,6 +12539,9 @@ type StrictServerInterface interface {
 	// UpdateUser Update the user's name or picture
 	// (POST /api/auth/update-user)
 	UpdateUser(ctx context.Context, request UpdateUserRequestObject) (UpdateUserResponseObject, error)
+	// VerifyEmail Verify an email address (the mailed link)
+	// (GET /api/auth/verify-email)
+	VerifyEmail(ctx context.Context, request VerifyEmailRequestObject) (VerifyEmailResponseObject, error)
 	// Authorize Decide whether a principal holds a permission
 	// (POST /api/v1/authorize)
 	Authorize(ctx context.Context, request AuthorizeRequestObject) (AuthorizeResponseObject, error)
@@ -13497,6 +13803,52 @@ func (sh *strictHandler) RevokeSession(ctx echo.Context) error {
 	return nil
 }
 
+// SendVerificationEmail operation middleware
+func (sh *strictHandler) SendVerificationEmail(ctx echo.Context) error {
+	var request SendVerificationEmailRequestObject
+
+	var body SendVerificationEmailJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.SendVerificationEmail(ctx.Request().Context(), request.(SendVerificationEmailRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SendVerificationEmail")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(SendVerificationEmailResponseObject); ok {
+		return validResponse.VisitSendVerificationEmailResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // SignInEmail operation middleware
 func (sh *strictHandler) SignInEmail(ctx echo.Context) error {
 	var request SignInEmailRequestObject
@@ -13766,6 +14118,31 @@ func (sh *strictHandler) UpdateUser(ctx echo.Context) error {
 		return err
 	} else if validResponse, ok := response.(UpdateUserResponseObject); ok {
 		return validResponse.VisitUpdateUserResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// VerifyEmail operation middleware
+func (sh *strictHandler) VerifyEmail(ctx echo.Context, params VerifyEmailParams) error {
+	var request VerifyEmailRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.VerifyEmail(ctx.Request().Context(), request.(VerifyEmailRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "VerifyEmail")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(VerifyEmailResponseObject); ok {
+		return validResponse.VisitVerifyEmailResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

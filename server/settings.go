@@ -100,6 +100,10 @@ type Config struct {
 	// SMTPTLSConfig, when not nil, replaces the SMTP connection's TLS settings. Wiring, not an
 	// environment variable (tests trust their SMTP server's certificate with it).
 	SMTPTLSConfig *tls.Config
+	// RequireEmailVerification (GATEHOUSE_REQUIRE_EMAIL_VERIFICATION) keeps users whose address
+	// is not verified from signing in with a password: sign-up starts no session, and sign-in
+	// answers 403 EMAIL_NOT_VERIFIED and mails a fresh link.
+	RequireEmailVerification bool
 	// Brand is how messages and the hosted account pages present the product
 	// (GATEHOUSE_BRAND_NAME, GATEHOUSE_BRAND_LOGO_URL, GATEHOUSE_BRAND_COLOR).
 	Brand mail.Brand

@@ -1317,6 +1317,14 @@ type AuthUserinfo struct {
 	UpdatedAt *int `json:"updated_at,omitempty"`
 }
 
+// AuthVerifyEmailResponse defines model for AuthVerifyEmailResponse.
+type AuthVerifyEmailResponse struct {
+	Status bool `json:"status"`
+
+	// User Always null, as better-auth answers outside its change-email flow.
+	User nullable.Nullable[any] `json:"user"`
+}
+
 // AuthorizationDecision defines model for AuthorizationDecision.
 type AuthorizationDecision struct {
 	Allowed    bool   `json:"allowed"`
@@ -2526,6 +2534,13 @@ type RevokeSessionJSONBody struct {
 	Token string `json:"token"`
 }
 
+// SendVerificationEmailJSONBody defines parameters for SendVerificationEmail.
+type SendVerificationEmailJSONBody struct {
+	// CallbackURL Where the link sends the browser after verifying (with `error` on failure).
+	CallbackURL *string             `json:"callbackURL,omitempty"`
+	Email       openapi_types.Email `json:"email"`
+}
+
 // SignOutJSONBody defines parameters for SignOut.
 type SignOutJSONBody map[string]interface{}
 
@@ -2533,6 +2548,12 @@ type SignOutJSONBody map[string]interface{}
 type UpdateUserJSONBody struct {
 	Image nullable.Nullable[string] `json:"image,omitempty"`
 	Name  *string                   `json:"name,omitempty"`
+}
+
+// VerifyEmailParams defines parameters for VerifyEmail.
+type VerifyEmailParams struct {
+	Token       string  `form:"token" json:"token"`
+	CallbackURL *string `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
 }
 
 // ListConfigEntriesParams defines parameters for ListConfigEntries.
@@ -2737,6 +2758,9 @@ type RevokeOtherSessionsJSONRequestBody RevokeOtherSessionsJSONBody
 
 // RevokeSessionJSONRequestBody defines body for RevokeSession for application/json ContentType.
 type RevokeSessionJSONRequestBody RevokeSessionJSONBody
+
+// SendVerificationEmailJSONRequestBody defines body for SendVerificationEmail for application/json ContentType.
+type SendVerificationEmailJSONRequestBody SendVerificationEmailJSONBody
 
 // SignInEmailJSONRequestBody defines body for SignInEmail for application/json ContentType.
 type SignInEmailJSONRequestBody = AuthSignInEmailBody
@@ -3709,13 +3733,52 @@ type ClientInterface interface {
 	// Corresponds with POST /api/auth/revoke-session (the `RevokeSession` operationId).
 	RevokeSession(ctx context.Context, body RevokeSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// SendVerificationEmailWithBody Send an email verification link
+	//
+	// Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
+	// out, the answer is always `{"status": true}`, whether or not an unverified account has
+	// that address, and the link is only sent when one has: the answer tells nothing about
+	// accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+	// yet (400 `EMAIL_ALREADY_VERIFIED`). The link
+	// (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
+	// must be a path on this site or a URL on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+	// limits (5 per address per 15 minutes, 30 per client IP per hour); a mail over a limit is
+	// dropped without changing the answer.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/send-verification-email (the `SendVerificationEmail` operationId).
+	SendVerificationEmailWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SendVerificationEmail Send an email verification link
+	//
+	// Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
+	// out, the answer is always `{"status": true}`, whether or not an unverified account has
+	// that address, and the link is only sent when one has: the answer tells nothing about
+	// accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+	// yet (400 `EMAIL_ALREADY_VERIFIED`). The link
+	// (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
+	// must be a path on this site or a URL on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+	// limits (5 per address per 15 minutes, 30 per client IP per hour); a mail over a limit is
+	// dropped without changing the answer.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/send-verification-email (the `SendVerificationEmail` operationId).
+	SendVerificationEmail(ctx context.Context, body SendVerificationEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// SignInEmailWithBody Sign in with email and password
 	//
 	// Starts a new session (a new token at every sign-in) and sets the session cookie; with
 	// `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-	// form post.
+	// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+	// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+	// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+	// send limits.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -3731,7 +3794,10 @@ type ClientInterface interface {
 	// `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-	// form post.
+	// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+	// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+	// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+	// send limits.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -3747,7 +3813,10 @@ type ClientInterface interface {
 	// `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-	// form post.
+	// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+	// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+	// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+	// send limits.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -3842,6 +3911,10 @@ type ClientInterface interface {
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
+	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3858,6 +3931,10 @@ type ClientInterface interface {
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
+	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3874,6 +3951,10 @@ type ClientInterface interface {
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
+	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
@@ -3893,6 +3974,28 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/auth/update-user (the `UpdateUser` operationId).
 	UpdateUser(ctx context.Context, body UpdateUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// VerifyEmail Verify an email address (the mailed link)
+	//
+	// The link of a verification mail. The token works once, within 24 hours. Verifying an
+	// address that was not verified is proof that the link's opener owns it, so the account's
+	// other ways in end (`identity.ClaimEmail`, audited as `user.email_claim`): every session
+	// and OAuth grant ends and linked provider accounts are removed. The password stays when
+	// it is the one the account had when the link was mailed (the link confirms that sign-up);
+	// one set afterwards is removed. When the browser that opens the link was signed in to
+	// this account, it stays signed in (a new session cookie); no other browser is signed in
+	// by a link.
+	//
+	// With a `callbackURL` (a path on this site or a URL on the base URL or a trusted origin,
+	// else 403 `INVALID_CALLBACK_URL`), the answer is a 302 to it, with `error=INVALID_TOKEN`
+	// or `error=TOKEN_EXPIRED` appended on failure. Without one, a browser (`Accept` with
+	// `text/html`) gets a page saying what happened, and any other client
+	// `{"status": true, "user": null}` or a 401 problem (`INVALID_TOKEN`, `TOKEN_EXPIRED`).
+	// A link opened again after it worked (a mail scanner may open it first) is answered as a
+	// success while the address stays verified.
+	//
+	// Corresponds with GET /api/auth/verify-email (the `VerifyEmail` operationId).
+	VerifyEmail(ctx context.Context, params *VerifyEmailParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AuthorizeWithBody Decide whether a principal holds a permission
 	//
@@ -6231,13 +6334,72 @@ func (c *Client) RevokeSession(ctx context.Context, body RevokeSessionJSONReques
 	return c.Client.Do(req)
 }
 
+// SendVerificationEmailWithBody Send an email verification link
+//
+// Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
+// out, the answer is always `{"status": true}`, whether or not an unverified account has
+// that address, and the link is only sent when one has: the answer tells nothing about
+// accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+// yet (400 `EMAIL_ALREADY_VERIFIED`). The link
+// (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
+// must be a path on this site or a URL on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+// limits (5 per address per 15 minutes, 30 per client IP per hour); a mail over a limit is
+// dropped without changing the answer.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/send-verification-email (the `SendVerificationEmail` operationId).
+func (c *Client) SendVerificationEmailWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendVerificationEmailRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SendVerificationEmail Send an email verification link
+//
+// Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
+// out, the answer is always `{"status": true}`, whether or not an unverified account has
+// that address, and the link is only sent when one has: the answer tells nothing about
+// accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+// yet (400 `EMAIL_ALREADY_VERIFIED`). The link
+// (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
+// must be a path on this site or a URL on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+// limits (5 per address per 15 minutes, 30 per client IP per hour); a mail over a limit is
+// dropped without changing the answer.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/send-verification-email (the `SendVerificationEmail` operationId).
+func (c *Client) SendVerificationEmail(ctx context.Context, body SendVerificationEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendVerificationEmailRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // SignInEmailWithBody Sign in with email and password
 //
 // Starts a new session (a new token at every sign-in) and sets the session cookie; with
 // `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-// form post.
+// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+// send limits.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
@@ -6263,7 +6425,10 @@ func (c *Client) SignInEmailWithBody(ctx context.Context, contentType string, bo
 // `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-// form post.
+// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+// send limits.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
@@ -6289,7 +6454,10 @@ func (c *Client) SignInEmail(ctx context.Context, body SignInEmailJSONRequestBod
 // `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-// form post.
+// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+// send limits.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
@@ -6444,6 +6612,10 @@ func (c *Client) SignOut(ctx context.Context, body SignOutJSONRequestBody, reqEd
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
+// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 //
 // Takes any type of body and a specified content type.
 //
@@ -6470,6 +6642,10 @@ func (c *Client) SignUpEmailWithBody(ctx context.Context, contentType string, bo
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
+// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6496,6 +6672,10 @@ func (c *Client) SignUpEmail(ctx context.Context, body SignUpEmailJSONRequestBod
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
+// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
@@ -6536,6 +6716,38 @@ func (c *Client) UpdateUserWithBody(ctx context.Context, contentType string, bod
 // Corresponds with POST /api/auth/update-user (the `UpdateUser` operationId).
 func (c *Client) UpdateUser(ctx context.Context, body UpdateUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdateUserRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// VerifyEmail Verify an email address (the mailed link)
+//
+// The link of a verification mail. The token works once, within 24 hours. Verifying an
+// address that was not verified is proof that the link's opener owns it, so the account's
+// other ways in end (`identity.ClaimEmail`, audited as `user.email_claim`): every session
+// and OAuth grant ends and linked provider accounts are removed. The password stays when
+// it is the one the account had when the link was mailed (the link confirms that sign-up);
+// one set afterwards is removed. When the browser that opens the link was signed in to
+// this account, it stays signed in (a new session cookie); no other browser is signed in
+// by a link.
+//
+// With a `callbackURL` (a path on this site or a URL on the base URL or a trusted origin,
+// else 403 `INVALID_CALLBACK_URL`), the answer is a 302 to it, with `error=INVALID_TOKEN`
+// or `error=TOKEN_EXPIRED` appended on failure. Without one, a browser (`Accept` with
+// `text/html`) gets a page saying what happened, and any other client
+// `{"status": true, "user": null}` or a 401 problem (`INVALID_TOKEN`, `TOKEN_EXPIRED`).
+// A link opened again after it worked (a mail scanner may open it first) is answered as a
+// success while the address stays verified.
+//
+// Corresponds with GET /api/auth/verify-email (the `VerifyEmail` operationId).
+func (c *Client) VerifyEmail(ctx context.Context, params *VerifyEmailParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVerifyEmailRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -10392,6 +10604,46 @@ func NewRevokeSessionRequestWithBody(server string, contentType string, body io.
 	return req, nil
 }
 
+// NewSendVerificationEmailRequest calls the generic SendVerificationEmail builder with application/json body
+func NewSendVerificationEmailRequest(server string, body SendVerificationEmailJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSendVerificationEmailRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSendVerificationEmailRequestWithBody constructs an http.Request for the SendVerificationEmail method, with any body, and a specified content type
+func NewSendVerificationEmailRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/send-verification-email")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewSignInEmailRequest calls the generic SignInEmail builder with application/json body
 func NewSignInEmailRequest(server string, body SignInEmailJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -10621,6 +10873,68 @@ func NewUpdateUserRequestWithBody(server string, contentType string, body io.Rea
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewVerifyEmailRequest constructs an http.Request for the VerifyEmail method
+func NewVerifyEmailRequest(server string, params *VerifyEmailParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/verify-email")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "token", params.Token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.CallbackURL != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "callbackURL", *params.CallbackURL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -14420,13 +14734,52 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/auth/revoke-session (the `RevokeSession` operationId).
 	RevokeSessionWithResponse(ctx context.Context, body RevokeSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*RevokeSessionResponse, error)
 
+	// SendVerificationEmailWithBodyWithResponse Send an email verification link
+	//
+	// Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
+	// out, the answer is always `{"status": true}`, whether or not an unverified account has
+	// that address, and the link is only sent when one has: the answer tells nothing about
+	// accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+	// yet (400 `EMAIL_ALREADY_VERIFIED`). The link
+	// (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
+	// must be a path on this site or a URL on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+	// limits (5 per address per 15 minutes, 30 per client IP per hour); a mail over a limit is
+	// dropped without changing the answer.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/send-verification-email (the `SendVerificationEmail` operationId).
+	SendVerificationEmailWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendVerificationEmailResponse, error)
+
+	// SendVerificationEmailWithResponse Send an email verification link
+	//
+	// Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
+	// out, the answer is always `{"status": true}`, whether or not an unverified account has
+	// that address, and the link is only sent when one has: the answer tells nothing about
+	// accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+	// yet (400 `EMAIL_ALREADY_VERIFIED`). The link
+	// (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
+	// must be a path on this site or a URL on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+	// limits (5 per address per 15 minutes, 30 per client IP per hour); a mail over a limit is
+	// dropped without changing the answer.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/send-verification-email (the `SendVerificationEmail` operationId).
+	SendVerificationEmailWithResponse(ctx context.Context, body SendVerificationEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*SendVerificationEmailResponse, error)
+
 	// SignInEmailWithBodyWithResponse Sign in with email and password
 	//
 	// Starts a new session (a new token at every sign-in) and sets the session cookie; with
 	// `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-	// form post.
+	// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+	// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+	// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+	// send limits.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -14442,7 +14795,10 @@ type ClientWithResponsesInterface interface {
 	// `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-	// form post.
+	// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+	// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+	// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+	// send limits.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -14458,7 +14814,10 @@ type ClientWithResponsesInterface interface {
 	// `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-	// form post.
+	// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+	// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+	// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+	// send limits.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -14553,6 +14912,10 @@ type ClientWithResponsesInterface interface {
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
+	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14569,6 +14932,10 @@ type ClientWithResponsesInterface interface {
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
+	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14585,6 +14952,10 @@ type ClientWithResponsesInterface interface {
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
+	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14604,6 +14975,30 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/auth/update-user (the `UpdateUser` operationId).
 	UpdateUserWithResponse(ctx context.Context, body UpdateUserJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateUserResponse, error)
+
+	// VerifyEmailWithResponse Verify an email address (the mailed link)
+	//
+	// The link of a verification mail. The token works once, within 24 hours. Verifying an
+	// address that was not verified is proof that the link's opener owns it, so the account's
+	// other ways in end (`identity.ClaimEmail`, audited as `user.email_claim`): every session
+	// and OAuth grant ends and linked provider accounts are removed. The password stays when
+	// it is the one the account had when the link was mailed (the link confirms that sign-up);
+	// one set afterwards is removed. When the browser that opens the link was signed in to
+	// this account, it stays signed in (a new session cookie); no other browser is signed in
+	// by a link.
+	//
+	// With a `callbackURL` (a path on this site or a URL on the base URL or a trusted origin,
+	// else 403 `INVALID_CALLBACK_URL`), the answer is a 302 to it, with `error=INVALID_TOKEN`
+	// or `error=TOKEN_EXPIRED` appended on failure. Without one, a browser (`Accept` with
+	// `text/html`) gets a page saying what happened, and any other client
+	// `{"status": true, "user": null}` or a 401 problem (`INVALID_TOKEN`, `TOKEN_EXPIRED`).
+	// A link opened again after it worked (a mail scanner may open it first) is answered as a
+	// success while the address stays verified.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/verify-email (the `VerifyEmail` operationId).
+	VerifyEmailWithResponse(ctx context.Context, params *VerifyEmailParams, reqEditors ...RequestEditorFn) (*VerifyEmailResponse, error)
 
 	// AuthorizeWithBodyWithResponse Decide whether a principal holds a permission
 	//
@@ -18307,6 +18702,75 @@ func (r RevokeSessionResponse) ContentType() string {
 	return ""
 }
 
+// SendVerificationEmailResponse503Headers the declared response headers of an HTTP 503 response for SendVerificationEmail
+type SendVerificationEmailResponse503Headers struct {
+	RetryAfter *int
+}
+
+type SendVerificationEmailResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthStatus
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SendVerificationEmailResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SendVerificationEmailResponse) GetJSON200() *AuthStatus {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SendVerificationEmailResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SendVerificationEmailResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r SendVerificationEmailResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r SendVerificationEmailResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SendVerificationEmailResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SendVerificationEmailResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SendVerificationEmailResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // SignInEmailResponse200Headers the declared response headers of an HTTP 200 response for SignInEmail
 type SignInEmailResponse200Headers struct {
 	SetCookie *string
@@ -18696,6 +19160,97 @@ func (r UpdateUserResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r UpdateUserResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// VerifyEmailResponse200Headers the declared response headers of an HTTP 200 response for VerifyEmail
+type VerifyEmailResponse200Headers struct {
+	SetCookie *string
+}
+
+// VerifyEmailResponse302Headers the declared response headers of an HTTP 302 response for VerifyEmail
+type VerifyEmailResponse302Headers struct {
+	Location  *string
+	SetCookie *string
+}
+
+// VerifyEmailResponse503Headers the declared response headers of an HTTP 503 response for VerifyEmail
+type VerifyEmailResponse503Headers struct {
+	RetryAfter *int
+}
+
+type VerifyEmailResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthVerifyEmailResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *AuthProblem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *VerifyEmailResponse200Headers
+	// Headers302 the parsed response headers for an HTTP 302 response
+	Headers302 *VerifyEmailResponse302Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *VerifyEmailResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r VerifyEmailResponse) GetJSON200() *AuthVerifyEmailResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r VerifyEmailResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r VerifyEmailResponse) GetApplicationproblemJSON401() *AuthProblem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r VerifyEmailResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r VerifyEmailResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r VerifyEmailResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r VerifyEmailResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r VerifyEmailResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r VerifyEmailResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -24345,13 +24900,64 @@ func (c *ClientWithResponses) RevokeSessionWithResponse(ctx context.Context, bod
 	return ParseRevokeSessionResponse(rsp)
 }
 
+// SendVerificationEmailWithBodyWithResponse Send an email verification link
+//
+// Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
+// out, the answer is always `{"status": true}`, whether or not an unverified account has
+// that address, and the link is only sent when one has: the answer tells nothing about
+// accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+// yet (400 `EMAIL_ALREADY_VERIFIED`). The link
+// (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
+// must be a path on this site or a URL on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+// limits (5 per address per 15 minutes, 30 per client IP per hour); a mail over a limit is
+// dropped without changing the answer.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/send-verification-email (the `SendVerificationEmail` operationId).
+func (c *ClientWithResponses) SendVerificationEmailWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendVerificationEmailResponse, error) {
+	rsp, err := c.SendVerificationEmailWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSendVerificationEmailResponse(rsp)
+}
+
+// SendVerificationEmailWithResponse Send an email verification link
+//
+// Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
+// out, the answer is always `{"status": true}`, whether or not an unverified account has
+// that address, and the link is only sent when one has: the answer tells nothing about
+// accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+// yet (400 `EMAIL_ALREADY_VERIFIED`). The link
+// (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
+// must be a path on this site or a URL on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+// limits (5 per address per 15 minutes, 30 per client IP per hour); a mail over a limit is
+// dropped without changing the answer.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/send-verification-email (the `SendVerificationEmail` operationId).
+func (c *ClientWithResponses) SendVerificationEmailWithResponse(ctx context.Context, body SendVerificationEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*SendVerificationEmailResponse, error) {
+	rsp, err := c.SendVerificationEmail(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSendVerificationEmailResponse(rsp)
+}
+
 // SignInEmailWithBodyWithResponse Sign in with email and password
 //
 // Starts a new session (a new token at every sign-in) and sets the session cookie; with
 // `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-// form post.
+// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+// send limits.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
@@ -24373,7 +24979,10 @@ func (c *ClientWithResponses) SignInEmailWithBodyWithResponse(ctx context.Contex
 // `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-// form post.
+// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+// send limits.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
@@ -24395,7 +25004,10 @@ func (c *ClientWithResponses) SignInEmailWithResponse(ctx context.Context, body 
 // `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-// form post.
+// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+// send limits.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
@@ -24526,6 +25138,10 @@ func (c *ClientWithResponses) SignOutWithResponse(ctx context.Context, body Sign
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
+// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -24548,6 +25164,10 @@ func (c *ClientWithResponses) SignUpEmailWithBodyWithResponse(ctx context.Contex
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
+// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -24570,6 +25190,10 @@ func (c *ClientWithResponses) SignUpEmailWithResponse(ctx context.Context, body 
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
+// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -24606,6 +25230,36 @@ func (c *ClientWithResponses) UpdateUserWithResponse(ctx context.Context, body U
 		return nil, err
 	}
 	return ParseUpdateUserResponse(rsp)
+}
+
+// VerifyEmailWithResponse Verify an email address (the mailed link)
+//
+// The link of a verification mail. The token works once, within 24 hours. Verifying an
+// address that was not verified is proof that the link's opener owns it, so the account's
+// other ways in end (`identity.ClaimEmail`, audited as `user.email_claim`): every session
+// and OAuth grant ends and linked provider accounts are removed. The password stays when
+// it is the one the account had when the link was mailed (the link confirms that sign-up);
+// one set afterwards is removed. When the browser that opens the link was signed in to
+// this account, it stays signed in (a new session cookie); no other browser is signed in
+// by a link.
+//
+// With a `callbackURL` (a path on this site or a URL on the base URL or a trusted origin,
+// else 403 `INVALID_CALLBACK_URL`), the answer is a 302 to it, with `error=INVALID_TOKEN`
+// or `error=TOKEN_EXPIRED` appended on failure. Without one, a browser (`Accept` with
+// `text/html`) gets a page saying what happened, and any other client
+// `{"status": true, "user": null}` or a 401 problem (`INVALID_TOKEN`, `TOKEN_EXPIRED`).
+// A link opened again after it worked (a mail scanner may open it first) is answered as a
+// success while the address stays verified.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/verify-email (the `VerifyEmail` operationId).
+func (c *ClientWithResponses) VerifyEmailWithResponse(ctx context.Context, params *VerifyEmailParams, reqEditors ...RequestEditorFn) (*VerifyEmailResponse, error) {
+	rsp, err := c.VerifyEmail(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVerifyEmailResponse(rsp)
 }
 
 // AuthorizeWithBodyWithResponse Decide whether a principal holds a permission
@@ -28202,6 +28856,66 @@ func ParseRevokeSessionResponse(rsp *http.Response) (*RevokeSessionResponse, err
 	return response, nil
 }
 
+// ParseSendVerificationEmailResponse parses an HTTP response from a SendVerificationEmailWithResponse call
+func ParseSendVerificationEmailResponse(rsp *http.Response) (*SendVerificationEmailResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SendVerificationEmailResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers SendVerificationEmailResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseSignInEmailResponse parses an HTTP response from a SignInEmailWithResponse call
 func ParseSignInEmailResponse(rsp *http.Response) (*SignInEmailResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -28571,6 +29285,109 @@ func ParseUpdateUserResponse(rsp *http.Response) (*UpdateUserResponse, error) {
 		}
 		response.ApplicationproblemJSON403 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseVerifyEmailResponse parses an HTTP response from a VerifyEmailWithResponse call
+func ParseVerifyEmailResponse(rsp *http.Response) (*VerifyEmailResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &VerifyEmailResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthVerifyEmailResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 302:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case rsp.StatusCode == 200:
+	// Content-type (text/html) unsupported
+
+	case rsp.StatusCode == 401:
+		// Content-type (text/html) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers VerifyEmailResponse200Headers
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 302:
+		var headers VerifyEmailResponse302Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers302 = &headers
+	case rsp.StatusCode == 503:
+		var headers VerifyEmailResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
