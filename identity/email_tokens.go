@@ -49,24 +49,34 @@ func credentialFingerprint(passwordHash string) string { return HashToken(passwo
 // clock, and returns it: the only copy, for the mailed link. A verification token records the
 // account's password (as its fingerprint) at this moment: the password the link vouches for.
 func IssueEmailToken(ctx context.Context, tx *store.Tx, purpose string, u store.User, lifetime time.Duration) (string, error) {
-	token, err := RandomBase62(emailTokenLength)
+	token, err := NewEmailToken()
 	if err != nil {
 		return "", err
 	}
+	return token, StoreEmailToken(ctx, tx, purpose, token, u, lifetime)
+}
+
+// NewEmailToken returns a new random email token (to store with StoreEmailToken). Callers that
+// must do the same work whether or not there is a user to mail (request-password-reset) make
+// the token and its message first, and store them only when there is.
+func NewEmailToken() (string, error) { return RandomBase62(emailTokenLength) }
+
+// StoreEmailToken stores token (made by NewEmailToken) as IssueEmailToken does. A u without an
+// ID stores a decoy for u.Email, which belongs to nobody and never works: a request for an
+// address without an account stores one, so that it does the same work as one with an account.
+func StoreEmailToken(ctx context.Context, tx *store.Tx, purpose, token string, u store.User, lifetime time.Duration) error {
 	t := store.EmailToken{Purpose: purpose, UserID: u.ID, Email: u.Email, ExpiresAt: tx.Now().Add(lifetime)}
 	if purpose == store.EmailTokenVerifyEmail {
+		// A decoy reads too (and finds nothing), as a real token does.
 		hash, err := tx.PasswordHashTx(ctx, u.ID)
-		if err != nil {
-			return "", err
+		if err != nil && (u.ID != "" || !errors.Is(err, store.ErrNotFound)) {
+			return err
 		}
 		if hash != "" {
 			t.Credential = credentialFingerprint(hash)
 		}
 	}
-	if err := tx.CreateEmailToken(ctx, HashToken(token), &t); err != nil {
-		return "", err
-	}
-	return token, nil
+	return tx.CreateEmailToken(ctx, HashToken(token), &t)
 }
 
 // UseEmailToken uses token of purpose in tx and returns it with its user as they are now:
@@ -84,6 +94,9 @@ func UseEmailToken(ctx context.Context, tx *store.Tx, purpose, token string) (st
 	}
 	if err != nil {
 		return store.EmailToken{}, store.User{}, err
+	}
+	if t.UserID == "" {
+		return store.EmailToken{}, store.User{}, ErrTokenInvalid
 	}
 	if !now.Before(t.ExpiresAt) {
 		return store.EmailToken{}, store.User{}, ErrTokenExpired
@@ -110,7 +123,7 @@ func CheckEmailToken(ctx context.Context, st *store.Store, purpose, token string
 		return ErrTokenInvalid
 	case err != nil:
 		return err
-	case t.UsedAt != nil:
+	case t.UsedAt != nil || t.UserID == "":
 		return ErrTokenInvalid
 	case !st.Now().Before(t.ExpiresAt):
 		return ErrTokenExpired
@@ -165,4 +178,60 @@ func VerifyEmail(ctx context.Context, tx *store.Tx, token string, record store.A
 	}
 	u.EmailVerified = true
 	return EmailVerification{User: u, Claim: claim}, nil
+}
+
+// PasswordResetAction is the audit action of a password reset.
+const PasswordResetAction = "user.password_reset"
+
+// PasswordReset is what ResetPassword did.
+type PasswordReset struct {
+	User store.User
+	// Claim is the email claim of a never-verified address (Claimed), which ended the
+	// sessions and grants itself.
+	Claim EmailClaim
+	// SessionsEnded and Grants are what the reset ended besides.
+	SessionsEnded int64
+	Grants        store.OAuthGrantRevocation
+}
+
+// ResetPassword uses a reset token in tx and makes newHash the user's password. A reset is
+// what a user does when the password is lost or stolen, so it ends everything issued on the
+// strength of the old one: every session, and the OAuth grants (refresh tokens revoked, access
+// tokens deleted, unredeemed codes used up; consents stay). The user's other reset links stop
+// working. When the address was never verified, the reset proves that its requester owns it,
+// so the account is claimed first (ClaimEmail, proof ProofPasswordReset: provider links and
+// consents go too), and the new password is the proven way in. It appends the
+// PasswordResetAction audit row (record as the caller filled it in; the user is the actor and
+// the target). Errors: ErrTokenInvalid, ErrTokenExpired, or the store's.
+func ResetPassword(ctx context.Context, tx *store.Tx, token, newHash string, record store.AuditEntry) (PasswordReset, error) {
+	_, u, err := UseEmailToken(ctx, tx, store.EmailTokenResetPassword, token)
+	if err != nil {
+		return PasswordReset{}, err
+	}
+	record.ActorType, record.ActorID = store.ActorUser, u.ID
+	r := PasswordReset{User: u}
+	if r.Claim, err = ClaimEmail(ctx, tx, u.ID, ProofPasswordReset, record); err != nil {
+		return r, err
+	}
+	r.User.EmailVerified = true
+	if err := tx.SetPassword(ctx, u.ID, newHash); err != nil {
+		return r, err
+	}
+	if r.SessionsEnded, err = tx.DeleteOtherSessions(ctx, u.ID, ""); err != nil {
+		return r, err
+	}
+	if r.Grants, err = tx.RevokeUserOAuthGrants(ctx, u.ID, true); err != nil {
+		return r, err
+	}
+	if _, err := tx.UseUserEmailTokens(ctx, u.ID, store.EmailTokenResetPassword, tx.Now()); err != nil {
+		return r, err
+	}
+	record.Action, record.TargetType, record.TargetID = PasswordResetAction, "user", u.ID
+	record.Metadata = map[string]any{
+		"claimed":              r.Claim.Claimed,
+		"sessionsEnded":        r.SessionsEnded + r.Claim.SessionsEnded,
+		"refreshTokensRevoked": r.Grants.RefreshTokens + r.Claim.Grants.RefreshTokens,
+		"accessTokensRevoked":  r.Grants.AccessTokens + r.Claim.Grants.AccessTokens,
+	}
+	return r, tx.AppendAudit(ctx, &record)
 }

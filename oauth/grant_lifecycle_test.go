@@ -171,6 +171,30 @@ func TestOAuthGrantLifecycle(t *testing.T) {
 				u.password = "a-new-password-1234"
 			}
 		}
+		// passwordReset resets the password through the mailed link, the address verified before
+		// (verified) or never (the reset then claims the account).
+		passwordReset := func(verified bool) func(t *testing.T, u *lifecycleUser) {
+			return func(t *testing.T, u *lifecycleUser) {
+				if verified {
+					if err := env.app.Store.InTx(context.Background(), func(tx *store.Tx) error {
+						_, err := tx.VerifyEmail(context.Background(), u.ID)
+						return err
+					}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if res := browserJSON(u.other, "POST", "/api/auth/request-password-reset", `{"email":"`+u.Email+`"}`); res.Status != http.StatusOK {
+					t.Fatalf("request-password-reset: %d %s", res.Status, res.Body)
+				}
+				link := smtp.WaitFor(t, u.Email, 20*time.Second).Link(t, env.url+"/api/auth/reset-password/")
+				token := strings.TrimPrefix(link, env.url+"/api/auth/reset-password/")
+				body := `{"newPassword":"a-reset-password-1234","token":"` + token + `"}`
+				if res := browserJSON(u.other, "POST", "/api/auth/reset-password", body); res.Status != http.StatusOK {
+					t.Fatalf("reset-password: %d %s", res.Status, res.Body)
+				}
+				u.password = "a-reset-password-1234"
+			}
+		}
 		rows := []struct {
 			name  string
 			event func(t *testing.T, u *lifecycleUser)
@@ -195,6 +219,10 @@ func TestOAuthGrantLifecycle(t *testing.T) {
 					t.Fatalf("verify-email: %d %s", res.Status, res.Body)
 				}
 			}, grantState{SessionHere: true, SessionOther: false, AccessToken: false, RefreshToken: false, Consent: false, APIKey: true}},
+			{"password reset", passwordReset(true),
+				grantState{SessionHere: false, SessionOther: false, AccessToken: false, RefreshToken: false, Consent: true, APIKey: true}},
+			{"password reset of a never-verified address", passwordReset(false),
+				grantState{SessionHere: false, SessionOther: false, AccessToken: false, RefreshToken: false, Consent: false, APIKey: true}},
 			{"subject deletion", func(t *testing.T, u *lifecycleUser) {
 				res := env.app.Do(env.owner.As(apptest.Request{Method: "DELETE", Path: "/api/v1/projects/" + env.project.ID + "/subjects/" + u.ID,
 					Headers: map[string]string{"Origin": env.url}}))

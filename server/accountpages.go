@@ -58,6 +58,9 @@ func (s *Server) renderAccountPage(ctx context.Context, name string, p accountPa
 	}
 	setResponseHeader(ctx, "Content-Security-Policy", oauth.PageCSP(p.Nonce))
 	setResponseHeader(ctx, "X-Frame-Options", "DENY")
+	// A reset page's URL holds its token: no Referer leaves the site (same-origin posts keep
+	// their Origin, which no-referrer would turn into "null").
+	setResponseHeader(ctx, "Referrer-Policy", "same-origin")
 	setResponseHeader(ctx, "Cache-Control", "no-store")
 	setResponseHeader(ctx, "Pragma", "no-cache")
 	return bytes.NewReader(buf.Bytes()), int64(buf.Len()), nil

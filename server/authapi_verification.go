@@ -29,7 +29,9 @@ var (
 )
 
 // SendVerificationEmail mails a verification link to the account with the address, when it
-// exists and is not verified; signed out, the answer is the same either way.
+// exists and is not verified. Signed out, the answer is the same either way, after the same
+// work: for any other address a decoy token and message are stored and queued (as
+// request-password-reset does), which never work and are never sent.
 func (s *Server) SendVerificationEmail(ctx context.Context, request gen.SendVerificationEmailRequestObject) (gen.SendVerificationEmailResponseObject, error) {
 	b := request.Body
 	if err := s.checkCallbackURL(b.CallbackURL); err != nil {
@@ -50,11 +52,11 @@ func (s *Server) SendVerificationEmail(ctx context.Context, request gen.SendVeri
 	}
 	err = s.store.InTx(ctx, func(tx *store.Tx) error {
 		u, err := tx.UserByEmailTx(ctx, email)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && u.EmailVerified) {
-			return nil
-		}
-		if err != nil {
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
+		}
+		if err != nil || u.EmailVerified {
+			u = store.User{Email: email, Name: u.Name} // no ID: a decoy
 		}
 		return s.sendVerificationLink(ctx, tx, admission, u, b.CallbackURL)
 	})
@@ -138,7 +140,8 @@ func (s *Server) verifyEmailPage(ctx context.Context, failure *Error) (gen.Verif
 }
 
 // sendVerificationLink mails u a new verification link in tx (within admission): to
-// verify-email with callbackURL, when given.
+// verify-email with callbackURL, when given. A u without an ID gets decoys (see
+// SendVerificationEmail): a token that never works and a message never sent.
 func (s *Server) sendVerificationLink(ctx context.Context, tx *store.Tx, admission identity.MailAdmission, u store.User, callbackURL *string) error {
 	if !admission.Allowed() {
 		return nil
@@ -153,6 +156,7 @@ func (s *Server) sendVerificationLink(ctx context.Context, tx *store.Tx, admissi
 	}
 	link := s.cfg.BaseURL + "/api/auth/verify-email?" + q.Encode()
 	msg, err := s.mailer.Compose.VerifyEmail(u.Email, u.Name, link, identity.VerificationLinkLifetime)
+	msg.Discard = u.ID == ""
 	return s.sendMail(ctx, tx, admission, msg, err)
 }
 

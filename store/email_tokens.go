@@ -20,7 +20,8 @@ const (
 type EmailToken struct {
 	ID      string
 	Purpose string
-	UserID  string
+	// UserID is the token's user; "" for a decoy, which never works.
+	UserID string
 	// Email is the address the link was sent to.
 	Email string
 	// Credential is, for a verification token, the SHA-256 of the password hash the account had
@@ -32,20 +33,20 @@ type EmailToken struct {
 }
 
 type emailTokenRow struct {
-	ID         string   `db:"id"`
-	Purpose    string   `db:"purpose"`
-	UserID     string   `db:"user_id"`
-	Email      string   `db:"email"`
-	Credential string   `db:"credential"`
-	ExpiresAt  sqlTime  `db:"expires_at"`
-	UsedAt     *sqlTime `db:"used_at"`
-	CreatedAt  sqlTime  `db:"created_at"`
+	ID         string         `db:"id"`
+	Purpose    string         `db:"purpose"`
+	UserID     sql.NullString `db:"user_id"`
+	Email      string         `db:"email"`
+	Credential string         `db:"credential"`
+	ExpiresAt  sqlTime        `db:"expires_at"`
+	UsedAt     *sqlTime       `db:"used_at"`
+	CreatedAt  sqlTime        `db:"created_at"`
 }
 
 const emailTokenColumns = `id, purpose, user_id, email, credential, expires_at, used_at, created_at`
 
 func (r emailTokenRow) token() EmailToken {
-	t := EmailToken{ID: r.ID, Purpose: r.Purpose, UserID: r.UserID, Email: r.Email, Credential: r.Credential,
+	t := EmailToken{ID: r.ID, Purpose: r.Purpose, UserID: r.UserID.String, Email: r.Email, Credential: r.Credential,
 		ExpiresAt: time.Time(r.ExpiresAt), CreatedAt: time.Time(r.CreatedAt)}
 	if r.UsedAt != nil {
 		u := time.Time(*r.UsedAt)
@@ -56,7 +57,8 @@ func (r emailTokenRow) token() EmailToken {
 
 // CreateEmailToken stores t under tokenHash (the hex SHA-256 of the token), filling in t.ID and
 // t.CreatedAt, and deletes a few expired tokens. t.Purpose must be one of the purposes,
-// t.UserID a user (ErrNotFound otherwise), tokenHash and t.Email not empty (ErrInvalid).
+// tokenHash and t.Email not empty (ErrInvalid), t.UserID a user (ErrNotFound otherwise) or ""
+// for a decoy that belongs to nobody.
 func (tx *Tx) CreateEmailToken(ctx context.Context, tokenHash string, t *EmailToken) error {
 	const op = "create email token"
 	if tokenHash == "" || t.Email == "" || (t.Purpose != EmailTokenVerifyEmail && t.Purpose != EmailTokenResetPassword) {
@@ -69,7 +71,7 @@ func (tx *Tx) CreateEmailToken(ctx context.Context, tokenHash string, t *EmailTo
 	t.ID, t.CreatedAt, t.UsedAt = NewID("etk"), now, nil
 	_, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(`INSERT INTO email_tokens (id, token_hash, purpose, user_id,
 		email, credential, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
-		t.ID, tokenHash, t.Purpose, t.UserID, NormalizeEmail(t.Email), t.Credential, sqlTime(t.ExpiresAt), sqlTime(now))
+		t.ID, tokenHash, t.Purpose, sql.NullString{String: t.UserID, Valid: t.UserID != ""}, NormalizeEmail(t.Email), t.Credential, sqlTime(t.ExpiresAt), sqlTime(now))
 	if isMissingReference(err) {
 		return fmt.Errorf("store: %s: user %s: %w", op, t.UserID, ErrNotFound)
 	}

@@ -1030,6 +1030,12 @@ type AuthOrganization struct {
 	Slug      string                                    `json:"slug"`
 }
 
+// AuthPasswordResetRequested defines model for AuthPasswordResetRequested.
+type AuthPasswordResetRequested struct {
+	Message string `json:"message"`
+	Status  bool   `json:"status"`
+}
+
 // AuthPermissionMap Resources mapped to actions, e.g. `{"project": ["create", "update"]}`.
 type AuthPermissionMap map[string][]string
 
@@ -1089,6 +1095,12 @@ type AuthPushedAuthorizationResponse struct {
 
 	// RequestUri `urn:ietf:params:oauth:request_uri:` and a random part; usable once.
 	RequestUri string `json:"request_uri"`
+}
+
+// AuthResetPasswordBody defines model for AuthResetPasswordBody.
+type AuthResetPasswordBody struct {
+	NewPassword string  `json:"newPassword"`
+	Token       *string `json:"token,omitempty"`
 }
 
 // AuthRevocationRequest defines model for AuthRevocationRequest.
@@ -2526,6 +2538,24 @@ type AuthUpdateRoleJSONBody struct {
 	RoleName       *string `json:"roleName,omitempty"`
 }
 
+// RequestPasswordResetJSONBody defines parameters for RequestPasswordReset.
+type RequestPasswordResetJSONBody struct {
+	Email openapi_types.Email `json:"email"`
+
+	// RedirectTo The product's reset page: the link sends the browser there with `?token=` (or `?error=INVALID_TOKEN`). Without it, the link opens Gatehouse's hosted reset page.
+	RedirectTo *string `json:"redirectTo,omitempty"`
+}
+
+// ResetPasswordParams defines parameters for ResetPassword.
+type ResetPasswordParams struct {
+	Token *string `form:"token,omitempty" json:"token,omitempty"`
+}
+
+// ResetPasswordCallbackParams defines parameters for ResetPasswordCallback.
+type ResetPasswordCallbackParams struct {
+	CallbackURL *string `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+}
+
 // RevokeOtherSessionsJSONBody defines parameters for RevokeOtherSessions.
 type RevokeOtherSessionsJSONBody map[string]interface{}
 
@@ -2752,6 +2782,15 @@ type AuthUpdateMemberRoleJSONRequestBody AuthUpdateMemberRoleJSONBody
 
 // AuthUpdateRoleJSONRequestBody defines body for AuthUpdateRole for application/json ContentType.
 type AuthUpdateRoleJSONRequestBody AuthUpdateRoleJSONBody
+
+// RequestPasswordResetJSONRequestBody defines body for RequestPasswordReset for application/json ContentType.
+type RequestPasswordResetJSONRequestBody RequestPasswordResetJSONBody
+
+// ResetPasswordJSONRequestBody defines body for ResetPassword for application/json ContentType.
+type ResetPasswordJSONRequestBody = AuthResetPasswordBody
+
+// ResetPasswordFormdataRequestBody defines body for ResetPassword for application/x-www-form-urlencoded ContentType.
+type ResetPasswordFormdataRequestBody = AuthResetPasswordBody
 
 // RevokeOtherSessionsJSONRequestBody defines body for RevokeOtherSessions for application/json ContentType.
 type RevokeOtherSessionsJSONRequestBody RevokeOtherSessionsJSONBody
@@ -3701,6 +3740,114 @@ type ClientInterface interface {
 	// Corresponds with GET /api/auth/providers (the `ListSocialProviders` operationId).
 	ListSocialProviders(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// RequestPasswordResetWithBody Request a password reset link
+	//
+	// Mails a password reset link to the account with `email` (better-auth's
+	// `requestPasswordReset`), an account without a password (social sign-in only) included.
+	// The answer is the same whether or not an account has the address, after the same work
+	// (a token and its message are made, stored and queued either way; for an address without
+	// an account they are decoys that never work and are never sent), so neither the answer
+	// nor its timing tells who has an account. The link
+	// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+	// must be a path on this site or a URL on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+	// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+	// dropped without changing the answer.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+	RequestPasswordResetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RequestPasswordReset Request a password reset link
+	//
+	// Mails a password reset link to the account with `email` (better-auth's
+	// `requestPasswordReset`), an account without a password (social sign-in only) included.
+	// The answer is the same whether or not an account has the address, after the same work
+	// (a token and its message are made, stored and queued either way; for an address without
+	// an account they are decoys that never work and are never sent), so neither the answer
+	// nor its timing tells who has an account. The link
+	// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+	// must be a path on this site or a URL on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+	// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+	// dropped without changing the answer.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+	RequestPasswordReset(ctx context.Context, body RequestPasswordResetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResetPasswordWithBody Set a new password with a reset token
+	//
+	// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+	// better-auth also accepts it, in the `token` query parameter). The token works once, within
+	// an hour of the request, and the other reset links of the user stop working. The old
+	// password stops working at once; every session of the user ends and the OAuth grants the
+	// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+	// survives what" in the README. When the account's address had never been verified, the
+	// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+	// provider links and consents go too; audited as `user.email_claim`). Audited as
+	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+	// page back. A bad token is 400 `INVALID_TOKEN`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+	ResetPasswordWithBody(ctx context.Context, params *ResetPasswordParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResetPassword Set a new password with a reset token
+	//
+	// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+	// better-auth also accepts it, in the `token` query parameter). The token works once, within
+	// an hour of the request, and the other reset links of the user stop working. The old
+	// password stops working at once; every session of the user ends and the OAuth grants the
+	// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+	// survives what" in the README. When the account's address had never been verified, the
+	// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+	// provider links and consents go too; audited as `user.email_claim`). Audited as
+	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+	// page back. A bad token is 400 `INVALID_TOKEN`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+	ResetPassword(ctx context.Context, params *ResetPasswordParams, body ResetPasswordJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResetPasswordWithFormdataBody Set a new password with a reset token
+	//
+	// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+	// better-auth also accepts it, in the `token` query parameter). The token works once, within
+	// an hour of the request, and the other reset links of the user stop working. The old
+	// password stops working at once; every session of the user ends and the OAuth grants the
+	// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+	// survives what" in the README. When the account's address had never been verified, the
+	// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+	// provider links and consents go too; audited as `user.email_claim`). Audited as
+	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+	// page back. A bad token is 400 `INVALID_TOKEN`.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+	ResetPasswordWithFormdataBody(ctx context.Context, params *ResetPasswordParams, body ResetPasswordFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResetPasswordCallback Open a password reset link
+	//
+	// The link of a reset mail. It does not use the token. With a `callbackURL` (the
+	// `redirectTo` of the request; a path on this site or a URL on the base URL or a trusted
+	// origin, else 403 `INVALID_CALLBACK_URL`) the answer is a 302 to it with `token` added
+	// (the product's page then calls `POST /api/auth/reset-password`), or with
+	// `error=INVALID_TOKEN` when the token is unknown, used or expired. Without one, the hosted
+	// reset page: a form for the new password (400 with an error page for a bad token). The
+	// token in the path is never logged.
+	//
+	// Corresponds with GET /api/auth/reset-password/{token} (the `ResetPasswordCallback` operationId).
+	ResetPasswordCallback(ctx context.Context, token string, params *ResetPasswordCallbackParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// RevokeOtherSessionsWithBody Revoke every other session of the user
 	//
 	// Takes any type of body and a specified content type.
@@ -3737,8 +3884,9 @@ type ClientInterface interface {
 	//
 	// Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
 	// out, the answer is always `{"status": true}`, whether or not an unverified account has
-	// that address, and the link is only sent when one has: the answer tells nothing about
-	// accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+	// that address, after the same work (a decoy token and message, never sent, for any other
+	// address), and the link is only sent when one has: neither the answer nor its timing
+	// tells anything about accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
 	// yet (400 `EMAIL_ALREADY_VERIFIED`). The link
 	// (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
 	// must be a path on this site or a URL on the base URL or a trusted origin (403
@@ -3755,8 +3903,9 @@ type ClientInterface interface {
 	//
 	// Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
 	// out, the answer is always `{"status": true}`, whether or not an unverified account has
-	// that address, and the link is only sent when one has: the answer tells nothing about
-	// accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+	// that address, after the same work (a decoy token and message, never sent, for any other
+	// address), and the link is only sent when one has: neither the answer nor its timing
+	// tells anything about accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
 	// yet (400 `EMAIL_ALREADY_VERIFIED`). The link
 	// (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
 	// must be a path on this site or a URL on the base URL or a trusted origin (403
@@ -6262,6 +6411,174 @@ func (c *Client) ListSocialProviders(ctx context.Context, reqEditors ...RequestE
 	return c.Client.Do(req)
 }
 
+// RequestPasswordResetWithBody Request a password reset link
+//
+// Mails a password reset link to the account with `email` (better-auth's
+// `requestPasswordReset`), an account without a password (social sign-in only) included.
+// The answer is the same whether or not an account has the address, after the same work
+// (a token and its message are made, stored and queued either way; for an address without
+// an account they are decoys that never work and are never sent), so neither the answer
+// nor its timing tells who has an account. The link
+// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+// must be a path on this site or a URL on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+// dropped without changing the answer.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+func (c *Client) RequestPasswordResetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRequestPasswordResetRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RequestPasswordReset Request a password reset link
+//
+// Mails a password reset link to the account with `email` (better-auth's
+// `requestPasswordReset`), an account without a password (social sign-in only) included.
+// The answer is the same whether or not an account has the address, after the same work
+// (a token and its message are made, stored and queued either way; for an address without
+// an account they are decoys that never work and are never sent), so neither the answer
+// nor its timing tells who has an account. The link
+// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+// must be a path on this site or a URL on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+// dropped without changing the answer.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+func (c *Client) RequestPasswordReset(ctx context.Context, body RequestPasswordResetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRequestPasswordResetRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResetPasswordWithBody Set a new password with a reset token
+//
+// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+// better-auth also accepts it, in the `token` query parameter). The token works once, within
+// an hour of the request, and the other reset links of the user stop working. The old
+// password stops working at once; every session of the user ends and the OAuth grants the
+// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+// survives what" in the README. When the account's address had never been verified, the
+// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+// provider links and consents go too; audited as `user.email_claim`). Audited as
+// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+// page back. A bad token is 400 `INVALID_TOKEN`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+func (c *Client) ResetPasswordWithBody(ctx context.Context, params *ResetPasswordParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResetPasswordRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResetPassword Set a new password with a reset token
+//
+// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+// better-auth also accepts it, in the `token` query parameter). The token works once, within
+// an hour of the request, and the other reset links of the user stop working. The old
+// password stops working at once; every session of the user ends and the OAuth grants the
+// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+// survives what" in the README. When the account's address had never been verified, the
+// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+// provider links and consents go too; audited as `user.email_claim`). Audited as
+// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+// page back. A bad token is 400 `INVALID_TOKEN`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+func (c *Client) ResetPassword(ctx context.Context, params *ResetPasswordParams, body ResetPasswordJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResetPasswordRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResetPasswordWithFormdataBody Set a new password with a reset token
+//
+// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+// better-auth also accepts it, in the `token` query parameter). The token works once, within
+// an hour of the request, and the other reset links of the user stop working. The old
+// password stops working at once; every session of the user ends and the OAuth grants the
+// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+// survives what" in the README. When the account's address had never been verified, the
+// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+// provider links and consents go too; audited as `user.email_claim`). Audited as
+// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+// page back. A bad token is 400 `INVALID_TOKEN`.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+func (c *Client) ResetPasswordWithFormdataBody(ctx context.Context, params *ResetPasswordParams, body ResetPasswordFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResetPasswordRequestWithFormdataBody(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResetPasswordCallback Open a password reset link
+//
+// The link of a reset mail. It does not use the token. With a `callbackURL` (the
+// `redirectTo` of the request; a path on this site or a URL on the base URL or a trusted
+// origin, else 403 `INVALID_CALLBACK_URL`) the answer is a 302 to it with `token` added
+// (the product's page then calls `POST /api/auth/reset-password`), or with
+// `error=INVALID_TOKEN` when the token is unknown, used or expired. Without one, the hosted
+// reset page: a form for the new password (400 with an error page for a bad token). The
+// token in the path is never logged.
+//
+// Corresponds with GET /api/auth/reset-password/{token} (the `ResetPasswordCallback` operationId).
+func (c *Client) ResetPasswordCallback(ctx context.Context, token string, params *ResetPasswordCallbackParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResetPasswordCallbackRequest(c.Server, token, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // RevokeOtherSessionsWithBody Revoke every other session of the user
 //
 // Takes any type of body and a specified content type.
@@ -6338,8 +6655,9 @@ func (c *Client) RevokeSession(ctx context.Context, body RevokeSessionJSONReques
 //
 // Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
 // out, the answer is always `{"status": true}`, whether or not an unverified account has
-// that address, and the link is only sent when one has: the answer tells nothing about
-// accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+// that address, after the same work (a decoy token and message, never sent, for any other
+// address), and the link is only sent when one has: neither the answer nor its timing
+// tells anything about accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
 // yet (400 `EMAIL_ALREADY_VERIFIED`). The link
 // (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
 // must be a path on this site or a URL on the base URL or a trusted origin (403
@@ -6366,8 +6684,9 @@ func (c *Client) SendVerificationEmailWithBody(ctx context.Context, contentType 
 //
 // Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
 // out, the answer is always `{"status": true}`, whether or not an unverified account has
-// that address, and the link is only sent when one has: the answer tells nothing about
-// accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+// that address, after the same work (a decoy token and message, never sent, for any other
+// address), and the link is only sent when one has: neither the answer nor its timing
+// tells anything about accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
 // yet (400 `EMAIL_ALREADY_VERIFIED`). The link
 // (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
 // must be a path on this site or a URL on the base URL or a trusted origin (403
@@ -10514,6 +10833,185 @@ func NewListSocialProvidersRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRequestPasswordResetRequest calls the generic RequestPasswordReset builder with application/json body
+func NewRequestPasswordResetRequest(server string, body RequestPasswordResetJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRequestPasswordResetRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewRequestPasswordResetRequestWithBody constructs an http.Request for the RequestPasswordReset method, with any body, and a specified content type
+func NewRequestPasswordResetRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/request-password-reset")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewResetPasswordRequest calls the generic ResetPassword builder with application/json body
+func NewResetPasswordRequest(server string, params *ResetPasswordParams, body ResetPasswordJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewResetPasswordRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewResetPasswordRequestWithFormdataBody calls the generic ResetPassword builder with application/x-www-form-urlencoded body
+func NewResetPasswordRequestWithFormdataBody(server string, params *ResetPasswordParams, body ResetPasswordFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewResetPasswordRequestWithBody(server, params, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewResetPasswordRequestWithBody constructs an http.Request for the ResetPassword method, with any body, and a specified content type
+func NewResetPasswordRequestWithBody(server string, params *ResetPasswordParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/reset-password")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Token != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "token", *params.Token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewResetPasswordCallbackRequest constructs an http.Request for the ResetPasswordCallback method
+func NewResetPasswordCallbackRequest(server string, token string, params *ResetPasswordCallbackParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "token", token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/reset-password/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.CallbackURL != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "callbackURL", *params.CallbackURL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -14702,6 +15200,116 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/auth/providers (the `ListSocialProviders` operationId).
 	ListSocialProvidersWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSocialProvidersResponse, error)
 
+	// RequestPasswordResetWithBodyWithResponse Request a password reset link
+	//
+	// Mails a password reset link to the account with `email` (better-auth's
+	// `requestPasswordReset`), an account without a password (social sign-in only) included.
+	// The answer is the same whether or not an account has the address, after the same work
+	// (a token and its message are made, stored and queued either way; for an address without
+	// an account they are decoys that never work and are never sent), so neither the answer
+	// nor its timing tells who has an account. The link
+	// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+	// must be a path on this site or a URL on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+	// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+	// dropped without changing the answer.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+	RequestPasswordResetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RequestPasswordResetResponse, error)
+
+	// RequestPasswordResetWithResponse Request a password reset link
+	//
+	// Mails a password reset link to the account with `email` (better-auth's
+	// `requestPasswordReset`), an account without a password (social sign-in only) included.
+	// The answer is the same whether or not an account has the address, after the same work
+	// (a token and its message are made, stored and queued either way; for an address without
+	// an account they are decoys that never work and are never sent), so neither the answer
+	// nor its timing tells who has an account. The link
+	// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+	// must be a path on this site or a URL on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+	// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+	// dropped without changing the answer.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+	RequestPasswordResetWithResponse(ctx context.Context, body RequestPasswordResetJSONRequestBody, reqEditors ...RequestEditorFn) (*RequestPasswordResetResponse, error)
+
+	// ResetPasswordWithBodyWithResponse Set a new password with a reset token
+	//
+	// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+	// better-auth also accepts it, in the `token` query parameter). The token works once, within
+	// an hour of the request, and the other reset links of the user stop working. The old
+	// password stops working at once; every session of the user ends and the OAuth grants the
+	// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+	// survives what" in the README. When the account's address had never been verified, the
+	// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+	// provider links and consents go too; audited as `user.email_claim`). Audited as
+	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+	// page back. A bad token is 400 `INVALID_TOKEN`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+	ResetPasswordWithBodyWithResponse(ctx context.Context, params *ResetPasswordParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResetPasswordResponse, error)
+
+	// ResetPasswordWithResponse Set a new password with a reset token
+	//
+	// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+	// better-auth also accepts it, in the `token` query parameter). The token works once, within
+	// an hour of the request, and the other reset links of the user stop working. The old
+	// password stops working at once; every session of the user ends and the OAuth grants the
+	// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+	// survives what" in the README. When the account's address had never been verified, the
+	// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+	// provider links and consents go too; audited as `user.email_claim`). Audited as
+	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+	// page back. A bad token is 400 `INVALID_TOKEN`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+	ResetPasswordWithResponse(ctx context.Context, params *ResetPasswordParams, body ResetPasswordJSONRequestBody, reqEditors ...RequestEditorFn) (*ResetPasswordResponse, error)
+
+	// ResetPasswordWithFormdataBodyWithResponse Set a new password with a reset token
+	//
+	// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+	// better-auth also accepts it, in the `token` query parameter). The token works once, within
+	// an hour of the request, and the other reset links of the user stop working. The old
+	// password stops working at once; every session of the user ends and the OAuth grants the
+	// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+	// survives what" in the README. When the account's address had never been verified, the
+	// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+	// provider links and consents go too; audited as `user.email_claim`). Audited as
+	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+	// page back. A bad token is 400 `INVALID_TOKEN`.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+	ResetPasswordWithFormdataBodyWithResponse(ctx context.Context, params *ResetPasswordParams, body ResetPasswordFormdataRequestBody, reqEditors ...RequestEditorFn) (*ResetPasswordResponse, error)
+
+	// ResetPasswordCallbackWithResponse Open a password reset link
+	//
+	// The link of a reset mail. It does not use the token. With a `callbackURL` (the
+	// `redirectTo` of the request; a path on this site or a URL on the base URL or a trusted
+	// origin, else 403 `INVALID_CALLBACK_URL`) the answer is a 302 to it with `token` added
+	// (the product's page then calls `POST /api/auth/reset-password`), or with
+	// `error=INVALID_TOKEN` when the token is unknown, used or expired. Without one, the hosted
+	// reset page: a form for the new password (400 with an error page for a bad token). The
+	// token in the path is never logged.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/reset-password/{token} (the `ResetPasswordCallback` operationId).
+	ResetPasswordCallbackWithResponse(ctx context.Context, token string, params *ResetPasswordCallbackParams, reqEditors ...RequestEditorFn) (*ResetPasswordCallbackResponse, error)
+
 	// RevokeOtherSessionsWithBodyWithResponse Revoke every other session of the user
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -14738,8 +15346,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
 	// out, the answer is always `{"status": true}`, whether or not an unverified account has
-	// that address, and the link is only sent when one has: the answer tells nothing about
-	// accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+	// that address, after the same work (a decoy token and message, never sent, for any other
+	// address), and the link is only sent when one has: neither the answer nor its timing
+	// tells anything about accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
 	// yet (400 `EMAIL_ALREADY_VERIFIED`). The link
 	// (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
 	// must be a path on this site or a URL on the base URL or a trusted origin (403
@@ -14756,8 +15365,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
 	// out, the answer is always `{"status": true}`, whether or not an unverified account has
-	// that address, and the link is only sent when one has: the answer tells nothing about
-	// accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+	// that address, after the same work (a decoy token and message, never sent, for any other
+	// address), and the link is only sent when one has: neither the answer nor its timing
+	// tells anything about accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
 	// yet (400 `EMAIL_ALREADY_VERIFIED`). The link
 	// (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
 	// must be a path on this site or a URL on the base URL or a trusted origin (403
@@ -18572,6 +19182,213 @@ func (r ListSocialProvidersResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListSocialProvidersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RequestPasswordResetResponse503Headers the declared response headers of an HTTP 503 response for RequestPasswordReset
+type RequestPasswordResetResponse503Headers struct {
+	RetryAfter *int
+}
+
+type RequestPasswordResetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthPasswordResetRequested
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RequestPasswordResetResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RequestPasswordResetResponse) GetJSON200() *AuthPasswordResetRequested {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RequestPasswordResetResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RequestPasswordResetResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RequestPasswordResetResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RequestPasswordResetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RequestPasswordResetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RequestPasswordResetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RequestPasswordResetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResetPasswordResponse503Headers the declared response headers of an HTTP 503 response for ResetPassword
+type ResetPasswordResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ResetPasswordResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthStatus
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthProblem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ResetPasswordResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResetPasswordResponse) GetJSON200() *AuthStatus {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ResetPasswordResponse) GetApplicationproblemJSON400() *AuthProblem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ResetPasswordResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ResetPasswordResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ResetPasswordResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResetPasswordResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResetPasswordResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResetPasswordResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResetPasswordCallbackResponse302Headers the declared response headers of an HTTP 302 response for ResetPasswordCallback
+type ResetPasswordCallbackResponse302Headers struct {
+	Location *string
+}
+
+// ResetPasswordCallbackResponse503Headers the declared response headers of an HTTP 503 response for ResetPasswordCallback
+type ResetPasswordCallbackResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ResetPasswordCallbackResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthProblem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers302 the parsed response headers for an HTTP 302 response
+	Headers302 *ResetPasswordCallbackResponse302Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ResetPasswordCallbackResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ResetPasswordCallbackResponse) GetApplicationproblemJSON400() *AuthProblem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ResetPasswordCallbackResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ResetPasswordCallbackResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ResetPasswordCallbackResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResetPasswordCallbackResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResetPasswordCallbackResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResetPasswordCallbackResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -24844,6 +25661,152 @@ func (c *ClientWithResponses) ListSocialProvidersWithResponse(ctx context.Contex
 	return ParseListSocialProvidersResponse(rsp)
 }
 
+// RequestPasswordResetWithBodyWithResponse Request a password reset link
+//
+// Mails a password reset link to the account with `email` (better-auth's
+// `requestPasswordReset`), an account without a password (social sign-in only) included.
+// The answer is the same whether or not an account has the address, after the same work
+// (a token and its message are made, stored and queued either way; for an address without
+// an account they are decoys that never work and are never sent), so neither the answer
+// nor its timing tells who has an account. The link
+// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+// must be a path on this site or a URL on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+// dropped without changing the answer.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+func (c *ClientWithResponses) RequestPasswordResetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RequestPasswordResetResponse, error) {
+	rsp, err := c.RequestPasswordResetWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRequestPasswordResetResponse(rsp)
+}
+
+// RequestPasswordResetWithResponse Request a password reset link
+//
+// Mails a password reset link to the account with `email` (better-auth's
+// `requestPasswordReset`), an account without a password (social sign-in only) included.
+// The answer is the same whether or not an account has the address, after the same work
+// (a token and its message are made, stored and queued either way; for an address without
+// an account they are decoys that never work and are never sent), so neither the answer
+// nor its timing tells who has an account. The link
+// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+// must be a path on this site or a URL on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+// dropped without changing the answer.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+func (c *ClientWithResponses) RequestPasswordResetWithResponse(ctx context.Context, body RequestPasswordResetJSONRequestBody, reqEditors ...RequestEditorFn) (*RequestPasswordResetResponse, error) {
+	rsp, err := c.RequestPasswordReset(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRequestPasswordResetResponse(rsp)
+}
+
+// ResetPasswordWithBodyWithResponse Set a new password with a reset token
+//
+// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+// better-auth also accepts it, in the `token` query parameter). The token works once, within
+// an hour of the request, and the other reset links of the user stop working. The old
+// password stops working at once; every session of the user ends and the OAuth grants the
+// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+// survives what" in the README. When the account's address had never been verified, the
+// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+// provider links and consents go too; audited as `user.email_claim`). Audited as
+// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+// page back. A bad token is 400 `INVALID_TOKEN`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+func (c *ClientWithResponses) ResetPasswordWithBodyWithResponse(ctx context.Context, params *ResetPasswordParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResetPasswordResponse, error) {
+	rsp, err := c.ResetPasswordWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResetPasswordResponse(rsp)
+}
+
+// ResetPasswordWithResponse Set a new password with a reset token
+//
+// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+// better-auth also accepts it, in the `token` query parameter). The token works once, within
+// an hour of the request, and the other reset links of the user stop working. The old
+// password stops working at once; every session of the user ends and the OAuth grants the
+// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+// survives what" in the README. When the account's address had never been verified, the
+// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+// provider links and consents go too; audited as `user.email_claim`). Audited as
+// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+// page back. A bad token is 400 `INVALID_TOKEN`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+func (c *ClientWithResponses) ResetPasswordWithResponse(ctx context.Context, params *ResetPasswordParams, body ResetPasswordJSONRequestBody, reqEditors ...RequestEditorFn) (*ResetPasswordResponse, error) {
+	rsp, err := c.ResetPassword(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResetPasswordResponse(rsp)
+}
+
+// ResetPasswordWithFormdataBodyWithResponse Set a new password with a reset token
+//
+// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+// better-auth also accepts it, in the `token` query parameter). The token works once, within
+// an hour of the request, and the other reset links of the user stop working. The old
+// password stops working at once; every session of the user ends and the OAuth grants the
+// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+// survives what" in the README. When the account's address had never been verified, the
+// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+// provider links and consents go too; audited as `user.email_claim`). Audited as
+// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+// page back. A bad token is 400 `INVALID_TOKEN`.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+func (c *ClientWithResponses) ResetPasswordWithFormdataBodyWithResponse(ctx context.Context, params *ResetPasswordParams, body ResetPasswordFormdataRequestBody, reqEditors ...RequestEditorFn) (*ResetPasswordResponse, error) {
+	rsp, err := c.ResetPasswordWithFormdataBody(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResetPasswordResponse(rsp)
+}
+
+// ResetPasswordCallbackWithResponse Open a password reset link
+//
+// The link of a reset mail. It does not use the token. With a `callbackURL` (the
+// `redirectTo` of the request; a path on this site or a URL on the base URL or a trusted
+// origin, else 403 `INVALID_CALLBACK_URL`) the answer is a 302 to it with `token` added
+// (the product's page then calls `POST /api/auth/reset-password`), or with
+// `error=INVALID_TOKEN` when the token is unknown, used or expired. Without one, the hosted
+// reset page: a form for the new password (400 with an error page for a bad token). The
+// token in the path is never logged.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/reset-password/{token} (the `ResetPasswordCallback` operationId).
+func (c *ClientWithResponses) ResetPasswordCallbackWithResponse(ctx context.Context, token string, params *ResetPasswordCallbackParams, reqEditors ...RequestEditorFn) (*ResetPasswordCallbackResponse, error) {
+	rsp, err := c.ResetPasswordCallback(ctx, token, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResetPasswordCallbackResponse(rsp)
+}
+
 // RevokeOtherSessionsWithBodyWithResponse Revoke every other session of the user
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -24904,8 +25867,9 @@ func (c *ClientWithResponses) RevokeSessionWithResponse(ctx context.Context, bod
 //
 // Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
 // out, the answer is always `{"status": true}`, whether or not an unverified account has
-// that address, and the link is only sent when one has: the answer tells nothing about
-// accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+// that address, after the same work (a decoy token and message, never sent, for any other
+// address), and the link is only sent when one has: neither the answer nor its timing
+// tells anything about accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
 // yet (400 `EMAIL_ALREADY_VERIFIED`). The link
 // (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
 // must be a path on this site or a URL on the base URL or a trusted origin (403
@@ -24928,8 +25892,9 @@ func (c *ClientWithResponses) SendVerificationEmailWithBodyWithResponse(ctx cont
 //
 // Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
 // out, the answer is always `{"status": true}`, whether or not an unverified account has
-// that address, and the link is only sent when one has: the answer tells nothing about
-// accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+// that address, after the same work (a decoy token and message, never sent, for any other
+// address), and the link is only sent when one has: neither the answer nor its timing
+// tells anything about accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
 // yet (400 `EMAIL_ALREADY_VERIFIED`). The link
 // (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
 // must be a path on this site or a URL on the base URL or a trusted origin (403
@@ -28757,6 +29722,201 @@ func ParseListSocialProvidersResponse(rsp *http.Response) (*ListSocialProvidersR
 		}
 		response.JSON200 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseRequestPasswordResetResponse parses an HTTP response from a RequestPasswordResetWithResponse call
+func ParseRequestPasswordResetResponse(rsp *http.Response) (*RequestPasswordResetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RequestPasswordResetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthPasswordResetRequested
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers RequestPasswordResetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResetPasswordResponse parses an HTTP response from a ResetPasswordWithResponse call
+func ParseResetPasswordResponse(rsp *http.Response) (*ResetPasswordResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResetPasswordResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case rsp.StatusCode == 200:
+	// Content-type (text/html) unsupported
+
+	case rsp.StatusCode == 400:
+		// Content-type (text/html) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ResetPasswordResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResetPasswordCallbackResponse parses an HTTP response from a ResetPasswordCallbackWithResponse call
+func ParseResetPasswordCallbackResponse(rsp *http.Response) (*ResetPasswordCallbackResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResetPasswordCallbackResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 302:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case rsp.StatusCode == 400:
+		// Content-type (text/html) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 302:
+		var headers ResetPasswordCallbackResponse302Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers302 = &headers
+	case rsp.StatusCode == 503:
+		var headers ResetPasswordCallbackResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

@@ -46,6 +46,9 @@ type Message struct {
 	// Link is the message's one link (a verification, reset or accept link), which the
 	// development LogSender logs.
 	Link string `json:"link"`
+	// Discard marks a decoy: queued like any message so that a request for an address without
+	// an account does the same work as one with (request-password-reset), and never sent.
+	Discard bool `json:"discard,omitempty"`
 }
 
 // Brand is how messages present the product: its name, a logo (an absolute URL; none shows the
@@ -184,12 +187,16 @@ type Sender interface {
 	Send(ctx context.Context, m Message) error
 }
 
-// Handler is the outbox handler of Kind: it decodes the payload and sends it with s.
+// Handler is the outbox handler of Kind: it decodes the payload and sends it with s (a decoy,
+// Discard, is done without sending).
 func Handler(s Sender) outbox.Handler {
 	return func(ctx context.Context, payload []byte) error {
 		var m Message
 		if err := json.Unmarshal(payload, &m); err != nil || m.To == "" {
 			return outbox.Permanent(fmt.Errorf("mail: payload is not a message"))
+		}
+		if m.Discard {
+			return nil
 		}
 		return s.Send(ctx, m)
 	}

@@ -187,6 +187,12 @@ func TestLogSender(t *testing.T) {
 	if !strings.Contains(buf.String(), want) {
 		t.Errorf("log = %s\nwant %s", buf.String(), want)
 	}
+	// A decoy is done without sending (nothing is logged).
+	decoy := m
+	decoy.To, decoy.Discard = "nobody@example.com", true
+	if err := mail.Handler(s)(ctx(t), mustPayload(t, decoy)); err != nil || strings.Contains(buf.String(), "nobody@example.com") {
+		t.Errorf("decoy: %v; log %s", err, buf.String())
+	}
 	if err := mail.Handler(s)(ctx(t), []byte(`{"subject":"no recipient"}`)); !outbox.IsPermanent(err) {
 		t.Errorf("payload without recipient: %v, want permanent", err)
 	}

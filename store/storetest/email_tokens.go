@@ -78,6 +78,11 @@ func testEmailTokenCreateAndUse(t *testing.T, open func(t *testing.T) *store.Sto
 		}
 		return nil
 	})
+	// A decoy belongs to nobody.
+	decoy := createEmailToken(t, s, "hash-decoy", store.EmailToken{Purpose: store.EmailTokenResetPassword, Email: "nobody@example.com", ExpiresAt: expires})
+	if got, err := s.EmailTokenByHash(ctx, store.EmailTokenResetPassword, "hash-decoy"); err != nil || got.ID != decoy.ID || got.UserID != "" {
+		t.Errorf("decoy = %+v, %v", got, err)
+	}
 	// Deleting the user deletes its tokens.
 	mustTx(t, s, func(tx *store.Tx) error { return tx.DeleteUser(ctx, u.ID) })
 	if _, err := s.EmailTokenByHash(ctx, store.EmailTokenVerifyEmail, "hash-1"); !errors.Is(err, store.ErrNotFound) {
