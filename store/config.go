@@ -309,7 +309,11 @@ func (tx *Tx) ResealValues(ctx context.Context, fn func(v SealedValue) (newSeale
 				return n, fmt.Errorf("store: %s: %s %s: %w: the new value is not sealed", op, src.table, r.ID, ErrInvalid)
 			}
 			res, err := tx.tx.ExecContext(ctx, update, sealed, r.ID, r.Value)
-			if err := oneRowAffected(op, res, err); err != nil {
+			err = oneRowAffected(op, res, err)
+			if src.table == "outbox" && errors.Is(err, ErrNotFound) {
+				continue // sent meanwhile by a worker (its payload emptied): nothing left to re-seal
+			}
+			if err != nil {
 				return n, err
 			}
 			n++
