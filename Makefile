@@ -72,6 +72,7 @@ check: assets
 bench: assets
 	$(GO) test -run '^$$' -bench 'Decide|APIKeyAuth|SubjectEntitlements|WebhookApply|IngestUsage' -benchmem -count=3 ./server/
 	$(GO) test -run '^$$' -bench 'AuthorizeLoad|AuthorizeBatchLoad|RBACLookupLoad|ConfigRevealLoad' -benchtime=1x ./server/
+	$(GO) test -run '^$$' -bench 'RequestPasswordResetTiming' -benchtime=400x ./server/
 	$(GO) test -run '^$$' -bench 'OAuthTokenLoad|OAuthIntrospectLoad|OAuthPrivateKeyJWTLoad' -benchtime=1x ./oauth/
 	$(GO) test -run '^$$' -bench 'UsageLoad' -benchtime=1x -timeout 60m ./server/
 	GOMAXPROCS=1 $(GO) test -run '^$$' -bench 'UsageLoad/postgres' -benchtime=1x -timeout 60m ./server/

@@ -9,15 +9,18 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	netmail "net/mail"
 	"net/netip"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/identity"
+	"github.com/gatehouse-dev/gatehouse/identity/mail"
 	"github.com/gatehouse-dev/gatehouse/server"
 )
 
@@ -144,6 +147,31 @@ var envVars = []envVar{
 	{Name: "GATEHOUSE_INVITATION_URL", Unset: "`$GATEHOUSE_BASE_URL/accept-invitation/{id}`",
 		Doc:   "Accept link of invitation messages, {id} standing for the invitation; on the base URL or a trusted origin.",
 		Parse: parseInvitationURL},
+	// Mail: where messages go and how they look (see parseMailFrom and its neighbours).
+	{Name: "GATEHOUSE_SMTP_URL", Unset: "none: development mode, each message is logged with its link",
+		Doc:   "SMTP server of outgoing mail: smtp://user:pass@host:587 (STARTTLS when offered; ?tls=required insists) or smtps:// (implicit TLS).",
+		Parse: parseSMTPURL},
+	{Name: "GATEHOUSE_MAIL_FROM", Unset: "none (required with `GATEHOUSE_SMTP_URL`)",
+		Doc:   "From of every message: an address or \"Name <address>\".",
+		Parse: parseMailFrom},
+	{Name: "GATEHOUSE_BRAND_NAME", Default: "Gatehouse",
+		Doc:   "Product name shown in messages and on the hosted account pages.",
+		Parse: parseBrandName},
+	{Name: "GATEHOUSE_BRAND_LOGO_URL", Unset: "none (the name is shown instead)",
+		Doc:   "Absolute http(s) URL of the logo at the top of each message.",
+		Parse: parseBrandLogoURL},
+	{Name: "GATEHOUSE_BRAND_COLOR", Default: mail.DefaultBrandColor,
+		Doc:   "Accent colour of messages and hosted account pages, #rrggbb.",
+		Parse: parseBrandColor},
+	{Name: "GATEHOUSE_REQUIRE_EMAIL_VERIFICATION", Default: "false",
+		Doc: "true: an address must be verified (the mailed link) before its user signs in with a password.",
+		Parse: func(s *settings, v string) (err error) {
+			s.RequireEmailVerification, err = strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("want true or false")
+			}
+			return nil
+		}},
 	{Name: "GATEHOUSE_SESSION_IDLE_TIMEOUT", Default: "168h",
 		Doc: "A browser session unused this long expires (a Go duration, at least 1m).",
 		Parse: func(s *settings, v string) (err error) {
@@ -333,6 +361,67 @@ func parseInvitationURL(s *settings, v string) error {
 		return errors.New("its origin must be GATEHOUSE_BASE_URL or one of GATEHOUSE_TRUSTED_ORIGINS")
 	}
 	s.InvitationURL = v
+	return nil
+}
+
+// parseSMTPURL is GATEHOUSE_SMTP_URL's parser ("" leaves development mode).
+func parseSMTPURL(s *settings, v string) error {
+	if v == "" {
+		return nil
+	}
+	c, err := mail.ParseSMTPURL(v)
+	if err != nil {
+		return err
+	}
+	s.SMTP = &c
+	return nil
+}
+
+// parseMailFrom is GATEHOUSE_MAIL_FROM's parser: an RFC 5322 address, required with an SMTP URL.
+func parseMailFrom(s *settings, v string) error {
+	if v == "" {
+		if s.SMTP != nil {
+			return errors.New("required when GATEHOUSE_SMTP_URL is set")
+		}
+		return nil
+	}
+	if _, err := netmail.ParseAddress(v); err != nil {
+		return errors.New(`want an address such as no-reply@example.com or "Example <no-reply@example.com>"`)
+	}
+	s.MailFrom = v
+	return nil
+}
+
+// parseBrandName is GATEHOUSE_BRAND_NAME's parser: one line of at most 100 characters.
+func parseBrandName(s *settings, v string) error {
+	if len([]rune(v)) > 100 || strings.ContainsFunc(v, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return errors.New("want one line of at most 100 characters")
+	}
+	s.Brand.Name = v
+	return nil
+}
+
+// parseBrandLogoURL is GATEHOUSE_BRAND_LOGO_URL's parser: an absolute http(s) URL.
+func parseBrandLogoURL(s *settings, v string) error {
+	if v == "" {
+		return nil
+	}
+	if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return errors.New("want an absolute http(s) URL such as https://example.com/logo.png")
+	}
+	s.Brand.LogoURL = v
+	return nil
+}
+
+// brandColor is the accepted form of GATEHOUSE_BRAND_COLOR.
+var brandColor = regexp.MustCompile(`^#[0-9a-fA-F]{6}$`)
+
+// parseBrandColor is GATEHOUSE_BRAND_COLOR's parser: #rrggbb.
+func parseBrandColor(s *settings, v string) error {
+	if !brandColor.MatchString(v) {
+		return errors.New("want a colour such as #1f5fcc")
+	}
+	s.Brand.Color = strings.ToLower(v)
 	return nil
 }
 

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/identity"
+	"github.com/gatehouse-dev/gatehouse/identity/outbox"
 	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/server"
 	"github.com/gatehouse-dev/gatehouse/store"
@@ -105,9 +106,25 @@ func serve(ctx context.Context, cfg settings, log *slog.Logger, ready chan<- net
 		return err
 	}
 	log.Info("database schema", "migrations_applied", applied)
-	srv, err := wire(ctx, cfg.Config, st, log)
+	srv, mailWorker, err := wire(ctx, cfg.Config, st, log)
 	if err != nil {
 		return err
+	}
+	// The outbox worker delivers queued mail until the server has drained, then finishes the
+	// attempt in flight and hands the rest back for other replicas.
+	wctx, stopWorker := context.WithCancel(context.WithoutCancel(ctx))
+	workerDone := make(chan struct{})
+	go func() { mailWorker.Run(wctx); close(workerDone) }()
+	defer func() {
+		stopWorker()
+		select {
+		case <-workerDone:
+		case <-time.After(cfg.ShutdownTimeout):
+			log.Warn("outbox worker still busy at shutdown; its claim is retried after the lease")
+		}
+	}()
+	if cfg.SMTP == nil {
+		log.Warn("GATEHOUSE_SMTP_URL is not set: mail is not sent; each message and its link is logged (development mode)")
 	}
 
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
@@ -161,31 +178,36 @@ func serve(ctx context.Context, cfg settings, log *slog.Logger, ready chan<- net
 
 // wire builds every dependency of the server once, in order, and the server over them: the
 // keyring, the token signing keys (a current key is ensured), the accounts (sessions, password
-// hashing, throttles, social providers), the OAuth provider, the mailer and the metrics.
-func wire(ctx context.Context, cfg server.Config, st *store.Store, log *slog.Logger) (*server.Server, error) {
+// hashing, throttles, social providers), the OAuth provider, the mailer and the metrics; and
+// the outbox worker that delivers the mailer's messages (serve runs it).
+func wire(ctx context.Context, cfg server.Config, st *store.Store, log *slog.Logger) (*server.Server, *outbox.Worker, error) {
 	ring, err := seal.NewKeyring(cfg.SecretKey, cfg.OldSecretKeys...)
 	if err != nil {
-		return nil, &ConfigError{Var: "GATEHOUSE_SECRET_KEYS_OLD", Reason: err.Error()}
+		return nil, nil, &ConfigError{Var: "GATEHOUSE_SECRET_KEYS_OLD", Reason: err.Error()}
 	}
 	keys := oauth.NewKeySet(st, ring, oauth.KeySetOptions{})
 	signing, err := keys.Ensure(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("token signing key (sealed under GATEHOUSE_SECRET_KEY or GATEHOUSE_SECRET_KEYS_OLD): %w", err)
+		return nil, nil, fmt.Errorf("token signing key (sealed under GATEHOUSE_SECRET_KEY or GATEHOUSE_SECRET_KEYS_OLD): %w", err)
 	}
 	log.Info("token signing key", "kid", signing.ID, "signs_since", signing.ActivatesAt)
 	social, err := identity.NewSocialProviders(cfg.BaseURL, cfg.Social)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	accounts := identity.NewAccounts(st, cfg.AccountsConfig(social))
 	provider, err := oauth.NewProvider(cfg.ProviderConfig(st, keys, accounts))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return server.New(cfg, server.Deps{
+	srv, err := server.New(cfg, server.Deps{
 		Store: st, Log: log, Keyring: ring, Accounts: accounts, Provider: provider,
-		Mailer: server.LogMailer{Log: log}, Metrics: server.NewMetrics(st.Pools()),
+		Mailer: cfg.Mailer(st, ring), Metrics: server.NewMetrics(st.Pools()),
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return srv, cfg.OutboxWorker(st, ring, log, outbox.WorkerConfig{}), nil
 }
 
 // metricsServer serves srv's Prometheus metrics at /metrics and nothing else: it is the

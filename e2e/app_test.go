@@ -11,7 +11,7 @@ import (
 )
 
 // newServer builds the app over st the way the binary's wiring does: the keyring, the signing
-// keys, the accounts, the OAuth provider, the log mailer and the metrics, then server.New.
+// keys, the accounts, the OAuth provider, the mailer and the metrics, then server.New.
 func newServer(cfg server.Config, st *store.Store, log *slog.Logger) (*server.Server, error) {
 	ring, err := seal.NewKeyring(cfg.SecretKey, cfg.OldSecretKeys...)
 	if err != nil {
@@ -27,5 +27,5 @@ func newServer(cfg server.Config, st *store.Store, log *slog.Logger) (*server.Se
 		return nil, err
 	}
 	return server.New(cfg, server.Deps{Store: st, Log: log, Keyring: ring, Accounts: accounts, Provider: provider,
-		Mailer: server.LogMailer{Log: log}, Metrics: server.NewMetrics(st.Pools())})
+		Mailer: cfg.Mailer(st, ring), Metrics: server.NewMetrics(st.Pools())})
 }

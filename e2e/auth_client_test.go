@@ -3,8 +3,10 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -15,8 +17,13 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/identity"
+	"github.com/gatehouse-dev/gatehouse/identity/mail"
+	"github.com/gatehouse-dev/gatehouse/identity/mail/mailtest"
+	"github.com/gatehouse-dev/gatehouse/identity/outbox"
 	"github.com/gatehouse-dev/gatehouse/identity/socialtest"
 	"github.com/gatehouse-dev/gatehouse/server"
+	"github.com/gatehouse-dev/gatehouse/store"
+	"github.com/gatehouse-dev/gatehouse/store/seal"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
@@ -39,13 +46,13 @@ func TestAuthClientE2E(t *testing.T) {
 	node := findNode(t, root)
 
 	logs := &syncBuffer{}
-	base := startAuthServer(t, logs)
+	base, mailbox := startAuthServer(t, logs)
 
 	ctx, cancel := context.WithTimeout(context.Background(), authClientTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", filepath.Join("e2e", "js")+string(filepath.Separator))
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "GATEHOUSE_BASE_URL="+base, "NO_COLOR=1", "FORCE_COLOR=0")
+	cmd.Env = append(os.Environ(), "GATEHOUSE_BASE_URL="+base, "GATEHOUSE_TEST_MAILBOX_URL="+mailbox, "NO_COLOR=1", "FORCE_COLOR=0")
 	cmd.WaitDelay = 5 * time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -87,10 +94,12 @@ func findNode(t *testing.T, root string) string {
 }
 
 // startAuthServer runs the real Gatehouse app over a fresh SQLite store on a
-// 127.0.0.1 port, logging into logs, and returns its base URL. Invitations go
-// to the default log mailer: the client gets the invitation id from
-// invite-member, so no mail is needed.
-func startAuthServer(t *testing.T, logs *syncBuffer) string {
+// 127.0.0.1 port, logging into logs, and returns its base URL and the URL of
+// its mailbox: the app's outbox worker delivers mail over SMTP to a real SMTP
+// server (mailtest), and GET <mailbox>?to=<address> answers the messages
+// delivered to address as JSON [{subject, text}], for the JS scenarios to read
+// links out of.
+func startAuthServer(t *testing.T, logs *syncBuffer) (string, string) {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil) // listens on 127.0.0.1
 	base := "http://" + srv.Listener.Addr().String()
@@ -103,17 +112,53 @@ func startAuthServer(t *testing.T, logs *syncBuffer) string {
 	t.Cleanup(fake.Close)
 	fake.SetUser(identity.GitHub, socialtest.User{ID: "5151", Login: "dorothy", Name: "Dorothy Vaughan",
 		Email: "dorothy@example.com", EmailVerified: true})
-	app, err := newServer(server.Config{BaseURL: base, BodyLimit: 1 << 20, SecretKey: make([]byte, 32),
+	cfg := server.Config{BaseURL: base, BodyLimit: 1 << 20, SecretKey: make([]byte, 32),
 		Social: []server.SocialConfig{{ID: identity.GitHub, ClientID: socialtest.ClientID,
-			ClientSecret: socialtest.ClientSecret, Endpoints: fake.Endpoints(identity.GitHub)}}},
-		storetest.Backends(t)[0].Open(t), log)
+			ClientSecret: socialtest.ClientSecret, Endpoints: fake.Endpoints(identity.GitHub)}}}
+	st := storetest.Backends(t)[0].Open(t)
+	app, err := newServer(cfg, st, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv.Config.Handler = app.Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return srv.URL
+	return srv.URL, startMailbox(t, cfg, st, log)
+}
+
+// startMailbox runs the outbox worker of cfg over st, delivering to a real SMTP server, and an
+// HTTP endpoint that lists what arrived per recipient; it returns the endpoint's URL.
+func startMailbox(t *testing.T, cfg server.Config, st *store.Store, log *slog.Logger) string {
+	t.Helper()
+	smtp := mailtest.Start(t, mailtest.Options{})
+	smtpCfg, err := mail.ParseSMTPURL(smtp.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.SMTP, cfg.MailFrom = &smtpCfg, "Gatehouse <no-reply@gatehouse.test>"
+	ring, err := seal.NewKeyring(cfg.SecretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := cfg.OutboxWorker(st, ring, log, outbox.WorkerConfig{PollInterval: 20 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	box := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		type message struct {
+			Subject string `json:"subject"`
+			Text    string `json:"text"`
+		}
+		out := []message{}
+		for _, m := range smtp.To(r.URL.Query().Get("to")) {
+			out = append(out, message{Subject: m.Subject, Text: m.Text})
+		}
+		rw.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(rw).Encode(out)
+	}))
+	t.Cleanup(box.Close)
+	return box.URL
 }
 
 // syncBuffer is a bytes.Buffer safe for the server's concurrent log writes.

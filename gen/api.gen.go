@@ -826,6 +826,12 @@ type AuthOrganization struct {
 	Slug      string                                    `json:"slug"`
 }
 
+// AuthPasswordResetRequested defines model for AuthPasswordResetRequested.
+type AuthPasswordResetRequested struct {
+	Message string `json:"message"`
+	Status  bool   `json:"status"`
+}
+
 // AuthPermissionMap Resources mapped to actions, e.g. `{"project": ["create", "update"]}`.
 type AuthPermissionMap map[string][]string
 
@@ -852,6 +858,12 @@ type AuthProblem struct {
 
 	// Type `{base_url}/problems/<kind>`: validation, http-401, http-403, http-404, conflict, http-4xx, unavailable, internal.
 	Type string `json:"type"`
+}
+
+// AuthResetPasswordBody defines model for AuthResetPasswordBody.
+type AuthResetPasswordBody struct {
+	NewPassword string  `json:"newPassword"`
+	Token       *string `json:"token,omitempty"`
 }
 
 // AuthRole defines model for AuthRole.
@@ -997,6 +1009,14 @@ type AuthUser struct {
 
 	// UpdatedAt UTC, ISO 8601.
 	UpdatedAt Timestamp `json:"updatedAt"`
+}
+
+// AuthVerifyEmailResponse defines model for AuthVerifyEmailResponse.
+type AuthVerifyEmailResponse struct {
+	Status bool `json:"status"`
+
+	// User Always null, as better-auth answers outside its change-email flow.
+	User nullable.Nullable[any] `json:"user"`
 }
 
 // AuthorizationBatch defines model for AuthorizationBatch.
@@ -2224,12 +2244,37 @@ type AuthUpdateRoleJSONBody struct {
 	RoleName       *string `json:"roleName,omitempty"`
 }
 
+// RequestPasswordResetJSONBody defines parameters for RequestPasswordReset.
+type RequestPasswordResetJSONBody struct {
+	Email openapi_types.Email `json:"email"`
+
+	// RedirectTo The product's reset page: the link sends the browser there with `?token=` (or `?error=INVALID_TOKEN`). Without it, the link opens Gatehouse's hosted reset page.
+	RedirectTo *string `json:"redirectTo,omitempty"`
+}
+
+// ResetPasswordParams defines parameters for ResetPassword.
+type ResetPasswordParams struct {
+	Token *string `form:"token,omitempty" json:"token,omitempty"`
+}
+
+// ResetPasswordCallbackParams defines parameters for ResetPasswordCallback.
+type ResetPasswordCallbackParams struct {
+	CallbackURL *string `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+}
+
 // RevokeOtherSessionsJSONBody defines parameters for RevokeOtherSessions.
 type RevokeOtherSessionsJSONBody map[string]interface{}
 
 // RevokeSessionJSONBody defines parameters for RevokeSession.
 type RevokeSessionJSONBody struct {
 	Token string `json:"token"`
+}
+
+// SendVerificationEmailJSONBody defines parameters for SendVerificationEmail.
+type SendVerificationEmailJSONBody struct {
+	// CallbackURL Where the link sends the browser after verifying (with `error` on failure).
+	CallbackURL *string             `json:"callbackURL,omitempty"`
+	Email       openapi_types.Email `json:"email"`
 }
 
 // SignOutJSONBody defines parameters for SignOut.
@@ -2239,6 +2284,12 @@ type SignOutJSONBody map[string]interface{}
 type UpdateUserJSONBody struct {
 	Image nullable.Nullable[string] `json:"image,omitempty"`
 	Name  *string                   `json:"name,omitempty"`
+}
+
+// VerifyEmailParams defines parameters for VerifyEmail.
+type VerifyEmailParams struct {
+	Token       string  `form:"token" json:"token"`
+	CallbackURL *string `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
 }
 
 // ListConfigEntriesParams defines parameters for ListConfigEntries.
@@ -2423,11 +2474,23 @@ type AuthUpdateMemberRoleJSONRequestBody AuthUpdateMemberRoleJSONBody
 // AuthUpdateRoleJSONRequestBody defines body for AuthUpdateRole for application/json ContentType.
 type AuthUpdateRoleJSONRequestBody AuthUpdateRoleJSONBody
 
+// RequestPasswordResetJSONRequestBody defines body for RequestPasswordReset for application/json ContentType.
+type RequestPasswordResetJSONRequestBody RequestPasswordResetJSONBody
+
+// ResetPasswordJSONRequestBody defines body for ResetPassword for application/json ContentType.
+type ResetPasswordJSONRequestBody = AuthResetPasswordBody
+
+// ResetPasswordFormdataRequestBody defines body for ResetPassword for application/x-www-form-urlencoded ContentType.
+type ResetPasswordFormdataRequestBody = AuthResetPasswordBody
+
 // RevokeOtherSessionsJSONRequestBody defines body for RevokeOtherSessions for application/json ContentType.
 type RevokeOtherSessionsJSONRequestBody RevokeOtherSessionsJSONBody
 
 // RevokeSessionJSONRequestBody defines body for RevokeSession for application/json ContentType.
 type RevokeSessionJSONRequestBody RevokeSessionJSONBody
+
+// SendVerificationEmailJSONRequestBody defines body for SendVerificationEmail for application/json ContentType.
+type SendVerificationEmailJSONRequestBody SendVerificationEmailJSONBody
 
 // SignInEmailJSONRequestBody defines body for SignInEmail for application/json ContentType.
 type SignInEmailJSONRequestBody = AuthSignInEmailBody
@@ -2658,12 +2721,24 @@ type ServerInterface interface {
 	// ListSocialProviders The configured social sign-in providers
 	// (GET /api/auth/providers)
 	ListSocialProviders(ctx echo.Context) error
+	// RequestPasswordReset Request a password reset link
+	// (POST /api/auth/request-password-reset)
+	RequestPasswordReset(ctx echo.Context) error
+	// ResetPassword Set a new password with a reset token
+	// (POST /api/auth/reset-password)
+	ResetPassword(ctx echo.Context, params ResetPasswordParams) error
+	// ResetPasswordCallback Open a password reset link
+	// (GET /api/auth/reset-password/{token})
+	ResetPasswordCallback(ctx echo.Context, token string, params ResetPasswordCallbackParams) error
 	// RevokeOtherSessions Revoke every other session of the user
 	// (POST /api/auth/revoke-other-sessions)
 	RevokeOtherSessions(ctx echo.Context) error
 	// RevokeSession Revoke one of the user's sessions
 	// (POST /api/auth/revoke-session)
 	RevokeSession(ctx echo.Context) error
+	// SendVerificationEmail Send an email verification link
+	// (POST /api/auth/send-verification-email)
+	SendVerificationEmail(ctx echo.Context) error
 	// SignInEmail Sign in with email and password
 	// (POST /api/auth/sign-in/email)
 	SignInEmail(ctx echo.Context) error
@@ -2679,6 +2754,9 @@ type ServerInterface interface {
 	// UpdateUser Update the user's name or picture
 	// (POST /api/auth/update-user)
 	UpdateUser(ctx echo.Context) error
+	// VerifyEmail Verify an email address (the mailed link)
+	// (GET /api/auth/verify-email)
+	VerifyEmail(ctx echo.Context, params VerifyEmailParams) error
 	// Authorize Decide whether a principal holds a permission
 	// (POST /api/v1/authorize)
 	Authorize(ctx echo.Context) error
@@ -3250,6 +3328,58 @@ func (w *ServerInterfaceWrapper) ListSocialProviders(ctx echo.Context) error {
 	return err
 }
 
+// RequestPasswordReset converts echo context to params.
+func (w *ServerInterfaceWrapper) RequestPasswordReset(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RequestPasswordReset(ctx)
+	return err
+}
+
+// ResetPassword converts echo context to params.
+func (w *ServerInterfaceWrapper) ResetPassword(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ResetPasswordParams
+	// ------------- Optional query parameter "token" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "token", ctx.QueryParams(), &params.Token, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter token: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ResetPassword(ctx, params)
+	return err
+}
+
+// ResetPasswordCallback converts echo context to params.
+func (w *ServerInterfaceWrapper) ResetPasswordCallback(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "token" -------------
+	var token string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "token", ctx.Param("token"), &token, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter token: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ResetPasswordCallbackParams
+	// ------------- Optional query parameter "callbackURL" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "callbackURL", ctx.QueryParams(), &params.CallbackURL, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter callbackURL: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ResetPasswordCallback(ctx, token, params)
+	return err
+}
+
 // RevokeOtherSessions converts echo context to params.
 func (w *ServerInterfaceWrapper) RevokeOtherSessions(ctx echo.Context) error {
 	var err error
@@ -3265,6 +3395,15 @@ func (w *ServerInterfaceWrapper) RevokeSession(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.RevokeSession(ctx)
+	return err
+}
+
+// SendVerificationEmail converts echo context to params.
+func (w *ServerInterfaceWrapper) SendVerificationEmail(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.SendVerificationEmail(ctx)
 	return err
 }
 
@@ -3310,6 +3449,31 @@ func (w *ServerInterfaceWrapper) UpdateUser(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.UpdateUser(ctx)
+	return err
+}
+
+// VerifyEmail converts echo context to params.
+func (w *ServerInterfaceWrapper) VerifyEmail(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params VerifyEmailParams
+	// ------------- Required query parameter "token" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "token", ctx.QueryParams(), &params.Token, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter token: %s", err))
+	}
+
+	// ------------- Optional query parameter "callbackURL" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "callbackURL", ctx.QueryParams(), &params.CallbackURL, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter callbackURL: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.VerifyEmail(ctx, params)
 	return err
 }
 
@@ -4824,6 +4988,11 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/api/auth/list-accounts", wrapper.ListAccounts, options.OperationMiddlewares["listAccounts"]...)
 	router.GET(options.BaseURL+"/api/auth/providers", wrapper.ListSocialProviders, options.OperationMiddlewares["listSocialProviders"]...)
 	router.POST(options.BaseURL+"/api/auth/delete-user", wrapper.DeleteUser, options.OperationMiddlewares["deleteUser"]...)
+	router.POST(options.BaseURL+"/api/auth/send-verification-email", wrapper.SendVerificationEmail, options.OperationMiddlewares["sendVerificationEmail"]...)
+	router.GET(options.BaseURL+"/api/auth/verify-email", wrapper.VerifyEmail, options.OperationMiddlewares["verifyEmail"]...)
+	router.POST(options.BaseURL+"/api/auth/request-password-reset", wrapper.RequestPasswordReset, options.OperationMiddlewares["requestPasswordReset"]...)
+	router.GET(options.BaseURL+"/api/auth/reset-password/:token", wrapper.ResetPasswordCallback, options.OperationMiddlewares["resetPasswordCallback"]...)
+	router.POST(options.BaseURL+"/api/auth/reset-password", wrapper.ResetPassword, options.OperationMiddlewares["resetPassword"]...)
 
 }
 
@@ -7012,6 +7181,306 @@ func (response ListSocialProviders200JSONResponse) VisitListSocialProvidersRespo
 	return err
 }
 
+type RequestPasswordResetRequestObject struct {
+	Body *RequestPasswordResetJSONRequestBody
+}
+
+type RequestPasswordResetResponseObject interface {
+	VisitRequestPasswordResetResponse(w http.ResponseWriter) error
+}
+
+type RequestPasswordReset200JSONResponse AuthPasswordResetRequested
+
+func (response RequestPasswordReset200JSONResponse) VisitRequestPasswordResetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestPasswordReset400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RequestPasswordReset400ApplicationProblemPlusJSONResponse) VisitRequestPasswordResetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestPasswordReset403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RequestPasswordReset403ApplicationProblemPlusJSONResponse) VisitRequestPasswordResetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestPasswordReset503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RequestPasswordReset503ApplicationProblemPlusJSONResponse) VisitRequestPasswordResetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResetPasswordRequestObject struct {
+	Params       ResetPasswordParams
+	JSONBody     *ResetPasswordJSONRequestBody
+	FormdataBody *ResetPasswordFormdataRequestBody
+}
+
+type ResetPasswordResponseObject interface {
+	VisitResetPasswordResponse(w http.ResponseWriter) error
+}
+
+type ResetPassword200JSONResponse AuthStatus
+
+func (response ResetPassword200JSONResponse) VisitResetPasswordResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResetPassword200TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response ResetPassword200TexthtmlResponse) VisitResetPasswordResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type ResetPassword400ApplicationProblemPlusJSONResponse AuthProblem
+
+func (response ResetPassword400ApplicationProblemPlusJSONResponse) VisitResetPasswordResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResetPassword400TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response ResetPassword400TexthtmlResponse) VisitResetPasswordResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(400)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type ResetPassword403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ResetPassword403ApplicationProblemPlusJSONResponse) VisitResetPasswordResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResetPassword503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ResetPassword503ApplicationProblemPlusJSONResponse) VisitResetPasswordResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResetPasswordCallbackRequestObject struct {
+	Token  string `json:"token"`
+	Params ResetPasswordCallbackParams
+}
+
+type ResetPasswordCallbackResponseObject interface {
+	VisitResetPasswordCallbackResponse(w http.ResponseWriter) error
+}
+
+type ResetPasswordCallback200TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response ResetPasswordCallback200TexthtmlResponse) VisitResetPasswordCallbackResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type ResetPasswordCallback302ResponseHeaders struct {
+	Location *string
+}
+
+type ResetPasswordCallback302Response struct {
+	Headers ResetPasswordCallback302ResponseHeaders
+}
+
+func (response ResetPasswordCallback302Response) VisitResetPasswordCallbackResponse(w http.ResponseWriter) error {
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(302)
+	return nil
+}
+
+type ResetPasswordCallback400ApplicationProblemPlusJSONResponse AuthProblem
+
+func (response ResetPasswordCallback400ApplicationProblemPlusJSONResponse) VisitResetPasswordCallbackResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResetPasswordCallback400TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response ResetPasswordCallback400TexthtmlResponse) VisitResetPasswordCallbackResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(400)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type ResetPasswordCallback403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ResetPasswordCallback403ApplicationProblemPlusJSONResponse) VisitResetPasswordCallbackResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResetPasswordCallback503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ResetPasswordCallback503ApplicationProblemPlusJSONResponse) VisitResetPasswordCallbackResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RevokeOtherSessionsRequestObject struct {
 	Body *RevokeOtherSessionsJSONRequestBody
 }
@@ -7148,6 +7617,79 @@ func (response RevokeSession404ApplicationProblemPlusJSONResponse) VisitRevokeSe
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendVerificationEmailRequestObject struct {
+	Body *SendVerificationEmailJSONRequestBody
+}
+
+type SendVerificationEmailResponseObject interface {
+	VisitSendVerificationEmailResponse(w http.ResponseWriter) error
+}
+
+type SendVerificationEmail200JSONResponse AuthStatus
+
+func (response SendVerificationEmail200JSONResponse) VisitSendVerificationEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendVerificationEmail400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SendVerificationEmail400ApplicationProblemPlusJSONResponse) VisitSendVerificationEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendVerificationEmail403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SendVerificationEmail403ApplicationProblemPlusJSONResponse) VisitSendVerificationEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendVerificationEmail503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SendVerificationEmail503ApplicationProblemPlusJSONResponse) VisitSendVerificationEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7621,6 +8163,167 @@ func (response UpdateUser403ApplicationProblemPlusJSONResponse) VisitUpdateUserR
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyEmailRequestObject struct {
+	Params VerifyEmailParams
+}
+
+type VerifyEmailResponseObject interface {
+	VisitVerifyEmailResponse(w http.ResponseWriter) error
+}
+
+type VerifyEmail200ResponseHeaders struct {
+	SetCookie *string
+}
+
+type VerifyEmail200JSONResponse struct {
+	Body    AuthVerifyEmailResponse
+	Headers VerifyEmail200ResponseHeaders
+}
+
+func (response VerifyEmail200JSONResponse) VisitVerifyEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyEmail200TexthtmlResponse struct {
+	Body          io.Reader
+	Headers       VerifyEmail200ResponseHeaders
+	ContentLength int64
+}
+
+func (response VerifyEmail200TexthtmlResponse) VisitVerifyEmailResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type VerifyEmail302ResponseHeaders struct {
+	Location  *string
+	SetCookie *string
+}
+
+type VerifyEmail302Response struct {
+	Headers VerifyEmail302ResponseHeaders
+}
+
+func (response VerifyEmail302Response) VisitVerifyEmailResponse(w http.ResponseWriter) error {
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(302)
+	return nil
+}
+
+type VerifyEmail400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyEmail400ApplicationProblemPlusJSONResponse) VisitVerifyEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyEmail401ApplicationProblemPlusJSONResponse AuthProblem
+
+func (response VerifyEmail401ApplicationProblemPlusJSONResponse) VisitVerifyEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyEmail401TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response VerifyEmail401TexthtmlResponse) VisitVerifyEmailResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(401)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type VerifyEmail403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyEmail403ApplicationProblemPlusJSONResponse) VisitVerifyEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyEmail503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyEmail503ApplicationProblemPlusJSONResponse) VisitVerifyEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -12927,12 +13630,24 @@ type StrictServerInterface interface {
 	// ListSocialProviders The configured social sign-in providers
 	// (GET /api/auth/providers)
 	ListSocialProviders(ctx context.Context, request ListSocialProvidersRequestObject) (ListSocialProvidersResponseObject, error)
+	// RequestPasswordReset Request a password reset link
+	// (POST /api/auth/request-password-reset)
+	RequestPasswordReset(ctx context.Context, request RequestPasswordResetRequestObject) (RequestPasswordResetResponseObject, error)
+	// ResetPassword Set a new password with a reset token
+	// (POST /api/auth/reset-password)
+	ResetPassword(ctx context.Context, request ResetPasswordRequestObject) (ResetPasswordResponseObject, error)
+	// ResetPasswordCallback Open a password reset link
+	// (GET /api/auth/reset-password/{token})
+	ResetPasswordCallback(ctx context.Context, request ResetPasswordCallbackRequestObject) (ResetPasswordCallbackResponseObject, error)
 	// RevokeOtherSessions Revoke every other session of the user
 	// (POST /api/auth/revoke-other-sessions)
 	RevokeOtherSessions(ctx context.Context, request RevokeOtherSessionsRequestObject) (RevokeOtherSessionsResponseObject, error)
 	// RevokeSession Revoke one of the user's sessions
 	// (POST /api/auth/revoke-session)
 	RevokeSession(ctx context.Context, request RevokeSessionRequestObject) (RevokeSessionResponseObject, error)
+	// SendVerificationEmail Send an email verification link
+	// (POST /api/auth/send-verification-email)
+	SendVerificationEmail(ctx context.Context, request SendVerificationEmailRequestObject) (SendVerificationEmailResponseObject, error)
 	// SignInEmail Sign in with email and password
 	// (POST /api/auth/sign-in/email)
 	SignInEmail(ctx context.Context, request SignInEmailRequestObject) (SignInEmailResponseObject, error)
@@ -12948,6 +13663,9 @@ type StrictServerInterface interface {
 	// UpdateUser Update the user's name or picture
 	// (POST /api/auth/update-user)
 	UpdateUser(ctx context.Context, request UpdateUserRequestObject) (UpdateUserResponseObject, error)
+	// VerifyEmail Verify an email address (the mailed link)
+	// (GET /api/auth/verify-email)
+	VerifyEmail(ctx context.Context, request VerifyEmailRequestObject) (VerifyEmailResponseObject, error)
 	// Authorize Decide whether a principal holds a permission
 	// (POST /api/v1/authorize)
 	Authorize(ctx context.Context, request AuthorizeRequestObject) (AuthorizeResponseObject, error)
@@ -14172,6 +14890,139 @@ func (sh *strictHandler) ListSocialProviders(ctx echo.Context) error {
 	return nil
 }
 
+// RequestPasswordReset operation middleware
+func (sh *strictHandler) RequestPasswordReset(ctx echo.Context) error {
+	var request RequestPasswordResetRequestObject
+
+	var body RequestPasswordResetJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RequestPasswordReset(ctx.Request().Context(), request.(RequestPasswordResetRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RequestPasswordReset")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RequestPasswordResetResponseObject); ok {
+		return validResponse.VisitRequestPasswordResetResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ResetPassword operation middleware
+func (sh *strictHandler) ResetPassword(ctx echo.Context, params ResetPasswordParams) error {
+	var request ResetPasswordRequestObject
+
+	request.Params = params
+	if strings.HasPrefix(ctx.Request().Header.Get("Content-Type"), "application/json") {
+		var body ResetPasswordJSONRequestBody
+		var err error
+		if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+			// A request validator built on kin-openapi's openapi3filter with
+			// KeepValidatedValue leaves the value it validated on the body. Bind
+			// that value, matching member names exactly, so the handler receives
+			// what was validated instead of a second, case-insensitive decode.
+			// Otherwise bind only the request body, so that path and query
+			// parameters are not also bound into the body struct.
+			if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+				err = binder.BindBody(ctx, &body)
+			}
+		} else {
+			// A custom binder is installed on the Echo instance; defer to it
+			// entirely, since echo.Binder does not expose body-only binding and
+			// the binder may do more than decode (for example call ctx.Validate).
+			err = ctx.Bind(&body)
+		}
+		if err != nil {
+			return err
+		}
+		request.JSONBody = &body
+
+	}
+	if strings.HasPrefix(ctx.Request().Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		if form, err := ctx.FormParams(); err == nil {
+			var body ResetPasswordFormdataRequestBody
+			if err := runtime.BindForm(&body, form, nil, nil); err != nil {
+				return err
+			}
+			request.FormdataBody = &body
+		} else {
+			return err
+		}
+	}
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ResetPassword(ctx.Request().Context(), request.(ResetPasswordRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ResetPassword")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ResetPasswordResponseObject); ok {
+		return validResponse.VisitResetPasswordResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ResetPasswordCallback operation middleware
+func (sh *strictHandler) ResetPasswordCallback(ctx echo.Context, token string, params ResetPasswordCallbackParams) error {
+	var request ResetPasswordCallbackRequestObject
+
+	request.Token = token
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ResetPasswordCallback(ctx.Request().Context(), request.(ResetPasswordCallbackRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ResetPasswordCallback")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ResetPasswordCallbackResponseObject); ok {
+		return validResponse.VisitResetPasswordCallbackResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // RevokeOtherSessions operation middleware
 func (sh *strictHandler) RevokeOtherSessions(ctx echo.Context) error {
 	var request RevokeOtherSessionsRequestObject
@@ -14261,6 +15112,52 @@ func (sh *strictHandler) RevokeSession(ctx echo.Context) error {
 		return err
 	} else if validResponse, ok := response.(RevokeSessionResponseObject); ok {
 		return validResponse.VisitRevokeSessionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// SendVerificationEmail operation middleware
+func (sh *strictHandler) SendVerificationEmail(ctx echo.Context) error {
+	var request SendVerificationEmailRequestObject
+
+	var body SendVerificationEmailJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.SendVerificationEmail(ctx.Request().Context(), request.(SendVerificationEmailRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SendVerificationEmail")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(SendVerificationEmailResponseObject); ok {
+		return validResponse.VisitSendVerificationEmailResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -14536,6 +15433,31 @@ func (sh *strictHandler) UpdateUser(ctx echo.Context) error {
 		return err
 	} else if validResponse, ok := response.(UpdateUserResponseObject); ok {
 		return validResponse.VisitUpdateUserResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// VerifyEmail operation middleware
+func (sh *strictHandler) VerifyEmail(ctx echo.Context, params VerifyEmailParams) error {
+	var request VerifyEmailRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.VerifyEmail(ctx.Request().Context(), request.(VerifyEmailRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "VerifyEmail")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(VerifyEmailResponseObject); ok {
+		return validResponse.VisitVerifyEmailResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

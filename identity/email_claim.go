@@ -2,6 +2,7 @@ package identity
 
 import (
 	"context"
+	"crypto/hmac"
 
 	"github.com/gatehouse-dev/gatehouse/store"
 )
@@ -12,8 +13,10 @@ const EmailClaimAction = "user.email_claim"
 // EmailClaim is what ClaimEmail did. Claimed is false when the account's email was verified
 // already: then nothing was removed and nothing was audited.
 type EmailClaim struct {
-	Claimed              bool
-	PasswordRemoved      bool
+	Claimed         bool
+	PasswordRemoved bool
+	// PasswordKept: the proof vouched for the password, which stays (VerifyEmail).
+	PasswordKept         bool
 	ProviderLinksRemoved int64
 	SessionsEnded        int64
 	Grants               store.OAuthGrantRevocation
@@ -41,15 +44,38 @@ type EmailClaim struct {
 // address, or sets the password a reset link allowed) and starts the owner's session, in the
 // same transaction. A verified account is left as it is (only the verified flag is
 // confirmed): linking to it keeps its password and sessions. proof names how ownership was
-// shown: a social provider id ("github", "google") today; an email link or a password reset
-// later.
+// shown: a social provider id ("github", "google"), ProofVerificationLink (VerifyEmail, which
+// keeps the password the link was mailed for) or ProofPasswordReset (the reset then sets the
+// new password).
 func ClaimEmail(ctx context.Context, tx *store.Tx, userID, proof string, record store.AuditEntry) (EmailClaim, error) {
+	return claimEmail(ctx, tx, userID, proof, "", record)
+}
+
+// claimEmail is ClaimEmail. A proof that also vouches for the account's password (a
+// verification link mailed for the account as it was signed up: see VerifyEmail) passes
+// vouched, the credential fingerprint of that password; the password then stays when it is
+// still the same one (and the audit row says so), and everything else goes as ClaimEmail says.
+func claimEmail(ctx context.Context, tx *store.Tx, userID, proof, vouched string, record store.AuditEntry) (EmailClaim, error) {
 	var c EmailClaim
 	var err error
 	if c.Claimed, err = tx.VerifyEmail(ctx, userID); err != nil || !c.Claimed {
 		return EmailClaim{}, err
 	}
-	if c.PasswordRemoved, c.ProviderLinksRemoved, err = tx.RemoveSignInMethods(ctx, userID); err != nil {
+	keep := false
+	if vouched != "" {
+		hash, err := tx.PasswordHashTx(ctx, userID)
+		if err != nil {
+			return c, err
+		}
+		keep = hash != "" && hmac.Equal([]byte(credentialFingerprint(hash)), []byte(vouched))
+	}
+	if keep {
+		c.PasswordKept = true
+		c.ProviderLinksRemoved, err = tx.RemoveProviderLinks(ctx, userID)
+	} else {
+		c.PasswordRemoved, c.ProviderLinksRemoved, err = tx.RemoveSignInMethods(ctx, userID)
+	}
+	if err != nil {
 		return c, err
 	}
 	if c.SessionsEnded, err = tx.DeleteOtherSessions(ctx, userID, ""); err != nil {
@@ -66,6 +92,9 @@ func ClaimEmail(ctx context.Context, tx *store.Tx, userID, proof string, record 
 		"sessionsEnded":        c.SessionsEnded,
 		"refreshTokensRevoked": c.Grants.RefreshTokens,
 		"consentsRevoked":      c.Grants.Consents,
+	}
+	if vouched != "" {
+		record.Metadata["passwordKept"] = c.PasswordKept
 	}
 	return c, tx.AppendAudit(ctx, &record)
 }

@@ -65,7 +65,7 @@ func newServer(cfg server.Config, st *store.Store, keys *oauth.KeySet) (built, e
 		return built{}, err
 	}
 	srv, err := server.New(cfg, server.Deps{Store: st, Log: log, Keyring: ring, Accounts: accounts, Provider: provider,
-		Mailer: server.LogMailer{Log: log}, Metrics: server.NewMetrics(st.Pools())})
+		Mailer: cfg.Mailer(st, ring), Metrics: server.NewMetrics(st.Pools())})
 	if err != nil {
 		return built{}, err
 	}

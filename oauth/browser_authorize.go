@@ -217,6 +217,8 @@ func (b *browserProvider) signInPage(w http.ResponseWriter, r *http.Request, cli
 	case "":
 	case "too_many_attempts":
 		message = "Too many failed attempts. Wait a while and try again."
+	case "email_not_verified":
+		message = "Confirm your email address first: we have sent you a new link."
 	case "social":
 		message = "Signing in with that provider did not work. Try again or use another way."
 	default:

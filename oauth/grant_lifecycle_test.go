@@ -4,16 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/oauth2"
 
+	"github.com/gatehouse-dev/gatehouse/identity/mail"
+	"github.com/gatehouse-dev/gatehouse/identity/mail/mailtest"
+	"github.com/gatehouse-dev/gatehouse/identity/outbox"
 	"github.com/gatehouse-dev/gatehouse/server"
 	"github.com/gatehouse-dev/gatehouse/server/apptest"
 	"github.com/gatehouse-dev/gatehouse/store"
+	"github.com/gatehouse-dev/gatehouse/store/seal"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
@@ -155,6 +161,7 @@ func TestOAuthGrantLifecycle(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
 		env := newProviderEnv(t, b)
 		shop, _ := env.create(t, consentClientBody)
+		smtp := startMailWorker(t, env)
 		changePassword := func(revokeOthers string) func(t *testing.T, u *lifecycleUser) {
 			return func(t *testing.T, u *lifecycleUser) {
 				body := `{"currentPassword":"` + u.password + `","newPassword":"a-new-password-1234"` + revokeOthers + `}`
@@ -162,6 +169,30 @@ func TestOAuthGrantLifecycle(t *testing.T) {
 					t.Fatalf("change-password: %d %s", res.Status, res.Body)
 				}
 				u.password = "a-new-password-1234"
+			}
+		}
+		// passwordReset resets the password through the mailed link, the address verified before
+		// (verified) or never (the reset then claims the account).
+		passwordReset := func(verified bool) func(t *testing.T, u *lifecycleUser) {
+			return func(t *testing.T, u *lifecycleUser) {
+				if verified {
+					if err := env.app.Store.InTx(context.Background(), func(tx *store.Tx) error {
+						_, err := tx.VerifyEmail(context.Background(), u.ID)
+						return err
+					}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if res := browserJSON(u.other, "POST", "/api/auth/request-password-reset", `{"email":"`+u.Email+`"}`); res.Status != http.StatusOK {
+					t.Fatalf("request-password-reset: %d %s", res.Status, res.Body)
+				}
+				link := smtp.WaitFor(t, u.Email, 20*time.Second).Link(t, env.url+"/api/auth/reset-password/")
+				token := strings.TrimPrefix(link, env.url+"/api/auth/reset-password/")
+				body := `{"newPassword":"a-reset-password-1234","token":"` + token + `"}`
+				if res := browserJSON(u.other, "POST", "/api/auth/reset-password", body); res.Status != http.StatusOK {
+					t.Fatalf("reset-password: %d %s", res.Status, res.Body)
+				}
+				u.password = "a-reset-password-1234"
 			}
 		}
 		rows := []struct {
@@ -178,6 +209,20 @@ func TestOAuthGrantLifecycle(t *testing.T) {
 				grantState{SessionHere: true, SessionOther: false, AccessToken: true, RefreshToken: true, Consent: true, APIKey: true}},
 			{"password change with revokeOtherSessions", changePassword(`,"revokeOtherSessions":true`),
 				grantState{SessionHere: true, SessionOther: false, AccessToken: false, RefreshToken: false, Consent: true, APIKey: true}},
+			{"email verification", func(t *testing.T, u *lifecycleUser) {
+				// The fixture user's address was never verified: the link claims the account.
+				if res := browserJSON(u.here, "POST", "/api/auth/send-verification-email", `{"email":"`+u.Email+`"}`); res.Status != http.StatusOK {
+					t.Fatalf("send-verification-email: %d %s", res.Status, res.Body)
+				}
+				link := smtp.WaitFor(t, u.Email, 20*time.Second).Link(t, env.url+"/api/auth/verify-email?")
+				if res := u.here.Get(link); res.Status != http.StatusOK {
+					t.Fatalf("verify-email: %d %s", res.Status, res.Body)
+				}
+			}, grantState{SessionHere: true, SessionOther: false, AccessToken: false, RefreshToken: false, Consent: false, APIKey: true}},
+			{"password reset", passwordReset(true),
+				grantState{SessionHere: false, SessionOther: false, AccessToken: false, RefreshToken: false, Consent: true, APIKey: true}},
+			{"password reset of a never-verified address", passwordReset(false),
+				grantState{SessionHere: false, SessionOther: false, AccessToken: false, RefreshToken: false, Consent: false, APIKey: true}},
 			{"subject deletion", func(t *testing.T, u *lifecycleUser) {
 				res := env.app.Do(env.owner.As(apptest.Request{Method: "DELETE", Path: "/api/v1/projects/" + env.project.ID + "/subjects/" + u.ID,
 					Headers: map[string]string{"Origin": env.url}}))
@@ -213,4 +258,27 @@ func TestOAuthGrantLifecycle(t *testing.T) {
 			})
 		}
 	})
+}
+
+// startMailWorker runs, for the test, the outbox worker main runs, delivering env's mail to a
+// real SMTP server, which it returns.
+func startMailWorker(t *testing.T, env *providerEnv) *mailtest.Server {
+	t.Helper()
+	smtp := mailtest.Start(t, mailtest.Options{})
+	cfg := testConfig()
+	smtpCfg, err := mail.ParseSMTPURL(smtp.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.SMTP, cfg.MailFrom = &smtpCfg, "no-reply@gatehouse.test"
+	ring, err := seal.NewKeyring(cfg.SecretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := cfg.OutboxWorker(env.app.Store, ring, slog.New(slog.DiscardHandler), outbox.WorkerConfig{PollInterval: 10 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return smtp
 }

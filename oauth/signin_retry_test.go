@@ -98,3 +98,22 @@ func TestSignInPageKeepsEmail(t *testing.T) {
 		})
 	})
 }
+
+// TestSignInPageLoginErrors: the sign-in page says in words why the last attempt failed, for
+// each login_error the sign-in form post can send back.
+func TestSignInPageLoginErrors(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
+		env := newProviderEnv(t, b)
+		for code, sentence := range map[string]string{
+			"invalid_credentials": "The email or password is not correct.",
+			"too_many_attempts":   "Too many failed attempts. Wait a while and try again.",
+			"email_not_verified":  "Confirm your email address first: we have sent you a new link.",
+			"social":              "Signing in with that provider did not work. Try again or use another way.",
+		} {
+			page := apptest.NewBrowser(t, env.url).Get(apptest.AuthorizeURL(env.url, env.web.ID, "https://shop.example.com/cb",
+				"E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM", "scope", "openid email", "state", "state-errors-0123456789",
+				"login_error", code))
+			page.WantPage(t, code, http.StatusOK, `<p class="error" role="alert">`+sentence+`</p>`)
+		}
+	})
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -130,9 +129,12 @@ func (s *Server) SignUpEmail(ctx context.Context, request gen.SignUpEmailRequest
 	if img, err := body.Image.Get(); err == nil {
 		u.Image = &img
 	}
-	sess, token, err := s.signUp(ctx, &u, body.Password, rememberMe(body.RememberMe))
+	sess, token, err := s.signUp(ctx, &u, body.Password, rememberMe(body.RememberMe), body.CallbackURL)
 	if err != nil {
-		return nil, err
+		return s.signUpRefused(ctx, u, err)
+	}
+	if token == "" { // RequireEmailVerification: signed in only once verified
+		return gen.SignUpEmail200JSONResponse{Body: gen.AuthSignUpResponse{Token: nullable.NewNullNullable[string](), User: toAuthUser(u)}}, nil
 	}
 	s.setSessionCookie(ctx, token, sess.RememberMe)
 	return gen.SignUpEmail200JSONResponse{Body: gen.AuthSignUpResponse{
@@ -153,6 +155,9 @@ func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequest
 	// 303 redirects: to the callbackURL, or back to it with login_error on failure.
 	browser := request.FormdataBody != nil && body.CallbackURL != nil && !acceptsJSON(requestMetaFrom(ctx).Accept)
 	user, err := s.checkEmailPassword(ctx, string(body.Email), body.Password)
+	if err == nil {
+		err = s.requireVerifiedEmail(ctx, user, body.CallbackURL)
+	}
 	if err != nil {
 		if browser {
 			if code := signInErrorCode(err); code != "" {
@@ -358,23 +363,32 @@ func (s *Server) UpdateUser(ctx context.Context, request gen.UpdateUserRequestOb
 	return gen.UpdateUser200JSONResponse{Status: true}, nil
 }
 
-// signUp creates u with the password and the credential account, its first session and the
-// user.sign_up audit row in one transaction. A taken email is errUserExists. The attempt is
-// counted per client IP first (429 past the limit); one that fails for the server's sake
-// (hashing at capacity, the database) is taken back.
-func (s *Server) signUp(ctx context.Context, u *store.User, password string, remember bool) (store.Session, string, error) {
+// signUp creates u with the password and the credential account, its first session (none
+// under RequireEmailVerification: token "") and the user.sign_up audit row, and queues the
+// verification mail to callbackURL, in one transaction. A taken email is errUserExists. The
+// attempt is counted per client IP first (429 past the limit); one that fails for the server's
+// sake (hashing at capacity, the database) is taken back, with its mail's send count.
+func (s *Server) signUp(ctx context.Context, u *store.User, password string, remember bool, callbackURL *string) (store.Session, string, error) {
 	attempts, err := s.hit(ctx, throttleKey{s.signUpThrottle, "ip:" + requestMetaFrom(ctx).IP})
 	if err != nil {
 		return store.Session{}, "", err
 	}
-	sess, token, err := s.createUser(ctx, u, password, remember)
-	if err != nil && !errors.Is(err, errUserExists) {
+	admission, err := s.admitMail(ctx, u.Email)
+	if err == nil {
+		var sess store.Session
+		var token string
+		if sess, token, err = s.createUser(ctx, u, password, remember, admission, callbackURL); err == nil {
+			return sess, token, nil
+		}
+		s.undoMail(ctx, admission)
+	}
+	if !errors.Is(err, errUserExists) {
 		s.undo(ctx, attempts...)
 	}
-	return sess, token, err
+	return store.Session{}, "", err
 }
 
-func (s *Server) createUser(ctx context.Context, u *store.User, password string, remember bool) (store.Session, string, error) {
+func (s *Server) createUser(ctx context.Context, u *store.User, password string, remember bool, admission identity.MailAdmission, callbackURL *string) (store.Session, string, error) {
 	hash, err := s.hashLimiter.HashPassword(ctx, password)
 	if err != nil {
 		return store.Session{}, "", s.hashErr(err)
@@ -385,9 +399,14 @@ func (s *Server) createUser(ctx context.Context, u *store.User, password string,
 		if err := tx.CreateUser(ctx, u, hash); err != nil {
 			return err
 		}
-		var err error
-		if sess, token, err = s.createSession(ctx, tx, u.ID, remember, nil); err != nil {
+		if err := s.sendVerificationLink(ctx, tx, admission, *u, callbackURL); err != nil {
 			return err
+		}
+		var err error
+		if !s.cfg.RequireEmailVerification {
+			if sess, token, err = s.createSession(ctx, tx, u.ID, remember, nil); err != nil {
+				return err
+			}
 		}
 		// Nobody was signed in: the new user is the actor.
 		actx := context.WithValue(ctx, principalKey{}, &Principal{Kind: PrincipalUser, User: *u})
@@ -524,34 +543,6 @@ func (s *Server) expireSessionCookies(ctx context.Context) {
 	for _, c := range s.sessions.ExpiredCookies() {
 		setCookie(ctx, c)
 	}
-}
-
-// checkCallbackURL accepts a path on the caller's own site ("/…", not "//…") or an absolute
-// http(s) URL on the base URL or a trusted origin, so that the client's redirect is never an
-// open redirect. Back-slashes, white space and control characters, which browsers strip or
-// read as slashes, are refused outright. No callbackURL (nil) is fine.
-func (s *Server) checkCallbackURL(callbackURL *string) error {
-	if callbackURL == nil {
-		return nil
-	}
-	raw := *callbackURL
-	for i := 0; i < len(raw); i++ {
-		if c := raw[i]; c <= ' ' || c == 0x7f || c == '\\' {
-			return errInvalidCallbackURL
-		}
-	}
-	if strings.HasPrefix(raw, "/") {
-		if strings.HasPrefix(raw, "//") {
-			return errInvalidCallbackURL
-		}
-		return nil
-	}
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
-		!s.trustedOrigin(u.Scheme+"://"+u.Host) {
-		return errInvalidCallbackURL
-	}
-	return nil
 }
 
 // rememberMe is the body's rememberMe, true when absent.

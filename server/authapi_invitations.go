@@ -14,10 +14,11 @@ import (
 
 // ---- Invitations ----
 
-// AuthInviteMember invites an email address with one or several roles and hands the accept
-// link to the Mailer. It needs member:manage; only an owner may invite an owner. A member's
-// email is 400, a pending invitation 409 unless resend, which extends that invitation's expiry
-// (keeping its role) and sends it again.
+// AuthInviteMember invites an email address with one or several roles and mails the accept
+// link, through the outbox in the invitation's transaction (mailer.go). It needs
+// member:manage; only an owner may invite an owner. A member's email is 400, a pending
+// invitation 409 unless resend, which extends that invitation's expiry (keeping its role) and
+// sends it again.
 func (s *Server) AuthInviteMember(ctx context.Context, req gen.AuthInviteMemberRequestObject) (gen.AuthInviteMemberResponseObject, error) {
 	b := req.Body
 	om, err := s.callerOrganization(ctx, b.OrganizationId, nil)
@@ -45,6 +46,10 @@ func (s *Server) AuthInviteMember(ctx context.Context, req gen.AuthInviteMemberR
 	}
 	resend := b.Resend != nil && *b.Resend
 	p := PrincipalFrom(ctx)
+	admission, err := s.admitMail(ctx, email)
+	if err != nil {
+		return nil, err
+	}
 	expires := s.store.Now().Add(invitationTTL)
 	var inv store.Invitation
 	invite := func(tx *store.Tx) error {
@@ -70,6 +75,10 @@ func (s *Server) AuthInviteMember(ctx context.Context, req gen.AuthInviteMemberR
 		default:
 			return err
 		}
+		msg, err := s.invitationMessage(inv, om.org, p.User)
+		if err := s.sendMail(ctx, tx, admission, msg, err); err != nil {
+			return err
+		}
 		return audit(ctx, tx, auditEvent{Action: "member.invite", TargetType: "invitation", TargetID: inv.ID,
 			OrganizationID: om.org.ID, Metadata: map[string]any{"email": inv.Email, "role": inv.Role, "resend": refresh}})
 	}
@@ -82,14 +91,7 @@ func (s *Server) AuthInviteMember(ctx context.Context, req gen.AuthInviteMemberR
 		err = errAlreadyInvited
 	}
 	if err != nil {
-		return nil, err
-	}
-	msg := Invitation{
-		ID: inv.ID, Email: inv.Email, Role: inv.Role, ExpiresAt: inv.ExpiresAt,
-		OrganizationID: om.org.ID, OrganizationName: om.org.Name, OrganizationSlug: om.org.Slug,
-		InviterID: p.ID(), InviterName: p.User.Name, InviterEmail: p.User.Email,
-	}
-	if err := s.mailer.SendInvitation(ctx, msg, s.invitationAcceptURL(inv.ID)); err != nil {
+		s.undoMail(ctx, admission)
 		return nil, err
 	}
 	return gen.AuthInviteMember200JSONResponse(authInvitationJSON(inv)), nil

@@ -40,19 +40,24 @@ func TestAuthOrgInvitations(t *testing.T) {
 			t.Errorf("expiresAt is %v after the request, want 48h", ttl)
 		}
 		w.wantAudit(t, res, org.ID, "member.invite", ada.ID)
-		sent := w.mail.all()
-		if len(sent) != 1 || sent[0].inv.ID != inv.ID || sent[0].inv.Email != "grace@example.com" ||
-			sent[0].inv.OrganizationName != "Org acme" || sent[0].inv.InviterEmail != "ada@example.com" ||
-			sent[0].acceptURL != testBaseURL+"/accept-invitation/"+inv.ID {
-			t.Fatalf("mailed %+v", sent)
+		// The invitation mail, delivered over SMTP: the accept link, who invited, to what.
+		sent := w.mail.WaitFor(t, "grace@example.com", 20*time.Second)
+		if link := sent.Link(t, testBaseURL); link != testBaseURL+"/accept-invitation/"+inv.ID {
+			t.Errorf("accept link %q", link)
+		}
+		if sent.Subject != "Ada invited you to Org acme on Gatehouse" ||
+			!strings.Contains(sent.Text, "Ada (ada@example.com) invited you to the organization Org acme on Gatehouse, as developer.") ||
+			!strings.Contains(sent.HTML, `href="`+testBaseURL+"/accept-invitation/"+inv.ID+`"`) {
+			t.Errorf("invitation mail: subject %q\n%s\n%s", sent.Subject, sent.Text, sent.HTML)
 		}
 
 		// resend refreshes the same invitation and mails it again.
 		var resent baInvitation
 		res = w.post(ada, "invite-member", `{"email":"grace@example.com","role":"developer","resend":true}`)
 		res.decode(t, http.StatusOK, &resent)
-		if resent.ID != inv.ID || resent.ExpiresAt.Before(inv.ExpiresAt) || len(w.mail.all()) != 2 {
-			t.Fatalf("resent = %+v (first %+v), %d mails", resent, inv, len(w.mail.all()))
+		w.mail.Wait(t, 2, 20*time.Second)
+		if resent.ID != inv.ID || resent.ExpiresAt.Before(inv.ExpiresAt) || len(w.mail.To("grace@example.com")) != 2 {
+			t.Fatalf("resent = %+v (first %+v), %d mails", resent, inv, len(w.mail.To("grace@example.com")))
 		}
 		w.wantAudit(t, res, org.ID, "member.invite", ada.ID)
 
@@ -145,17 +150,30 @@ func TestAuthOrgInvitations(t *testing.T) {
 	})
 }
 
-// Without a configured mailer the accept link is logged, so a developer can pass it on.
+// Without GATEHOUSE_SMTP_URL (development mode) the worker logs each message with its link, so
+// a developer can pass it on.
 func TestAuthOrgInvitationLogMailer(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
-		app := newTestApp(t, b.Open(t), testConfig())
+		app := newTestAppWith(t, b.Open(t), testConfig(), testDeps{logMail: true})
 		w := orgWorld{testApp: app}
 		ada := w.newUser(t, "Ada", "ada@example.com")
 		w.createOrg(t, ada, "acme")
 		var inv baInvitation
 		w.post(ada, "invite-member", `{"email":"grace@example.com","role":"viewer"}`).decode(t, http.StatusOK, &inv)
-		if want := "accept_url=" + testBaseURL + "/accept-invitation/" + inv.ID; !strings.Contains(app.logs.String(), want) {
-			t.Errorf("logs lack %q:\n%s", want, app.logs.String())
-		}
+		want := `msg="mail (not sent: GATEHOUSE_SMTP_URL is not set)" to=grace@example.com template=invitation ` +
+			`subject="Ada invited you to Org acme on Gatehouse" link=` + testBaseURL + "/accept-invitation/" + inv.ID
+		waitForLog(t, app, want)
 	})
+}
+
+// waitForLog waits until the development-mode mail worker's log holds want.
+func waitForLog(t *testing.T, app *testApp, want string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(app.mailLog.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("logs lack %q:\n%s", want, app.mailLog.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -7,11 +7,11 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/identity"
+	"github.com/gatehouse-dev/gatehouse/identity/mail/mailtest"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
@@ -66,39 +66,16 @@ type (
 	}
 )
 
-// captureMailer records the invitations it is asked to send.
-type captureMailer struct {
-	mu   sync.Mutex
-	sent []capturedInvitation
-}
-
-type capturedInvitation struct {
-	inv       Invitation
-	acceptURL string
-}
-
-func (m *captureMailer) SendInvitation(_ context.Context, inv Invitation, acceptURL string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.sent = append(m.sent, capturedInvitation{inv, acceptURL})
-	return nil
-}
-
-func (m *captureMailer) all() []capturedInvitation {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]capturedInvitation(nil), m.sent...)
-}
-
-// orgWorld is an app with a capturing mailer and helpers to call the organization routes.
+// orgWorld is an app whose mail arrives at a real SMTP server, with helpers to call the
+// organization routes.
 type orgWorld struct {
 	*testApp
-	mail *captureMailer
+	mail *mailtest.Server
 }
 
 func newOrgWorld(t *testing.T, b storetest.Backend) orgWorld {
-	mail := &captureMailer{}
-	return orgWorld{testApp: newTestAppWith(t, b.Open(t), testConfig(), testDeps{mailer: mail}), mail: mail}
+	smtp := mailtest.Start(t, mailtest.Options{})
+	return orgWorld{testApp: newTestAppWith(t, b.Open(t), testConfig(), testDeps{smtp: smtp}), mail: smtp}
 }
 
 // post calls POST /api/auth/organization/<route> as u.

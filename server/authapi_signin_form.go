@@ -30,6 +30,10 @@ func signInErrorCode(err error) string {
 		return "invalid_credentials"
 	case http.StatusTooManyRequests:
 		return "too_many_attempts"
+	case http.StatusForbidden:
+		if e.Code == errEmailNotVerified.Code {
+			return "email_not_verified"
+		}
 	}
 	return ""
 }

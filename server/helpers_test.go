@@ -1,12 +1,16 @@
 package server
 
 import (
+	"context"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/identity"
+	"github.com/gatehouse-dev/gatehouse/identity/mail"
+	"github.com/gatehouse-dev/gatehouse/identity/mail/mailtest"
+	"github.com/gatehouse-dev/gatehouse/identity/outbox"
 	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/server/apptest"
 	"github.com/gatehouse-dev/gatehouse/store"
@@ -23,6 +27,8 @@ type testApp struct {
 	srv   *Server
 	store *store.Store
 	logs  *strings.Builder
+	// mailLog is the log of the development-mode outbox worker (testDeps.logMail).
+	mailLog *syncBuffer
 	// keys are the provider's token signing keys.
 	keys *oauth.KeySet
 }
@@ -51,8 +57,12 @@ func testConfig() Config {
 
 // testDeps are the dependencies a test replaces; nil fields are built as main builds them.
 type testDeps struct {
-	mailer Mailer
-	keys   *oauth.KeySet
+	keys *oauth.KeySet
+	// smtp, when set, receives the app's mail: an outbox worker runs for the test, delivering
+	// over SMTP to it; logMail runs one that logs each message to the app's log instead (the
+	// development mode). Without either, messages stay in the outbox.
+	smtp    *mailtest.Server
+	logMail bool
 }
 
 // newServer builds every dependency the way main's wire does (without ensuring a signing key
@@ -75,12 +85,31 @@ func newServer(cfg Config, st *store.Store, log *slog.Logger, over testDeps) (*S
 	if err != nil {
 		return nil, err
 	}
-	mailer := over.mailer
-	if mailer == nil {
-		mailer = LogMailer{Log: log}
-	}
 	return New(cfg, Deps{Store: st, Log: log, Keyring: ring, Accounts: accounts, Provider: provider,
-		Mailer: mailer, Metrics: NewMetrics(storePools(st))})
+		Mailer: cfg.Mailer(st, ring), Metrics: NewMetrics(storePools(st))})
+}
+
+// startMailWorker runs, until the test ends, the outbox worker main runs, polling and
+// retrying every few milliseconds: delivering over SMTP to smtp, or to log when smtp is nil.
+func startMailWorker(t *testing.T, cfg Config, st *store.Store, log *slog.Logger, smtp *mailtest.Server) {
+	t.Helper()
+	if smtp != nil {
+		smtpCfg, err := mail.ParseSMTPURL(smtp.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.SMTP, cfg.MailFrom, cfg.SMTPTLSConfig = &smtpCfg, "Gatehouse <no-reply@gatehouse.test>", smtp.ClientTLS
+	}
+	ring, err := seal.NewKeyring(cfg.SecretKey, cfg.OldSecretKeys...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := cfg.OutboxWorker(st, ring, log, outbox.WorkerConfig{PollInterval: 10 * time.Millisecond,
+		RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
 }
 
 func newTestApp(t *testing.T, st *store.Store, cfg Config) *testApp {
@@ -104,8 +133,12 @@ func newTestAppWith(t *testing.T, st *store.Store, cfg Config, over testDeps) *t
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
+	mailLog := &syncBuffer{}
+	if over.smtp != nil || over.logMail {
+		startMailWorker(t, cfg, st, slog.New(slog.NewTextHandler(mailLog, nil)), over.smtp)
+	}
 	app := &apptest.App{T: t, Handler: srv.Handler(), Store: st, CookieKey: srv.cookieKey, CookieName: srv.sessionCookieName}
-	return &testApp{App: app, t: t, srv: srv, store: st, logs: logs, keys: over.keys}
+	return &testApp{App: app, t: t, srv: srv, store: st, logs: logs, keys: over.keys, mailLog: mailLog}
 }
 
 // request is an apptest.Request under the names server's tests use.

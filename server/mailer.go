@@ -2,54 +2,58 @@ package server
 
 import (
 	"context"
-	"log/slog"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/gatehouse-dev/gatehouse/identity"
+	"github.com/gatehouse-dev/gatehouse/identity/mail"
+	"github.com/gatehouse-dev/gatehouse/store"
 )
 
-// Mailer delivers the messages Gatehouse sends to people. Today that is organization
-// invitations only. main passes one in Deps.Mailer (LogMailer by default); an SMTP (or
-// transactional-mail API) implementation is a later option and needs no other change.
-//
-// Implementations must be safe for concurrent use. They are called after the mutation has
-// committed; an error fails the request with a 500 but does not undo the mutation (the caller
-// can resend the invitation).
-type Mailer interface {
-	// SendInvitation delivers inv to inv.Email with acceptURL, the page where the recipient
-	// signs in and accepts.
-	SendInvitation(ctx context.Context, inv Invitation, acceptURL string) error
+// Mail. Every message Gatehouse sends a person — an invitation, a verification link, a password
+// reset — goes one way: admitMail counts it against the send limits (per recipient address and
+// per client IP, identity.MailAddressLimit and its siblings) before the transaction of the
+// change that causes it, and sendMail renders it and writes it to the outbox in that
+// transaction, so it exists exactly when the change commits. The outbox worker that main runs
+// delivers it (over SMTP, or to the log in development); a mail server outage never fails a
+// request. A message over a limit is dropped without a trace in the answer.
+
+// admitMail counts one message to address, caused by this request, against the send limits.
+func (s *Server) admitMail(ctx context.Context, address string) (identity.MailAdmission, error) {
+	a, err := s.mailer.Admit(ctx, address, requestMetaFrom(ctx).IP)
+	if err == nil && !a.Allowed() {
+		s.metrics.throttleRefused(throttleMail)
+		s.log.InfoContext(ctx, "mail over the send limit: not sent", "request_id", RequestID(ctx))
+	}
+	return a, err
 }
 
-// Invitation is what an invitation message tells its recipient.
-type Invitation struct {
-	ID               string
-	Email            string
-	Role             string
-	OrganizationID   string
-	OrganizationName string
-	OrganizationSlug string
-	InviterID        string
-	InviterName      string
-	InviterEmail     string
-	ExpiresAt        time.Time
+// sendMail writes msg (as rendered, with its rendering error) to the outbox in tx when a
+// allows it.
+func (s *Server) sendMail(ctx context.Context, tx *store.Tx, a identity.MailAdmission, msg mail.Message, err error) error {
+	if err != nil {
+		return err
+	}
+	_, err = s.mailer.Enqueue(ctx, tx, a, msg)
+	return err
 }
 
-// LogMailer is the default Mailer: it sends nothing and logs each message, accept link
-// included, at info level, so that a developer (or an operator without mail set up) can pass
-// the link on by hand. The link is not a secret: only the invited user, signed in, can accept.
-type LogMailer struct {
-	Log *slog.Logger
+// undoMail gives an admission back when the change it was for did not commit.
+func (s *Server) undoMail(ctx context.Context, a identity.MailAdmission) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := a.Undo(uctx); err != nil {
+		s.log.WarnContext(ctx, "mail: undo send count", "err", err)
+	}
 }
 
-// SendInvitation logs the invitation and its accept link.
-func (m LogMailer) SendInvitation(ctx context.Context, inv Invitation, acceptURL string) error {
-	m.Log.InfoContext(ctx, "invitation (not mailed: no mailer configured)",
-		"invitation_id", inv.ID, "email", inv.Email, "organization_id", inv.OrganizationID,
-		"organization", inv.OrganizationName, "role", inv.Role, "inviter_id", inv.InviterID,
-		"expires_at", inv.ExpiresAt.UTC().Format(time.RFC3339), "accept_url", acceptURL,
-		"request_id", RequestID(ctx))
-	return nil
+// invitationMessage is the invitation mail of inv, sent by inviter on behalf of org.
+func (s *Server) invitationMessage(inv store.Invitation, org store.Organization, inviter store.User) (mail.Message, error) {
+	return s.mailer.Compose.Invitation(inv.Email, mail.Invitation{
+		OrganizationName: org.Name, InviterName: inviter.Name, InviterEmail: inviter.Email,
+		Role: inv.Role, ExpiresAt: inv.ExpiresAt,
+	}, s.invitationAcceptURL(inv.ID))
 }
 
 // invitationAcceptURL is the link an invitation message carries: cfg.InvitationURL with {id}

@@ -48,6 +48,7 @@ const (
 	throttleAccount = "account" // failed password checks per account
 	throttleIP      = "ip"      // failed password checks per client IP
 	throttleSignUp  = "sign_up" // sign-ups per client IP
+	throttleMail    = "mail"    // messages over a mail send limit (not sent, not answered 429)
 	throttleOther   = "other"   // a throttle this list does not name
 )
 
@@ -102,7 +103,7 @@ func NewMetrics(pools map[string]*sql.DB) *Metrics {
 	for _, o := range []string{apiKeyOK, apiKeyMalformed, apiKeyUnknown, apiKeyWrongSecret, apiKeyRevoked, apiKeyExpired, apiKeyDisabled, apiKeyArchived} {
 		m.apiKeyAuths.WithLabelValues(o)
 	}
-	for _, k := range []string{throttleAccount, throttleIP, throttleSignUp} {
+	for _, k := range []string{throttleAccount, throttleIP, throttleSignUp, throttleMail} {
 		m.throttled.WithLabelValues(k)
 	}
 	return m

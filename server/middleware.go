@@ -69,7 +69,7 @@ func validRequestID(id string) bool {
 }
 
 // accessLog writes one line per request: method, path (never the query string, which may carry
-// codes or tokens), route, status, duration, size, client IP and request id. Credentials and
+// codes or tokens, and the route instead of a path that carries a token), route, status, duration, size, client IP and request id. Credentials and
 // cookies are never logged. Errors are handed to the error handler first, so the line has the
 // status the client got. The same values feed the request metrics (metrics.go), labelled by
 // the spec operation rather than the path.
@@ -79,9 +79,14 @@ func (s *Server) accessLog() echo.MiddlewareFunc {
 		LogMethod: true, LogURIPath: true, LogRoutePath: true,
 		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
 			ctx := c.Request().Context()
+			path := v.URIPath
+			if strings.Contains(v.RoutePath, ":token") {
+				// A secret in the path (a reset link's token) is logged as its route.
+				path = v.RoutePath
+			}
 			attrs := []slog.Attr{
 				slog.String("method", v.Method),
-				slog.String("path", v.URIPath),
+				slog.String("path", path),
 				slog.String("route", v.RoutePath),
 				slog.Int("status", v.Status),
 				slog.Float64("duration_ms", float64(v.Latency.Microseconds())/1000),

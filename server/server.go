@@ -63,8 +63,9 @@ type Server struct {
 	signUpThrottle  *identity.Throttle
 	// hashLimiter bounds the memory of concurrent password hashing (cfg.HashConcurrency).
 	hashLimiter *identity.HashLimiter
-	// mailer delivers invitations.
-	mailer Mailer
+	// mailer writes the messages of invitations and the account flows to the outbox, within
+	// the mail send limits (mailer.go).
+	mailer *identity.Mailer
 	// social are the configured social sign-in providers (Deps.Accounts.Social).
 	social socialProviders
 	// metrics are the Prometheus series, on a registry of their own (see MetricsHandler).
@@ -92,8 +93,8 @@ type Deps struct {
 	Accounts *identity.Accounts
 	// Provider is the OAuth provider, mounted by its routes.
 	Provider Provider
-	// Mailer delivers invitation messages (LogMailer logs the accept link).
-	Mailer Mailer
+	// Mailer writes messages to the outbox (Config.Mailer); main's outbox worker delivers them.
+	Mailer *identity.Mailer
 	// Metrics are the Prometheus series (NewMetrics).
 	Metrics *Metrics
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/identity"
+	"github.com/gatehouse-dev/gatehouse/identity/mail"
 )
 
 // Config is the server's configuration. Package main reads it from the GATEHOUSE_* environment
@@ -93,6 +95,21 @@ type Config struct {
 	// Social are the configured social sign-in providers, in button order (GitHub, Google):
 	// those whose GATEHOUSE_<P>_CLIENT_ID and GATEHOUSE_<P>_CLIENT_SECRET are both set.
 	Social []SocialConfig
+	// SMTP is the mail server (GATEHOUSE_SMTP_URL). Nil is development mode: every message is
+	// logged, with its link, instead of sent.
+	SMTP *mail.SMTPConfig
+	// MailFrom is the From of every message (GATEHOUSE_MAIL_FROM), required with SMTP.
+	MailFrom string
+	// SMTPTLSConfig, when not nil, replaces the SMTP connection's TLS settings. Wiring, not an
+	// environment variable (tests trust their SMTP server's certificate with it).
+	SMTPTLSConfig *tls.Config
+	// RequireEmailVerification (GATEHOUSE_REQUIRE_EMAIL_VERIFICATION) keeps users whose address
+	// is not verified from signing in with a password: sign-up starts no session, and sign-in
+	// answers 403 EMAIL_NOT_VERIFIED and mails a fresh link.
+	RequireEmailVerification bool
+	// Brand is how messages and the hosted account pages present the product
+	// (GATEHOUSE_BRAND_NAME, GATEHOUSE_BRAND_LOGO_URL, GATEHOUSE_BRAND_COLOR).
+	Brand mail.Brand
 }
 
 // SocialConfig is one configured social sign-in provider (see SocialFromEnv).

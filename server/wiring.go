@@ -1,9 +1,14 @@
 package server
 
 import (
+	"log/slog"
+
 	"github.com/gatehouse-dev/gatehouse/identity"
+	"github.com/gatehouse-dev/gatehouse/identity/mail"
+	"github.com/gatehouse-dev/gatehouse/identity/outbox"
 	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/store"
+	"github.com/gatehouse-dev/gatehouse/store/seal"
 )
 
 // The mapping from the configuration to the other packages' settings: main (and the tests
@@ -33,4 +38,29 @@ func (c Config) ProviderConfig(st *store.Store, keys *oauth.KeySet, acc *identit
 		Sessions: acc.Sessions, TrustedOrigin: NewOrigins(c), Social: buttons,
 		Claims: ProductClaims{Store: st}, RequestInfo: RequestInfo,
 	}
+}
+
+// Mailer is the identity.Mailer that c describes over st: messages branded with c.Brand,
+// counted against the send limits in st and written to its outbox sealed with ring.
+func (c Config) Mailer(st *store.Store, ring *seal.Keyring) *identity.Mailer {
+	return identity.NewMailer(st, outbox.New(ring), mail.NewComposer(c.Brand), nil)
+}
+
+// MailSender is where c's mail goes: SMTP to c.SMTP from c.MailFrom, or, in development mode
+// (no SMTP), a log line per message with its link, in log.
+func (c Config) MailSender(log *slog.Logger) mail.Sender {
+	if c.SMTP == nil {
+		return mail.LogSender{Log: log}
+	}
+	return mail.NewSMTPSender(*c.SMTP, c.MailFrom, c.SMTPTLSConfig)
+}
+
+// OutboxWorker is the worker that delivers st's outbox — mail with c.MailSender — opening
+// payloads with ring. opts tune it (tests poll and retry faster); its handlers are set here.
+func (c Config) OutboxWorker(st *store.Store, ring *seal.Keyring, log *slog.Logger, opts outbox.WorkerConfig) *outbox.Worker {
+	opts.Handlers = map[string]outbox.Handler{mail.Kind: mail.Handler(c.MailSender(log))}
+	if opts.Log == nil {
+		opts.Log = log
+	}
+	return outbox.NewWorker(st, ring, opts)
 }

@@ -245,8 +245,9 @@ type SealedValue struct {
 }
 
 // ResealValues calls fn for every sealed value in the database — the secret values of
-// config_entries and config_versions, the private keys of signing_keys, then the secret keys
-// and webhook secrets of processor_connections, in that order,
+// config_entries and config_versions, the private keys of signing_keys, the secret keys
+// and webhook secrets of processor_connections, then the payloads of pending outbox rows, in
+// that order,
 // each by id — and stores the new sealed string for each call that reports changed, in tx. It
 // returns how many values it replaced. Re-sealing changes neither UpdatedAt nor Version: the
 // plaintext is the same.
@@ -276,6 +277,9 @@ func (tx *Tx) ResealValues(ctx context.Context, fn func(v SealedValue) (newSeale
 		{"processor_connections", `SELECT id, environment_id, '' AS key, webhook_secret AS value
 			FROM processor_connections ORDER BY id`, "webhook_secret", nil,
 			func(env, _, _ string) []byte { return ProcessorWebhookSecretAAD(env) }},
+		{"outbox", `SELECT id, kind AS environment_id, '' AS key, payload AS value FROM outbox
+			WHERE sent_at IS NULL AND failed_at IS NULL ORDER BY id`, "payload", nil,
+			func(kind, _, id string) []byte { return OutboxPayloadAAD(id, kind) }},
 	}
 	n := 0
 	for _, src := range sources {
@@ -305,7 +309,11 @@ func (tx *Tx) ResealValues(ctx context.Context, fn func(v SealedValue) (newSeale
 				return n, fmt.Errorf("store: %s: %s %s: %w: the new value is not sealed", op, src.table, r.ID, ErrInvalid)
 			}
 			res, err := tx.tx.ExecContext(ctx, update, sealed, r.ID, r.Value)
-			if err := oneRowAffected(op, res, err); err != nil {
+			err = oneRowAffected(op, res, err)
+			if src.table == "outbox" && errors.Is(err, ErrNotFound) {
+				continue // sent meanwhile by a worker (its payload emptied): nothing left to re-seal
+			}
+			if err != nil {
 				return n, err
 			}
 			n++

@@ -202,6 +202,17 @@ func (d Dialect) lockClause(lock rowLock) string {
 	return ""
 }
 
+// skipLockedClause returns the clause that, appended to the SELECT of a claim, locks the
+// rows it picks and skips those another transaction holds, so that concurrent claimers
+// (outbox workers on several replicas) take disjoint rows without waiting. On SQLite it is
+// empty: the one writer connection serialises claims.
+func (d Dialect) skipLockedClause() string {
+	if d != Postgres {
+		return ""
+	}
+	return " FOR UPDATE SKIP LOCKED"
+}
+
 // ---- Error classification ----
 
 // isUniqueViolation reports whether err is a PRIMARY KEY or UNIQUE violation:

@@ -28,3 +28,11 @@ func (tx *Tx) RemoveSignInMethods(ctx context.Context, userID string) (password 
 	providerLinks, err = tx.execCount(ctx, op, `DELETE FROM accounts WHERE user_id = ?`, userID)
 	return n > 0, providerLinks, err
 }
+
+// RemoveProviderLinks deletes the social provider accounts linked to user userID, keeping its
+// credential account (password), and reports how many it unlinked: an email claim whose proof
+// vouched for the password (identity.VerifyEmail) removes only these.
+func (tx *Tx) RemoveProviderLinks(ctx context.Context, userID string) (int64, error) {
+	return tx.execCount(ctx, "remove provider links",
+		`DELETE FROM accounts WHERE user_id = ? AND provider_id <> ?`, userID, CredentialProvider)
+}

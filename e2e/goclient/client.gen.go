@@ -1081,6 +1081,12 @@ type AuthOrganization struct {
 	Slug      string                                    `json:"slug"`
 }
 
+// AuthPasswordResetRequested defines model for AuthPasswordResetRequested.
+type AuthPasswordResetRequested struct {
+	Message string `json:"message"`
+	Status  bool   `json:"status"`
+}
+
 // AuthPermissionMap Resources mapped to actions, e.g. `{"project": ["create", "update"]}`.
 type AuthPermissionMap map[string][]string
 
@@ -1144,6 +1150,12 @@ type AuthPushedAuthorizationResponse struct {
 
 	// RequestUri `urn:ietf:params:oauth:request_uri:` and a random part; usable once.
 	RequestUri string `json:"request_uri"`
+}
+
+// AuthResetPasswordBody defines model for AuthResetPasswordBody.
+type AuthResetPasswordBody struct {
+	NewPassword string  `json:"newPassword"`
+	Token       *string `json:"token,omitempty"`
 }
 
 // AuthRevocationRequest defines model for AuthRevocationRequest.
@@ -1370,6 +1382,14 @@ type AuthUserinfo struct {
 
 	// UpdatedAt Seconds since the epoch.
 	UpdatedAt *int `json:"updated_at,omitempty"`
+}
+
+// AuthVerifyEmailResponse defines model for AuthVerifyEmailResponse.
+type AuthVerifyEmailResponse struct {
+	Status bool `json:"status"`
+
+	// User Always null, as better-auth answers outside its change-email flow.
+	User nullable.Nullable[any] `json:"user"`
 }
 
 // AuthorizationBatch defines model for AuthorizationBatch.
@@ -2703,12 +2723,37 @@ type AuthUpdateRoleJSONBody struct {
 	RoleName       *string `json:"roleName,omitempty"`
 }
 
+// RequestPasswordResetJSONBody defines parameters for RequestPasswordReset.
+type RequestPasswordResetJSONBody struct {
+	Email openapi_types.Email `json:"email"`
+
+	// RedirectTo The product's reset page: the link sends the browser there with `?token=` (or `?error=INVALID_TOKEN`). Without it, the link opens Gatehouse's hosted reset page.
+	RedirectTo *string `json:"redirectTo,omitempty"`
+}
+
+// ResetPasswordParams defines parameters for ResetPassword.
+type ResetPasswordParams struct {
+	Token *string `form:"token,omitempty" json:"token,omitempty"`
+}
+
+// ResetPasswordCallbackParams defines parameters for ResetPasswordCallback.
+type ResetPasswordCallbackParams struct {
+	CallbackURL *string `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+}
+
 // RevokeOtherSessionsJSONBody defines parameters for RevokeOtherSessions.
 type RevokeOtherSessionsJSONBody map[string]interface{}
 
 // RevokeSessionJSONBody defines parameters for RevokeSession.
 type RevokeSessionJSONBody struct {
 	Token string `json:"token"`
+}
+
+// SendVerificationEmailJSONBody defines parameters for SendVerificationEmail.
+type SendVerificationEmailJSONBody struct {
+	// CallbackURL Where the link sends the browser after verifying (with `error` on failure).
+	CallbackURL *string             `json:"callbackURL,omitempty"`
+	Email       openapi_types.Email `json:"email"`
 }
 
 // SignOutJSONBody defines parameters for SignOut.
@@ -2718,6 +2763,12 @@ type SignOutJSONBody map[string]interface{}
 type UpdateUserJSONBody struct {
 	Image nullable.Nullable[string] `json:"image,omitempty"`
 	Name  *string                   `json:"name,omitempty"`
+}
+
+// VerifyEmailParams defines parameters for VerifyEmail.
+type VerifyEmailParams struct {
+	Token       string  `form:"token" json:"token"`
+	CallbackURL *string `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
 }
 
 // ListConfigEntriesParams defines parameters for ListConfigEntries.
@@ -2935,11 +2986,23 @@ type AuthUpdateMemberRoleJSONRequestBody AuthUpdateMemberRoleJSONBody
 // AuthUpdateRoleJSONRequestBody defines body for AuthUpdateRole for application/json ContentType.
 type AuthUpdateRoleJSONRequestBody AuthUpdateRoleJSONBody
 
+// RequestPasswordResetJSONRequestBody defines body for RequestPasswordReset for application/json ContentType.
+type RequestPasswordResetJSONRequestBody RequestPasswordResetJSONBody
+
+// ResetPasswordJSONRequestBody defines body for ResetPassword for application/json ContentType.
+type ResetPasswordJSONRequestBody = AuthResetPasswordBody
+
+// ResetPasswordFormdataRequestBody defines body for ResetPassword for application/x-www-form-urlencoded ContentType.
+type ResetPasswordFormdataRequestBody = AuthResetPasswordBody
+
 // RevokeOtherSessionsJSONRequestBody defines body for RevokeOtherSessions for application/json ContentType.
 type RevokeOtherSessionsJSONRequestBody RevokeOtherSessionsJSONBody
 
 // RevokeSessionJSONRequestBody defines body for RevokeSession for application/json ContentType.
 type RevokeSessionJSONRequestBody RevokeSessionJSONBody
+
+// SendVerificationEmailJSONRequestBody defines body for SendVerificationEmail for application/json ContentType.
+type SendVerificationEmailJSONRequestBody SendVerificationEmailJSONBody
 
 // SignInEmailJSONRequestBody defines body for SignInEmail for application/json ContentType.
 type SignInEmailJSONRequestBody = AuthSignInEmailBody
@@ -3763,9 +3826,12 @@ type ClientInterface interface {
 
 	// AuthInviteMemberWithBody Invite someone by email
 	//
-	// Needs `member:manage`. The invitation expires after 48 hours; the mailer delivers the accept
-	// link (by default it is logged). `resend: true` refreshes a pending invitation instead of
-	// refusing it as a duplicate.
+	// Needs `member:manage`. The invitation expires after 48 hours. The invitation mail, with
+	// the accept link, is queued in the invitation's transaction and sent by the outbox worker
+	// (logged instead when no SMTP server is configured); a mail server outage never fails the
+	// request, and a mail over the send limits (5 per address per 15 minutes, 30 per client IP
+	// per hour) is dropped without changing the answer. `resend: true` refreshes a pending
+	// invitation instead of refusing it as a duplicate.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3774,9 +3840,12 @@ type ClientInterface interface {
 
 	// AuthInviteMember Invite someone by email
 	//
-	// Needs `member:manage`. The invitation expires after 48 hours; the mailer delivers the accept
-	// link (by default it is logged). `resend: true` refreshes a pending invitation instead of
-	// refusing it as a duplicate.
+	// Needs `member:manage`. The invitation expires after 48 hours. The invitation mail, with
+	// the accept link, is queued in the invitation's transaction and sent by the outbox worker
+	// (logged instead when no SMTP server is configured); a mail server outage never fails the
+	// request, and a mail over the send limits (5 per address per 15 minutes, 30 per client IP
+	// per hour) is dropped without changing the answer. `resend: true` refreshes a pending
+	// invitation instead of refusing it as a duplicate.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3936,6 +4005,114 @@ type ClientInterface interface {
 	// Corresponds with GET /api/auth/providers (the `ListSocialProviders` operationId).
 	ListSocialProviders(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// RequestPasswordResetWithBody Request a password reset link
+	//
+	// Mails a password reset link to the account with `email` (better-auth's
+	// `requestPasswordReset`), an account without a password (social sign-in only) included.
+	// The answer is the same whether or not an account has the address, after the same work
+	// (a token and its message are made, stored and queued either way; for an address without
+	// an account they are decoys that never work and are never sent), so neither the answer
+	// nor its timing tells who has an account. The link
+	// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+	// must be a path on this site or a URL on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+	// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+	// dropped without changing the answer.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+	RequestPasswordResetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RequestPasswordReset Request a password reset link
+	//
+	// Mails a password reset link to the account with `email` (better-auth's
+	// `requestPasswordReset`), an account without a password (social sign-in only) included.
+	// The answer is the same whether or not an account has the address, after the same work
+	// (a token and its message are made, stored and queued either way; for an address without
+	// an account they are decoys that never work and are never sent), so neither the answer
+	// nor its timing tells who has an account. The link
+	// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+	// must be a path on this site or a URL on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+	// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+	// dropped without changing the answer.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+	RequestPasswordReset(ctx context.Context, body RequestPasswordResetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResetPasswordWithBody Set a new password with a reset token
+	//
+	// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+	// better-auth also accepts it, in the `token` query parameter). The token works once, within
+	// an hour of the request, and the other reset links of the user stop working. The old
+	// password stops working at once; every session of the user ends and the OAuth grants the
+	// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+	// survives what" in the README. When the account's address had never been verified, the
+	// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+	// provider links and consents go too; audited as `user.email_claim`). Audited as
+	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+	// page back. A bad token is 400 `INVALID_TOKEN`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+	ResetPasswordWithBody(ctx context.Context, params *ResetPasswordParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResetPassword Set a new password with a reset token
+	//
+	// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+	// better-auth also accepts it, in the `token` query parameter). The token works once, within
+	// an hour of the request, and the other reset links of the user stop working. The old
+	// password stops working at once; every session of the user ends and the OAuth grants the
+	// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+	// survives what" in the README. When the account's address had never been verified, the
+	// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+	// provider links and consents go too; audited as `user.email_claim`). Audited as
+	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+	// page back. A bad token is 400 `INVALID_TOKEN`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+	ResetPassword(ctx context.Context, params *ResetPasswordParams, body ResetPasswordJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResetPasswordWithFormdataBody Set a new password with a reset token
+	//
+	// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+	// better-auth also accepts it, in the `token` query parameter). The token works once, within
+	// an hour of the request, and the other reset links of the user stop working. The old
+	// password stops working at once; every session of the user ends and the OAuth grants the
+	// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+	// survives what" in the README. When the account's address had never been verified, the
+	// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+	// provider links and consents go too; audited as `user.email_claim`). Audited as
+	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+	// page back. A bad token is 400 `INVALID_TOKEN`.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+	ResetPasswordWithFormdataBody(ctx context.Context, params *ResetPasswordParams, body ResetPasswordFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResetPasswordCallback Open a password reset link
+	//
+	// The link of a reset mail. It does not use the token. With a `callbackURL` (the
+	// `redirectTo` of the request; a path on this site or a URL on the base URL or a trusted
+	// origin, else 403 `INVALID_CALLBACK_URL`) the answer is a 302 to it with `token` added
+	// (the product's page then calls `POST /api/auth/reset-password`), or with
+	// `error=INVALID_TOKEN` when the token is unknown, used or expired. Without one, the hosted
+	// reset page: a form for the new password (400 with an error page for a bad token). The
+	// token in the path is never logged.
+	//
+	// Corresponds with GET /api/auth/reset-password/{token} (the `ResetPasswordCallback` operationId).
+	ResetPasswordCallback(ctx context.Context, token string, params *ResetPasswordCallbackParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// RevokeOtherSessionsWithBody Revoke every other session of the user
 	//
 	// Takes any type of body and a specified content type.
@@ -3968,13 +4145,54 @@ type ClientInterface interface {
 	// Corresponds with POST /api/auth/revoke-session (the `RevokeSession` operationId).
 	RevokeSession(ctx context.Context, body RevokeSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// SendVerificationEmailWithBody Send an email verification link
+	//
+	// Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
+	// out, the answer is always `{"status": true}`, whether or not an unverified account has
+	// that address, after the same work (a decoy token and message, never sent, for any other
+	// address), and the link is only sent when one has: neither the answer nor its timing
+	// tells anything about accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+	// yet (400 `EMAIL_ALREADY_VERIFIED`). The link
+	// (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
+	// must be a path on this site or a URL on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+	// limits (5 per address per 15 minutes, 30 per client IP per hour); a mail over a limit is
+	// dropped without changing the answer.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/send-verification-email (the `SendVerificationEmail` operationId).
+	SendVerificationEmailWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SendVerificationEmail Send an email verification link
+	//
+	// Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
+	// out, the answer is always `{"status": true}`, whether or not an unverified account has
+	// that address, after the same work (a decoy token and message, never sent, for any other
+	// address), and the link is only sent when one has: neither the answer nor its timing
+	// tells anything about accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+	// yet (400 `EMAIL_ALREADY_VERIFIED`). The link
+	// (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
+	// must be a path on this site or a URL on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+	// limits (5 per address per 15 minutes, 30 per client IP per hour); a mail over a limit is
+	// dropped without changing the answer.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/send-verification-email (the `SendVerificationEmail` operationId).
+	SendVerificationEmail(ctx context.Context, body SendVerificationEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// SignInEmailWithBody Sign in with email and password
 	//
 	// Starts a new session (a new token at every sign-in) and sets the session cookie; with
 	// `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-	// form post.
+	// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+	// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+	// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+	// send limits.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -3990,7 +4208,10 @@ type ClientInterface interface {
 	// `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-	// form post.
+	// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+	// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+	// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+	// send limits.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -4006,7 +4227,10 @@ type ClientInterface interface {
 	// `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-	// form post.
+	// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+	// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+	// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+	// send limits.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -4105,6 +4329,10 @@ type ClientInterface interface {
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
+	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -4125,6 +4353,10 @@ type ClientInterface interface {
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
+	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4145,6 +4377,10 @@ type ClientInterface interface {
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
+	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
@@ -4164,6 +4400,28 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/auth/update-user (the `UpdateUser` operationId).
 	UpdateUser(ctx context.Context, body UpdateUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// VerifyEmail Verify an email address (the mailed link)
+	//
+	// The link of a verification mail. The token works once, within 24 hours. Verifying an
+	// address that was not verified is proof that the link's opener owns it, so the account's
+	// other ways in end (`identity.ClaimEmail`, audited as `user.email_claim`): every session
+	// and OAuth grant ends and linked provider accounts are removed. The password stays when
+	// it is the one the account had when the link was mailed (the link confirms that sign-up);
+	// one set afterwards is removed. When the browser that opens the link was signed in to
+	// this account, it stays signed in (a new session cookie); no other browser is signed in
+	// by a link.
+	//
+	// With a `callbackURL` (a path on this site or a URL on the base URL or a trusted origin,
+	// else 403 `INVALID_CALLBACK_URL`), the answer is a 302 to it, with `error=INVALID_TOKEN`
+	// or `error=TOKEN_EXPIRED` appended on failure. Without one, a browser (`Accept` with
+	// `text/html`) gets a page saying what happened, and any other client
+	// `{"status": true, "user": null}` or a 401 problem (`INVALID_TOKEN`, `TOKEN_EXPIRED`).
+	// A link opened again after it worked (a mail scanner may open it first) is answered as a
+	// success while the address stays verified.
+	//
+	// Corresponds with GET /api/auth/verify-email (the `VerifyEmail` operationId).
+	VerifyEmail(ctx context.Context, params *VerifyEmailParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AuthorizeWithBody Decide whether a principal holds a permission
 	//
@@ -6193,9 +6451,12 @@ func (c *Client) AuthHasPermission(ctx context.Context, body AuthHasPermissionJS
 
 // AuthInviteMemberWithBody Invite someone by email
 //
-// Needs `member:manage`. The invitation expires after 48 hours; the mailer delivers the accept
-// link (by default it is logged). `resend: true` refreshes a pending invitation instead of
-// refusing it as a duplicate.
+// Needs `member:manage`. The invitation expires after 48 hours. The invitation mail, with
+// the accept link, is queued in the invitation's transaction and sent by the outbox worker
+// (logged instead when no SMTP server is configured); a mail server outage never fails the
+// request, and a mail over the send limits (5 per address per 15 minutes, 30 per client IP
+// per hour) is dropped without changing the answer. `resend: true` refreshes a pending
+// invitation instead of refusing it as a duplicate.
 //
 // Takes any type of body and a specified content type.
 //
@@ -6214,9 +6475,12 @@ func (c *Client) AuthInviteMemberWithBody(ctx context.Context, contentType strin
 
 // AuthInviteMember Invite someone by email
 //
-// Needs `member:manage`. The invitation expires after 48 hours; the mailer delivers the accept
-// link (by default it is logged). `resend: true` refreshes a pending invitation instead of
-// refusing it as a duplicate.
+// Needs `member:manage`. The invitation expires after 48 hours. The invitation mail, with
+// the accept link, is queued in the invitation's transaction and sent by the outbox worker
+// (logged instead when no SMTP server is configured); a mail server outage never fails the
+// request, and a mail over the send limits (5 per address per 15 minutes, 30 per client IP
+// per hour) is dropped without changing the answer. `resend: true` refreshes a pending
+// invitation instead of refusing it as a duplicate.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6576,6 +6840,174 @@ func (c *Client) ListSocialProviders(ctx context.Context, reqEditors ...RequestE
 	return c.Client.Do(req)
 }
 
+// RequestPasswordResetWithBody Request a password reset link
+//
+// Mails a password reset link to the account with `email` (better-auth's
+// `requestPasswordReset`), an account without a password (social sign-in only) included.
+// The answer is the same whether or not an account has the address, after the same work
+// (a token and its message are made, stored and queued either way; for an address without
+// an account they are decoys that never work and are never sent), so neither the answer
+// nor its timing tells who has an account. The link
+// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+// must be a path on this site or a URL on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+// dropped without changing the answer.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+func (c *Client) RequestPasswordResetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRequestPasswordResetRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RequestPasswordReset Request a password reset link
+//
+// Mails a password reset link to the account with `email` (better-auth's
+// `requestPasswordReset`), an account without a password (social sign-in only) included.
+// The answer is the same whether or not an account has the address, after the same work
+// (a token and its message are made, stored and queued either way; for an address without
+// an account they are decoys that never work and are never sent), so neither the answer
+// nor its timing tells who has an account. The link
+// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+// must be a path on this site or a URL on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+// dropped without changing the answer.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+func (c *Client) RequestPasswordReset(ctx context.Context, body RequestPasswordResetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRequestPasswordResetRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResetPasswordWithBody Set a new password with a reset token
+//
+// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+// better-auth also accepts it, in the `token` query parameter). The token works once, within
+// an hour of the request, and the other reset links of the user stop working. The old
+// password stops working at once; every session of the user ends and the OAuth grants the
+// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+// survives what" in the README. When the account's address had never been verified, the
+// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+// provider links and consents go too; audited as `user.email_claim`). Audited as
+// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+// page back. A bad token is 400 `INVALID_TOKEN`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+func (c *Client) ResetPasswordWithBody(ctx context.Context, params *ResetPasswordParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResetPasswordRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResetPassword Set a new password with a reset token
+//
+// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+// better-auth also accepts it, in the `token` query parameter). The token works once, within
+// an hour of the request, and the other reset links of the user stop working. The old
+// password stops working at once; every session of the user ends and the OAuth grants the
+// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+// survives what" in the README. When the account's address had never been verified, the
+// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+// provider links and consents go too; audited as `user.email_claim`). Audited as
+// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+// page back. A bad token is 400 `INVALID_TOKEN`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+func (c *Client) ResetPassword(ctx context.Context, params *ResetPasswordParams, body ResetPasswordJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResetPasswordRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResetPasswordWithFormdataBody Set a new password with a reset token
+//
+// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+// better-auth also accepts it, in the `token` query parameter). The token works once, within
+// an hour of the request, and the other reset links of the user stop working. The old
+// password stops working at once; every session of the user ends and the OAuth grants the
+// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+// survives what" in the README. When the account's address had never been verified, the
+// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+// provider links and consents go too; audited as `user.email_claim`). Audited as
+// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+// page back. A bad token is 400 `INVALID_TOKEN`.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+func (c *Client) ResetPasswordWithFormdataBody(ctx context.Context, params *ResetPasswordParams, body ResetPasswordFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResetPasswordRequestWithFormdataBody(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResetPasswordCallback Open a password reset link
+//
+// The link of a reset mail. It does not use the token. With a `callbackURL` (the
+// `redirectTo` of the request; a path on this site or a URL on the base URL or a trusted
+// origin, else 403 `INVALID_CALLBACK_URL`) the answer is a 302 to it with `token` added
+// (the product's page then calls `POST /api/auth/reset-password`), or with
+// `error=INVALID_TOKEN` when the token is unknown, used or expired. Without one, the hosted
+// reset page: a form for the new password (400 with an error page for a bad token). The
+// token in the path is never logged.
+//
+// Corresponds with GET /api/auth/reset-password/{token} (the `ResetPasswordCallback` operationId).
+func (c *Client) ResetPasswordCallback(ctx context.Context, token string, params *ResetPasswordCallbackParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResetPasswordCallbackRequest(c.Server, token, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // RevokeOtherSessionsWithBody Revoke every other session of the user
 //
 // Takes any type of body and a specified content type.
@@ -6648,13 +7080,74 @@ func (c *Client) RevokeSession(ctx context.Context, body RevokeSessionJSONReques
 	return c.Client.Do(req)
 }
 
+// SendVerificationEmailWithBody Send an email verification link
+//
+// Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
+// out, the answer is always `{"status": true}`, whether or not an unverified account has
+// that address, after the same work (a decoy token and message, never sent, for any other
+// address), and the link is only sent when one has: neither the answer nor its timing
+// tells anything about accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+// yet (400 `EMAIL_ALREADY_VERIFIED`). The link
+// (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
+// must be a path on this site or a URL on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+// limits (5 per address per 15 minutes, 30 per client IP per hour); a mail over a limit is
+// dropped without changing the answer.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/send-verification-email (the `SendVerificationEmail` operationId).
+func (c *Client) SendVerificationEmailWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendVerificationEmailRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SendVerificationEmail Send an email verification link
+//
+// Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
+// out, the answer is always `{"status": true}`, whether or not an unverified account has
+// that address, after the same work (a decoy token and message, never sent, for any other
+// address), and the link is only sent when one has: neither the answer nor its timing
+// tells anything about accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+// yet (400 `EMAIL_ALREADY_VERIFIED`). The link
+// (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
+// must be a path on this site or a URL on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+// limits (5 per address per 15 minutes, 30 per client IP per hour); a mail over a limit is
+// dropped without changing the answer.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/send-verification-email (the `SendVerificationEmail` operationId).
+func (c *Client) SendVerificationEmail(ctx context.Context, body SendVerificationEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendVerificationEmailRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // SignInEmailWithBody Sign in with email and password
 //
 // Starts a new session (a new token at every sign-in) and sets the session cookie; with
 // `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-// form post.
+// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+// send limits.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
@@ -6680,7 +7173,10 @@ func (c *Client) SignInEmailWithBody(ctx context.Context, contentType string, bo
 // `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-// form post.
+// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+// send limits.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
@@ -6706,7 +7202,10 @@ func (c *Client) SignInEmail(ctx context.Context, body SignInEmailJSONRequestBod
 // `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-// form post.
+// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+// send limits.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
@@ -6865,6 +7364,10 @@ func (c *Client) SignOut(ctx context.Context, body SignOutJSONRequestBody, reqEd
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
+// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 //
 // Takes any type of body and a specified content type.
 //
@@ -6895,6 +7398,10 @@ func (c *Client) SignUpEmailWithBody(ctx context.Context, contentType string, bo
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
+// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6925,6 +7432,10 @@ func (c *Client) SignUpEmail(ctx context.Context, body SignUpEmailJSONRequestBod
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
+// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
@@ -6965,6 +7476,38 @@ func (c *Client) UpdateUserWithBody(ctx context.Context, contentType string, bod
 // Corresponds with POST /api/auth/update-user (the `UpdateUser` operationId).
 func (c *Client) UpdateUser(ctx context.Context, body UpdateUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdateUserRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// VerifyEmail Verify an email address (the mailed link)
+//
+// The link of a verification mail. The token works once, within 24 hours. Verifying an
+// address that was not verified is proof that the link's opener owns it, so the account's
+// other ways in end (`identity.ClaimEmail`, audited as `user.email_claim`): every session
+// and OAuth grant ends and linked provider accounts are removed. The password stays when
+// it is the one the account had when the link was mailed (the link confirms that sign-up);
+// one set afterwards is removed. When the browser that opens the link was signed in to
+// this account, it stays signed in (a new session cookie); no other browser is signed in
+// by a link.
+//
+// With a `callbackURL` (a path on this site or a URL on the base URL or a trusted origin,
+// else 403 `INVALID_CALLBACK_URL`), the answer is a 302 to it, with `error=INVALID_TOKEN`
+// or `error=TOKEN_EXPIRED` appended on failure. Without one, a browser (`Accept` with
+// `text/html`) gets a page saying what happened, and any other client
+// `{"status": true, "user": null}` or a 401 problem (`INVALID_TOKEN`, `TOKEN_EXPIRED`).
+// A link opened again after it worked (a mail scanner may open it first) is answered as a
+// success while the address stays verified.
+//
+// Corresponds with GET /api/auth/verify-email (the `VerifyEmail` operationId).
+func (c *Client) VerifyEmail(ctx context.Context, params *VerifyEmailParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVerifyEmailRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -10906,6 +11449,185 @@ func NewListSocialProvidersRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewRequestPasswordResetRequest calls the generic RequestPasswordReset builder with application/json body
+func NewRequestPasswordResetRequest(server string, body RequestPasswordResetJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRequestPasswordResetRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewRequestPasswordResetRequestWithBody constructs an http.Request for the RequestPasswordReset method, with any body, and a specified content type
+func NewRequestPasswordResetRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/request-password-reset")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewResetPasswordRequest calls the generic ResetPassword builder with application/json body
+func NewResetPasswordRequest(server string, params *ResetPasswordParams, body ResetPasswordJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewResetPasswordRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewResetPasswordRequestWithFormdataBody calls the generic ResetPassword builder with application/x-www-form-urlencoded body
+func NewResetPasswordRequestWithFormdataBody(server string, params *ResetPasswordParams, body ResetPasswordFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewResetPasswordRequestWithBody(server, params, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewResetPasswordRequestWithBody constructs an http.Request for the ResetPassword method, with any body, and a specified content type
+func NewResetPasswordRequestWithBody(server string, params *ResetPasswordParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/reset-password")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Token != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "token", *params.Token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewResetPasswordCallbackRequest constructs an http.Request for the ResetPasswordCallback method
+func NewResetPasswordCallbackRequest(server string, token string, params *ResetPasswordCallbackParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "token", token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/reset-password/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.CallbackURL != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "callbackURL", *params.CallbackURL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewRevokeOtherSessionsRequest calls the generic RevokeOtherSessions builder with application/json body
 func NewRevokeOtherSessionsRequest(server string, body RevokeOtherSessionsJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -10967,6 +11689,46 @@ func NewRevokeSessionRequestWithBody(server string, contentType string, body io.
 	}
 
 	operationPath := fmt.Sprintf("/api/auth/revoke-session")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSendVerificationEmailRequest calls the generic SendVerificationEmail builder with application/json body
+func NewSendVerificationEmailRequest(server string, body SendVerificationEmailJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSendVerificationEmailRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSendVerificationEmailRequestWithBody constructs an http.Request for the SendVerificationEmail method, with any body, and a specified content type
+func NewSendVerificationEmailRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/send-verification-email")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -11215,6 +11977,68 @@ func NewUpdateUserRequestWithBody(server string, contentType string, body io.Rea
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewVerifyEmailRequest constructs an http.Request for the VerifyEmail method
+func NewVerifyEmailRequest(server string, params *VerifyEmailParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/verify-email")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "token", params.Token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.CallbackURL != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "callbackURL", *params.CallbackURL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -15033,9 +15857,12 @@ type ClientWithResponsesInterface interface {
 
 	// AuthInviteMemberWithBodyWithResponse Invite someone by email
 	//
-	// Needs `member:manage`. The invitation expires after 48 hours; the mailer delivers the accept
-	// link (by default it is logged). `resend: true` refreshes a pending invitation instead of
-	// refusing it as a duplicate.
+	// Needs `member:manage`. The invitation expires after 48 hours. The invitation mail, with
+	// the accept link, is queued in the invitation's transaction and sent by the outbox worker
+	// (logged instead when no SMTP server is configured); a mail server outage never fails the
+	// request, and a mail over the send limits (5 per address per 15 minutes, 30 per client IP
+	// per hour) is dropped without changing the answer. `resend: true` refreshes a pending
+	// invitation instead of refusing it as a duplicate.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -15044,9 +15871,12 @@ type ClientWithResponsesInterface interface {
 
 	// AuthInviteMemberWithResponse Invite someone by email
 	//
-	// Needs `member:manage`. The invitation expires after 48 hours; the mailer delivers the accept
-	// link (by default it is logged). `resend: true` refreshes a pending invitation instead of
-	// refusing it as a duplicate.
+	// Needs `member:manage`. The invitation expires after 48 hours. The invitation mail, with
+	// the accept link, is queued in the invitation's transaction and sent by the outbox worker
+	// (logged instead when no SMTP server is configured); a mail server outage never fails the
+	// request, and a mail over the send limits (5 per address per 15 minutes, 30 per client IP
+	// per hour) is dropped without changing the answer. `resend: true` refreshes a pending
+	// invitation instead of refusing it as a duplicate.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -15216,6 +16046,116 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/auth/providers (the `ListSocialProviders` operationId).
 	ListSocialProvidersWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSocialProvidersResponse, error)
 
+	// RequestPasswordResetWithBodyWithResponse Request a password reset link
+	//
+	// Mails a password reset link to the account with `email` (better-auth's
+	// `requestPasswordReset`), an account without a password (social sign-in only) included.
+	// The answer is the same whether or not an account has the address, after the same work
+	// (a token and its message are made, stored and queued either way; for an address without
+	// an account they are decoys that never work and are never sent), so neither the answer
+	// nor its timing tells who has an account. The link
+	// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+	// must be a path on this site or a URL on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+	// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+	// dropped without changing the answer.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+	RequestPasswordResetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RequestPasswordResetResponse, error)
+
+	// RequestPasswordResetWithResponse Request a password reset link
+	//
+	// Mails a password reset link to the account with `email` (better-auth's
+	// `requestPasswordReset`), an account without a password (social sign-in only) included.
+	// The answer is the same whether or not an account has the address, after the same work
+	// (a token and its message are made, stored and queued either way; for an address without
+	// an account they are decoys that never work and are never sent), so neither the answer
+	// nor its timing tells who has an account. The link
+	// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+	// must be a path on this site or a URL on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+	// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+	// dropped without changing the answer.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+	RequestPasswordResetWithResponse(ctx context.Context, body RequestPasswordResetJSONRequestBody, reqEditors ...RequestEditorFn) (*RequestPasswordResetResponse, error)
+
+	// ResetPasswordWithBodyWithResponse Set a new password with a reset token
+	//
+	// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+	// better-auth also accepts it, in the `token` query parameter). The token works once, within
+	// an hour of the request, and the other reset links of the user stop working. The old
+	// password stops working at once; every session of the user ends and the OAuth grants the
+	// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+	// survives what" in the README. When the account's address had never been verified, the
+	// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+	// provider links and consents go too; audited as `user.email_claim`). Audited as
+	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+	// page back. A bad token is 400 `INVALID_TOKEN`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+	ResetPasswordWithBodyWithResponse(ctx context.Context, params *ResetPasswordParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResetPasswordResponse, error)
+
+	// ResetPasswordWithResponse Set a new password with a reset token
+	//
+	// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+	// better-auth also accepts it, in the `token` query parameter). The token works once, within
+	// an hour of the request, and the other reset links of the user stop working. The old
+	// password stops working at once; every session of the user ends and the OAuth grants the
+	// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+	// survives what" in the README. When the account's address had never been verified, the
+	// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+	// provider links and consents go too; audited as `user.email_claim`). Audited as
+	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+	// page back. A bad token is 400 `INVALID_TOKEN`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+	ResetPasswordWithResponse(ctx context.Context, params *ResetPasswordParams, body ResetPasswordJSONRequestBody, reqEditors ...RequestEditorFn) (*ResetPasswordResponse, error)
+
+	// ResetPasswordWithFormdataBodyWithResponse Set a new password with a reset token
+	//
+	// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+	// better-auth also accepts it, in the `token` query parameter). The token works once, within
+	// an hour of the request, and the other reset links of the user stop working. The old
+	// password stops working at once; every session of the user ends and the OAuth grants the
+	// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+	// survives what" in the README. When the account's address had never been verified, the
+	// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+	// provider links and consents go too; audited as `user.email_claim`). Audited as
+	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+	// page back. A bad token is 400 `INVALID_TOKEN`.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+	ResetPasswordWithFormdataBodyWithResponse(ctx context.Context, params *ResetPasswordParams, body ResetPasswordFormdataRequestBody, reqEditors ...RequestEditorFn) (*ResetPasswordResponse, error)
+
+	// ResetPasswordCallbackWithResponse Open a password reset link
+	//
+	// The link of a reset mail. It does not use the token. With a `callbackURL` (the
+	// `redirectTo` of the request; a path on this site or a URL on the base URL or a trusted
+	// origin, else 403 `INVALID_CALLBACK_URL`) the answer is a 302 to it with `token` added
+	// (the product's page then calls `POST /api/auth/reset-password`), or with
+	// `error=INVALID_TOKEN` when the token is unknown, used or expired. Without one, the hosted
+	// reset page: a form for the new password (400 with an error page for a bad token). The
+	// token in the path is never logged.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/reset-password/{token} (the `ResetPasswordCallback` operationId).
+	ResetPasswordCallbackWithResponse(ctx context.Context, token string, params *ResetPasswordCallbackParams, reqEditors ...RequestEditorFn) (*ResetPasswordCallbackResponse, error)
+
 	// RevokeOtherSessionsWithBodyWithResponse Revoke every other session of the user
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -15248,13 +16188,54 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/auth/revoke-session (the `RevokeSession` operationId).
 	RevokeSessionWithResponse(ctx context.Context, body RevokeSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*RevokeSessionResponse, error)
 
+	// SendVerificationEmailWithBodyWithResponse Send an email verification link
+	//
+	// Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
+	// out, the answer is always `{"status": true}`, whether or not an unverified account has
+	// that address, after the same work (a decoy token and message, never sent, for any other
+	// address), and the link is only sent when one has: neither the answer nor its timing
+	// tells anything about accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+	// yet (400 `EMAIL_ALREADY_VERIFIED`). The link
+	// (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
+	// must be a path on this site or a URL on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+	// limits (5 per address per 15 minutes, 30 per client IP per hour); a mail over a limit is
+	// dropped without changing the answer.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/send-verification-email (the `SendVerificationEmail` operationId).
+	SendVerificationEmailWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendVerificationEmailResponse, error)
+
+	// SendVerificationEmailWithResponse Send an email verification link
+	//
+	// Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
+	// out, the answer is always `{"status": true}`, whether or not an unverified account has
+	// that address, after the same work (a decoy token and message, never sent, for any other
+	// address), and the link is only sent when one has: neither the answer nor its timing
+	// tells anything about accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+	// yet (400 `EMAIL_ALREADY_VERIFIED`). The link
+	// (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
+	// must be a path on this site or a URL on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+	// limits (5 per address per 15 minutes, 30 per client IP per hour); a mail over a limit is
+	// dropped without changing the answer.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/send-verification-email (the `SendVerificationEmail` operationId).
+	SendVerificationEmailWithResponse(ctx context.Context, body SendVerificationEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*SendVerificationEmailResponse, error)
+
 	// SignInEmailWithBodyWithResponse Sign in with email and password
 	//
 	// Starts a new session (a new token at every sign-in) and sets the session cookie; with
 	// `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-	// form post.
+	// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+	// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+	// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+	// send limits.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -15270,7 +16251,10 @@ type ClientWithResponsesInterface interface {
 	// `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-	// form post.
+	// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+	// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+	// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+	// send limits.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -15286,7 +16270,10 @@ type ClientWithResponsesInterface interface {
 	// `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 	// wrong password give the same 401. Repeated failures per email and per client IP are
 	// throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-	// form post.
+	// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+	// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+	// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+	// send limits.
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
@@ -15385,6 +16372,10 @@ type ClientWithResponsesInterface interface {
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
+	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -15405,6 +16396,10 @@ type ClientWithResponsesInterface interface {
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
+	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -15425,6 +16420,10 @@ type ClientWithResponsesInterface interface {
 	// A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 	// is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 	// a product on another site posts JSON.
+	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -15444,6 +16443,30 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/auth/update-user (the `UpdateUser` operationId).
 	UpdateUserWithResponse(ctx context.Context, body UpdateUserJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateUserResponse, error)
+
+	// VerifyEmailWithResponse Verify an email address (the mailed link)
+	//
+	// The link of a verification mail. The token works once, within 24 hours. Verifying an
+	// address that was not verified is proof that the link's opener owns it, so the account's
+	// other ways in end (`identity.ClaimEmail`, audited as `user.email_claim`): every session
+	// and OAuth grant ends and linked provider accounts are removed. The password stays when
+	// it is the one the account had when the link was mailed (the link confirms that sign-up);
+	// one set afterwards is removed. When the browser that opens the link was signed in to
+	// this account, it stays signed in (a new session cookie); no other browser is signed in
+	// by a link.
+	//
+	// With a `callbackURL` (a path on this site or a URL on the base URL or a trusted origin,
+	// else 403 `INVALID_CALLBACK_URL`), the answer is a 302 to it, with `error=INVALID_TOKEN`
+	// or `error=TOKEN_EXPIRED` appended on failure. Without one, a browser (`Accept` with
+	// `text/html`) gets a page saying what happened, and any other client
+	// `{"status": true, "user": null}` or a 401 problem (`INVALID_TOKEN`, `TOKEN_EXPIRED`).
+	// A link opened again after it worked (a mail scanner may open it first) is answered as a
+	// success while the address stays verified.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/verify-email (the `VerifyEmail` operationId).
+	VerifyEmailWithResponse(ctx context.Context, params *VerifyEmailParams, reqEditors ...RequestEditorFn) (*VerifyEmailResponse, error)
 
 	// AuthorizeWithBodyWithResponse Decide whether a principal holds a permission
 	//
@@ -19210,6 +20233,213 @@ func (r ListSocialProvidersResponse) ContentType() string {
 	return ""
 }
 
+// RequestPasswordResetResponse503Headers the declared response headers of an HTTP 503 response for RequestPasswordReset
+type RequestPasswordResetResponse503Headers struct {
+	RetryAfter *int
+}
+
+type RequestPasswordResetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthPasswordResetRequested
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RequestPasswordResetResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RequestPasswordResetResponse) GetJSON200() *AuthPasswordResetRequested {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RequestPasswordResetResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RequestPasswordResetResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RequestPasswordResetResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RequestPasswordResetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RequestPasswordResetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RequestPasswordResetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RequestPasswordResetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResetPasswordResponse503Headers the declared response headers of an HTTP 503 response for ResetPassword
+type ResetPasswordResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ResetPasswordResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthStatus
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthProblem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ResetPasswordResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResetPasswordResponse) GetJSON200() *AuthStatus {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ResetPasswordResponse) GetApplicationproblemJSON400() *AuthProblem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ResetPasswordResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ResetPasswordResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ResetPasswordResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResetPasswordResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResetPasswordResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResetPasswordResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResetPasswordCallbackResponse302Headers the declared response headers of an HTTP 302 response for ResetPasswordCallback
+type ResetPasswordCallbackResponse302Headers struct {
+	Location *string
+}
+
+// ResetPasswordCallbackResponse503Headers the declared response headers of an HTTP 503 response for ResetPasswordCallback
+type ResetPasswordCallbackResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ResetPasswordCallbackResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthProblem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers302 the parsed response headers for an HTTP 302 response
+	Headers302 *ResetPasswordCallbackResponse302Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ResetPasswordCallbackResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ResetPasswordCallbackResponse) GetApplicationproblemJSON400() *AuthProblem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ResetPasswordCallbackResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ResetPasswordCallbackResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ResetPasswordCallbackResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResetPasswordCallbackResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResetPasswordCallbackResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResetPasswordCallbackResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type RevokeOtherSessionsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -19328,6 +20558,75 @@ func (r RevokeSessionResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RevokeSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SendVerificationEmailResponse503Headers the declared response headers of an HTTP 503 response for SendVerificationEmail
+type SendVerificationEmailResponse503Headers struct {
+	RetryAfter *int
+}
+
+type SendVerificationEmailResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthStatus
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SendVerificationEmailResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SendVerificationEmailResponse) GetJSON200() *AuthStatus {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SendVerificationEmailResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SendVerificationEmailResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r SendVerificationEmailResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r SendVerificationEmailResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SendVerificationEmailResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SendVerificationEmailResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SendVerificationEmailResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -19723,6 +21022,97 @@ func (r UpdateUserResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r UpdateUserResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// VerifyEmailResponse200Headers the declared response headers of an HTTP 200 response for VerifyEmail
+type VerifyEmailResponse200Headers struct {
+	SetCookie *string
+}
+
+// VerifyEmailResponse302Headers the declared response headers of an HTTP 302 response for VerifyEmail
+type VerifyEmailResponse302Headers struct {
+	Location  *string
+	SetCookie *string
+}
+
+// VerifyEmailResponse503Headers the declared response headers of an HTTP 503 response for VerifyEmail
+type VerifyEmailResponse503Headers struct {
+	RetryAfter *int
+}
+
+type VerifyEmailResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthVerifyEmailResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *AuthProblem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *VerifyEmailResponse200Headers
+	// Headers302 the parsed response headers for an HTTP 302 response
+	Headers302 *VerifyEmailResponse302Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *VerifyEmailResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r VerifyEmailResponse) GetJSON200() *AuthVerifyEmailResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r VerifyEmailResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r VerifyEmailResponse) GetApplicationproblemJSON401() *AuthProblem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r VerifyEmailResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r VerifyEmailResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r VerifyEmailResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r VerifyEmailResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r VerifyEmailResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r VerifyEmailResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -25298,9 +26688,12 @@ func (c *ClientWithResponses) AuthHasPermissionWithResponse(ctx context.Context,
 
 // AuthInviteMemberWithBodyWithResponse Invite someone by email
 //
-// Needs `member:manage`. The invitation expires after 48 hours; the mailer delivers the accept
-// link (by default it is logged). `resend: true` refreshes a pending invitation instead of
-// refusing it as a duplicate.
+// Needs `member:manage`. The invitation expires after 48 hours. The invitation mail, with
+// the accept link, is queued in the invitation's transaction and sent by the outbox worker
+// (logged instead when no SMTP server is configured); a mail server outage never fails the
+// request, and a mail over the send limits (5 per address per 15 minutes, 30 per client IP
+// per hour) is dropped without changing the answer. `resend: true` refreshes a pending
+// invitation instead of refusing it as a duplicate.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -25315,9 +26708,12 @@ func (c *ClientWithResponses) AuthInviteMemberWithBodyWithResponse(ctx context.C
 
 // AuthInviteMemberWithResponse Invite someone by email
 //
-// Needs `member:manage`. The invitation expires after 48 hours; the mailer delivers the accept
-// link (by default it is logged). `resend: true` refreshes a pending invitation instead of
-// refusing it as a duplicate.
+// Needs `member:manage`. The invitation expires after 48 hours. The invitation mail, with
+// the accept link, is queued in the invitation's transaction and sent by the outbox worker
+// (logged instead when no SMTP server is configured); a mail server outage never fails the
+// request, and a mail over the send limits (5 per address per 15 minutes, 30 per client IP
+// per hour) is dropped without changing the answer. `resend: true` refreshes a pending
+// invitation instead of refusing it as a duplicate.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -25607,6 +27003,152 @@ func (c *ClientWithResponses) ListSocialProvidersWithResponse(ctx context.Contex
 	return ParseListSocialProvidersResponse(rsp)
 }
 
+// RequestPasswordResetWithBodyWithResponse Request a password reset link
+//
+// Mails a password reset link to the account with `email` (better-auth's
+// `requestPasswordReset`), an account without a password (social sign-in only) included.
+// The answer is the same whether or not an account has the address, after the same work
+// (a token and its message are made, stored and queued either way; for an address without
+// an account they are decoys that never work and are never sent), so neither the answer
+// nor its timing tells who has an account. The link
+// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+// must be a path on this site or a URL on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+// dropped without changing the answer.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+func (c *ClientWithResponses) RequestPasswordResetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RequestPasswordResetResponse, error) {
+	rsp, err := c.RequestPasswordResetWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRequestPasswordResetResponse(rsp)
+}
+
+// RequestPasswordResetWithResponse Request a password reset link
+//
+// Mails a password reset link to the account with `email` (better-auth's
+// `requestPasswordReset`), an account without a password (social sign-in only) included.
+// The answer is the same whether or not an account has the address, after the same work
+// (a token and its message are made, stored and queued either way; for an address without
+// an account they are decoys that never work and are never sent), so neither the answer
+// nor its timing tells who has an account. The link
+// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+// must be a path on this site or a URL on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+// dropped without changing the answer.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+func (c *ClientWithResponses) RequestPasswordResetWithResponse(ctx context.Context, body RequestPasswordResetJSONRequestBody, reqEditors ...RequestEditorFn) (*RequestPasswordResetResponse, error) {
+	rsp, err := c.RequestPasswordReset(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRequestPasswordResetResponse(rsp)
+}
+
+// ResetPasswordWithBodyWithResponse Set a new password with a reset token
+//
+// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+// better-auth also accepts it, in the `token` query parameter). The token works once, within
+// an hour of the request, and the other reset links of the user stop working. The old
+// password stops working at once; every session of the user ends and the OAuth grants the
+// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+// survives what" in the README. When the account's address had never been verified, the
+// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+// provider links and consents go too; audited as `user.email_claim`). Audited as
+// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+// page back. A bad token is 400 `INVALID_TOKEN`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+func (c *ClientWithResponses) ResetPasswordWithBodyWithResponse(ctx context.Context, params *ResetPasswordParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResetPasswordResponse, error) {
+	rsp, err := c.ResetPasswordWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResetPasswordResponse(rsp)
+}
+
+// ResetPasswordWithResponse Set a new password with a reset token
+//
+// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+// better-auth also accepts it, in the `token` query parameter). The token works once, within
+// an hour of the request, and the other reset links of the user stop working. The old
+// password stops working at once; every session of the user ends and the OAuth grants the
+// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+// survives what" in the README. When the account's address had never been verified, the
+// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+// provider links and consents go too; audited as `user.email_claim`). Audited as
+// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+// page back. A bad token is 400 `INVALID_TOKEN`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+func (c *ClientWithResponses) ResetPasswordWithResponse(ctx context.Context, params *ResetPasswordParams, body ResetPasswordJSONRequestBody, reqEditors ...RequestEditorFn) (*ResetPasswordResponse, error) {
+	rsp, err := c.ResetPassword(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResetPasswordResponse(rsp)
+}
+
+// ResetPasswordWithFormdataBodyWithResponse Set a new password with a reset token
+//
+// Sets `newPassword` (8–128 characters) with the token of a reset link (in the body, or as
+// better-auth also accepts it, in the `token` query parameter). The token works once, within
+// an hour of the request, and the other reset links of the user stop working. The old
+// password stops working at once; every session of the user ends and the OAuth grants the
+// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
+// survives what" in the README. When the account's address had never been verified, the
+// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
+// provider links and consents go too; audited as `user.email_claim`). Audited as
+// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
+// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
+// page back. A bad token is 400 `INVALID_TOKEN`.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/reset-password (the `ResetPassword` operationId).
+func (c *ClientWithResponses) ResetPasswordWithFormdataBodyWithResponse(ctx context.Context, params *ResetPasswordParams, body ResetPasswordFormdataRequestBody, reqEditors ...RequestEditorFn) (*ResetPasswordResponse, error) {
+	rsp, err := c.ResetPasswordWithFormdataBody(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResetPasswordResponse(rsp)
+}
+
+// ResetPasswordCallbackWithResponse Open a password reset link
+//
+// The link of a reset mail. It does not use the token. With a `callbackURL` (the
+// `redirectTo` of the request; a path on this site or a URL on the base URL or a trusted
+// origin, else 403 `INVALID_CALLBACK_URL`) the answer is a 302 to it with `token` added
+// (the product's page then calls `POST /api/auth/reset-password`), or with
+// `error=INVALID_TOKEN` when the token is unknown, used or expired. Without one, the hosted
+// reset page: a form for the new password (400 with an error page for a bad token). The
+// token in the path is never logged.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/reset-password/{token} (the `ResetPasswordCallback` operationId).
+func (c *ClientWithResponses) ResetPasswordCallbackWithResponse(ctx context.Context, token string, params *ResetPasswordCallbackParams, reqEditors ...RequestEditorFn) (*ResetPasswordCallbackResponse, error) {
+	rsp, err := c.ResetPasswordCallback(ctx, token, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResetPasswordCallbackResponse(rsp)
+}
+
 // RevokeOtherSessionsWithBodyWithResponse Revoke every other session of the user
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -25663,13 +27205,66 @@ func (c *ClientWithResponses) RevokeSessionWithResponse(ctx context.Context, bod
 	return ParseRevokeSessionResponse(rsp)
 }
 
+// SendVerificationEmailWithBodyWithResponse Send an email verification link
+//
+// Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
+// out, the answer is always `{"status": true}`, whether or not an unverified account has
+// that address, after the same work (a decoy token and message, never sent, for any other
+// address), and the link is only sent when one has: neither the answer nor its timing
+// tells anything about accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+// yet (400 `EMAIL_ALREADY_VERIFIED`). The link
+// (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
+// must be a path on this site or a URL on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+// limits (5 per address per 15 minutes, 30 per client IP per hour); a mail over a limit is
+// dropped without changing the answer.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/send-verification-email (the `SendVerificationEmail` operationId).
+func (c *ClientWithResponses) SendVerificationEmailWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendVerificationEmailResponse, error) {
+	rsp, err := c.SendVerificationEmailWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSendVerificationEmailResponse(rsp)
+}
+
+// SendVerificationEmailWithResponse Send an email verification link
+//
+// Mails a verification link for `email` (better-auth's `sendVerificationEmail`). Signed
+// out, the answer is always `{"status": true}`, whether or not an unverified account has
+// that address, after the same work (a decoy token and message, never sent, for any other
+// address), and the link is only sent when one has: neither the answer nor its timing
+// tells anything about accounts. Signed in, `email` must be the caller's (400 `EMAIL_MISMATCH`) and not verified
+// yet (400 `EMAIL_ALREADY_VERIFIED`). The link
+// (`/api/auth/verify-email?token=…&callbackURL=…`) works once, for 24 hours; `callbackURL`
+// must be a path on this site or a URL on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+// limits (5 per address per 15 minutes, 30 per client IP per hour); a mail over a limit is
+// dropped without changing the answer.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/send-verification-email (the `SendVerificationEmail` operationId).
+func (c *ClientWithResponses) SendVerificationEmailWithResponse(ctx context.Context, body SendVerificationEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*SendVerificationEmailResponse, error) {
+	rsp, err := c.SendVerificationEmail(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSendVerificationEmailResponse(rsp)
+}
+
 // SignInEmailWithBodyWithResponse Sign in with email and password
 //
 // Starts a new session (a new token at every sign-in) and sets the session cookie; with
 // `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-// form post.
+// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+// send limits.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
@@ -25691,7 +27286,10 @@ func (c *ClientWithResponses) SignInEmailWithBodyWithResponse(ctx context.Contex
 // `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-// form post.
+// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+// send limits.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
@@ -25713,7 +27311,10 @@ func (c *ClientWithResponses) SignInEmailWithResponse(ctx context.Context, body 
 // `rememberMe: false` the cookie lasts for the browser session only. An unknown email and a
 // wrong password give the same 401. Repeated failures per email and per client IP are
 // throttled with 429 and `Retry-After`; the throttle expires by itself. Accepts JSON or a
-// form post.
+// form post. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` the right password of an
+// address not verified yet is 403 `EMAIL_NOT_VERIFIED` (a browser form post goes back with
+// `login_error=email_not_verified`), and a fresh verification link is mailed, within the
+// send limits.
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
@@ -25848,6 +27449,10 @@ func (c *ClientWithResponses) SignOutWithResponse(ctx context.Context, body Sign
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
+// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -25874,6 +27479,10 @@ func (c *ClientWithResponses) SignUpEmailWithBodyWithResponse(ctx context.Contex
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
+// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -25900,6 +27509,10 @@ func (c *ClientWithResponses) SignUpEmailWithResponse(ctx context.Context, body 
 // A form post must carry a trusted `Origin` or `Referer` (403 `MISSING_OR_NULL_ORIGIN`) and
 // is refused with `Sec-Fetch-Site: cross-site` (403 `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED`):
 // a product on another site posts JSON.
+// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
+// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
+// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
+// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -25936,6 +27549,36 @@ func (c *ClientWithResponses) UpdateUserWithResponse(ctx context.Context, body U
 		return nil, err
 	}
 	return ParseUpdateUserResponse(rsp)
+}
+
+// VerifyEmailWithResponse Verify an email address (the mailed link)
+//
+// The link of a verification mail. The token works once, within 24 hours. Verifying an
+// address that was not verified is proof that the link's opener owns it, so the account's
+// other ways in end (`identity.ClaimEmail`, audited as `user.email_claim`): every session
+// and OAuth grant ends and linked provider accounts are removed. The password stays when
+// it is the one the account had when the link was mailed (the link confirms that sign-up);
+// one set afterwards is removed. When the browser that opens the link was signed in to
+// this account, it stays signed in (a new session cookie); no other browser is signed in
+// by a link.
+//
+// With a `callbackURL` (a path on this site or a URL on the base URL or a trusted origin,
+// else 403 `INVALID_CALLBACK_URL`), the answer is a 302 to it, with `error=INVALID_TOKEN`
+// or `error=TOKEN_EXPIRED` appended on failure. Without one, a browser (`Accept` with
+// `text/html`) gets a page saying what happened, and any other client
+// `{"status": true, "user": null}` or a 401 problem (`INVALID_TOKEN`, `TOKEN_EXPIRED`).
+// A link opened again after it worked (a mail scanner may open it first) is answered as a
+// success while the address stays verified.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/verify-email (the `VerifyEmail` operationId).
+func (c *ClientWithResponses) VerifyEmailWithResponse(ctx context.Context, params *VerifyEmailParams, reqEditors ...RequestEditorFn) (*VerifyEmailResponse, error) {
+	rsp, err := c.VerifyEmail(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVerifyEmailResponse(rsp)
 }
 
 // AuthorizeWithBodyWithResponse Decide whether a principal holds a permission
@@ -29643,6 +31286,201 @@ func ParseListSocialProvidersResponse(rsp *http.Response) (*ListSocialProvidersR
 	return response, nil
 }
 
+// ParseRequestPasswordResetResponse parses an HTTP response from a RequestPasswordResetWithResponse call
+func ParseRequestPasswordResetResponse(rsp *http.Response) (*RequestPasswordResetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RequestPasswordResetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthPasswordResetRequested
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers RequestPasswordResetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResetPasswordResponse parses an HTTP response from a ResetPasswordWithResponse call
+func ParseResetPasswordResponse(rsp *http.Response) (*ResetPasswordResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResetPasswordResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case rsp.StatusCode == 200:
+	// Content-type (text/html) unsupported
+
+	case rsp.StatusCode == 400:
+		// Content-type (text/html) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ResetPasswordResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResetPasswordCallbackResponse parses an HTTP response from a ResetPasswordCallbackWithResponse call
+func ParseResetPasswordCallbackResponse(rsp *http.Response) (*ResetPasswordCallbackResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResetPasswordCallbackResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 302:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case rsp.StatusCode == 400:
+		// Content-type (text/html) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 302:
+		var headers ResetPasswordCallbackResponse302Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers302 = &headers
+	case rsp.StatusCode == 503:
+		var headers ResetPasswordCallbackResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseRevokeOtherSessionsResponse parses an HTTP response from a RevokeOtherSessionsWithResponse call
 func ParseRevokeOtherSessionsResponse(rsp *http.Response) (*RevokeOtherSessionsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -29732,6 +31570,66 @@ func ParseRevokeSessionResponse(rsp *http.Response) (*RevokeSessionResponse, err
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseSendVerificationEmailResponse parses an HTTP response from a SendVerificationEmailWithResponse call
+func ParseSendVerificationEmailResponse(rsp *http.Response) (*SendVerificationEmailResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SendVerificationEmailResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers SendVerificationEmailResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -30106,6 +32004,109 @@ func ParseUpdateUserResponse(rsp *http.Response) (*UpdateUserResponse, error) {
 		}
 		response.ApplicationproblemJSON403 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseVerifyEmailResponse parses an HTTP response from a VerifyEmailWithResponse call
+func ParseVerifyEmailResponse(rsp *http.Response) (*VerifyEmailResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &VerifyEmailResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthVerifyEmailResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 302:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case rsp.StatusCode == 200:
+	// Content-type (text/html) unsupported
+
+	case rsp.StatusCode == 401:
+		// Content-type (text/html) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers VerifyEmailResponse200Headers
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 302:
+		var headers VerifyEmailResponse302Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers302 = &headers
+	case rsp.StatusCode == 503:
+		var headers VerifyEmailResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

@@ -539,3 +539,83 @@ test("social sign-in with GitHub (a local fake), then listAccounts", async (t) =
     assertDate(accounts[0].createdAt, "account.createdAt");
   });
 });
+
+// ---------------------------------------------------------------------------------------------
+// Mailed links. The Go harness delivers the app's mail to a real SMTP server and lists what
+// arrived at GATEHOUSE_TEST_MAILBOX_URL?to=<address>; the links are read out of those messages.
+
+const mailbox = (process.env.GATEHOUSE_TEST_MAILBOX_URL || "").replace(/\/+$/, "");
+
+/** Waits for the n-th message to address and returns the link in it that starts with prefix. */
+async function mailedLink(address, n, prefix) {
+  const deadline = Date.now() + 20000;
+  for (;;) {
+    const messages = await (await fetch(`${mailbox}?to=${encodeURIComponent(address)}`)).json();
+    if (messages.length >= n) {
+      const links = messages[n - 1].text.match(/https?:\/\/\S+/g) || [];
+      const link = links.find((l) => l.startsWith(base + prefix));
+      assert.ok(link, `no ${prefix} link in: ${messages[n - 1].text}`);
+      return link;
+    }
+    assert.ok(Date.now() < deadline, `${messages.length} messages to ${address} within 20s, want ${n}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+test("email verification and password reset through mailed links", { skip: mailbox ? false : "GATEHOUSE_TEST_MAILBOX_URL is not set" }, async (t) => {
+  const step = scenario(t);
+  const hedy = new Browser("Hedy");
+  const email = emailOf("hedy");
+  let resetToken;
+
+  await step("sign up: a verification link is mailed", async () => {
+    const data = ok(hedy, await hedy.client.signUp.email({ name: "Hedy Lamarr", email, password, callbackURL: "/welcome" }), "signUp.email");
+    assert.equal(data.user.emailVerified, false);
+  });
+
+  await step("verifyEmail with the mailed token", async () => {
+    const link = new URL(await mailedLink(email, 1, "/api/auth/verify-email?"));
+    assert.equal(link.searchParams.get("callbackURL"), "/welcome");
+    const data = ok(hedy, await hedy.client.verifyEmail({ query: { token: link.searchParams.get("token") } }), "verifyEmail");
+    assert.deepEqual(data, { status: true, user: null });
+    const session = ok(hedy, await hedy.client.getSession(), "getSession");
+    assert.equal(session?.user.emailVerified, true, `the browser stays signed in, verified\n${hedy.recent()}`);
+  });
+
+  await step("sendVerificationEmail for a verified address is 400 EMAIL_ALREADY_VERIFIED", async () => {
+    const res = await hedy.client.sendVerificationEmail({ email });
+    fails(hedy, res, "sendVerificationEmail", 400, "EMAIL_ALREADY_VERIFIED");
+  });
+
+  await step("verifyEmail with a bad token is 401 INVALID_TOKEN", async () => {
+    const b = new Browser("Nobody");
+    fails(b, await b.client.verifyEmail({ query: { token: "x".repeat(43) } }), "verifyEmail with a bad token", 401, "INVALID_TOKEN");
+  });
+
+  await step("requestPasswordReset: the same answer with or without an account", async () => {
+    const anon = new Browser("Hedy, another device");
+    const want = { status: true, message: "If this email exists in our system, check your email for the reset link" };
+    assert.deepEqual(ok(anon, await anon.client.requestPasswordReset({ email, redirectTo: `${base}/reset` }), "requestPasswordReset"), want);
+    assert.deepEqual(ok(anon, await anon.client.requestPasswordReset({ email: emailOf("nobody"), redirectTo: `${base}/reset` }), "requestPasswordReset, no account"), want);
+  });
+
+  await step("the reset link forwards the token to redirectTo", async () => {
+    const link = await mailedLink(email, 2, "/api/auth/reset-password/");
+    const res = await fetch(link, { redirect: "manual" });
+    assert.equal(res.status, 302);
+    const to = new URL(res.headers.get("location"));
+    assert.equal(`${to.origin}${to.pathname}`, `${base}/reset`);
+    resetToken = to.searchParams.get("token");
+    assert.equal(resetToken, link.split("/api/auth/reset-password/")[1].split("?")[0]);
+  });
+
+  await step("resetPassword: the new password works, the old one and the session do not", async () => {
+    const anon = new Browser("Hedy, reset page");
+    assert.deepEqual(ok(anon, await anon.client.resetPassword({ newPassword: "frequency-hopping-1942", token: resetToken }), "resetPassword"), { status: true });
+    assert.equal(ok(hedy, await hedy.client.getSession(), "getSession after the reset"), null, "the old session ended");
+    const again = new Browser("Hedy, again");
+    fails(again, await again.client.signIn.email({ email, password }), "signIn with the old password", 401, "INVALID_EMAIL_OR_PASSWORD");
+    ok(again, await again.client.signIn.email({ email, password: "frequency-hopping-1942" }), "signIn with the new password");
+    fails(again, await again.client.resetPassword({ newPassword: "another-password-1", token: resetToken }), "resetPassword twice", 400, "INVALID_TOKEN");
+  });
+});

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gatehouse-dev/gatehouse/identity/mail"
+)
+
+// The mail variables: development mode by default, an SMTP URL with a From, and the brand.
+func TestConfigMail(t *testing.T) {
+	cfg, err := configFromEnv(envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SMTP != nil || cfg.MailFrom != "" || cfg.Brand != (mail.Brand{Name: "Gatehouse", Color: "#1f5fcc"}) {
+		t.Errorf("defaults: smtp %+v, from %q, brand %+v", cfg.SMTP, cfg.MailFrom, cfg.Brand)
+	}
+	cfg, err = configFromEnv(envOf(map[string]string{
+		"GATEHOUSE_SMTP_URL":       "smtps://mailer:p%40ss@smtp.example.com",
+		"GATEHOUSE_MAIL_FROM":      "Acme <no-reply@acme.example>",
+		"GATEHOUSE_BRAND_NAME":     "Acme Cloud",
+		"GATEHOUSE_BRAND_LOGO_URL": "https://acme.example/logo.png",
+		"GATEHOUSE_BRAND_COLOR":    "#D94F00",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := mail.SMTPConfig{Host: "smtp.example.com", Port: 465, Username: "mailer", Password: "p@ss", TLS: mail.TLSImplicit}
+	if cfg.SMTP == nil || *cfg.SMTP != want || cfg.MailFrom != "Acme <no-reply@acme.example>" ||
+		cfg.Brand != (mail.Brand{Name: "Acme Cloud", LogoURL: "https://acme.example/logo.png", Color: "#d94f00"}) {
+		t.Errorf("configured: smtp %+v, from %q, brand %+v", cfg.SMTP, cfg.MailFrom, cfg.Brand)
+	}
+	for name, env := range map[string]map[string]string{
+		"GATEHOUSE_SMTP_URL":       {"GATEHOUSE_SMTP_URL": "smtp://u:hunter2@smtp.example.com?tls=maybe"},
+		"GATEHOUSE_MAIL_FROM":      {"GATEHOUSE_SMTP_URL": "smtp://smtp.example.com"},
+		"GATEHOUSE_BRAND_NAME":     {"GATEHOUSE_BRAND_NAME": "Acme\nBcc: x"},
+		"GATEHOUSE_BRAND_LOGO_URL": {"GATEHOUSE_BRAND_LOGO_URL": "javascript:alert(1)"},
+		"GATEHOUSE_BRAND_COLOR":    {"GATEHOUSE_BRAND_COLOR": "red;background:url(x)"},
+	} {
+		_, err := configFromEnv(envOf(env))
+		if ce := wantConfigError(t, err, name, name); ce != nil && strings.Contains(ce.Error(), "hunter2") {
+			t.Errorf("%s: the error repeats the password: %v", name, ce)
+		}
+	}
+	_, err = configFromEnv(envOf(map[string]string{"GATEHOUSE_SMTP_URL": "smtp://smtp.example.com", "GATEHOUSE_MAIL_FROM": "not an address"}))
+	wantConfigError(t, err, "GATEHOUSE_MAIL_FROM", "an invalid From")
+}
