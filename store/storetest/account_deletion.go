@@ -3,7 +3,6 @@ package storetest
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/gatehouse-dev/gatehouse/store"
@@ -100,42 +99,18 @@ func testSoleOwnerRace(t *testing.T, open func(t *testing.T) *store.Store) {
 		o := newOrganization(t, s, fmt.Sprintf("acme-%d", round), a.ID)
 		addMember(t, s, o.ID, b.ID, store.RoleOwner)
 
-		var wg sync.WaitGroup
-		results := make(chan error, 2)
-		start := make(chan struct{})
-		for _, u := range []store.User{a, b} {
-			wg.Go(func() {
-				<-start
-				results <- s.InTx(ctx, func(tx *store.Tx) error {
-					sole, err := tx.SoleOwnedOrganizations(ctx, u.ID)
-					if err != nil {
-						return err
-					}
-					if len(sole) > 0 {
-						return errSoleOwner
-					}
-					_, err = tx.DeleteSubject(ctx, u.ID)
-					return err
-				})
-			})
-		}
-		close(start)
-		wg.Wait()
-		close(results)
-		var ok, refused int
-		for err := range results {
-			switch {
-			case err == nil:
-				ok++
-			case errors.Is(err, errSoleOwner):
-				refused++
-			default:
-				t.Fatalf("round %d: %v", round, err)
+		oneWinsOneRefused(t, s, round, "deletions", errSoleOwner, func(tx *store.Tx, i int) error {
+			u := []store.User{a, b}[i]
+			sole, err := tx.SoleOwnedOrganizations(ctx, u.ID)
+			if err != nil {
+				return err
 			}
-		}
-		if ok != 1 || refused != 1 {
-			t.Fatalf("round %d: %d deletions succeeded, %d refused; want 1 and 1", round, ok, refused)
-		}
+			if len(sole) > 0 {
+				return errSoleOwner
+			}
+			_, err = tx.DeleteSubject(ctx, u.ID)
+			return err
+		})
 		var owners int
 		mustTx(t, s, func(tx *store.Tx) error {
 			var err error

@@ -255,42 +255,17 @@ func testLastOwnerRace(t *testing.T, open func(t *testing.T) *store.Store) {
 	errLastOwner := errors.New("last owner")
 	const rounds = 5
 	for round := range rounds {
-		var wg sync.WaitGroup
-		results := make(chan error, 2)
-		start := make(chan struct{})
-		for _, m := range []store.Member{ma, mb} {
-			wg.Go(func() {
-				<-start
-				results <- s.InTx(ctx, func(tx *store.Tx) error {
-					n, err := tx.CountOwners(ctx, o.ID)
-					if err != nil {
-						return err
-					}
-					if n < 2 {
-						return errLastOwner
-					}
-					_, err = tx.UpdateMemberRole(ctx, m.ID, "admin")
-					return err
-				})
-			})
-		}
-		close(start)
-		wg.Wait()
-		close(results)
-		var ok, refused int
-		for err := range results {
-			switch {
-			case err == nil:
-				ok++
-			case errors.Is(err, errLastOwner):
-				refused++
-			default:
-				t.Fatalf("round %d: %v", round, err)
+		oneWinsOneRefused(t, s, round, "demotions", errLastOwner, func(tx *store.Tx, i int) error {
+			n, err := tx.CountOwners(ctx, o.ID)
+			if err != nil {
+				return err
 			}
-		}
-		if ok != 1 || refused != 1 {
-			t.Fatalf("round %d: %d demotions succeeded, %d refused; want 1 and 1", round, ok, refused)
-		}
+			if n < 2 {
+				return errLastOwner
+			}
+			_, err = tx.UpdateMemberRole(ctx, []store.Member{ma, mb}[i].ID, "admin")
+			return err
+		})
 		// Make both owners again for the next round.
 		mustTx(t, s, func(tx *store.Tx) error {
 			for _, m := range []store.Member{ma, mb} {
@@ -300,5 +275,38 @@ func testLastOwnerRace(t *testing.T, open func(t *testing.T) *store.Store) {
 			}
 			return nil
 		})
+	}
+}
+
+// oneWinsOneRefused starts two transactions on s at the same moment, one per fn(tx, i) with i
+// 0 and 1, and fails t unless exactly one commits and the other returns refused: the rule the
+// transactions check must hold under concurrency. what names the action in the failure.
+func oneWinsOneRefused(t *testing.T, s *store.Store, round int, what string, refused error, fn func(tx *store.Tx, i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	results := make(chan error, 2)
+	start := make(chan struct{})
+	for i := range 2 {
+		wg.Go(func() {
+			<-start
+			results <- s.InTx(testContext(t), func(tx *store.Tx) error { return fn(tx, i) })
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(results)
+	var ok, no int
+	for err := range results {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, refused):
+			no++
+		default:
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+	if ok != 1 || no != 1 {
+		t.Fatalf("round %d: %d %s succeeded, %d refused; want 1 and 1", round, ok, what, no)
 	}
 }
