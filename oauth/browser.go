@@ -33,6 +33,8 @@ type browserProvider struct {
 	social        []SocialButton
 	claims        ProductClaims
 	requestInfo   func(ctx context.Context) (requestID, ip, userAgent string)
+	// signUpURL and forgotPasswordURL are ProviderConfig's SignUpURL and ForgotPasswordURL.
+	signUpURL, forgotPasswordURL string
 	// key signs consent and logout challenges.
 	key []byte
 }

@@ -42,6 +42,9 @@ type Page struct {
 	// SocialErrorURL where a refused social sign-in returns.
 	Social         []SocialButton
 	SocialErrorURL string
+	// SignUpURL and ForgotURL are the sign-in page's links to the hosted sign-up and "forgot
+	// password" pages, each carrying CallbackURL ("": no link).
+	SignUpURL, ForgotURL string
 	// Nonce is the CSP nonce of the inline stylesheet; RenderPage sets it.
 	Nonce string
 }

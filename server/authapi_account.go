@@ -122,8 +122,17 @@ func (s *Server) SignUpEmail(ctx context.Context, request gen.SignUpEmailRequest
 		return nil, err
 	}
 	noStore(ctx)
-	if err := s.checkEmailSignUp(ctx, body.CallbackURL, string(body.Email)); err != nil {
+	// A browser's form post (the hosted sign-up page) is answered with 303 redirects: on to
+	// "check your inbox" or the callbackURL, or back to the page with the refusal.
+	browser := request.FormdataBody != nil && wantsPage(ctx)
+	refused := func(err error) (gen.SignUpEmailResponseObject, error) {
+		if res, ok := signUpPageRefused(err, body); browser && ok {
+			return res, nil
+		}
 		return nil, err
+	}
+	if err := s.checkEmailSignUp(ctx, body.CallbackURL, string(body.Email)); err != nil {
+		return refused(err)
 	}
 	u := store.User{Name: body.Name, Email: store.NormalizeEmail(string(body.Email))}
 	if img, err := body.Image.Get(); err == nil {
@@ -131,12 +140,24 @@ func (s *Server) SignUpEmail(ctx context.Context, request gen.SignUpEmailRequest
 	}
 	sess, token, err := s.signUp(ctx, &u, body.Password, rememberMe(body.RememberMe), body.CallbackURL)
 	if err != nil {
-		return s.signUpRefused(ctx, u, err)
+		res, err := s.signUpRefused(ctx, u, err)
+		if err != nil {
+			return refused(err)
+		}
+		if browser { // a taken address under RequireEmailVerification: as a new one
+			return signUpPageDone(false, body.CallbackURL), nil
+		}
+		return res, nil
+	}
+	if token != "" {
+		s.setSessionCookie(ctx, token, sess.RememberMe)
+	}
+	if browser {
+		return signUpPageDone(token != "", body.CallbackURL), nil
 	}
 	if token == "" { // RequireEmailVerification: signed in only once verified
 		return gen.SignUpEmail200JSONResponse{Body: gen.AuthSignUpResponse{Token: nullable.NewNullNullable[string](), User: toAuthUser(u)}}, nil
 	}
-	s.setSessionCookie(ctx, token, sess.RememberMe)
 	return gen.SignUpEmail200JSONResponse{Body: gen.AuthSignUpResponse{
 		Token: nullable.NewNullableWithValue(token), User: toAuthUser(u)}}, nil
 }
