@@ -135,7 +135,7 @@ func TestHostedPagesAccessible(t *testing.T) {
 	d.do("consent", chromedp.Navigate(authURL))
 	d.waitHeading("Allow access?")
 	check("consent")
-	if checked != 18 {
+	if checked != 17 {
 		t.Errorf("%d pages checked", checked)
 	}
 }

@@ -37,7 +37,7 @@ func (c Config) ProviderConfig(st *store.Store, keys *oauth.KeySet, acc *identit
 		BaseURL: c.BaseURL, SecretKey: c.SecretKey, Store: st, Keys: keys,
 		Sessions: acc.Sessions, TrustedOrigin: NewOrigins(c), Social: buttons,
 		Claims: ProductClaims{Store: st}, RequestInfo: RequestInfo,
-		ForgotPasswordURL: ForgotPasswordPagePath, SignUpURL: c.signUpPageURL(),
+		ForgotPasswordURL: ForgotPasswordPagePath, SignUpURL: c.signUpPageURL(), Brand: c.Brand,
 	}
 }
 
