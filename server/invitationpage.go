@@ -168,16 +168,17 @@ func (s *Server) AnswerInvitation(ctx context.Context, request gen.AnswerInvitat
 		return answeredInvitation{res}, err
 	}
 	org := v.page.Invitation.Organization
-	done := accountPage{Title: "Invitation declined", Message: "You declined the invitation to join " + org + "."}
+	const next = "You can close this window and go back to the application."
+	done := accountPage{Title: "Invitation declined", Message: "You declined the invitation to join " + org + ".", Next: next}
 	if decision == gen.Accept {
-		done = accountPage{Title: "Welcome to " + org, Message: "You are now a member of " + org + " as " + v.inv.Role + "."}
+		done = accountPage{Title: "Welcome to " + org, Message: "You are now a member of " + org + " as " + v.inv.Role + ".", Next: next}
 		_, _, err = s.acceptInvitation(ctx, v.inv)
 	} else {
 		_, err = s.setInvitationStatus(ctx, v.inv, store.InvitationRejected, "invitation.reject")
 	}
 	switch {
 	case errors.Is(err, errAlreadyMember):
-		done = accountPage{Title: "Already a member", Message: "You are already a member of " + org + "."}
+		done = accountPage{Title: "Already a member", Message: "You are already a member of " + org + ".", Next: next}
 	case errors.Is(err, errInvitationNotFound): // answered meanwhile
 		if v, err = s.invitationView(ctx, request.Id, ""); err != nil {
 			return nil, err
