@@ -224,13 +224,3 @@ func (d pageDriver) location() string {
 	}
 	return loc
 }
-
-// text is the text of the page's main element.
-func (d pageDriver) text() string {
-	d.t.Helper()
-	s, err := chromedp.Run(d.ctx, chromedp.Evaluate[string](`document.querySelector('main').innerText`))
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	return s
-}
