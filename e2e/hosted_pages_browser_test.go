@@ -176,7 +176,10 @@ func TestAccountWalkInBrowser(t *testing.T) {
 	d.waitText("The email or password is not correct.")
 	d.do("forgot password", chromedp.Click(chromedp.ID("forgot-password")))
 	d.waitHeading("Reset your password")
-	d.do("ask for a reset", chromedp.SendKeys(chromedp.ID("email"), email), chromedp.Click(chromedp.CSS(`button[type=submit]`)))
+	if typed, err := chromedp.Run(d.ctx, chromedp.Evaluate[string](`document.getElementById('email').value`)); err != nil || typed != email {
+		t.Errorf("the forgot-password page has %q (%v), want the email typed at sign-in", typed, err)
+	}
+	d.do("ask for a reset", chromedp.SetValue(chromedp.ID("email"), email), chromedp.Click(chromedp.CSS(`button[type=submit]`)))
 	d.waitHeading("Check your inbox")
 	d.do("reset link", chromedp.Navigate(env.link(t, email, 2, "/api/auth/reset-password/")))
 	d.waitHeading("Choose a new password")

@@ -248,7 +248,7 @@ func (b *browserProvider) signInPage(w http.ResponseWriter, r *http.Request, cli
 		Title: "Sign in", Action: "/api/auth/sign-in/email", Error: message, Email: r.Form.Get("login_hint"),
 		CallbackURL: callback, ClientName: clientName,
 		Social: b.social, SocialErrorURL: withQueryParam(callback, loginErrorParam, "social"),
-		SignUpURL: pageLinkTo(b.signUpURL, callback), ForgotURL: pageLinkTo(b.forgotPasswordURL, callback),
+		SignUpURL: pageLinkTo(b.signUpURL, callback, ""), ForgotURL: pageLinkTo(b.forgotPasswordURL, callback, r.Form.Get("login_hint")),
 	})
 }
 
@@ -345,10 +345,15 @@ func (b *browserProvider) errorPage(w http.ResponseWriter, status int, code, mes
 	b.render(w, status, PageError, Page{Title: "Error", Code: code, Error: message})
 }
 
-// pageLinkTo is the hosted page at path with callback as its callbackURL, or "" when path is.
-func pageLinkTo(path, callback string) string {
+// pageLinkTo is the hosted page at path with callback as its callbackURL and email to fill
+// in (when not ""), or "" when path is.
+func pageLinkTo(path, callback, email string) string {
 	if path == "" {
 		return ""
 	}
-	return path + "?" + url.Values{"callbackURL": {callback}}.Encode()
+	q := url.Values{"callbackURL": {callback}}
+	if email != "" {
+		q.Set("email", email)
+	}
+	return path + "?" + q.Encode()
 }

@@ -81,7 +81,7 @@ func (s *Server) RequestPasswordReset(ctx context.Context, request gen.RequestPa
 
 // ResetPasswordCallback is the mailed link. It only checks the token: to the product's page
 // with ?token= (or ?error=INVALID_TOKEN), or, without a callbackURL or with an authorization
-// request to continue (isAuthorizeContinuation), the hosted reset form.
+// request or an invitation to continue (isHostedContinuation), the hosted reset form.
 func (s *Server) ResetPasswordCallback(ctx context.Context, request gen.ResetPasswordCallbackRequestObject) (gen.ResetPasswordCallbackResponseObject, error) {
 	noStore(ctx)
 	callback := request.Params.CallbackURL
@@ -92,7 +92,7 @@ func (s *Server) ResetPasswordCallback(ctx context.Context, request gen.ResetPas
 	if err != nil && !errors.Is(err, identity.ErrTokenInvalid) && !errors.Is(err, identity.ErrTokenExpired) {
 		return nil, err
 	}
-	if callback != nil && !isAuthorizeContinuation(callback) {
+	if callback != nil && !isHostedContinuation(callback) {
 		loc := withQueryParam(*callback, "token", request.Token)
 		if err != nil {
 			loc = withQueryParam(*callback, "error", "INVALID_TOKEN")

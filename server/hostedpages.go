@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"strings"
 
 	"github.com/gatehouse-dev/gatehouse/gen"
 	"github.com/gatehouse-dev/gatehouse/oauth"
@@ -20,6 +21,7 @@ const (
 	SignUpPagePath         = "/api/auth/sign-up"
 	ForgotPasswordPagePath = "/api/auth/forgot-password"
 	checkInboxPagePath     = "/api/auth/check-inbox"
+	invitationPagePrefix   = "/accept-invitation/"
 )
 
 // signUpRefusals are the sentences of the codes a refused browser sign-up comes back with;
@@ -134,14 +136,20 @@ func signUpPageRefused(err error, body *gen.AuthSignUpEmailBody) (gen.SignUpEmai
 	return gen.SignUpEmail303Response{Headers: gen.SignUpEmail303ResponseHeaders{Location: &loc}}, true
 }
 
-// isAuthorizeContinuation reports whether callbackURL is this site's authorization endpoint,
-// the hosted sign-in page's own continuation (a relative URL, as the page writes it).
-func isAuthorizeContinuation(callbackURL *string) bool {
+// isHostedContinuation reports whether callbackURL is one of this site's hosted sign-in
+// places, where a hosted page returns the browser: the authorization endpoint (the sign-in
+// page's own continuation) or an invitation's page, as a relative URL, as the pages write it.
+// A reset link with such a callbackURL opens the hosted reset form rather than forwarding its
+// token there.
+func isHostedContinuation(callbackURL *string) bool {
 	if callbackURL == nil {
 		return false
 	}
 	u, err := url.Parse(*callbackURL)
-	return err == nil && u.Scheme == "" && u.Host == "" && u.Path == oauth.AuthorizePath
+	if err != nil || u.Scheme != "" || u.Host != "" {
+		return false
+	}
+	return u.Path == oauth.AuthorizePath || strings.HasPrefix(u.Path, invitationPagePrefix)
 }
 
 func deref(p *string) string {

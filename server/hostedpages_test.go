@@ -165,7 +165,8 @@ func TestHostedSignUp(t *testing.T) {
 }
 
 // TestHostedSignUpModes: the sign-in page links to sign-up only while sign-up is open, and to
-// "forgot password" always, both carrying its authorization request; the sign-up page itself
+// "forgot password" (with the email it shows) always, both carrying its authorization request;
+// the sign-up page itself
 // says when sign-up is by invitation and shows no form when it is closed.
 func TestHostedSignUpModes(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
@@ -179,7 +180,7 @@ func TestHostedSignUpModes(t *testing.T) {
 				project := app.NewProject(t, org.ID, "signup-"+string(mode))
 				client, _ := app.CreateOIDCClient(t, owner, project.ID, apptest.WebClientBody, testBaseURL)
 				authorize := strings.TrimPrefix(apptest.AuthorizeURL(testBaseURL, client.ID, "https://shop.example.com/cb",
-					oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier())), testBaseURL)
+					oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier()), "login_hint", "ada@example.com"), testBaseURL)
 				signIn := wantHostedPage(t, "sign-in", app.do(getPage(authorize)), 200, "Sign in")
 				callback := hiddenOf(signIn, "callbackURL")
 				wantSignUp := ""
@@ -189,7 +190,7 @@ func TestHostedSignUpModes(t *testing.T) {
 				if got := hrefOf(signIn, "sign-up"); got != wantSignUp {
 					t.Errorf("sign-up link %q, want %q", got, wantSignUp)
 				}
-				if got, want := hrefOf(signIn, "forgot-password"), "/api/auth/forgot-password?callbackURL="+url.QueryEscape(callback); got != want {
+				if got, want := hrefOf(signIn, "forgot-password"), "/api/auth/forgot-password?callbackURL="+url.QueryEscape(callback)+"&email=ada%40example.com"; got != want {
 					t.Errorf("forgot-password link %q, want %q", got, want)
 				}
 				page := app.do(getPage("/api/auth/sign-up"))
@@ -243,9 +244,17 @@ func TestHostedPasswordReset(t *testing.T) {
 		if in, _ := a.signIn(t, "ada@example.com", "a-new-password-1"); in.User.Email != "ada@example.com" {
 			t.Errorf("sign-in with the new password: %+v", in)
 		}
+		// An invitation's page is a hosted continuation too.
+		const invitation = "/accept-invitation/inv_01jd3m8a1b2c3d4e5f6g7h8j9k"
+		a.requestReset(t, "ada@example.com", invitation)
+		form = wantHostedPage(t, "reset form (invitation)", a.do(getPage(a.link(t, "ada@example.com", 2, "/api/auth/reset-password/"))), 200,
+			`action="/api/auth/reset-password"`)
+		if hiddenOf(form, "callbackURL") != invitation {
+			t.Errorf("reset form callbackURL %q, want %q", hiddenOf(form, "callbackURL"), invitation)
+		}
 		// A product's redirectTo still gets the token (no hosted form).
 		a.requestReset(t, "ada@example.com", "https://app.example.com/reset")
-		res := a.do(getPage(a.link(t, "ada@example.com", 2, "/api/auth/reset-password/")))
+		res := a.do(getPage(a.link(t, "ada@example.com", 3, "/api/auth/reset-password/")))
 		if loc := res.Header().Get("Location"); res.Code != http.StatusFound || !strings.HasPrefix(loc, "https://app.example.com/reset?token=") {
 			t.Errorf("product link: %d to %q", res.Code, loc)
 		}

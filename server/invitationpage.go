@@ -47,7 +47,7 @@ type invitationView struct {
 // invitationView reads invitation id and decides its page for the caller: 404 unknown, 410
 // expired, withdrawn, answered or in an archived organization, else 200 in the caller's state.
 func (s *Server) invitationView(ctx context.Context, id, loginError string) (invitationView, error) {
-	path := "/accept-invitation/" + url.PathEscape(id)
+	path := invitationPagePrefix + url.PathEscape(id)
 	v := invitationView{status: http.StatusGone, page: accountPage{Title: "This invitation can't be used", Error: true}}
 	inv, err := s.store.Invitation(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
@@ -89,7 +89,7 @@ func (s *Server) invitationView(ctx context.Context, id, loginError string) (inv
 		v.page.Invitation.State = invitationSignedOut
 		v.page.Message = "You have been invited to join " + org.Name + ". Sign in with the invited address to accept."
 		v.page.Email = inv.Email
-		v.page.ForgotURL = ForgotPasswordPagePath + "?" + url.Values{"email": {inv.Email}}.Encode()
+		v.page.ForgotURL = ForgotPasswordPagePath + "?" + url.Values{"email": {inv.Email}, "callbackURL": {path}}.Encode()
 		if s.cfg.SignUp != SignUpClosed {
 			v.page.SignUpURL = SignUpPagePath + "?" + url.Values{"email": {inv.Email}, "callbackURL": {path}}.Encode()
 		}
@@ -161,7 +161,7 @@ func (s *Server) AnswerInvitation(ctx context.Context, request gen.AnswerInvitat
 			return nil, err
 		}
 		s.expireSessionCookies(ctx)
-		loc := "/accept-invitation/" + url.PathEscape(request.Id)
+		loc := invitationPagePrefix + url.PathEscape(request.Id)
 		return gen.AnswerInvitation303Response{Headers: gen.AnswerInvitation303ResponseHeaders{Location: &loc}}, nil
 	case v.page.Invitation.State != invitationRecipient || decision == gen.SwitchAccount:
 		res, err := s.renderInvitation(ctx, v)

@@ -52,7 +52,7 @@ func TestInvitationPage(t *testing.T) {
 		if got, want := hrefOf(body, "sign-up"), "/api/auth/sign-up?callbackURL="+url.QueryEscape(page)+"&email=grace%40example.com"; got != want {
 			t.Errorf("sign-up link %q, want %q", got, want)
 		}
-		if got, want := hrefOf(body, "forgot"), "/api/auth/forgot-password?email=grace%40example.com"; got != want {
+		if got, want := hrefOf(body, "forgot"), "/api/auth/forgot-password?callbackURL="+url.QueryEscape(page)+"&email=grace%40example.com"; got != want {
 			t.Errorf("forgot link %q, want %q", got, want)
 		}
 		res := w.do(form("/api/auth/sign-in/email", url.Values{"email": {"grace@example.com"}, "password": {"wrong-password"}, "callbackURL": {page}}))

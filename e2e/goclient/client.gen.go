@@ -3505,9 +3505,9 @@ type ClientInterface interface {
 	//
 	// The hosted page to ask for a password reset link, linked from the hosted sign-in page.
 	// Its form posts to `POST /api/auth/request-password-reset` with `callbackURL` as
-	// `redirectTo`: when that is the authorization request the sign-in page was showing, the
-	// mailed link opens the hosted reset form, which continues the request afterwards.
-	// `email` fills in the form.
+	// `redirectTo`: when that is the authorization request the sign-in page was showing (or an
+	// invitation's page), the mailed link opens the hosted reset form, which continues there
+	// afterwards. `email` fills in the form (the sign-in page passes the email typed there).
 	//
 	// Corresponds with GET /api/auth/forgot-password (the `ForgotPasswordPage` operationId).
 	ForgotPasswordPage(ctx context.Context, params *ForgotPasswordPageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4298,10 +4298,11 @@ type ClientInterface interface {
 	// `error=INVALID_TOKEN` when the token is unknown, used or expired. Without one, the hosted
 	// reset page: a form for the new password (400 with an error page for a bad token). The
 	// token in the path is never logged.
-	// A `callbackURL` that is this site's `/api/auth/oauth2/authorize` (an authorization
-	// request whose hosted sign-in page led to "forgot password") is not a product's page: the
-	// link opens the hosted form, which carries the `callbackURL` and, once the password is
-	// set, offers to continue the authorization request.
+	// A `callbackURL` that is one of this site's hosted sign-in places — a path to
+	// `/api/auth/oauth2/authorize` (an authorization request whose sign-in page led to "forgot
+	// password") or to `/accept-invitation/{id}` — is not a product's page: the link opens the
+	// hosted form, which carries the `callbackURL` and, once the password is set, offers to
+	// continue there.
 	//
 	// Corresponds with GET /api/auth/reset-password/{token} (the `ResetPasswordCallback` operationId).
 	ResetPasswordCallback(ctx context.Context, token string, params *ResetPasswordCallbackParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -5906,9 +5907,9 @@ func (c *Client) DeleteUser(ctx context.Context, body DeleteUserJSONRequestBody,
 //
 // The hosted page to ask for a password reset link, linked from the hosted sign-in page.
 // Its form posts to `POST /api/auth/request-password-reset` with `callbackURL` as
-// `redirectTo`: when that is the authorization request the sign-in page was showing, the
-// mailed link opens the hosted reset form, which continues the request afterwards.
-// `email` fills in the form.
+// `redirectTo`: when that is the authorization request the sign-in page was showing (or an
+// invitation's page), the mailed link opens the hosted reset form, which continues there
+// afterwards. `email` fills in the form (the sign-in page passes the email typed there).
 //
 // Corresponds with GET /api/auth/forgot-password (the `ForgotPasswordPage` operationId).
 func (c *Client) ForgotPasswordPage(ctx context.Context, params *ForgotPasswordPageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7369,10 +7370,11 @@ func (c *Client) ResetPasswordWithFormdataBody(ctx context.Context, params *Rese
 // `error=INVALID_TOKEN` when the token is unknown, used or expired. Without one, the hosted
 // reset page: a form for the new password (400 with an error page for a bad token). The
 // token in the path is never logged.
-// A `callbackURL` that is this site's `/api/auth/oauth2/authorize` (an authorization
-// request whose hosted sign-in page led to "forgot password") is not a product's page: the
-// link opens the hosted form, which carries the `callbackURL` and, once the password is
-// set, offers to continue the authorization request.
+// A `callbackURL` that is one of this site's hosted sign-in places — a path to
+// `/api/auth/oauth2/authorize` (an authorization request whose sign-in page led to "forgot
+// password") or to `/accept-invitation/{id}` — is not a product's page: the link opens the
+// hosted form, which carries the `callbackURL` and, once the password is set, offers to
+// continue there.
 //
 // Corresponds with GET /api/auth/reset-password/{token} (the `ResetPasswordCallback` operationId).
 func (c *Client) ResetPasswordCallback(ctx context.Context, token string, params *ResetPasswordCallbackParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -16185,9 +16187,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// The hosted page to ask for a password reset link, linked from the hosted sign-in page.
 	// Its form posts to `POST /api/auth/request-password-reset` with `callbackURL` as
-	// `redirectTo`: when that is the authorization request the sign-in page was showing, the
-	// mailed link opens the hosted reset form, which continues the request afterwards.
-	// `email` fills in the form.
+	// `redirectTo`: when that is the authorization request the sign-in page was showing (or an
+	// invitation's page), the mailed link opens the hosted reset form, which continues there
+	// afterwards. `email` fills in the form (the sign-in page passes the email typed there).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -17008,10 +17010,11 @@ type ClientWithResponsesInterface interface {
 	// `error=INVALID_TOKEN` when the token is unknown, used or expired. Without one, the hosted
 	// reset page: a form for the new password (400 with an error page for a bad token). The
 	// token in the path is never logged.
-	// A `callbackURL` that is this site's `/api/auth/oauth2/authorize` (an authorization
-	// request whose hosted sign-in page led to "forgot password") is not a product's page: the
-	// link opens the hosted form, which carries the `callbackURL` and, once the password is
-	// set, offers to continue the authorization request.
+	// A `callbackURL` that is one of this site's hosted sign-in places — a path to
+	// `/api/auth/oauth2/authorize` (an authorization request whose sign-in page led to "forgot
+	// password") or to `/accept-invitation/{id}` — is not a product's page: the link opens the
+	// hosted form, which carries the `callbackURL` and, once the password is set, offers to
+	// continue there.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -27266,9 +27269,9 @@ func (c *ClientWithResponses) DeleteUserWithResponse(ctx context.Context, body D
 //
 // The hosted page to ask for a password reset link, linked from the hosted sign-in page.
 // Its form posts to `POST /api/auth/request-password-reset` with `callbackURL` as
-// `redirectTo`: when that is the authorization request the sign-in page was showing, the
-// mailed link opens the hosted reset form, which continues the request afterwards.
-// `email` fills in the form.
+// `redirectTo`: when that is the authorization request the sign-in page was showing (or an
+// invitation's page), the mailed link opens the hosted reset form, which continues there
+// afterwards. `email` fills in the form (the sign-in page passes the email typed there).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -28491,10 +28494,11 @@ func (c *ClientWithResponses) ResetPasswordWithFormdataBodyWithResponse(ctx cont
 // `error=INVALID_TOKEN` when the token is unknown, used or expired. Without one, the hosted
 // reset page: a form for the new password (400 with an error page for a bad token). The
 // token in the path is never logged.
-// A `callbackURL` that is this site's `/api/auth/oauth2/authorize` (an authorization
-// request whose hosted sign-in page led to "forgot password") is not a product's page: the
-// link opens the hosted form, which carries the `callbackURL` and, once the password is
-// set, offers to continue the authorization request.
+// A `callbackURL` that is one of this site's hosted sign-in places — a path to
+// `/api/auth/oauth2/authorize` (an authorization request whose sign-in page led to "forgot
+// password") or to `/accept-invitation/{id}` — is not a product's page: the link opens the
+// hosted form, which carries the `callbackURL` and, once the password is set, offers to
+// continue there.
 //
 // Returns a wrapper object for the known response body format(s).
 //
