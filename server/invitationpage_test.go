@@ -136,3 +136,48 @@ func TestInvitationPageSignUpClosed(t *testing.T) {
 		}
 	})
 }
+
+// TestInvitationPageInviteOnlySignUp: under invite-only the invitation's page is the way to
+// sign up: its sign-up link, filled with the invited address, creates the account and comes
+// back to the page signed in, where the invitation is accepted; an address without an
+// invitation is sent back to the sign-up page with the reason.
+func TestInvitationPageInviteOnlySignUp(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
+		cfg := testConfig()
+		cfg.SignUp = SignUpInviteOnly
+		app := newTestApp(t, b.Open(t), cfg)
+		owner, org := app.NewOrganization(t)
+		inv := store.Invitation{OrganizationID: org.ID, Email: "grace@example.com", Role: RoleDeveloper, InviterID: owner.ID,
+			ExpiresAt: time.Now().Add(time.Hour)}
+		ctx := context.Background()
+		if err := app.store.InTx(ctx, func(tx *store.Tx) error { return tx.CreateInvitation(ctx, &inv) }); err != nil {
+			t.Fatal(err)
+		}
+		page := "/accept-invitation/" + inv.ID
+		signUp := hrefOf(wantHostedPage(t, "signed out", app.do(getPage(page)), 200), "sign-up")
+		form := wantHostedPage(t, "sign-up", app.do(getPage(signUp)), 200,
+			"Sign-up is by invitation: use the email address your invitation was sent to.", `value="grace@example.com"`)
+		res := app.do(browserForm("/api/auth/sign-up/email", url.Values{"name": {"Grace"}, "email": {"grace@example.com"},
+			"password": {"grace-password-1"}, "callbackURL": {hiddenOf(form, "callbackURL")}}))
+		if res.Code != http.StatusSeeOther || res.Header().Get("Location") != page {
+			t.Fatalf("sign-up: %d to %q, want 303 to %q", res.Code, res.Header().Get("Location"), page)
+		}
+		cookie := res.sessionCookie(t, app.srv.sessionCookieName)
+		wantHostedPage(t, "back, signed in", app.do(withCookie(cookie.Name+"="+cookie.Value, getPage(page))), 200,
+			"You have been invited to join "+org.Name+" as developer.")
+		res = app.do(withCookie(cookie.Name+"="+cookie.Value, browserForm(page, url.Values{"decision": {"accept"}})))
+		wantHostedPage(t, "accepted", res, 200, "You are now a member of "+org.Name+" as developer.")
+
+		res = app.do(browserForm("/api/auth/sign-up/email", url.Values{"name": {"Mallory"}, "email": {"mallory@example.com"},
+			"password": {"mallory-password-1"}, "callbackURL": {page}}))
+		back := "/api/auth/sign-up?callbackURL=" + url.QueryEscape(page) + "&email=mallory%40example.com&error=EMAIL_PASSWORD_SIGN_UP_DISABLED&name=Mallory"
+		if res.Code != http.StatusSeeOther || res.Header().Get("Location") != back {
+			t.Fatalf("uninvited sign-up: %d to %q, want 303 to %q", res.Code, res.Header().Get("Location"), back)
+		}
+		wantHostedPage(t, "uninvited", app.do(getPage(back)), 200,
+			`<p class="error" role="alert">This email address cannot sign up here. Sign-up needs an invitation sent to the address.</p>`)
+		if _, _, err := app.store.UserByEmail(ctx, "mallory@example.com"); err == nil {
+			t.Error("the uninvited address has an account")
+		}
+	})
+}
