@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/oauth2"
 
+	"github.com/gatehouse-dev/gatehouse/identity/mail"
 	"github.com/gatehouse-dev/gatehouse/server/apptest"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
@@ -341,6 +342,29 @@ func TestHostedFormsRefuseCrossOrigin(t *testing.T) {
 		wantHostedPage(t, "accepted", res, 200, "You are now a member of Org acme as developer.")
 		if n := len(w.mail.To("ada@example.com")); n != 1 {
 			t.Errorf("%d mails to ada, want the one of the accepted post", n)
+		}
+	})
+}
+
+// TestHostedPagesBrand: the provider's pages and the account pages show the product's brand
+// (GATEHOUSE_BRAND_NAME, GATEHOUSE_BRAND_COLOR) alike.
+func TestHostedPagesBrand(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
+		cfg := testConfig()
+		cfg.Brand = mail.Brand{Name: "Acme Cloud", Color: "#0a7d3b"}
+		app := newTestApp(t, b.Open(t), cfg)
+		owner, org := app.NewOrganization(t)
+		client, _ := app.CreateOIDCClient(t, owner, app.NewProject(t, org.ID, "brand").ID, apptest.WebClientBody, testBaseURL)
+		authorize := strings.TrimPrefix(apptest.AuthorizeURL(testBaseURL, client.ID, "https://shop.example.com/cb",
+			oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier())), testBaseURL)
+		for _, p := range []struct{ name, path, title string }{
+			{"sign-in", authorize, "Sign in"},
+			{"sign-up", "/api/auth/sign-up", "Create your account"},
+			{"error", "/api/auth/oauth2/authorize?client_id=cli_unknown", "Error"},
+		} {
+			res := app.do(getPage(p.path))
+			wantHostedPage(t, p.name, res, res.Code, "<title>"+p.title+" · Acme Cloud</title>", `<p class="brand">Acme Cloud</p>`,
+				"border-top:6px solid #0a7d3b", "background:#0a7d3b")
 		}
 	})
 }
