@@ -1986,6 +1986,24 @@ type AccountId = string
 // AnalyticsEnvironment defines model for AnalyticsEnvironment.
 type AnalyticsEnvironment = string
 
+// AuditAction defines model for AuditAction.
+type AuditAction = string
+
+// AuditActorId defines model for AuditActorId.
+type AuditActorId = string
+
+// AuditCursor defines model for AuditCursor.
+type AuditCursor = string
+
+// AuditSince defines model for AuditSince.
+type AuditSince = time.Time
+
+// AuditTargetId defines model for AuditTargetId.
+type AuditTargetId = string
+
+// AuditUntil defines model for AuditUntil.
+type AuditUntil = time.Time
+
 // BillingSubjectId defines model for BillingSubjectId.
 type BillingSubjectId = string
 
@@ -2310,6 +2328,27 @@ type ListOrganizationsParams struct {
 // ListOrganizationsParamsState defines parameters for ListOrganizations.
 type ListOrganizationsParamsState string
 
+// ListOrganizationAuditLogsParams defines parameters for ListOrganizationAuditLogs.
+type ListOrganizationAuditLogsParams struct {
+	// Action Only entries with this action (exact match).
+	Action *AuditAction `form:"action,omitempty" json:"action,omitempty"`
+
+	// ActorId Only entries whose actor has this id.
+	ActorId *AuditActorId `form:"actorId,omitempty" json:"actorId,omitempty"`
+
+	// TargetId Only entries whose target has this id.
+	TargetId *AuditTargetId `form:"targetId,omitempty" json:"targetId,omitempty"`
+
+	// Since Only entries that occurred at or after this instant.
+	Since *AuditSince `form:"since,omitempty" json:"since,omitempty"`
+
+	// Until Only entries that occurred before this instant (400 when not after `since`).
+	Until *AuditUntil `form:"until,omitempty" json:"until,omitempty"`
+
+	// Cursor The `x-next-cursor` of the previous page.
+	Cursor *AuditCursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListProjectsParams defines parameters for ListProjects.
 type ListProjectsParams struct {
 	// State Which records to list by archive state.
@@ -2352,6 +2391,27 @@ type ListAnalyticsSubjectsParamsSort string
 type GetAnalyticsSummaryParams struct {
 	// EnvironmentId Only this environment of the project (400 if it is not one); all of them when absent.
 	EnvironmentId *AnalyticsEnvironment `form:"environmentId,omitempty" json:"environmentId,omitempty"`
+}
+
+// ListProjectAuditLogsParams defines parameters for ListProjectAuditLogs.
+type ListProjectAuditLogsParams struct {
+	// Action Only entries with this action (exact match).
+	Action *AuditAction `form:"action,omitempty" json:"action,omitempty"`
+
+	// ActorId Only entries whose actor has this id.
+	ActorId *AuditActorId `form:"actorId,omitempty" json:"actorId,omitempty"`
+
+	// TargetId Only entries whose target has this id.
+	TargetId *AuditTargetId `form:"targetId,omitempty" json:"targetId,omitempty"`
+
+	// Since Only entries that occurred at or after this instant.
+	Since *AuditSince `form:"since,omitempty" json:"since,omitempty"`
+
+	// Until Only entries that occurred before this instant (400 when not after `since`).
+	Until *AuditUntil `form:"until,omitempty" json:"until,omitempty"`
+
+	// Cursor The `x-next-cursor` of the previous page.
+	Cursor *AuditCursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // CreateCheckoutParams defines parameters for CreateCheckout.
@@ -2810,7 +2870,7 @@ type ServerInterface interface {
 	UpdateOrganization(ctx echo.Context, organizationId OrganizationId) error
 	// ListOrganizationAuditLogs List an organization's audit log
 	// (GET /api/v1/organizations/{organizationId}/audit-logs)
-	ListOrganizationAuditLogs(ctx echo.Context, organizationId OrganizationId) error
+	ListOrganizationAuditLogs(ctx echo.Context, organizationId OrganizationId, params ListOrganizationAuditLogsParams) error
 	// ListProjects List an organization's projects
 	// (GET /api/v1/organizations/{organizationId}/projects)
 	ListProjects(ctx echo.Context, organizationId OrganizationId, params ListProjectsParams) error
@@ -2840,7 +2900,7 @@ type ServerInterface interface {
 	GetAnalyticsSummary(ctx echo.Context, projectId ProjectId, params GetAnalyticsSummaryParams) error
 	// ListProjectAuditLogs List a project's audit log
 	// (GET /api/v1/projects/{projectId}/audit-logs)
-	ListProjectAuditLogs(ctx echo.Context, projectId ProjectId) error
+	ListProjectAuditLogs(ctx echo.Context, projectId ProjectId, params ListProjectAuditLogsParams) error
 	// CreateCheckout Start a Stripe Checkout for a subject
 	// (POST /api/v1/projects/{projectId}/billing/checkout)
 	CreateCheckout(ctx echo.Context, projectId ProjectId, params CreateCheckoutParams) error
@@ -3783,8 +3843,52 @@ func (w *ServerInterfaceWrapper) ListOrganizationAuditLogs(ctx echo.Context) err
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter organizationId: %s", err))
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListOrganizationAuditLogsParams
+	// ------------- Optional query parameter "action" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "action", ctx.QueryParams(), &params.Action, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter action: %s", err))
+	}
+
+	// ------------- Optional query parameter "actorId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "actorId", ctx.QueryParams(), &params.ActorId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter actorId: %s", err))
+	}
+
+	// ------------- Optional query parameter "targetId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "targetId", ctx.QueryParams(), &params.TargetId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter targetId: %s", err))
+	}
+
+	// ------------- Optional query parameter "since" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "since", ctx.QueryParams(), &params.Since, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter since: %s", err))
+	}
+
+	// ------------- Optional query parameter "until" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "until", ctx.QueryParams(), &params.Until, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter until: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.ListOrganizationAuditLogs(ctx, organizationId)
+	err = w.Handler.ListOrganizationAuditLogs(ctx, organizationId, params)
 	return err
 }
 
@@ -4021,8 +4125,52 @@ func (w *ServerInterfaceWrapper) ListProjectAuditLogs(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListProjectAuditLogsParams
+	// ------------- Optional query parameter "action" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "action", ctx.QueryParams(), &params.Action, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter action: %s", err))
+	}
+
+	// ------------- Optional query parameter "actorId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "actorId", ctx.QueryParams(), &params.ActorId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter actorId: %s", err))
+	}
+
+	// ------------- Optional query parameter "targetId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "targetId", ctx.QueryParams(), &params.TargetId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter targetId: %s", err))
+	}
+
+	// ------------- Optional query parameter "since" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "since", ctx.QueryParams(), &params.Since, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter since: %s", err))
+	}
+
+	// ------------- Optional query parameter "until" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "until", ctx.QueryParams(), &params.Until, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter until: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.ListProjectAuditLogs(ctx, projectId)
+	err = w.Handler.ListProjectAuditLogs(ctx, projectId, params)
 	return err
 }
 
@@ -9697,22 +9845,49 @@ func (response UpdateOrganization409ApplicationProblemPlusJSONResponse) VisitUpd
 
 type ListOrganizationAuditLogsRequestObject struct {
 	OrganizationId OrganizationId `json:"organizationId"`
+	Params         ListOrganizationAuditLogsParams
 }
 
 type ListOrganizationAuditLogsResponseObject interface {
 	VisitListOrganizationAuditLogsResponse(w http.ResponseWriter) error
 }
 
-type ListOrganizationAuditLogs200JSONResponse AuditLogList
+type ListOrganizationAuditLogs200ResponseHeaders struct {
+	XNextCursor *string
+}
+
+type ListOrganizationAuditLogs200JSONResponse struct {
+	Body    AuditLogList
+	Headers ListOrganizationAuditLogs200ResponseHeaders
+}
 
 func (response ListOrganizationAuditLogs200JSONResponse) VisitListOrganizationAuditLogsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XNextCursor != nil {
+		w.Header().Set("x-next-cursor", fmt.Sprint(*response.Headers.XNextCursor))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOrganizationAuditLogs400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response ListOrganizationAuditLogs400ApplicationProblemPlusJSONResponse) VisitListOrganizationAuditLogsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
 		return err
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(200)
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -10539,22 +10714,49 @@ func (response GetAnalyticsSummary404ApplicationProblemPlusJSONResponse) VisitGe
 
 type ListProjectAuditLogsRequestObject struct {
 	ProjectId ProjectId `json:"projectId"`
+	Params    ListProjectAuditLogsParams
 }
 
 type ListProjectAuditLogsResponseObject interface {
 	VisitListProjectAuditLogsResponse(w http.ResponseWriter) error
 }
 
-type ListProjectAuditLogs200JSONResponse AuditLogList
+type ListProjectAuditLogs200ResponseHeaders struct {
+	XNextCursor *string
+}
+
+type ListProjectAuditLogs200JSONResponse struct {
+	Body    AuditLogList
+	Headers ListProjectAuditLogs200ResponseHeaders
+}
 
 func (response ListProjectAuditLogs200JSONResponse) VisitListProjectAuditLogsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XNextCursor != nil {
+		w.Header().Set("x-next-cursor", fmt.Sprint(*response.Headers.XNextCursor))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProjectAuditLogs400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response ListProjectAuditLogs400ApplicationProblemPlusJSONResponse) VisitListProjectAuditLogsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
 		return err
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(200)
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -16026,10 +16228,11 @@ func (sh *strictHandler) UpdateOrganization(ctx echo.Context, organizationId Org
 }
 
 // ListOrganizationAuditLogs operation middleware
-func (sh *strictHandler) ListOrganizationAuditLogs(ctx echo.Context, organizationId OrganizationId) error {
+func (sh *strictHandler) ListOrganizationAuditLogs(ctx echo.Context, organizationId OrganizationId, params ListOrganizationAuditLogsParams) error {
 	var request ListOrganizationAuditLogsRequestObject
 
 	request.OrganizationId = organizationId
+	request.Params = params
 
 	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
 		return sh.ssi.ListOrganizationAuditLogs(ctx.Request().Context(), request.(ListOrganizationAuditLogsRequestObject))
@@ -16326,10 +16529,11 @@ func (sh *strictHandler) GetAnalyticsSummary(ctx echo.Context, projectId Project
 }
 
 // ListProjectAuditLogs operation middleware
-func (sh *strictHandler) ListProjectAuditLogs(ctx echo.Context, projectId ProjectId) error {
+func (sh *strictHandler) ListProjectAuditLogs(ctx echo.Context, projectId ProjectId, params ListProjectAuditLogsParams) error {
 	var request ListProjectAuditLogsRequestObject
 
 	request.ProjectId = projectId
+	request.Params = params
 
 	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
 		return sh.ssi.ListProjectAuditLogs(ctx.Request().Context(), request.(ListProjectAuditLogsRequestObject))

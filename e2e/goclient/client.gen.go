@@ -2369,6 +2369,24 @@ type AccountId = string
 // AnalyticsEnvironment defines model for AnalyticsEnvironment.
 type AnalyticsEnvironment = string
 
+// AuditAction defines model for AuditAction.
+type AuditAction = string
+
+// AuditActorId defines model for AuditActorId.
+type AuditActorId = string
+
+// AuditCursor defines model for AuditCursor.
+type AuditCursor = string
+
+// AuditSince defines model for AuditSince.
+type AuditSince = time.Time
+
+// AuditTargetId defines model for AuditTargetId.
+type AuditTargetId = string
+
+// AuditUntil defines model for AuditUntil.
+type AuditUntil = time.Time
+
 // BillingSubjectId defines model for BillingSubjectId.
 type BillingSubjectId = string
 
@@ -2789,6 +2807,27 @@ type ListOrganizationsParams struct {
 // ListOrganizationsParamsState defines parameters for ListOrganizations.
 type ListOrganizationsParamsState string
 
+// ListOrganizationAuditLogsParams defines parameters for ListOrganizationAuditLogs.
+type ListOrganizationAuditLogsParams struct {
+	// Action Only entries with this action (exact match).
+	Action *AuditAction `form:"action,omitempty" json:"action,omitempty"`
+
+	// ActorId Only entries whose actor has this id.
+	ActorId *AuditActorId `form:"actorId,omitempty" json:"actorId,omitempty"`
+
+	// TargetId Only entries whose target has this id.
+	TargetId *AuditTargetId `form:"targetId,omitempty" json:"targetId,omitempty"`
+
+	// Since Only entries that occurred at or after this instant.
+	Since *AuditSince `form:"since,omitempty" json:"since,omitempty"`
+
+	// Until Only entries that occurred before this instant (400 when not after `since`).
+	Until *AuditUntil `form:"until,omitempty" json:"until,omitempty"`
+
+	// Cursor The `x-next-cursor` of the previous page.
+	Cursor *AuditCursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListProjectsParams defines parameters for ListProjects.
 type ListProjectsParams struct {
 	// State Which records to list by archive state.
@@ -2831,6 +2870,27 @@ type ListAnalyticsSubjectsParamsSort string
 type GetAnalyticsSummaryParams struct {
 	// EnvironmentId Only this environment of the project (400 if it is not one); all of them when absent.
 	EnvironmentId *AnalyticsEnvironment `form:"environmentId,omitempty" json:"environmentId,omitempty"`
+}
+
+// ListProjectAuditLogsParams defines parameters for ListProjectAuditLogs.
+type ListProjectAuditLogsParams struct {
+	// Action Only entries with this action (exact match).
+	Action *AuditAction `form:"action,omitempty" json:"action,omitempty"`
+
+	// ActorId Only entries whose actor has this id.
+	ActorId *AuditActorId `form:"actorId,omitempty" json:"actorId,omitempty"`
+
+	// TargetId Only entries whose target has this id.
+	TargetId *AuditTargetId `form:"targetId,omitempty" json:"targetId,omitempty"`
+
+	// Since Only entries that occurred at or after this instant.
+	Since *AuditSince `form:"since,omitempty" json:"since,omitempty"`
+
+	// Until Only entries that occurred before this instant (400 when not after `since`).
+	Until *AuditUntil `form:"until,omitempty" json:"until,omitempty"`
+
+	// Cursor The `x-next-cursor` of the previous page.
+	Cursor *AuditCursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // CreateCheckoutParams defines parameters for CreateCheckout.
@@ -4680,8 +4740,14 @@ type ClientInterface interface {
 	//
 	// The latest 100 entries of the organization and its projects, newest first.
 	//
+	// Paged by cursor: when older entries match too, the answer carries the header
+	// `x-next-cursor`; send its value back as `cursor` (with the same filters) for the next
+	// page of up to 100. The last page has no `x-next-cursor`. A cursor is opaque; one that was
+	// not issued here is a 400. Filters combine (all must match): `action` (exact), `actorId`,
+	// `targetId`, `since` (inclusive) and `until` (exclusive).
+	//
 	// Corresponds with GET /api/v1/organizations/{organizationId}/audit-logs (the `ListOrganizationAuditLogs` operationId).
-	ListOrganizationAuditLogs(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ListOrganizationAuditLogs(ctx context.Context, organizationId OrganizationId, params *ListOrganizationAuditLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListProjects List an organization's projects
 	//
@@ -4782,8 +4848,14 @@ type ClientInterface interface {
 	//
 	// The latest 100 entries of the project, newest first.
 	//
+	// Paged by cursor: when older entries match too, the answer carries the header
+	// `x-next-cursor`; send its value back as `cursor` (with the same filters) for the next
+	// page of up to 100. The last page has no `x-next-cursor`. A cursor is opaque; one that was
+	// not issued here is a 400. Filters combine (all must match): `action` (exact), `actorId`,
+	// `targetId`, `since` (inclusive) and `until` (exclusive).
+	//
 	// Corresponds with GET /api/v1/projects/{projectId}/audit-logs (the `ListProjectAuditLogs` operationId).
-	ListProjectAuditLogs(ctx context.Context, projectId ProjectId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ListProjectAuditLogs(ctx context.Context, projectId ProjectId, params *ListProjectAuditLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateCheckoutWithBody Start a Stripe Checkout for a subject
 	//
@@ -8025,9 +8097,15 @@ func (c *Client) UpdateOrganization(ctx context.Context, organizationId Organiza
 //
 // The latest 100 entries of the organization and its projects, newest first.
 //
+// Paged by cursor: when older entries match too, the answer carries the header
+// `x-next-cursor`; send its value back as `cursor` (with the same filters) for the next
+// page of up to 100. The last page has no `x-next-cursor`. A cursor is opaque; one that was
+// not issued here is a 400. Filters combine (all must match): `action` (exact), `actorId`,
+// `targetId`, `since` (inclusive) and `until` (exclusive).
+//
 // Corresponds with GET /api/v1/organizations/{organizationId}/audit-logs (the `ListOrganizationAuditLogs` operationId).
-func (c *Client) ListOrganizationAuditLogs(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListOrganizationAuditLogsRequest(c.Server, organizationId)
+func (c *Client) ListOrganizationAuditLogs(ctx context.Context, organizationId OrganizationId, params *ListOrganizationAuditLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListOrganizationAuditLogsRequest(c.Server, organizationId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -8247,9 +8325,15 @@ func (c *Client) GetAnalyticsSummary(ctx context.Context, projectId ProjectId, p
 //
 // The latest 100 entries of the project, newest first.
 //
+// Paged by cursor: when older entries match too, the answer carries the header
+// `x-next-cursor`; send its value back as `cursor` (with the same filters) for the next
+// page of up to 100. The last page has no `x-next-cursor`. A cursor is opaque; one that was
+// not issued here is a 400. Filters combine (all must match): `action` (exact), `actorId`,
+// `targetId`, `since` (inclusive) and `until` (exclusive).
+//
 // Corresponds with GET /api/v1/projects/{projectId}/audit-logs (the `ListProjectAuditLogs` operationId).
-func (c *Client) ListProjectAuditLogs(ctx context.Context, projectId ProjectId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListProjectAuditLogsRequest(c.Server, projectId)
+func (c *Client) ListProjectAuditLogs(ctx context.Context, projectId ProjectId, params *ListProjectAuditLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListProjectAuditLogsRequest(c.Server, projectId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -12808,7 +12892,7 @@ func NewUpdateOrganizationRequestWithBody(server string, organizationId Organiza
 }
 
 // NewListOrganizationAuditLogsRequest constructs an http.Request for the ListOrganizationAuditLogs method
-func NewListOrganizationAuditLogsRequest(server string, organizationId OrganizationId) (*http.Request, error) {
+func NewListOrganizationAuditLogsRequest(server string, organizationId OrganizationId, params *ListOrganizationAuditLogsParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -12831,6 +12915,93 @@ func NewListOrganizationAuditLogsRequest(server string, organizationId Organizat
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Action != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "action", *params.Action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ActorId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "actorId", *params.ActorId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.TargetId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "targetId", *params.TargetId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Since != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "since", *params.Since, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Until != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "until", *params.Until, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -13354,7 +13525,7 @@ func NewGetAnalyticsSummaryRequest(server string, projectId ProjectId, params *G
 }
 
 // NewListProjectAuditLogsRequest constructs an http.Request for the ListProjectAuditLogs method
-func NewListProjectAuditLogsRequest(server string, projectId ProjectId) (*http.Request, error) {
+func NewListProjectAuditLogsRequest(server string, projectId ProjectId, params *ListProjectAuditLogsParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -13377,6 +13548,93 @@ func NewListProjectAuditLogsRequest(server string, projectId ProjectId) (*http.R
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Action != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "action", *params.Action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ActorId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "actorId", *params.ActorId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.TargetId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "targetId", *params.TargetId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Since != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "since", *params.Since, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Until != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "until", *params.Until, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -16751,10 +17009,16 @@ type ClientWithResponsesInterface interface {
 	//
 	// The latest 100 entries of the organization and its projects, newest first.
 	//
+	// Paged by cursor: when older entries match too, the answer carries the header
+	// `x-next-cursor`; send its value back as `cursor` (with the same filters) for the next
+	// page of up to 100. The last page has no `x-next-cursor`. A cursor is opaque; one that was
+	// not issued here is a 400. Filters combine (all must match): `action` (exact), `actorId`,
+	// `targetId`, `since` (inclusive) and `until` (exclusive).
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/organizations/{organizationId}/audit-logs (the `ListOrganizationAuditLogs` operationId).
-	ListOrganizationAuditLogsWithResponse(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*ListOrganizationAuditLogsResponse, error)
+	ListOrganizationAuditLogsWithResponse(ctx context.Context, organizationId OrganizationId, params *ListOrganizationAuditLogsParams, reqEditors ...RequestEditorFn) (*ListOrganizationAuditLogsResponse, error)
 
 	// ListProjectsWithResponse List an organization's projects
 	//
@@ -16869,10 +17133,16 @@ type ClientWithResponsesInterface interface {
 	//
 	// The latest 100 entries of the project, newest first.
 	//
+	// Paged by cursor: when older entries match too, the answer carries the header
+	// `x-next-cursor`; send its value back as `cursor` (with the same filters) for the next
+	// page of up to 100. The last page has no `x-next-cursor`. A cursor is opaque; one that was
+	// not issued here is a 400. Filters combine (all must match): `action` (exact), `actorId`,
+	// `targetId`, `since` (inclusive) and `until` (exclusive).
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/projects/{projectId}/audit-logs (the `ListProjectAuditLogs` operationId).
-	ListProjectAuditLogsWithResponse(ctx context.Context, projectId ProjectId, reqEditors ...RequestEditorFn) (*ListProjectAuditLogsResponse, error)
+	ListProjectAuditLogsWithResponse(ctx context.Context, projectId ProjectId, params *ListProjectAuditLogsParams, reqEditors ...RequestEditorFn) (*ListProjectAuditLogsResponse, error)
 
 	// CreateCheckoutWithBodyWithResponse Start a Stripe Checkout for a subject
 	//
@@ -22366,22 +22636,36 @@ func (r UpdateOrganizationResponse) ContentType() string {
 	return ""
 }
 
+// ListOrganizationAuditLogsResponse200Headers the declared response headers of an HTTP 200 response for ListOrganizationAuditLogs
+type ListOrganizationAuditLogsResponse200Headers struct {
+	XNextCursor *string
+}
+
 type ListOrganizationAuditLogsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *AuditLogList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthenticated
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListOrganizationAuditLogsResponse200Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListOrganizationAuditLogsResponse) GetJSON200() *AuditLogList {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListOrganizationAuditLogsResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -23058,22 +23342,36 @@ func (r GetAnalyticsSummaryResponse) ContentType() string {
 	return ""
 }
 
+// ListProjectAuditLogsResponse200Headers the declared response headers of an HTTP 200 response for ListProjectAuditLogs
+type ListProjectAuditLogsResponse200Headers struct {
+	XNextCursor *string
+}
+
 type ListProjectAuditLogsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *AuditLogList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthenticated
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListProjectAuditLogsResponse200Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListProjectAuditLogsResponse) GetJSON200() *AuditLogList {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListProjectAuditLogsResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -28014,11 +28312,17 @@ func (c *ClientWithResponses) UpdateOrganizationWithResponse(ctx context.Context
 //
 // The latest 100 entries of the organization and its projects, newest first.
 //
+// Paged by cursor: when older entries match too, the answer carries the header
+// `x-next-cursor`; send its value back as `cursor` (with the same filters) for the next
+// page of up to 100. The last page has no `x-next-cursor`. A cursor is opaque; one that was
+// not issued here is a 400. Filters combine (all must match): `action` (exact), `actorId`,
+// `targetId`, `since` (inclusive) and `until` (exclusive).
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/organizations/{organizationId}/audit-logs (the `ListOrganizationAuditLogs` operationId).
-func (c *ClientWithResponses) ListOrganizationAuditLogsWithResponse(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*ListOrganizationAuditLogsResponse, error) {
-	rsp, err := c.ListOrganizationAuditLogs(ctx, organizationId, reqEditors...)
+func (c *ClientWithResponses) ListOrganizationAuditLogsWithResponse(ctx context.Context, organizationId OrganizationId, params *ListOrganizationAuditLogsParams, reqEditors ...RequestEditorFn) (*ListOrganizationAuditLogsResponse, error) {
+	rsp, err := c.ListOrganizationAuditLogs(ctx, organizationId, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -28204,11 +28508,17 @@ func (c *ClientWithResponses) GetAnalyticsSummaryWithResponse(ctx context.Contex
 //
 // The latest 100 entries of the project, newest first.
 //
+// Paged by cursor: when older entries match too, the answer carries the header
+// `x-next-cursor`; send its value back as `cursor` (with the same filters) for the next
+// page of up to 100. The last page has no `x-next-cursor`. A cursor is opaque; one that was
+// not issued here is a 400. Filters combine (all must match): `action` (exact), `actorId`,
+// `targetId`, `since` (inclusive) and `until` (exclusive).
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/projects/{projectId}/audit-logs (the `ListProjectAuditLogs` operationId).
-func (c *ClientWithResponses) ListProjectAuditLogsWithResponse(ctx context.Context, projectId ProjectId, reqEditors ...RequestEditorFn) (*ListProjectAuditLogsResponse, error) {
-	rsp, err := c.ListProjectAuditLogs(ctx, projectId, reqEditors...)
+func (c *ClientWithResponses) ListProjectAuditLogsWithResponse(ctx context.Context, projectId ProjectId, params *ListProjectAuditLogsParams, reqEditors ...RequestEditorFn) (*ListProjectAuditLogsResponse, error) {
+	rsp, err := c.ListProjectAuditLogs(ctx, projectId, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -33100,6 +33410,13 @@ func ParseListOrganizationAuditLogsResponse(rsp *http.Response) (*ListOrganizati
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthenticated
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -33121,6 +33438,19 @@ func ParseListOrganizationAuditLogsResponse(rsp *http.Response) (*ListOrganizati
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListOrganizationAuditLogsResponse200Headers
+		if values := rsp.Header.Values("x-next-cursor"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-next-cursor", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XNextCursor = &value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil
@@ -33634,6 +33964,13 @@ func ParseListProjectAuditLogsResponse(rsp *http.Response) (*ListProjectAuditLog
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthenticated
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -33655,6 +33992,19 @@ func ParseListProjectAuditLogsResponse(rsp *http.Response) (*ListProjectAuditLog
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListProjectAuditLogsResponse200Headers
+		if values := rsp.Header.Values("x-next-cursor"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-next-cursor", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XNextCursor = &value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil
