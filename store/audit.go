@@ -71,10 +71,19 @@ type AuditPosition struct {
 	ID         string
 }
 
+// AuditHook runs in the transaction of each audit entry, after the entry is written; an error
+// fails the transaction. Outbound events hang here: every audit entry is also an event.
+type AuditHook func(ctx context.Context, tx *Tx, e AuditEntry) error
+
+// OnAudit makes h run after every audit entry AppendAudit writes, in its transaction. Call it
+// once while wiring, before the store serves requests.
+func (s *Store) OnAudit(h AuditHook) { s.auditHook = h }
+
 // AppendAudit writes e within the transaction of the mutation it records, so
 // the entry exists exactly when the mutation commits. It fills in an empty
 // e.ID (NewID("aud")) and a zero e.OccurredAt (Store.Now); a given
-// OccurredAt is stored in UTC at microsecond precision.
+// OccurredAt is stored in UTC at microsecond precision. The hook set with
+// OnAudit runs next, in tx.
 //
 // It returns ErrInvalid when ActorType is not one of the Actor constants,
 // Action is empty or Metadata does not encode as JSON, and ErrConflict when
@@ -114,6 +123,9 @@ func (tx *Tx) AppendAudit(ctx context.Context, e *AuditEntry) error {
 		e.RequestID, e.IPAddress, e.UserAgent, metadata)
 	if err != nil {
 		return wrapError("append audit", err)
+	}
+	if h := tx.store.auditHook; h != nil {
+		return h(ctx, tx, *e)
 	}
 	return nil
 }
