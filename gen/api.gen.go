@@ -22,22 +22,22 @@ import (
 
 // Defines values for AuthInvitationStatus.
 const (
-	Accepted AuthInvitationStatus = "accepted"
-	Canceled AuthInvitationStatus = "canceled"
-	Pending  AuthInvitationStatus = "pending"
-	Rejected AuthInvitationStatus = "rejected"
+	AuthInvitationStatusAccepted AuthInvitationStatus = "accepted"
+	AuthInvitationStatusCanceled AuthInvitationStatus = "canceled"
+	AuthInvitationStatusPending  AuthInvitationStatus = "pending"
+	AuthInvitationStatusRejected AuthInvitationStatus = "rejected"
 )
 
 // Valid indicates whether the value is a known member of the AuthInvitationStatus enum.
 func (e AuthInvitationStatus) Valid() bool {
 	switch e {
-	case Accepted:
+	case AuthInvitationStatusAccepted:
 		return true
-	case Canceled:
+	case AuthInvitationStatusCanceled:
 		return true
-	case Pending:
+	case AuthInvitationStatusPending:
 		return true
-	case Rejected:
+	case AuthInvitationStatusRejected:
 		return true
 	default:
 		return false
@@ -365,6 +365,276 @@ const (
 func (e ProcessorConnectionProvider) Valid() bool {
 	switch e {
 	case ProcessorProviderStripe:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookDeliveryStatus.
+const (
+	WebhookDeliveryStatusFailed    WebhookDeliveryStatus = "failed"
+	WebhookDeliveryStatusPending   WebhookDeliveryStatus = "pending"
+	WebhookDeliveryStatusSucceeded WebhookDeliveryStatus = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the WebhookDeliveryStatus enum.
+func (e WebhookDeliveryStatus) Valid() bool {
+	switch e {
+	case WebhookDeliveryStatusFailed:
+		return true
+	case WebhookDeliveryStatusPending:
+		return true
+	case WebhookDeliveryStatusSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookEndpointDisabledReason.
+const (
+	WebhookEndpointDisabledReasonFailing     WebhookEndpointDisabledReason = "failing"
+	WebhookEndpointDisabledReasonLessThannil WebhookEndpointDisabledReason = "<nil>"
+	WebhookEndpointDisabledReasonManual      WebhookEndpointDisabledReason = "manual"
+)
+
+// Valid indicates whether the value is a known member of the WebhookEndpointDisabledReason enum.
+func (e WebhookEndpointDisabledReason) Valid() bool {
+	switch e {
+	case WebhookEndpointDisabledReasonFailing:
+		return true
+	case WebhookEndpointDisabledReasonLessThannil:
+		return true
+	case WebhookEndpointDisabledReasonManual:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookEndpointWithSecretResponseDataDisabledReason.
+const (
+	WebhookEndpointWithSecretResponseDataDisabledReasonFailing     WebhookEndpointWithSecretResponseDataDisabledReason = "failing"
+	WebhookEndpointWithSecretResponseDataDisabledReasonLessThannil WebhookEndpointWithSecretResponseDataDisabledReason = "<nil>"
+	WebhookEndpointWithSecretResponseDataDisabledReasonManual      WebhookEndpointWithSecretResponseDataDisabledReason = "manual"
+)
+
+// Valid indicates whether the value is a known member of the WebhookEndpointWithSecretResponseDataDisabledReason enum.
+func (e WebhookEndpointWithSecretResponseDataDisabledReason) Valid() bool {
+	switch e {
+	case WebhookEndpointWithSecretResponseDataDisabledReasonFailing:
+		return true
+	case WebhookEndpointWithSecretResponseDataDisabledReasonLessThannil:
+		return true
+	case WebhookEndpointWithSecretResponseDataDisabledReasonManual:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookEventType.
+const (
+	WebhookEventTypeAccountLink                 WebhookEventType = "account.link"
+	WebhookEventTypeApiKeyCreate                WebhookEventType = "api_key.create"
+	WebhookEventTypeApiKeyRevoke                WebhookEventType = "api_key.revoke"
+	WebhookEventTypeBillingCheckout             WebhookEventType = "billing.checkout"
+	WebhookEventTypeBillingPlanArchive          WebhookEventType = "billing_plan.archive"
+	WebhookEventTypeBillingPlanCreate           WebhookEventType = "billing_plan.create"
+	WebhookEventTypeBillingPlanRestore          WebhookEventType = "billing_plan.restore"
+	WebhookEventTypeBillingPlanUpdate           WebhookEventType = "billing_plan.update"
+	WebhookEventTypeConfigArchive               WebhookEventType = "config.archive"
+	WebhookEventTypeConfigRestore               WebhookEventType = "config.restore"
+	WebhookEventTypeConfigReveal                WebhookEventType = "config.reveal"
+	WebhookEventTypeConfigUpdate                WebhookEventType = "config.update"
+	WebhookEventTypeEntitlementGrantCreate      WebhookEventType = "entitlement_grant.create"
+	WebhookEventTypeEntitlementsChanged         WebhookEventType = "entitlements.changed"
+	WebhookEventTypeInvitationAccept            WebhookEventType = "invitation.accept"
+	WebhookEventTypeInvitationCancel            WebhookEventType = "invitation.cancel"
+	WebhookEventTypeInvitationReject            WebhookEventType = "invitation.reject"
+	WebhookEventTypeInvoicePaid                 WebhookEventType = "invoice.paid"
+	WebhookEventTypeMemberInvite                WebhookEventType = "member.invite"
+	WebhookEventTypeMemberLeave                 WebhookEventType = "member.leave"
+	WebhookEventTypeMemberRemove                WebhookEventType = "member.remove"
+	WebhookEventTypeMemberUpdateRole            WebhookEventType = "member.update_role"
+	WebhookEventTypeOauthConsentGrant           WebhookEventType = "oauth_consent.grant"
+	WebhookEventTypeOidcClientCreate            WebhookEventType = "oidc_client.create"
+	WebhookEventTypeOidcClientDisable           WebhookEventType = "oidc_client.disable"
+	WebhookEventTypeOidcClientEnable            WebhookEventType = "oidc_client.enable"
+	WebhookEventTypeOidcClientRotateSecret      WebhookEventType = "oidc_client.rotate_secret"
+	WebhookEventTypeOrgRoleCreate               WebhookEventType = "org_role.create"
+	WebhookEventTypeOrgRoleDelete               WebhookEventType = "org_role.delete"
+	WebhookEventTypeOrgRoleUpdate               WebhookEventType = "org_role.update"
+	WebhookEventTypeOrganizationArchive         WebhookEventType = "organization.archive"
+	WebhookEventTypeOrganizationCreate          WebhookEventType = "organization.create"
+	WebhookEventTypeOrganizationRestore         WebhookEventType = "organization.restore"
+	WebhookEventTypeOrganizationUpdate          WebhookEventType = "organization.update"
+	WebhookEventTypePing                        WebhookEventType = "ping"
+	WebhookEventTypeProcessorConnectionDelete   WebhookEventType = "processor_connection.delete"
+	WebhookEventTypeProcessorConnectionUpdate   WebhookEventType = "processor_connection.update"
+	WebhookEventTypeProjectArchive              WebhookEventType = "project.archive"
+	WebhookEventTypeProjectCreate               WebhookEventType = "project.create"
+	WebhookEventTypeProjectRestore              WebhookEventType = "project.restore"
+	WebhookEventTypeProjectRoleCreate           WebhookEventType = "project_role.create"
+	WebhookEventTypeProjectRoleDelete           WebhookEventType = "project_role.delete"
+	WebhookEventTypeProjectRoleUpdate           WebhookEventType = "project_role.update"
+	WebhookEventTypeProjectUpdate               WebhookEventType = "project.update"
+	WebhookEventTypeRoleBindingCreate           WebhookEventType = "role_binding.create"
+	WebhookEventTypeRoleBindingDelete           WebhookEventType = "role_binding.delete"
+	WebhookEventTypeServiceAccountCreate        WebhookEventType = "service_account.create"
+	WebhookEventTypeServiceAccountDisable       WebhookEventType = "service_account.disable"
+	WebhookEventTypeServiceAccountEnable        WebhookEventType = "service_account.enable"
+	WebhookEventTypeSessionRevokeOthers         WebhookEventType = "session.revoke_others"
+	WebhookEventTypeSubjectDelete               WebhookEventType = "subject.delete"
+	WebhookEventTypeSubscriptionCanceled        WebhookEventType = "subscription.canceled"
+	WebhookEventTypeSubscriptionCreated         WebhookEventType = "subscription.created"
+	WebhookEventTypeSubscriptionUpdated         WebhookEventType = "subscription.updated"
+	WebhookEventTypeUserDelete                  WebhookEventType = "user.delete"
+	WebhookEventTypeUserEmailClaim              WebhookEventType = "user.email_claim"
+	WebhookEventTypeUserPasswordChange          WebhookEventType = "user.password_change"
+	WebhookEventTypeUserPasswordReset           WebhookEventType = "user.password_reset"
+	WebhookEventTypeUserSignUp                  WebhookEventType = "user.sign_up"
+	WebhookEventTypeWebhookEndpointCreate       WebhookEventType = "webhook_endpoint.create"
+	WebhookEventTypeWebhookEndpointDelete       WebhookEventType = "webhook_endpoint.delete"
+	WebhookEventTypeWebhookEndpointDisable      WebhookEventType = "webhook_endpoint.disable"
+	WebhookEventTypeWebhookEndpointEnable       WebhookEventType = "webhook_endpoint.enable"
+	WebhookEventTypeWebhookEndpointRotateSecret WebhookEventType = "webhook_endpoint.rotate_secret"
+	WebhookEventTypeWebhookEndpointUpdate       WebhookEventType = "webhook_endpoint.update"
+)
+
+// Valid indicates whether the value is a known member of the WebhookEventType enum.
+func (e WebhookEventType) Valid() bool {
+	switch e {
+	case WebhookEventTypeAccountLink:
+		return true
+	case WebhookEventTypeApiKeyCreate:
+		return true
+	case WebhookEventTypeApiKeyRevoke:
+		return true
+	case WebhookEventTypeBillingCheckout:
+		return true
+	case WebhookEventTypeBillingPlanArchive:
+		return true
+	case WebhookEventTypeBillingPlanCreate:
+		return true
+	case WebhookEventTypeBillingPlanRestore:
+		return true
+	case WebhookEventTypeBillingPlanUpdate:
+		return true
+	case WebhookEventTypeConfigArchive:
+		return true
+	case WebhookEventTypeConfigRestore:
+		return true
+	case WebhookEventTypeConfigReveal:
+		return true
+	case WebhookEventTypeConfigUpdate:
+		return true
+	case WebhookEventTypeEntitlementGrantCreate:
+		return true
+	case WebhookEventTypeEntitlementsChanged:
+		return true
+	case WebhookEventTypeInvitationAccept:
+		return true
+	case WebhookEventTypeInvitationCancel:
+		return true
+	case WebhookEventTypeInvitationReject:
+		return true
+	case WebhookEventTypeInvoicePaid:
+		return true
+	case WebhookEventTypeMemberInvite:
+		return true
+	case WebhookEventTypeMemberLeave:
+		return true
+	case WebhookEventTypeMemberRemove:
+		return true
+	case WebhookEventTypeMemberUpdateRole:
+		return true
+	case WebhookEventTypeOauthConsentGrant:
+		return true
+	case WebhookEventTypeOidcClientCreate:
+		return true
+	case WebhookEventTypeOidcClientDisable:
+		return true
+	case WebhookEventTypeOidcClientEnable:
+		return true
+	case WebhookEventTypeOidcClientRotateSecret:
+		return true
+	case WebhookEventTypeOrgRoleCreate:
+		return true
+	case WebhookEventTypeOrgRoleDelete:
+		return true
+	case WebhookEventTypeOrgRoleUpdate:
+		return true
+	case WebhookEventTypeOrganizationArchive:
+		return true
+	case WebhookEventTypeOrganizationCreate:
+		return true
+	case WebhookEventTypeOrganizationRestore:
+		return true
+	case WebhookEventTypeOrganizationUpdate:
+		return true
+	case WebhookEventTypePing:
+		return true
+	case WebhookEventTypeProcessorConnectionDelete:
+		return true
+	case WebhookEventTypeProcessorConnectionUpdate:
+		return true
+	case WebhookEventTypeProjectArchive:
+		return true
+	case WebhookEventTypeProjectCreate:
+		return true
+	case WebhookEventTypeProjectRestore:
+		return true
+	case WebhookEventTypeProjectRoleCreate:
+		return true
+	case WebhookEventTypeProjectRoleDelete:
+		return true
+	case WebhookEventTypeProjectRoleUpdate:
+		return true
+	case WebhookEventTypeProjectUpdate:
+		return true
+	case WebhookEventTypeRoleBindingCreate:
+		return true
+	case WebhookEventTypeRoleBindingDelete:
+		return true
+	case WebhookEventTypeServiceAccountCreate:
+		return true
+	case WebhookEventTypeServiceAccountDisable:
+		return true
+	case WebhookEventTypeServiceAccountEnable:
+		return true
+	case WebhookEventTypeSessionRevokeOthers:
+		return true
+	case WebhookEventTypeSubjectDelete:
+		return true
+	case WebhookEventTypeSubscriptionCanceled:
+		return true
+	case WebhookEventTypeSubscriptionCreated:
+		return true
+	case WebhookEventTypeSubscriptionUpdated:
+		return true
+	case WebhookEventTypeUserDelete:
+		return true
+	case WebhookEventTypeUserEmailClaim:
+		return true
+	case WebhookEventTypeUserPasswordChange:
+		return true
+	case WebhookEventTypeUserPasswordReset:
+		return true
+	case WebhookEventTypeUserSignUp:
+		return true
+	case WebhookEventTypeWebhookEndpointCreate:
+		return true
+	case WebhookEventTypeWebhookEndpointDelete:
+		return true
+	case WebhookEventTypeWebhookEndpointDisable:
+		return true
+	case WebhookEventTypeWebhookEndpointEnable:
+		return true
+	case WebhookEventTypeWebhookEndpointRotateSecret:
+		return true
+	case WebhookEventTypeWebhookEndpointUpdate:
 		return true
 	default:
 		return false
@@ -1980,6 +2250,115 @@ type UsageEventRecord struct {
 	Timestamp     time.Time                                 `json:"timestamp"`
 }
 
+// WebhookDelivery defines model for WebhookDelivery.
+type WebhookDelivery struct {
+	Attempt   int       `json:"attempt"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// EventId The event's id: the `webhook-id` header.
+	EventId string `json:"eventId"`
+
+	// EventType An event type — an audit action, a billing change, or `ping`.
+	EventType WebhookEventType       `json:"eventType"`
+	Id        string                 `json:"id"`
+	LatencyMs nullable.Nullable[int] `json:"latencyMs"`
+
+	// NextAttemptAt When a pending attempt is due, or when the attempt after a failed one is.
+	NextAttemptAt nullable.Nullable[time.Time] `json:"nextAttemptAt"`
+	ResponseCode  nullable.Nullable[int]       `json:"responseCode"`
+	Status        WebhookDeliveryStatus        `json:"status"`
+}
+
+// WebhookDeliveryStatus defines model for WebhookDelivery.Status.
+type WebhookDeliveryStatus string
+
+// WebhookEndpoint defines model for WebhookEndpoint.
+type WebhookEndpoint struct {
+	CreatedAt   time.Time                    `json:"createdAt"`
+	Description string                       `json:"description"`
+	DisabledAt  nullable.Nullable[time.Time] `json:"disabledAt"`
+
+	// DisabledReason `manual` (disabled through the API) or `failing` (after 3 days of failed attempts).
+	DisabledReason nullable.Nullable[WebhookEndpointDisabledReason] `json:"disabledReason"`
+
+	// EnvironmentId Only this environment's events; `null` for every environment's.
+	EnvironmentId nullable.Nullable[string] `json:"environmentId"`
+	EventTypes    []WebhookSubscription     `json:"eventTypes"`
+	Id            string                    `json:"id"`
+
+	// PreviousSecretExpiresAt Until when the secret replaced by the last rotation still signs.
+	PreviousSecretExpiresAt nullable.Nullable[time.Time] `json:"previousSecretExpiresAt"`
+	ProjectId               string                       `json:"projectId"`
+	UpdatedAt               time.Time                    `json:"updatedAt"`
+	Url                     string                       `json:"url"`
+}
+
+// WebhookEndpointDisabledReason `manual` (disabled through the API) or `failing` (after 3 days of failed attempts).
+type WebhookEndpointDisabledReason string
+
+// WebhookEndpointCreate defines model for WebhookEndpointCreate.
+type WebhookEndpointCreate struct {
+	Description   *string               `json:"description,omitempty"`
+	EnvironmentId *string               `json:"environmentId,omitempty"`
+	EventTypes    []WebhookSubscription `json:"eventTypes"`
+	Url           string                `json:"url"`
+}
+
+// WebhookEndpointResponse defines model for WebhookEndpointResponse.
+type WebhookEndpointResponse struct {
+	Data WebhookEndpoint `json:"data"`
+}
+
+// WebhookEndpointUpdate defines model for WebhookEndpointUpdate.
+type WebhookEndpointUpdate struct {
+	Description   *string                   `json:"description,omitempty"`
+	EnvironmentId nullable.Nullable[string] `json:"environmentId,omitempty"`
+	EventTypes    *[]WebhookSubscription    `json:"eventTypes,omitempty"`
+	Url           *string                   `json:"url,omitempty"`
+}
+
+// WebhookEndpointWithSecretResponse defines model for WebhookEndpointWithSecretResponse.
+type WebhookEndpointWithSecretResponse struct {
+	Data struct {
+		CreatedAt   time.Time                    `json:"createdAt"`
+		Description string                       `json:"description"`
+		DisabledAt  nullable.Nullable[time.Time] `json:"disabledAt"`
+
+		// DisabledReason `manual` (disabled through the API) or `failing` (after 3 days of failed attempts).
+		DisabledReason nullable.Nullable[WebhookEndpointWithSecretResponseDataDisabledReason] `json:"disabledReason"`
+
+		// EnvironmentId Only this environment's events; `null` for every environment's.
+		EnvironmentId nullable.Nullable[string] `json:"environmentId"`
+		EventTypes    []WebhookSubscription     `json:"eventTypes"`
+		Id            string                    `json:"id"`
+
+		// PreviousSecretExpiresAt Until when the secret replaced by the last rotation still signs.
+		PreviousSecretExpiresAt nullable.Nullable[time.Time] `json:"previousSecretExpiresAt"`
+		ProjectId               string                       `json:"projectId"`
+
+		// Secret The signing secret, shown this once.
+		Secret    string    `json:"secret"`
+		UpdatedAt time.Time `json:"updatedAt"`
+		Url       string    `json:"url"`
+	} `json:"data"`
+}
+
+// WebhookEndpointWithSecretResponseDataDisabledReason `manual` (disabled through the API) or `failing` (after 3 days of failed attempts).
+type WebhookEndpointWithSecretResponseDataDisabledReason string
+
+// WebhookEventType An event type — an audit action, a billing change, or `ping`.
+type WebhookEventType string
+
+// WebhookQueuedResponse defines model for WebhookQueuedResponse.
+type WebhookQueuedResponse struct {
+	Data struct {
+		EventId string `json:"eventId"`
+	} `json:"data"`
+}
+
+// WebhookSubscription An event type an endpoint receives, or `*` for every type.
+type WebhookSubscription = string
+
 // AccountId defines model for AccountId.
 type AccountId = string
 
@@ -2036,6 +2415,9 @@ type RoleId = string
 
 // State defines model for State.
 type State string
+
+// WebhookEndpointId defines model for WebhookEndpointId.
+type WebhookEndpointId = string
 
 // AuthBadRequest A problem with the better-auth error members `code` and `message`.
 type AuthBadRequest = AuthProblem
@@ -2483,6 +2865,15 @@ type GetSubjectEntitlementsParams struct {
 	EnvironmentId *string `form:"environmentId,omitempty" json:"environmentId,omitempty"`
 }
 
+// ListWebhookDeliveriesParams defines parameters for ListWebhookDeliveries.
+type ListWebhookDeliveriesParams struct {
+	// Limit Attempts per page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `x-next-cursor` of the previous page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ChangePasswordJSONRequestBody defines body for ChangePassword for application/json ContentType.
 type ChangePasswordJSONRequestBody ChangePasswordJSONBody
 
@@ -2635,6 +3026,12 @@ type IngestUsageEventJSONRequestBody = UsageEventCreate
 
 // IngestUsageEventBatchJSONRequestBody defines body for IngestUsageEventBatch for application/json ContentType.
 type IngestUsageEventBatchJSONRequestBody = UsageEventBatch
+
+// CreateWebhookEndpointJSONRequestBody defines body for CreateWebhookEndpoint for application/json ContentType.
+type CreateWebhookEndpointJSONRequestBody = WebhookEndpointCreate
+
+// UpdateWebhookEndpointJSONRequestBody defines body for UpdateWebhookEndpoint for application/json ContentType.
+type UpdateWebhookEndpointJSONRequestBody = WebhookEndpointUpdate
 
 // AsAuthRoleName returns the union data inside the AuthRoleInput as a AuthRoleName
 func (t AuthRoleInput) AsAuthRoleName() (AuthRoleName, error) {
@@ -3000,6 +3397,39 @@ type ServerInterface interface {
 	// IngestUsageEventBatch Record up to 1,000 usage events
 	// (POST /api/v1/projects/{projectId}/usage-events/batch)
 	IngestUsageEventBatch(ctx echo.Context, projectId ProjectId) error
+	// ListWebhookEndpoints List a project's webhook endpoints
+	// (GET /api/v1/projects/{projectId}/webhook-endpoints)
+	ListWebhookEndpoints(ctx echo.Context, projectId ProjectId) error
+	// CreateWebhookEndpoint Register a webhook endpoint
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints)
+	CreateWebhookEndpoint(ctx echo.Context, projectId ProjectId) error
+	// DeleteWebhookEndpoint Delete a webhook endpoint
+	// (DELETE /api/v1/projects/{projectId}/webhook-endpoints/{endpointId})
+	DeleteWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error
+	// GetWebhookEndpoint Get a webhook endpoint
+	// (GET /api/v1/projects/{projectId}/webhook-endpoints/{endpointId})
+	GetWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error
+	// UpdateWebhookEndpoint Change a webhook endpoint
+	// (PATCH /api/v1/projects/{projectId}/webhook-endpoints/{endpointId})
+	UpdateWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error
+	// ListWebhookDeliveries List an endpoint's delivery attempts
+	// (GET /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/deliveries)
+	ListWebhookDeliveries(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId, params ListWebhookDeliveriesParams) error
+	// RedeliverWebhookDelivery Deliver an event again
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/deliveries/{deliveryId}/redeliver)
+	RedeliverWebhookDelivery(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId, deliveryId string) error
+	// DisableWebhookEndpoint Disable a webhook endpoint
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/disable)
+	DisableWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error
+	// EnableWebhookEndpoint Re-enable a webhook endpoint
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/enable)
+	EnableWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error
+	// RotateWebhookEndpointSecret Rotate a webhook endpoint's signing secret
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/rotate-secret)
+	RotateWebhookEndpointSecret(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error
+	// TestWebhookEndpoint Send a ping
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/test)
+	TestWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -4994,6 +5424,278 @@ func (w *ServerInterfaceWrapper) IngestUsageEventBatch(ctx echo.Context) error {
 	return err
 }
 
+// ListWebhookEndpoints converts echo context to params.
+func (w *ServerInterfaceWrapper) ListWebhookEndpoints(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListWebhookEndpoints(ctx, projectId)
+	return err
+}
+
+// CreateWebhookEndpoint converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateWebhookEndpoint(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateWebhookEndpoint(ctx, projectId)
+	return err
+}
+
+// DeleteWebhookEndpoint converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteWebhookEndpoint(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointId WebhookEndpointId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", ctx.Param("endpointId"), &endpointId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpointId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteWebhookEndpoint(ctx, projectId, endpointId)
+	return err
+}
+
+// GetWebhookEndpoint converts echo context to params.
+func (w *ServerInterfaceWrapper) GetWebhookEndpoint(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointId WebhookEndpointId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", ctx.Param("endpointId"), &endpointId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpointId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetWebhookEndpoint(ctx, projectId, endpointId)
+	return err
+}
+
+// UpdateWebhookEndpoint converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdateWebhookEndpoint(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointId WebhookEndpointId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", ctx.Param("endpointId"), &endpointId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpointId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdateWebhookEndpoint(ctx, projectId, endpointId)
+	return err
+}
+
+// ListWebhookDeliveries converts echo context to params.
+func (w *ServerInterfaceWrapper) ListWebhookDeliveries(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointId WebhookEndpointId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", ctx.Param("endpointId"), &endpointId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpointId: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListWebhookDeliveriesParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListWebhookDeliveries(ctx, projectId, endpointId, params)
+	return err
+}
+
+// RedeliverWebhookDelivery converts echo context to params.
+func (w *ServerInterfaceWrapper) RedeliverWebhookDelivery(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointId WebhookEndpointId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", ctx.Param("endpointId"), &endpointId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpointId: %s", err))
+	}
+
+	// ------------- Path parameter "deliveryId" -------------
+	var deliveryId string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "deliveryId", ctx.Param("deliveryId"), &deliveryId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter deliveryId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RedeliverWebhookDelivery(ctx, projectId, endpointId, deliveryId)
+	return err
+}
+
+// DisableWebhookEndpoint converts echo context to params.
+func (w *ServerInterfaceWrapper) DisableWebhookEndpoint(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointId WebhookEndpointId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", ctx.Param("endpointId"), &endpointId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpointId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DisableWebhookEndpoint(ctx, projectId, endpointId)
+	return err
+}
+
+// EnableWebhookEndpoint converts echo context to params.
+func (w *ServerInterfaceWrapper) EnableWebhookEndpoint(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointId WebhookEndpointId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", ctx.Param("endpointId"), &endpointId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpointId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.EnableWebhookEndpoint(ctx, projectId, endpointId)
+	return err
+}
+
+// RotateWebhookEndpointSecret converts echo context to params.
+func (w *ServerInterfaceWrapper) RotateWebhookEndpointSecret(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointId WebhookEndpointId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", ctx.Param("endpointId"), &endpointId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpointId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RotateWebhookEndpointSecret(ctx, projectId, endpointId)
+	return err
+}
+
+// TestWebhookEndpoint converts echo context to params.
+func (w *ServerInterfaceWrapper) TestWebhookEndpoint(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointId WebhookEndpointId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", ctx.Param("endpointId"), &endpointId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpointId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.TestWebhookEndpoint(ctx, projectId, endpointId)
+	return err
+}
+
 // This is a simple interface which specifies echo.Route addition functions which
 // are present on both echo.Echo and echo.Group, since we want to allow using
 // either of them for path registration
@@ -5068,6 +5770,17 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/api/v1/projects/:projectId/oidc-clients/:clientId/disable", wrapper.DisableOidcClient, options.OperationMiddlewares["disableOidcClient"]...)
 	router.POST(options.BaseURL+"/api/v1/projects/:projectId/oidc-clients/:clientId/enable", wrapper.EnableOidcClient, options.OperationMiddlewares["enableOidcClient"]...)
 	router.POST(options.BaseURL+"/api/v1/projects/:projectId/oidc-clients/:clientId/rotate-secret", wrapper.RotateOidcClientSecret, options.OperationMiddlewares["rotateOidcClientSecret"]...)
+	router.GET(options.BaseURL+"/api/v1/projects/:projectId/webhook-endpoints", wrapper.ListWebhookEndpoints, options.OperationMiddlewares["listWebhookEndpoints"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/webhook-endpoints", wrapper.CreateWebhookEndpoint, options.OperationMiddlewares["createWebhookEndpoint"]...)
+	router.DELETE(options.BaseURL+"/api/v1/projects/:projectId/webhook-endpoints/:endpointId", wrapper.DeleteWebhookEndpoint, options.OperationMiddlewares["deleteWebhookEndpoint"]...)
+	router.GET(options.BaseURL+"/api/v1/projects/:projectId/webhook-endpoints/:endpointId", wrapper.GetWebhookEndpoint, options.OperationMiddlewares["getWebhookEndpoint"]...)
+	router.PATCH(options.BaseURL+"/api/v1/projects/:projectId/webhook-endpoints/:endpointId", wrapper.UpdateWebhookEndpoint, options.OperationMiddlewares["updateWebhookEndpoint"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/webhook-endpoints/:endpointId/rotate-secret", wrapper.RotateWebhookEndpointSecret, options.OperationMiddlewares["rotateWebhookEndpointSecret"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/webhook-endpoints/:endpointId/disable", wrapper.DisableWebhookEndpoint, options.OperationMiddlewares["disableWebhookEndpoint"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/webhook-endpoints/:endpointId/enable", wrapper.EnableWebhookEndpoint, options.OperationMiddlewares["enableWebhookEndpoint"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/webhook-endpoints/:endpointId/test", wrapper.TestWebhookEndpoint, options.OperationMiddlewares["testWebhookEndpoint"]...)
+	router.GET(options.BaseURL+"/api/v1/projects/:projectId/webhook-endpoints/:endpointId/deliveries", wrapper.ListWebhookDeliveries, options.OperationMiddlewares["listWebhookDeliveries"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/webhook-endpoints/:endpointId/deliveries/:deliveryId/redeliver", wrapper.RedeliverWebhookDelivery, options.OperationMiddlewares["redeliverWebhookDelivery"]...)
 	router.GET(options.BaseURL+"/api/v1/environments/:environmentId/configs", wrapper.ListConfigEntries, options.OperationMiddlewares["listConfigEntries"]...)
 	router.DELETE(options.BaseURL+"/api/v1/environments/:environmentId/configs/:key", wrapper.ArchiveConfigEntry, options.OperationMiddlewares["archiveConfigEntry"]...)
 	router.GET(options.BaseURL+"/api/v1/environments/:environmentId/configs/:key", wrapper.GetConfigEntry, options.OperationMiddlewares["getConfigEntry"]...)
@@ -13749,6 +14462,859 @@ func (response IngestUsageEventBatch404ApplicationProblemPlusJSONResponse) Visit
 	return err
 }
 
+type ListWebhookEndpointsRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+}
+
+type ListWebhookEndpointsResponseObject interface {
+	VisitListWebhookEndpointsResponse(w http.ResponseWriter) error
+}
+
+type ListWebhookEndpoints200JSONResponse struct {
+	Data []WebhookEndpoint `json:"data"`
+}
+
+func (response ListWebhookEndpoints200JSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookEndpoints401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookEndpoints401ApplicationProblemPlusJSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookEndpoints403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookEndpoints403ApplicationProblemPlusJSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookEndpoints404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookEndpoints404ApplicationProblemPlusJSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateWebhookEndpointRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	Body      *CreateWebhookEndpointJSONRequestBody
+}
+
+type CreateWebhookEndpointResponseObject interface {
+	VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error
+}
+
+type CreateWebhookEndpoint201JSONResponse WebhookEndpointWithSecretResponse
+
+func (response CreateWebhookEndpoint201JSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateWebhookEndpoint400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint400ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateWebhookEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint401ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateWebhookEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint403ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateWebhookEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint404ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWebhookEndpointRequestObject struct {
+	ProjectId  ProjectId         `json:"projectId"`
+	EndpointId WebhookEndpointId `json:"endpointId"`
+}
+
+type DeleteWebhookEndpointResponseObject interface {
+	VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error
+}
+
+type DeleteWebhookEndpoint204Response struct {
+}
+
+func (response DeleteWebhookEndpoint204Response) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteWebhookEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhookEndpoint401ApplicationProblemPlusJSONResponse) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWebhookEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhookEndpoint403ApplicationProblemPlusJSONResponse) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWebhookEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhookEndpoint404ApplicationProblemPlusJSONResponse) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookEndpointRequestObject struct {
+	ProjectId  ProjectId         `json:"projectId"`
+	EndpointId WebhookEndpointId `json:"endpointId"`
+}
+
+type GetWebhookEndpointResponseObject interface {
+	VisitGetWebhookEndpointResponse(w http.ResponseWriter) error
+}
+
+type GetWebhookEndpoint200JSONResponse WebhookEndpointResponse
+
+func (response GetWebhookEndpoint200JSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhookEndpoint401ApplicationProblemPlusJSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhookEndpoint403ApplicationProblemPlusJSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhookEndpoint404ApplicationProblemPlusJSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateWebhookEndpointRequestObject struct {
+	ProjectId  ProjectId         `json:"projectId"`
+	EndpointId WebhookEndpointId `json:"endpointId"`
+	Body       *UpdateWebhookEndpointJSONRequestBody
+}
+
+type UpdateWebhookEndpointResponseObject interface {
+	VisitUpdateWebhookEndpointResponse(w http.ResponseWriter) error
+}
+
+type UpdateWebhookEndpoint200JSONResponse WebhookEndpointResponse
+
+func (response UpdateWebhookEndpoint200JSONResponse) VisitUpdateWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateWebhookEndpoint400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateWebhookEndpoint400ApplicationProblemPlusJSONResponse) VisitUpdateWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateWebhookEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateWebhookEndpoint401ApplicationProblemPlusJSONResponse) VisitUpdateWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateWebhookEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateWebhookEndpoint403ApplicationProblemPlusJSONResponse) VisitUpdateWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateWebhookEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateWebhookEndpoint404ApplicationProblemPlusJSONResponse) VisitUpdateWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookDeliveriesRequestObject struct {
+	ProjectId  ProjectId         `json:"projectId"`
+	EndpointId WebhookEndpointId `json:"endpointId"`
+	Params     ListWebhookDeliveriesParams
+}
+
+type ListWebhookDeliveriesResponseObject interface {
+	VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error
+}
+
+type ListWebhookDeliveries200ResponseHeaders struct {
+	XNextCursor *string
+}
+
+type ListWebhookDeliveries200JSONResponse struct {
+	Body struct {
+		Data []WebhookDelivery `json:"data"`
+	}
+	Headers ListWebhookDeliveries200ResponseHeaders
+}
+
+func (response ListWebhookDeliveries200JSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XNextCursor != nil {
+		w.Header().Set("x-next-cursor", fmt.Sprint(*response.Headers.XNextCursor))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookDeliveries400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries400ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookDeliveries401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries401ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookDeliveries403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries403ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookDeliveries404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries404ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RedeliverWebhookDeliveryRequestObject struct {
+	ProjectId  ProjectId         `json:"projectId"`
+	EndpointId WebhookEndpointId `json:"endpointId"`
+	DeliveryId string            `json:"deliveryId"`
+}
+
+type RedeliverWebhookDeliveryResponseObject interface {
+	VisitRedeliverWebhookDeliveryResponse(w http.ResponseWriter) error
+}
+
+type RedeliverWebhookDelivery202JSONResponse WebhookQueuedResponse
+
+func (response RedeliverWebhookDelivery202JSONResponse) VisitRedeliverWebhookDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RedeliverWebhookDelivery401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response RedeliverWebhookDelivery401ApplicationProblemPlusJSONResponse) VisitRedeliverWebhookDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RedeliverWebhookDelivery403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RedeliverWebhookDelivery403ApplicationProblemPlusJSONResponse) VisitRedeliverWebhookDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RedeliverWebhookDelivery404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RedeliverWebhookDelivery404ApplicationProblemPlusJSONResponse) VisitRedeliverWebhookDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RedeliverWebhookDelivery409ApplicationProblemPlusJSONResponse Problem
+
+func (response RedeliverWebhookDelivery409ApplicationProblemPlusJSONResponse) VisitRedeliverWebhookDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableWebhookEndpointRequestObject struct {
+	ProjectId  ProjectId         `json:"projectId"`
+	EndpointId WebhookEndpointId `json:"endpointId"`
+}
+
+type DisableWebhookEndpointResponseObject interface {
+	VisitDisableWebhookEndpointResponse(w http.ResponseWriter) error
+}
+
+type DisableWebhookEndpoint200JSONResponse WebhookEndpointResponse
+
+func (response DisableWebhookEndpoint200JSONResponse) VisitDisableWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableWebhookEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response DisableWebhookEndpoint401ApplicationProblemPlusJSONResponse) VisitDisableWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableWebhookEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DisableWebhookEndpoint403ApplicationProblemPlusJSONResponse) VisitDisableWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableWebhookEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DisableWebhookEndpoint404ApplicationProblemPlusJSONResponse) VisitDisableWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableWebhookEndpointRequestObject struct {
+	ProjectId  ProjectId         `json:"projectId"`
+	EndpointId WebhookEndpointId `json:"endpointId"`
+}
+
+type EnableWebhookEndpointResponseObject interface {
+	VisitEnableWebhookEndpointResponse(w http.ResponseWriter) error
+}
+
+type EnableWebhookEndpoint200JSONResponse WebhookEndpointResponse
+
+func (response EnableWebhookEndpoint200JSONResponse) VisitEnableWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableWebhookEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response EnableWebhookEndpoint401ApplicationProblemPlusJSONResponse) VisitEnableWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableWebhookEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response EnableWebhookEndpoint403ApplicationProblemPlusJSONResponse) VisitEnableWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableWebhookEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response EnableWebhookEndpoint404ApplicationProblemPlusJSONResponse) VisitEnableWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookEndpointSecretRequestObject struct {
+	ProjectId  ProjectId         `json:"projectId"`
+	EndpointId WebhookEndpointId `json:"endpointId"`
+}
+
+type RotateWebhookEndpointSecretResponseObject interface {
+	VisitRotateWebhookEndpointSecretResponse(w http.ResponseWriter) error
+}
+
+type RotateWebhookEndpointSecret200JSONResponse WebhookEndpointWithSecretResponse
+
+func (response RotateWebhookEndpointSecret200JSONResponse) VisitRotateWebhookEndpointSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookEndpointSecret401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response RotateWebhookEndpointSecret401ApplicationProblemPlusJSONResponse) VisitRotateWebhookEndpointSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookEndpointSecret403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RotateWebhookEndpointSecret403ApplicationProblemPlusJSONResponse) VisitRotateWebhookEndpointSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookEndpointSecret404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RotateWebhookEndpointSecret404ApplicationProblemPlusJSONResponse) VisitRotateWebhookEndpointSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type TestWebhookEndpointRequestObject struct {
+	ProjectId  ProjectId         `json:"projectId"`
+	EndpointId WebhookEndpointId `json:"endpointId"`
+}
+
+type TestWebhookEndpointResponseObject interface {
+	VisitTestWebhookEndpointResponse(w http.ResponseWriter) error
+}
+
+type TestWebhookEndpoint202JSONResponse WebhookQueuedResponse
+
+func (response TestWebhookEndpoint202JSONResponse) VisitTestWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type TestWebhookEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response TestWebhookEndpoint401ApplicationProblemPlusJSONResponse) VisitTestWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type TestWebhookEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response TestWebhookEndpoint403ApplicationProblemPlusJSONResponse) VisitTestWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type TestWebhookEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response TestWebhookEndpoint404ApplicationProblemPlusJSONResponse) VisitTestWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// ChangePassword Change the password
@@ -14051,6 +15617,39 @@ type StrictServerInterface interface {
 	// IngestUsageEventBatch Record up to 1,000 usage events
 	// (POST /api/v1/projects/{projectId}/usage-events/batch)
 	IngestUsageEventBatch(ctx context.Context, request IngestUsageEventBatchRequestObject) (IngestUsageEventBatchResponseObject, error)
+	// ListWebhookEndpoints List a project's webhook endpoints
+	// (GET /api/v1/projects/{projectId}/webhook-endpoints)
+	ListWebhookEndpoints(ctx context.Context, request ListWebhookEndpointsRequestObject) (ListWebhookEndpointsResponseObject, error)
+	// CreateWebhookEndpoint Register a webhook endpoint
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints)
+	CreateWebhookEndpoint(ctx context.Context, request CreateWebhookEndpointRequestObject) (CreateWebhookEndpointResponseObject, error)
+	// DeleteWebhookEndpoint Delete a webhook endpoint
+	// (DELETE /api/v1/projects/{projectId}/webhook-endpoints/{endpointId})
+	DeleteWebhookEndpoint(ctx context.Context, request DeleteWebhookEndpointRequestObject) (DeleteWebhookEndpointResponseObject, error)
+	// GetWebhookEndpoint Get a webhook endpoint
+	// (GET /api/v1/projects/{projectId}/webhook-endpoints/{endpointId})
+	GetWebhookEndpoint(ctx context.Context, request GetWebhookEndpointRequestObject) (GetWebhookEndpointResponseObject, error)
+	// UpdateWebhookEndpoint Change a webhook endpoint
+	// (PATCH /api/v1/projects/{projectId}/webhook-endpoints/{endpointId})
+	UpdateWebhookEndpoint(ctx context.Context, request UpdateWebhookEndpointRequestObject) (UpdateWebhookEndpointResponseObject, error)
+	// ListWebhookDeliveries List an endpoint's delivery attempts
+	// (GET /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/deliveries)
+	ListWebhookDeliveries(ctx context.Context, request ListWebhookDeliveriesRequestObject) (ListWebhookDeliveriesResponseObject, error)
+	// RedeliverWebhookDelivery Deliver an event again
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/deliveries/{deliveryId}/redeliver)
+	RedeliverWebhookDelivery(ctx context.Context, request RedeliverWebhookDeliveryRequestObject) (RedeliverWebhookDeliveryResponseObject, error)
+	// DisableWebhookEndpoint Disable a webhook endpoint
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/disable)
+	DisableWebhookEndpoint(ctx context.Context, request DisableWebhookEndpointRequestObject) (DisableWebhookEndpointResponseObject, error)
+	// EnableWebhookEndpoint Re-enable a webhook endpoint
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/enable)
+	EnableWebhookEndpoint(ctx context.Context, request EnableWebhookEndpointRequestObject) (EnableWebhookEndpointResponseObject, error)
+	// RotateWebhookEndpointSecret Rotate a webhook endpoint's signing secret
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/rotate-secret)
+	RotateWebhookEndpointSecret(ctx context.Context, request RotateWebhookEndpointSecretRequestObject) (RotateWebhookEndpointSecretResponseObject, error)
+	// TestWebhookEndpoint Send a ping
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/test)
+	TestWebhookEndpoint(ctx context.Context, request TestWebhookEndpointRequestObject) (TestWebhookEndpointResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx echo.Context, request any) (any, error)
@@ -17679,6 +19278,338 @@ func (sh *strictHandler) IngestUsageEventBatch(ctx echo.Context, projectId Proje
 		return err
 	} else if validResponse, ok := response.(IngestUsageEventBatchResponseObject); ok {
 		return validResponse.VisitIngestUsageEventBatchResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListWebhookEndpoints operation middleware
+func (sh *strictHandler) ListWebhookEndpoints(ctx echo.Context, projectId ProjectId) error {
+	var request ListWebhookEndpointsRequestObject
+
+	request.ProjectId = projectId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListWebhookEndpoints(ctx.Request().Context(), request.(ListWebhookEndpointsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListWebhookEndpoints")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListWebhookEndpointsResponseObject); ok {
+		return validResponse.VisitListWebhookEndpointsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateWebhookEndpoint operation middleware
+func (sh *strictHandler) CreateWebhookEndpoint(ctx echo.Context, projectId ProjectId) error {
+	var request CreateWebhookEndpointRequestObject
+
+	request.ProjectId = projectId
+
+	var body CreateWebhookEndpointJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateWebhookEndpoint(ctx.Request().Context(), request.(CreateWebhookEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateWebhookEndpoint")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateWebhookEndpointResponseObject); ok {
+		return validResponse.VisitCreateWebhookEndpointResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeleteWebhookEndpoint operation middleware
+func (sh *strictHandler) DeleteWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error {
+	var request DeleteWebhookEndpointRequestObject
+
+	request.ProjectId = projectId
+	request.EndpointId = endpointId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteWebhookEndpoint(ctx.Request().Context(), request.(DeleteWebhookEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteWebhookEndpoint")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteWebhookEndpointResponseObject); ok {
+		return validResponse.VisitDeleteWebhookEndpointResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetWebhookEndpoint operation middleware
+func (sh *strictHandler) GetWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error {
+	var request GetWebhookEndpointRequestObject
+
+	request.ProjectId = projectId
+	request.EndpointId = endpointId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetWebhookEndpoint(ctx.Request().Context(), request.(GetWebhookEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetWebhookEndpoint")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetWebhookEndpointResponseObject); ok {
+		return validResponse.VisitGetWebhookEndpointResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// UpdateWebhookEndpoint operation middleware
+func (sh *strictHandler) UpdateWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error {
+	var request UpdateWebhookEndpointRequestObject
+
+	request.ProjectId = projectId
+	request.EndpointId = endpointId
+
+	var body UpdateWebhookEndpointJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateWebhookEndpoint(ctx.Request().Context(), request.(UpdateWebhookEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateWebhookEndpoint")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(UpdateWebhookEndpointResponseObject); ok {
+		return validResponse.VisitUpdateWebhookEndpointResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListWebhookDeliveries operation middleware
+func (sh *strictHandler) ListWebhookDeliveries(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId, params ListWebhookDeliveriesParams) error {
+	var request ListWebhookDeliveriesRequestObject
+
+	request.ProjectId = projectId
+	request.EndpointId = endpointId
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListWebhookDeliveries(ctx.Request().Context(), request.(ListWebhookDeliveriesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListWebhookDeliveries")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListWebhookDeliveriesResponseObject); ok {
+		return validResponse.VisitListWebhookDeliveriesResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RedeliverWebhookDelivery operation middleware
+func (sh *strictHandler) RedeliverWebhookDelivery(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId, deliveryId string) error {
+	var request RedeliverWebhookDeliveryRequestObject
+
+	request.ProjectId = projectId
+	request.EndpointId = endpointId
+	request.DeliveryId = deliveryId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RedeliverWebhookDelivery(ctx.Request().Context(), request.(RedeliverWebhookDeliveryRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RedeliverWebhookDelivery")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RedeliverWebhookDeliveryResponseObject); ok {
+		return validResponse.VisitRedeliverWebhookDeliveryResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DisableWebhookEndpoint operation middleware
+func (sh *strictHandler) DisableWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error {
+	var request DisableWebhookEndpointRequestObject
+
+	request.ProjectId = projectId
+	request.EndpointId = endpointId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DisableWebhookEndpoint(ctx.Request().Context(), request.(DisableWebhookEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DisableWebhookEndpoint")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DisableWebhookEndpointResponseObject); ok {
+		return validResponse.VisitDisableWebhookEndpointResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// EnableWebhookEndpoint operation middleware
+func (sh *strictHandler) EnableWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error {
+	var request EnableWebhookEndpointRequestObject
+
+	request.ProjectId = projectId
+	request.EndpointId = endpointId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.EnableWebhookEndpoint(ctx.Request().Context(), request.(EnableWebhookEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EnableWebhookEndpoint")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(EnableWebhookEndpointResponseObject); ok {
+		return validResponse.VisitEnableWebhookEndpointResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RotateWebhookEndpointSecret operation middleware
+func (sh *strictHandler) RotateWebhookEndpointSecret(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error {
+	var request RotateWebhookEndpointSecretRequestObject
+
+	request.ProjectId = projectId
+	request.EndpointId = endpointId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RotateWebhookEndpointSecret(ctx.Request().Context(), request.(RotateWebhookEndpointSecretRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RotateWebhookEndpointSecret")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RotateWebhookEndpointSecretResponseObject); ok {
+		return validResponse.VisitRotateWebhookEndpointSecretResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// TestWebhookEndpoint operation middleware
+func (sh *strictHandler) TestWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error {
+	var request TestWebhookEndpointRequestObject
+
+	request.ProjectId = projectId
+	request.EndpointId = endpointId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.TestWebhookEndpoint(ctx.Request().Context(), request.(TestWebhookEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "TestWebhookEndpoint")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(TestWebhookEndpointResponseObject); ok {
+		return validResponse.VisitTestWebhookEndpointResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

@@ -95,7 +95,11 @@ type Emitter struct {
 
 // NewEmitter returns an Emitter that seals outbox payloads with ring.
 func NewEmitter(st *store.Store, ring *seal.Keyring) *Emitter {
-	return &Emitter{ring: ring, outbox: outbox.New(ring), now: st.Now}
+	em := &Emitter{ring: ring, outbox: outbox.New(ring), now: time.Now}
+	if st != nil {
+		em.now = st.Now
+	}
+	return em
 }
 
 // deliveryPayload is the outbox payload of one delivery.
