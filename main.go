@@ -24,8 +24,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"syscall"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/identity"

@@ -86,10 +86,10 @@ func verifySignature(secret string, h receivedHook) bool {
 }
 
 type endpointBody struct {
-	ID, ProjectID, URL, Description, Secret string
-	EnvironmentID, DisabledAt, DisabledReason  *string
-	PreviousSecretExpiresAt                    *string
-	EventTypes                                 []string
+	ID, ProjectID, URL, Description, Secret   string
+	EnvironmentID, DisabledAt, DisabledReason *string
+	PreviousSecretExpiresAt                   *string
+	EventTypes                                []string
 }
 
 func TestWebhookEndpointsCRUDAndSSRF(t *testing.T) {
