@@ -111,7 +111,13 @@ func (d *Deliverer) deliver(ctx context.Context, payload []byte) error {
 		return err
 	}
 	started := time.Now()
-	code, body, sendErr := d.send(ctx, endpoint, event)
+	code, body, sendErr := 0, "", error(nil)
+	if !d.cfg.Guard.AllowPrivate && !strings.HasPrefix(endpoint.URL, "https://") {
+		// Registered while private addresses were allowed: refused now, never sent.
+		sendErr = fmt.Errorf("webhook: the receiver URL %w", ErrNotHTTPS)
+	} else {
+		code, body, sendErr = d.send(ctx, endpoint, event)
+	}
 	latency := time.Since(started)
 	record.LatencyMs, record.ResponseCode, record.ResponseBody = latency.Milliseconds(), code, body
 	outcome := OutcomeFailed
@@ -120,7 +126,7 @@ func (d *Deliverer) deliver(ctx context.Context, payload []byte) error {
 		record.Status, outcome = store.DeliverySucceeded, OutcomeSucceeded
 	case sendErr == nil:
 		sendErr = fmt.Errorf("webhook: the receiver answered %d", code)
-	case errors.Is(sendErr, ErrPrivateAddress):
+	case errors.Is(sendErr, ErrPrivateAddress) || errors.Is(sendErr, ErrNotHTTPS):
 		outcome = OutcomeRefused
 	}
 	if sendErr != nil {
