@@ -97,6 +97,8 @@ func (c Config) WebhookWorker(st *store.Store, ring *seal.Keyring, log *slog.Log
 		opts.Concurrency = 8
 	}
 	opts.AttemptTimeout = webhook.Timeout + 5*time.Second
+	// A replica killed mid-claim holds its messages for 45 s at most.
+	opts.Lease = opts.AttemptTimeout + 30*time.Second
 	if opts.Log == nil {
 		opts.Log = log
 	}

@@ -189,6 +189,12 @@ func (s *Store) FailOutbox(ctx context.Context, id string, attempts int, now tim
 		id, attempts, sqlTime(now), lastError)
 }
 
+// RenewOutbox moves the lease of row id, claimed with attempts, to until (its worker is about
+// to attempt it). ErrNotFound as for CompleteOutbox.
+func (s *Store) RenewOutbox(ctx context.Context, id string, attempts int, until time.Time) error {
+	return s.finishOutbox(ctx, "renew outbox", `next_attempt_at = ?`, id, attempts, sqlTime(until))
+}
+
 // ReleaseOutbox hands back row id, claimed with attempts but not attempted (its worker is
 // stopping): it is due at dueAt again and the claim does not count as an attempt. ErrNotFound
 // as for CompleteOutbox.

@@ -54,6 +54,11 @@ type WorkerConfig struct {
 	// Schedule[n-1], and a message is given up after len(Schedule)+1 attempts (MaxAttempts is
 	// then ignored).
 	Schedule []time.Duration
+	// Lease, when set, is how long a claim holds a message: a worker renews the lease of each
+	// message right before attempting it, so Lease need only cover one attempt (AttemptTimeout
+	// plus a margin), and a replica that dies holds its claim no longer than Lease. Without it
+	// the lease is BatchSize attempts long (plus a minute).
+	Lease time.Duration
 	// Concurrency is how many partitions (rows of one PartitionKey, or single rows without
 	// one) one worker attempts at the same time; default 1. A slow receiver holds one slot.
 	Concurrency int
@@ -115,7 +120,16 @@ func NewWorker(st *store.Store, ring *seal.Keyring, cfg WorkerConfig) *Worker {
 	slices.Sort(kinds)
 	return &Worker{st: st, ring: ring, cfg: cfg, kinds: kinds, poke: make(chan struct{}, 1),
 		slots: make(chan struct{}, cfg.Concurrency), busy: map[string]bool{},
-		lease: time.Duration(cfg.BatchSize)*cfg.AttemptTimeout + time.Minute}
+		lease: leaseOf(cfg)}
+}
+
+// leaseOf is cfg's claim lease: cfg.Lease (at least AttemptTimeout plus 10 s), else BatchSize
+// attempts plus a minute.
+func leaseOf(cfg WorkerConfig) time.Duration {
+	if cfg.Lease > 0 {
+		return max(cfg.Lease, cfg.AttemptTimeout+10*time.Second)
+	}
+	return time.Duration(cfg.BatchSize)*cfg.AttemptTimeout + time.Minute
 }
 
 func orDefault[T int | time.Duration](v, def T) T {
@@ -254,6 +268,16 @@ func (w *Worker) attemptInOrder(ctx context.Context, ms []store.OutboxMessage) {
 		if ctx.Err() != nil {
 			w.release(ctx, ms[i:])
 			return
+		}
+		if w.cfg.Lease > 0 {
+			// Renew the claim for this attempt: the ones before may have used up the lease.
+			err := w.st.RenewOutbox(ctx, m.ID, m.Attempts, w.cfg.Now().Add(w.lease))
+			if err != nil {
+				// Another worker claimed it after the lease ended (or the store is out of
+				// reach): leave it, and the rest, to the lease.
+				w.cfg.Log.Warn("outbox: renew claim", "outbox_id", m.ID, "err", err)
+				return
+			}
 		}
 		if !w.attempt(ctx, m) {
 			w.release(ctx, ms[i+1:])
