@@ -87,8 +87,12 @@ func newServer(cfg Config, st *store.Store, log *slog.Logger, over testDeps) (*S
 	if err != nil {
 		return nil, err
 	}
+	metrics := NewMetrics(storePools(st))
+	if st != nil {
+		metrics.ObserveOutbox(st)
+	}
 	return New(cfg, Deps{Store: st, Log: log, Keyring: ring, Accounts: accounts, Provider: provider,
-		Mailer: cfg.Mailer(st, ring), Metrics: NewMetrics(storePools(st)), Webhooks: cfg.Webhooks(st, ring)})
+		Mailer: cfg.Mailer(st, ring), Metrics: metrics, Webhooks: cfg.Webhooks(st, ring)})
 }
 
 // startMailWorker runs, until the test ends, the outbox worker main runs, polling and

@@ -106,22 +106,9 @@ func TestAuditLogPagingAndFilters(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
 		st := b.Open(t)
 		app := newTestApp(t, st, testConfig())
-		owner := app.newFixtureUser(t, "Owner", "owner@example.com")
-		ctx := context.Background()
-		org := store.Organization{Name: "Acme", Slug: "acme"}
-		prj := store.Project{Name: "Storefront", Slug: "storefront"}
-		other := store.Project{Name: "Other", Slug: "other"}
-		err := st.InTx(ctx, func(tx *store.Tx) error {
-			if _, err := tx.CreateOrganization(ctx, &org, owner.ID); err != nil {
-				return err
-			}
-			prj.OrganizationID, other.OrganizationID = org.ID, org.ID
-			if err := tx.CreateProject(ctx, &prj); err != nil {
-				return err
-			}
-			return tx.CreateProject(ctx, &other)
-		})
-		if err != nil {
+		owner, org, prj := app.newBareProject(t)
+		other := store.Project{Name: "Other", Slug: "other", OrganizationID: org.ID}
+		if err := st.InTx(context.Background(), func(tx *store.Tx) error { return tx.CreateProject(context.Background(), &other) }); err != nil {
 			t.Fatal(err)
 		}
 		auditFixture(t, st, org.ID, prj.ID, other.ID)
@@ -183,4 +170,25 @@ func notMultiples(from, to, n int) []string {
 		}
 	}
 	return out
+}
+
+// newBareProject is an organization with one project and its owner, written through the store
+// (no audit entries, no fixtures).
+func (a *testApp) newBareProject(t *testing.T) (testUser, store.Organization, store.Project) {
+	t.Helper()
+	ctx := context.Background()
+	owner := a.newFixtureUser(t, "Owner", "owner@example.com")
+	org := store.Organization{Name: "Acme", Slug: "acme"}
+	prj := store.Project{Name: "Storefront", Slug: "storefront"}
+	err := a.store.InTx(ctx, func(tx *store.Tx) error {
+		if _, err := tx.CreateOrganization(ctx, &org, owner.ID); err != nil {
+			return err
+		}
+		prj.OrganizationID = org.ID
+		return tx.CreateProject(ctx, &prj)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return owner, org, prj
 }
