@@ -98,6 +98,9 @@ func TestWebhookEndpointsCRUDAndSSRF(t *testing.T) {
 		ten := app.newTenancy(t)
 		owner := ten.members[RoleOwner]
 		base := "/api/v1/projects/" + ten.project.ID + "/webhook-endpoints"
+		var list envelope[[]endpointBody]
+		app.do(owner.as(request{method: "GET", path: base})).decode(t, http.StatusOK, &list)
+		fixtures := len(list.Data) // the tenancy's own endpoint
 
 		// Refused URLs: 400 on body.url, nothing written.
 		for _, c := range []struct{ url, message string }{
@@ -123,10 +126,9 @@ func TestWebhookEndpointsCRUDAndSSRF(t *testing.T) {
 		p = app.do(owner.as(request{method: "POST", path: base, body: `{"url":"https://93.184.215.14/hook","eventTypes":["*"],"environmentId":"env_nope"}`})).
 			wantProblem(t, http.StatusBadRequest, "validation", "Validation failed")
 		wantPaths(t, p.Errors, "body.environmentId")
-		var list envelope[[]endpointBody]
 		app.do(owner.as(request{method: "GET", path: base})).decode(t, http.StatusOK, &list)
-		if len(list.Data) != 0 {
-			t.Fatalf("refused creations wrote %d endpoints", len(list.Data))
+		if len(list.Data) != fixtures {
+			t.Fatalf("refused creations wrote %d endpoints", len(list.Data)-fixtures)
 		}
 
 		// Create: the secret is shown once.
@@ -180,8 +182,8 @@ func TestWebhookEndpointsCRUDAndSSRF(t *testing.T) {
 		// with every scope may not change either (user only).
 		viewer := ten.members[RoleViewer]
 		app.do(viewer.as(request{method: "GET", path: base})).decode(t, http.StatusOK, &list)
-		if len(list.Data) != 1 {
-			t.Fatalf("viewer lists %d endpoints", len(list.Data))
+		if len(list.Data) != fixtures+1 || list.Data[fixtures].ID != e.ID {
+			t.Fatalf("viewer lists %+v", list.Data)
 		}
 		app.do(viewer.as(request{method: "POST", path: base, body: `{"url":"https://93.184.215.14/","eventTypes":["*"]}`})).
 			wantProblem(t, http.StatusForbidden, "http-403", "Permission denied")
