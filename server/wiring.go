@@ -87,6 +87,7 @@ func (c Config) WebhookWorker(st *store.Store, ring *seal.Keyring, log *slog.Log
 	d := webhook.NewDeliverer(st, ring, webhook.DelivererConfig{
 		Guard: webhook.Guard{AllowPrivate: c.WebhookAllowPrivate}, Observe: m.webhookAttempt, Log: log})
 	opts.Handlers = map[string]outbox.Handler{webhook.Kind: d.Handler()}
+	opts.OnSweep = d.Sweep
 	if len(opts.Schedule) == 0 {
 		opts.Schedule = c.WebhookRetrySchedule
 	}

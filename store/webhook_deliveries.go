@@ -198,3 +198,21 @@ func (s *Store) OutboxDepth(ctx context.Context) (map[string]int, error) {
 	}
 	return out, nil
 }
+
+// DeleteOldWebhookHistory deletes up to limit events and up to limit attempts created before
+// before, and returns how many rows it deleted.
+func (s *Store) DeleteOldWebhookHistory(ctx context.Context, before time.Time, limit int) (int64, error) {
+	var n int64
+	err := s.InTx(ctx, func(tx *Tx) error {
+		for _, table := range []string{"webhook_deliveries", "webhook_events"} {
+			m, err := tx.execCount(ctx, "delete old webhook history", `DELETE FROM `+table+` WHERE id IN (SELECT id FROM `+table+`
+				WHERE created_at < ? ORDER BY created_at LIMIT ?)`, sqlTime(before), limit)
+			if err != nil {
+				return err
+			}
+			n += m
+		}
+		return nil
+	})
+	return n, err
+}

@@ -64,6 +64,9 @@ type WorkerConfig struct {
 	Concurrency int
 	// Retention is how long finished rows are kept.
 	Retention time.Duration
+	// OnSweep, when set, runs with each sweep of finished rows (at most hourly): a kind's own
+	// history is swept there (webhook events and attempts).
+	OnSweep func(ctx context.Context, now time.Time)
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// Log receives one line per failed attempt and per message given up (never a payload).
@@ -397,6 +400,9 @@ func (w *Worker) sweep(ctx context.Context) {
 	w.mu.Unlock()
 	if !due {
 		return
+	}
+	if w.cfg.OnSweep != nil {
+		w.cfg.OnSweep(ctx, now)
 	}
 	for range 10 {
 		n, err := w.st.DeleteFinishedOutbox(ctx, now.Add(-w.cfg.Retention), 500)

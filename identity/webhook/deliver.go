@@ -81,6 +81,24 @@ func NewDeliverer(st *store.Store, ring *seal.Keyring, cfg DelivererConfig) *Del
 	return &Deliverer{st: st, ring: ring, emitter: NewEmitter(st, ring), client: client, cfg: cfg}
 }
 
+// History is how long events and delivery attempts are kept (redelivery and the deliveries
+// list reach back this far).
+const History = 30 * 24 * time.Hour
+
+// Sweep deletes events and attempts older than History (outbox.WorkerConfig.OnSweep).
+func (d *Deliverer) Sweep(ctx context.Context, now time.Time) {
+	for range 10 {
+		n, err := d.st.DeleteOldWebhookHistory(ctx, now.Add(-History), 500)
+		if err != nil {
+			d.cfg.Log.Warn("webhook: sweep history", "err", err)
+			return
+		}
+		if n < 500 {
+			return
+		}
+	}
+}
+
 // Handler is the outbox handler of Kind.
 func (d *Deliverer) Handler() outbox.Handler { return d.deliver }
 

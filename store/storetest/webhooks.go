@@ -183,4 +183,11 @@ func testWebhookAttempts(t *testing.T, open func(t *testing.T) *store.Store) {
 	if fmt.Sprint(got) != want {
 		t.Errorf("attempts newest first %v, want %s", got, want)
 	}
+	// History: nothing is older than an hour ago; everything is older than an hour ahead.
+	if n, err := s.DeleteOldWebhookHistory(ctx, time.Now().Add(-time.Hour), 100); err != nil || n != 0 {
+		t.Errorf("sweep an hour ago: %d, %v", n, err)
+	}
+	if n, err := s.DeleteOldWebhookHistory(ctx, time.Now().Add(time.Hour), 100); err != nil || n != 3 {
+		t.Errorf("sweep an hour ahead: %d rows, %v; want the 3 attempts", n, err)
+	}
 }
