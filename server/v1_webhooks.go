@@ -37,7 +37,7 @@ func (s *Server) CreateWebhookEndpoint(ctx context.Context, req gen.CreateWebhoo
 	b := req.Body
 	e := store.WebhookEndpoint{ID: store.NewWebhookEndpointID(), ProjectID: req.ProjectId, URL: b.Url,
 		EventTypes: b.EventTypes, Description: deref(b.Description), EnvironmentID: deref(b.EnvironmentId)}
-	if err := s.checkWebhookEndpoint(ctx, e, b.EnvironmentId != nil); err != nil {
+	if err := s.checkWebhookEndpoint(ctx, e, true, b.EnvironmentId != nil); err != nil {
 		return nil, err
 	}
 	secret := webhook.NewSecret()
@@ -87,7 +87,7 @@ func (s *Server) UpdateWebhookEndpoint(ctx context.Context, req gen.UpdateWebhoo
 				e.EnvironmentID = b.EnvironmentId.MustGet()
 			}
 		}
-		return s.checkWebhookEndpoint(ctx, *e, envGiven && e.EnvironmentID != "")
+		return s.checkWebhookEndpoint(ctx, *e, b.Url != nil, envGiven && e.EnvironmentID != "")
 	})
 	if err != nil {
 		return nil, err
@@ -264,12 +264,14 @@ func (s *Server) changeWebhookEndpoint(ctx context.Context, projectID, id, actio
 	return e, err
 }
 
-// checkWebhookEndpoint answers 400 for a URL the SSRF guard refuses (body.url) and, when
-// checkEnv, for an environment of another project (body.environmentId).
-func (s *Server) checkWebhookEndpoint(ctx context.Context, e store.WebhookEndpoint, checkEnv bool) error {
+// checkWebhookEndpoint answers 400, when checkURL, for a URL the SSRF guard refuses (body.url)
+// and, when checkEnv, for an environment of another project (body.environmentId).
+func (s *Server) checkWebhookEndpoint(ctx context.Context, e store.WebhookEndpoint, checkURL, checkEnv bool) error {
 	var errs []FieldError
-	if err := s.webhookGuard.CheckURL(ctx, e.URL); err != nil {
-		errs = append(errs, FieldError{Path: []string{"body", "url"}, Message: err.Error()})
+	if checkURL {
+		if err := s.webhookGuard.CheckURL(ctx, e.URL); err != nil {
+			errs = append(errs, FieldError{Path: []string{"body", "url"}, Message: err.Error()})
+		}
 	}
 	if checkEnv {
 		err := s.checkUsageEnvironment(ctx, e.ProjectID, e.EnvironmentID, []string{"body", "environmentId"})
