@@ -151,10 +151,3 @@ func isHostedContinuation(callbackURL *string) bool {
 	}
 	return u.Path == oauth.AuthorizePath || strings.HasPrefix(u.Path, invitationPagePrefix)
 }
-
-func deref(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
-}
