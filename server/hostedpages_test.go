@@ -23,6 +23,12 @@ import (
 // no-store) and texts in the body.
 func wantHostedPage(t *testing.T, name string, res response, status int, texts ...string) string {
 	t.Helper()
+	return wantHostedPageImages(t, name, res, status, "'self' data:", texts...)
+}
+
+// wantHostedPageImages is wantHostedPage with the CSP's img-src sources.
+func wantHostedPageImages(t *testing.T, name string, res response, status int, imgSrc string, texts ...string) string {
+	t.Helper()
 	h := res.Header()
 	body := res.Body.String()
 	if res.Code != status || !strings.HasPrefix(h.Get("Content-Type"), "text/html") {
@@ -32,7 +38,7 @@ func wantHostedPage(t *testing.T, name string, res response, status int, texts .
 	if m == nil {
 		t.Fatalf("%s: no nonced stylesheet:\n%s", name, body)
 	}
-	wantCSP := "default-src 'none'; style-src 'nonce-" + m[1] + "'; img-src 'self' data:; base-uri 'none'; frame-ancestors 'none'"
+	wantCSP := "default-src 'none'; style-src 'nonce-" + m[1] + "'; img-src " + imgSrc + "; base-uri 'none'; frame-ancestors 'none'"
 	if got := h.Get("Content-Security-Policy"); got != wantCSP {
 		t.Errorf("%s: CSP %q, want %q", name, got, wantCSP)
 	}
