@@ -46,7 +46,7 @@ func TestHostedPagesLogo(t *testing.T) {
 			{"signed out", "/api/auth/oauth2/end-session", 200, "Signed out"},
 		} {
 			body := wantHostedPageImages(t, c.name, a.do(getPage(c.path)), c.status, "'self' data: https://cdn.acme.example:8443",
-				c.text, img, "<title>", " · Acme &amp; Co</title>", ".logo{display:block;max-width:100%;max-height:2.5rem;width:auto;height:auto}")
+				c.text, img, "<title>", " · Acme &amp; Co</title>", ".brand{min-height:2.5rem}\n.logo{display:block;max-width:100%;max-height:2.5rem;width:auto;height:auto}")
 			if strings.Count(body, "<img") != 1 || strings.Contains(body, `<p class="brand">Acme &amp; Co</p>`) {
 				t.Errorf("%s: want the logo once, instead of the name:\n%s", c.name, body)
 			}

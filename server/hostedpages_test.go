@@ -353,7 +353,8 @@ func TestHostedFormsRefuseCrossOrigin(t *testing.T) {
 }
 
 // TestHostedPagesBrand: the provider's pages and the account pages show the product's brand
-// (GATEHOUSE_BRAND_NAME, GATEHOUSE_BRAND_COLOR) alike.
+// (GATEHOUSE_BRAND_NAME, GATEHOUSE_BRAND_COLOR) alike; without a logo, the name, no image and
+// no logo style (TestHostedPagesLogo has one).
 func TestHostedPagesBrand(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
 		cfg := testConfig()
@@ -369,8 +370,11 @@ func TestHostedPagesBrand(t *testing.T) {
 			{"error", "/api/auth/oauth2/authorize?client_id=cli_unknown", "Error"},
 		} {
 			res := app.do(getPage(p.path))
-			wantHostedPage(t, p.name, res, res.Code, "<title>"+p.title+" · Acme Cloud</title>", `<p class="brand">Acme Cloud</p>`,
+			body := wantHostedPage(t, p.name, res, res.Code, "<title>"+p.title+" · Acme Cloud</title>", `<p class="brand">Acme Cloud</p>`,
 				"border-top:6px solid #0a7d3b", "background:#0a7d3b")
+			if strings.Contains(body, "<img") || strings.Contains(body, "logo") {
+				t.Errorf("%s: no logo is configured, but the page has one:\n%s", p.name, body)
+			}
 		}
 	})
 }
