@@ -158,7 +158,7 @@ var envVars = []envVar{
 		Doc:   "Product name shown in messages and on the hosted account pages.",
 		Parse: parseBrandName},
 	{Name: "GATEHOUSE_BRAND_LOGO_URL", Unset: "none (the name is shown instead)",
-		Doc:   "Absolute http(s) URL of the logo at the top of each message.",
+		Doc:   "Absolute https URL (http only on localhost or a loopback address) of the logo at the top of each message and hosted page.",
 		Parse: parseBrandLogoURL},
 	{Name: "GATEHOUSE_BRAND_COLOR", Default: mail.DefaultBrandColor,
 		Doc:   "Accent colour of messages and hosted account pages, #rrggbb.",
@@ -431,13 +431,14 @@ func parseBrandName(s *settings, v string) error {
 	return nil
 }
 
-// parseBrandLogoURL is GATEHOUSE_BRAND_LOGO_URL's parser: an absolute http(s) URL.
+// parseBrandLogoURL is GATEHOUSE_BRAND_LOGO_URL's parser: an absolute https URL, or http on
+// localhost or a loopback address, whose origin the hosted pages' CSP can name (mail.LogoOrigin).
 func parseBrandLogoURL(s *settings, v string) error {
 	if v == "" {
 		return nil
 	}
-	if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return errors.New("want an absolute http(s) URL such as https://example.com/logo.png")
+	if _, err := mail.LogoOrigin(v); err != nil {
+		return err
 	}
 	s.Brand.LogoURL = v
 	return nil

@@ -1,7 +1,13 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"image"
+	"image/color"
+	"image/png"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -11,15 +17,20 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
 
+	"github.com/gatehouse-dev/gatehouse/identity/mail"
 	"github.com/gatehouse-dev/gatehouse/oauth"
+	"github.com/gatehouse-dev/gatehouse/server"
 )
 
 // TestHostedPagesAccessible opens every hosted page — sign-in, sign-up, forgot password, check
 // your inbox (both), the reset form and its result, the verification results, each state of
-// the accept-invitation page and its result, consent and the error page — in headless
-// Chromium at 390 px and 1280 px, reaching them as a person would (links, forms, mailed
-// links). On each, axe-core (from node_modules) finds no serious or critical violation, and at
-// 390 px nothing scrolls sideways.
+// the accept-invitation page and its result, consent, the logout confirmation, signed out and
+// the error page — in headless Chromium at 390 px and 1280 px, reaching them as a person would
+// (links, forms, mailed links). On each, axe-core (from node_modules) finds no serious or
+// critical violation, and at 390 px nothing scrolls sideways. Then, with a brand logo served
+// from another origin (GATEHOUSE_BRAND_LOGO_URL), the provider's pages and an account page
+// show the logo: loaded (the CSP allows its origin), named by its alt text, at most 40 px high
+// and inside the card.
 func TestHostedPagesAccessible(t *testing.T) {
 	browser := findBrowser(t)
 	axe := axeSource(t)
@@ -135,9 +146,106 @@ func TestHostedPagesAccessible(t *testing.T) {
 	d.do("consent", chromedp.Navigate(authURL))
 	d.waitHeading("Allow access?")
 	check("consent")
-	if checked != 17 {
+
+	// Signing out: the confirmation, then the signed-out page.
+	d.do("end session", chromedp.Navigate(env.base+oauth.EndSessionPath))
+	d.waitHeading("Sign out?")
+	check("logout")
+	d.do("sign out", chromedp.Click(chromedp.CSS(`button[type=submit]`)))
+	d.waitHeading("Signed out")
+	check("signed out")
+	if checked != 19 {
 		t.Errorf("%d pages checked", checked)
 	}
+
+	// With a logo from another origin.
+	logo := startLogoServer(t)
+	branded := startAccountsEnv(t, func(c *server.Config) {
+		c.Brand = mail.Brand{Name: "Acme Cloud", LogoURL: logo + "/brand/logo.png", Color: "#0a7d3b"}
+	})
+	branded.verifiedUser(t, "Grace Hopper", "grace@example.com", "grace-password-1")
+	checkLogo := func(name string) {
+		t.Helper()
+		check(name)
+		for _, width := range []int64{390, 1280} {
+			d.do(name+": viewport", chromedp.EmulateViewport(width, 844))
+			got, err := chromedp.Run(d.ctx, chromedp.Evaluate[logoFacts](logoFactsJS, chromedp.EvalAwaitPromise))
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if !got.Loaded || got.Alt != "Acme Cloud" || got.Height < 1 || got.Height > 40 || got.Right > got.CardRight {
+				t.Errorf("%s at %d px: logo %+v; want it loaded, alt \"Acme Cloud\", at most 40 px high, inside the card", name, width, got)
+			}
+		}
+	}
+	brandedAuth := branded.oauth.AuthCodeURL("state-logo-000001", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()))
+	d.do("branded sign-in", chromedp.Navigate(brandedAuth))
+	d.waitHeading("Sign in")
+	checkLogo("logo sign-in")
+	d.do("branded sign-up", chromedp.Click(chromedp.ID("sign-up")))
+	d.waitHeading("Create your account")
+	checkLogo("logo sign-up")
+	d.do("branded sign-in again", chromedp.Navigate(brandedAuth))
+	d.waitHeading("Sign in")
+	d.do("branded sign in", chromedp.SendKeys(chromedp.ID("email"), "grace@example.com"),
+		chromedp.SendKeys(chromedp.ID("password"), "grace-password-1"), chromedp.Click(chromedp.CSS(`button[type=submit]`)))
+	d.waitHeading("Allow access?")
+	checkLogo("logo consent")
+	d.do("branded end session", chromedp.Navigate(branded.base+oauth.EndSessionPath))
+	d.waitHeading("Sign out?")
+	checkLogo("logo logout")
+	d.do("branded sign out", chromedp.Click(chromedp.CSS(`button[type=submit]`)))
+	d.waitHeading("Signed out")
+	checkLogo("logo signed out")
+}
+
+// logoFacts is what the browser says of a page's logo: loaded, its alt text, its rendered
+// height and right edge, and the right edge of the card's content box (CSS pixels).
+type logoFacts struct {
+	Loaded           bool
+	Alt              string
+	Height           float64
+	Right, CardRight float64
+}
+
+// logoFactsJS measures the page's logo once it has loaded or failed.
+const logoFactsJS = `(async () => {
+	const img = document.querySelector('img.logo');
+	if (!img) return {Loaded: false, Alt: '', Height: 0, Right: 0, CardRight: 0};
+	try { await img.decode(); } catch (e) {}
+	const main = document.querySelector('main'), r = img.getBoundingClientRect(), m = main.getBoundingClientRect();
+	const pad = parseFloat(getComputedStyle(main).paddingRight);
+	return {Loaded: img.complete && img.naturalWidth > 0, Alt: img.alt, Height: r.height, Right: r.right, CardRight: m.right - pad};
+})()`
+
+// startLogoServer serves a 480×120 PNG logo (a wide 2x logo) at /brand/logo.png on another
+// origin than the app's, and returns that origin.
+func startLogoServer(t *testing.T) string {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, 480, 120))
+	for y := range 120 {
+		for x := range 480 {
+			c := color.RGBA{0x0a, 0x7d, 0x3b, 0xff}
+			if (x/40+y/40)%2 == 0 {
+				c = color.RGBA{0xff, 0xff, 0xff, 0xff}
+			}
+			img.Set(x, y, c)
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/brand/logo.png" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "image/png")
+		_, _ = w.Write(buf.Bytes())
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // TestAccountWalkInBrowser is the walk of issue 22 with email verification required: from an

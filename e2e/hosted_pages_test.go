@@ -42,7 +42,9 @@ type accountsEnv struct {
 	orgID, ownerID string
 }
 
-func startAccountsEnv(t *testing.T) *accountsEnv {
+// startAccountsEnv starts an accountsEnv; configure changes its server.Config before the app
+// is built.
+func startAccountsEnv(t *testing.T, configure ...func(*server.Config)) *accountsEnv {
 	t.Helper()
 	ctx := context.Background()
 	env := &accountsEnv{rp: startRelyingParty(t), mail: mailtest.Start(t, mailtest.Options{})}
@@ -55,6 +57,9 @@ func startAccountsEnv(t *testing.T) *accountsEnv {
 	}
 	cfg := server.Config{BaseURL: env.base, BodyLimit: 1 << 20, SecretKey: make([]byte, 32),
 		RequireEmailVerification: true, SMTP: &smtp, MailFrom: "Gatehouse <no-reply@gatehouse.test>"}
+	for _, c := range configure {
+		c(&cfg)
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	app, err := newServer(cfg, env.store, log)
 	if err != nil {

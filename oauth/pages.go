@@ -47,7 +47,7 @@ type Page struct {
 	// SignUpURL and ForgotURL are the sign-in page's links to the hosted sign-up and "forgot
 	// password" pages, each carrying CallbackURL ("": no link).
 	SignUpURL, ForgotURL string
-	// Brand is the product's name and accent colour (GATEHOUSE_BRAND_*); the provider sets it.
+	// Brand is the product's name, logo and accent colour (GATEHOUSE_BRAND_*); the provider sets it.
 	Brand mail.Brand
 	// Nonce is the CSP nonce of the inline stylesheet; RenderPage sets it.
 	Nonce string
@@ -92,12 +92,20 @@ const (
 	PageError     = "error.html"
 )
 
-// PageCSP is the Content-Security-Policy of a page whose inline stylesheet carries nonce:
-// nothing loads from anywhere, no framing (frame-ancestors 'none'), no base URI, and forms
-// post only to this origin. form-action is deliberately absent: browsers apply it to the
-// redirects a form post answers with, and the consent form's 303 goes to the client.
-func PageCSP(nonce string) string {
-	return "default-src 'none'; style-src 'nonce-" + nonce + "'; img-src 'self' data:; base-uri 'none'; frame-ancestors 'none'"
+// PageCSP is the Content-Security-Policy of a page whose inline stylesheet carries nonce and
+// which shows the brand's logo at logoURL ("": none): nothing loads from anywhere but images
+// from this origin, data: URLs and exactly the logo's origin (mail.LogoOrigin; a URL it refuses,
+// which configuration never lets through, adds nothing), no framing (frame-ancestors 'none'), no
+// base URI. form-action is deliberately absent: browsers apply it to the redirects a form post
+// answers with, and the consent form's 303 goes to the client.
+func PageCSP(nonce, logoURL string) string {
+	img := "'self' data:"
+	if logoURL != "" {
+		if origin, err := mail.LogoOrigin(logoURL); err == nil {
+			img += " " + origin
+		}
+	}
+	return "default-src 'none'; style-src 'nonce-" + nonce + "'; img-src " + img + "; base-uri 'none'; frame-ancestors 'none'"
 }
 
 // RenderPage writes page name with status, as HTML with a fresh CSP nonce, never cached and
@@ -113,7 +121,7 @@ func RenderPage(w http.ResponseWriter, status int, name string, p Page) {
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Content-Security-Policy", PageCSP(p.Nonce))
+	h.Set("Content-Security-Policy", PageCSP(p.Nonce, p.Brand.LogoURL))
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Pragma", "no-cache")

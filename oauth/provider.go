@@ -71,7 +71,8 @@ type ProviderConfig struct {
 	// on this site) the sign-in page links to, with its authorization request as callbackURL so
 	// that they return to it; "" hides the link (sign-up when self-registration is not open).
 	SignUpURL, ForgotPasswordURL string
-	// Brand is the product's name and accent colour on the pages (empty fields: Gatehouse's).
+	// Brand is the product's name, logo and accent colour on the pages (empty fields: Gatehouse's;
+	// no logo shows the name).
 	Brand mail.Brand
 	// Claims supplies the entitlements and billing userinfo claims (nil: both empty).
 	Claims ProductClaims

@@ -77,7 +77,7 @@ func (s *Server) renderAccountPage(ctx context.Context, name string, p accountPa
 	if err := accountPages.ExecuteTemplate(&buf, name, p); err != nil {
 		return nil, 0, err
 	}
-	setResponseHeader(ctx, "Content-Security-Policy", oauth.PageCSP(p.Nonce))
+	setResponseHeader(ctx, "Content-Security-Policy", oauth.PageCSP(p.Nonce, p.Brand.LogoURL))
 	setResponseHeader(ctx, "X-Frame-Options", "DENY")
 	// A reset page's URL holds its token: no Referer leaves the site (same-origin posts keep
 	// their Origin, which no-referrer would turn into "null").

@@ -23,6 +23,12 @@ import (
 // no-store) and texts in the body.
 func wantHostedPage(t *testing.T, name string, res response, status int, texts ...string) string {
 	t.Helper()
+	return wantHostedPageImages(t, name, res, status, "'self' data:", texts...)
+}
+
+// wantHostedPageImages is wantHostedPage with the CSP's img-src sources.
+func wantHostedPageImages(t *testing.T, name string, res response, status int, imgSrc string, texts ...string) string {
+	t.Helper()
 	h := res.Header()
 	body := res.Body.String()
 	if res.Code != status || !strings.HasPrefix(h.Get("Content-Type"), "text/html") {
@@ -32,7 +38,7 @@ func wantHostedPage(t *testing.T, name string, res response, status int, texts .
 	if m == nil {
 		t.Fatalf("%s: no nonced stylesheet:\n%s", name, body)
 	}
-	wantCSP := "default-src 'none'; style-src 'nonce-" + m[1] + "'; img-src 'self' data:; base-uri 'none'; frame-ancestors 'none'"
+	wantCSP := "default-src 'none'; style-src 'nonce-" + m[1] + "'; img-src " + imgSrc + "; base-uri 'none'; frame-ancestors 'none'"
 	if got := h.Get("Content-Security-Policy"); got != wantCSP {
 		t.Errorf("%s: CSP %q, want %q", name, got, wantCSP)
 	}
@@ -347,7 +353,8 @@ func TestHostedFormsRefuseCrossOrigin(t *testing.T) {
 }
 
 // TestHostedPagesBrand: the provider's pages and the account pages show the product's brand
-// (GATEHOUSE_BRAND_NAME, GATEHOUSE_BRAND_COLOR) alike.
+// (GATEHOUSE_BRAND_NAME, GATEHOUSE_BRAND_COLOR) alike; without a logo, the name, no image and
+// no logo style (TestHostedPagesLogo has one).
 func TestHostedPagesBrand(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
 		cfg := testConfig()
@@ -363,8 +370,11 @@ func TestHostedPagesBrand(t *testing.T) {
 			{"error", "/api/auth/oauth2/authorize?client_id=cli_unknown", "Error"},
 		} {
 			res := app.do(getPage(p.path))
-			wantHostedPage(t, p.name, res, res.Code, "<title>"+p.title+" · Acme Cloud</title>", `<p class="brand">Acme Cloud</p>`,
+			body := wantHostedPage(t, p.name, res, res.Code, "<title>"+p.title+" · Acme Cloud</title>", `<p class="brand">Acme Cloud</p>`,
 				"border-top:6px solid #0a7d3b", "background:#0a7d3b")
+			if strings.Contains(body, "<img") || strings.Contains(body, "logo") {
+				t.Errorf("%s: no logo is configured, but the page has one:\n%s", p.name, body)
+			}
 		}
 	})
 }
