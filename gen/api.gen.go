@@ -2064,6 +2064,13 @@ type Unavailable = Problem
 // ValidationFailed An RFC 9457 problem document.
 type ValidationFailed = Problem
 
+// ChangeEmailJSONBody defines parameters for ChangeEmail.
+type ChangeEmailJSONBody struct {
+	// CallbackURL Where the link sends the browser after changing the address (with `error` on failure).
+	CallbackURL *string             `json:"callbackURL,omitempty"`
+	NewEmail    openapi_types.Email `json:"newEmail"`
+}
+
 // ChangePasswordJSONBody defines parameters for ChangePassword.
 type ChangePasswordJSONBody struct {
 	CurrentPassword string `json:"currentPassword"`
@@ -2423,6 +2430,9 @@ type GetSubjectEntitlementsParams struct {
 	EnvironmentId *string `form:"environmentId,omitempty" json:"environmentId,omitempty"`
 }
 
+// ChangeEmailJSONRequestBody defines body for ChangeEmail for application/json ContentType.
+type ChangeEmailJSONRequestBody ChangeEmailJSONBody
+
 // ChangePasswordJSONRequestBody defines body for ChangePassword for application/json ContentType.
 type ChangePasswordJSONRequestBody ChangePasswordJSONBody
 
@@ -2640,6 +2650,9 @@ func (t *AuthRoleInput) UnmarshalJSON(b []byte) error {
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// ChangeEmail Change the email address (by a mailed link)
+	// (POST /api/auth/change-email)
+	ChangeEmail(ctx echo.Context) error
 	// ChangePassword Change the password
 	// (POST /api/auth/change-password)
 	ChangePassword(ctx echo.Context) error
@@ -2945,6 +2958,15 @@ type ServerInterface interface {
 // ServerInterfaceWrapper converts echo contexts to parameters.
 type ServerInterfaceWrapper struct {
 	Handler ServerInterface
+}
+
+// ChangeEmail converts echo context to params.
+func (w *ServerInterfaceWrapper) ChangeEmail(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ChangeEmail(ctx)
+	return err
 }
 
 // ChangePassword converts echo context to params.
@@ -4988,6 +5010,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/api/auth/list-accounts", wrapper.ListAccounts, options.OperationMiddlewares["listAccounts"]...)
 	router.GET(options.BaseURL+"/api/auth/providers", wrapper.ListSocialProviders, options.OperationMiddlewares["listSocialProviders"]...)
 	router.POST(options.BaseURL+"/api/auth/delete-user", wrapper.DeleteUser, options.OperationMiddlewares["deleteUser"]...)
+	router.POST(options.BaseURL+"/api/auth/change-email", wrapper.ChangeEmail, options.OperationMiddlewares["changeEmail"]...)
 	router.POST(options.BaseURL+"/api/auth/send-verification-email", wrapper.SendVerificationEmail, options.OperationMiddlewares["sendVerificationEmail"]...)
 	router.GET(options.BaseURL+"/api/auth/verify-email", wrapper.VerifyEmail, options.OperationMiddlewares["verifyEmail"]...)
 	router.POST(options.BaseURL+"/api/auth/request-password-reset", wrapper.RequestPasswordReset, options.OperationMiddlewares["requestPasswordReset"]...)
@@ -5046,6 +5069,95 @@ type UnavailableApplicationProblemPlusJSONResponse struct {
 }
 
 type ValidationFailedApplicationProblemPlusJSONResponse Problem
+
+type ChangeEmailRequestObject struct {
+	Body *ChangeEmailJSONRequestBody
+}
+
+type ChangeEmailResponseObject interface {
+	VisitChangeEmailResponse(w http.ResponseWriter) error
+}
+
+type ChangeEmail200JSONResponse AuthStatus
+
+func (response ChangeEmail200JSONResponse) VisitChangeEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ChangeEmail400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ChangeEmail400ApplicationProblemPlusJSONResponse) VisitChangeEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ChangeEmail401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ChangeEmail401ApplicationProblemPlusJSONResponse) VisitChangeEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ChangeEmail403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ChangeEmail403ApplicationProblemPlusJSONResponse) VisitChangeEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ChangeEmail503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ChangeEmail503ApplicationProblemPlusJSONResponse) VisitChangeEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
 
 type ChangePasswordRequestObject struct {
 	Body *ChangePasswordJSONRequestBody
@@ -8306,6 +8418,40 @@ func (response VerifyEmail403ApplicationProblemPlusJSONResponse) VisitVerifyEmai
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyEmail409ApplicationProblemPlusJSONResponse AuthProblem
+
+func (response VerifyEmail409ApplicationProblemPlusJSONResponse) VisitVerifyEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyEmail409TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response VerifyEmail409TexthtmlResponse) VisitVerifyEmailResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(409)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
 	return err
 }
 
@@ -13549,6 +13695,9 @@ func (response IngestUsageEventBatch404ApplicationProblemPlusJSONResponse) Visit
 
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// ChangeEmail Change the email address (by a mailed link)
+	// (POST /api/auth/change-email)
+	ChangeEmail(ctx context.Context, request ChangeEmailRequestObject) (ChangeEmailResponseObject, error)
 	// ChangePassword Change the password
 	// (POST /api/auth/change-password)
 	ChangePassword(ctx context.Context, request ChangePasswordRequestObject) (ChangePasswordResponseObject, error)
@@ -13861,6 +14010,52 @@ func NewStrictHandler(ssi StrictServerInterface, middlewares []StrictMiddlewareF
 type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
+}
+
+// ChangeEmail operation middleware
+func (sh *strictHandler) ChangeEmail(ctx echo.Context) error {
+	var request ChangeEmailRequestObject
+
+	var body ChangeEmailJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ChangeEmail(ctx.Request().Context(), request.(ChangeEmailRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ChangeEmail")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ChangeEmailResponseObject); ok {
+		return validResponse.VisitChangeEmailResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
 }
 
 // ChangePassword operation middleware
