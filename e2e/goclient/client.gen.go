@@ -3283,7 +3283,10 @@ type ClientInterface interface {
 	// session cookie set. A refusal with an authentic flow cookie is a 302 to
 	// `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
 	// `invalid_state` (used or expired), `access_denied` (refused at the provider),
-	// `email_not_verified` (an unverified email that belongs to another user), `no_email`,
+	// `email_not_verified` (an unverified email that belongs to another user; with
+	// `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` also an unverified email of a new user, which
+	// creates nothing, and a signed-in account whose email is not verified, which is mailed a
+	// fresh verification link within the send limits), `no_email`,
 	// `signup_disabled` (a new user that `GATEHOUSE_SIGN_UP` does not let in: `closed`, or
 	// `invite-only` without a provider-verified address holding a pending invitation),
 	// `provider_error`. Without an authentic flow cookie the answer is 400
@@ -5522,7 +5525,10 @@ func (c *Client) GetOpenidConfiguration(ctx context.Context, reqEditors ...Reque
 // session cookie set. A refusal with an authentic flow cookie is a 302 to
 // `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
 // `invalid_state` (used or expired), `access_denied` (refused at the provider),
-// `email_not_verified` (an unverified email that belongs to another user), `no_email`,
+// `email_not_verified` (an unverified email that belongs to another user; with
+// `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` also an unverified email of a new user, which
+// creates nothing, and a signed-in account whose email is not verified, which is mailed a
+// fresh verification link within the send limits), `no_email`,
 // `signup_disabled` (a new user that `GATEHOUSE_SIGN_UP` does not let in: `closed`, or
 // `invite-only` without a provider-verified address holding a pending invitation),
 // `provider_error`. Without an authentic flow cookie the answer is 400
@@ -15462,7 +15468,10 @@ type ClientWithResponsesInterface interface {
 	// session cookie set. A refusal with an authentic flow cookie is a 302 to
 	// `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
 	// `invalid_state` (used or expired), `access_denied` (refused at the provider),
-	// `email_not_verified` (an unverified email that belongs to another user), `no_email`,
+	// `email_not_verified` (an unverified email that belongs to another user; with
+	// `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` also an unverified email of a new user, which
+	// creates nothing, and a signed-in account whose email is not verified, which is mailed a
+	// fresh verification link within the send limits), `no_email`,
 	// `signup_disabled` (a new user that `GATEHOUSE_SIGN_UP` does not let in: `closed`, or
 	// `invite-only` without a provider-verified address holding a pending invitation),
 	// `provider_error`. Without an authentic flow cookie the answer is 400
@@ -26166,7 +26175,10 @@ func (c *ClientWithResponses) GetOpenidConfigurationWithResponse(ctx context.Con
 // session cookie set. A refusal with an authentic flow cookie is a 302 to
 // `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
 // `invalid_state` (used or expired), `access_denied` (refused at the provider),
-// `email_not_verified` (an unverified email that belongs to another user), `no_email`,
+// `email_not_verified` (an unverified email that belongs to another user; with
+// `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` also an unverified email of a new user, which
+// creates nothing, and a signed-in account whose email is not verified, which is mailed a
+// fresh verification link within the send limits), `no_email`,
 // `signup_disabled` (a new user that `GATEHOUSE_SIGN_UP` does not let in: `closed`, or
 // `invite-only` without a provider-verified address holding a pending invitation),
 // `provider_error`. Without an authentic flow cookie the answer is 400
