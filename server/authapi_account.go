@@ -363,62 +363,6 @@ func (s *Server) UpdateUser(ctx context.Context, request gen.UpdateUserRequestOb
 	return gen.UpdateUser200JSONResponse{Status: true}, nil
 }
 
-// signUp creates u with the password and the credential account, its first session (none
-// under RequireEmailVerification: token "") and the user.sign_up audit row, and queues the
-// verification mail to callbackURL, in one transaction. A taken email is errUserExists. The
-// attempt is counted per client IP first (429 past the limit); one that fails for the server's
-// sake (hashing at capacity, the database) is taken back, with its mail's send count.
-func (s *Server) signUp(ctx context.Context, u *store.User, password string, remember bool, callbackURL *string) (store.Session, string, error) {
-	attempts, err := s.hit(ctx, throttleKey{s.signUpThrottle, "ip:" + requestMetaFrom(ctx).IP})
-	if err != nil {
-		return store.Session{}, "", err
-	}
-	admission, err := s.admitMail(ctx, u.Email)
-	if err == nil {
-		var sess store.Session
-		var token string
-		if sess, token, err = s.createUser(ctx, u, password, remember, admission, callbackURL); err == nil {
-			return sess, token, nil
-		}
-		s.undoMail(ctx, admission)
-	}
-	if !errors.Is(err, errUserExists) {
-		s.undo(ctx, attempts...)
-	}
-	return store.Session{}, "", err
-}
-
-func (s *Server) createUser(ctx context.Context, u *store.User, password string, remember bool, admission identity.MailAdmission, callbackURL *string) (store.Session, string, error) {
-	hash, err := s.hashLimiter.HashPassword(ctx, password)
-	if err != nil {
-		return store.Session{}, "", s.hashErr(err)
-	}
-	var sess store.Session
-	var token string
-	err = s.store.InTx(ctx, func(tx *store.Tx) error {
-		if err := tx.CreateUser(ctx, u, hash); err != nil {
-			return err
-		}
-		if err := s.sendVerificationLink(ctx, tx, admission, *u, callbackURL); err != nil {
-			return err
-		}
-		var err error
-		if !s.cfg.RequireEmailVerification {
-			if sess, token, err = s.createSession(ctx, tx, u.ID, remember, nil); err != nil {
-				return err
-			}
-		}
-		// Nobody was signed in: the new user is the actor.
-		actx := context.WithValue(ctx, principalKey{}, &Principal{Kind: PrincipalUser, User: *u})
-		return audit(actx, tx, auditEvent{Action: "user.sign_up", TargetType: "user", TargetID: u.ID,
-			Metadata: map[string]any{"provider": store.CredentialProvider}})
-	})
-	if errors.Is(err, store.ErrConflict) {
-		return store.Session{}, "", errUserExists
-	}
-	return sess, token, err
-}
-
 // checkEmailPassword returns the user whose email and password these are. Unknown emails,
 // accounts without a password and wrong passwords are the same errInvalidCredentials, after a
 // comparable amount of hashing, and are the only outcomes that count against the email's and the
