@@ -23,7 +23,8 @@ const mailOutage = 30 * time.Second
 
 // TestMailSurvivesOutageAndSIGKILL builds the real binary and, on each backend, signs up 50
 // users while the mail server goes down for 30 s after the first 25; in between, Gatehouse is
-// killed with SIGKILL and started again. When the mail server is back, every sign-up's
+// killed with SIGKILL and started again (and, in a second run, it keeps running). When the mail
+// server is back, every sign-up's
 // verification message arrives exactly once, and none arrives while it is down.
 //
 // The worker runs with its defaults (poll every second, first retry 15–30 s after a failure).
@@ -41,102 +42,116 @@ func TestMailSurvivesOutageAndSIGKILL(t *testing.T) {
 		secret[i] = byte(i + 7)
 	}
 	for _, b := range storetest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			dbURL := b.URL(t)
-			st, err := store.Open(context.Background(), dbURL)
-			if err != nil {
-				t.Fatal(err)
+		for _, kill := range []bool{false, true} {
+			name := b.Name
+			if kill {
+				name += "/sigkill"
 			}
-			if err := st.Migrate(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			_ = st.Close()
-			smtp := mailtest.Start(t, mailtest.Options{})
-			dataDir := t.TempDir()
-			port := freePort(t)
-			base := "http://127.0.0.1:" + port
-			env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dataDir,
-				"GATEHOUSE_LISTEN_ADDR=127.0.0.1:" + port, "GATEHOUSE_DATA_DIR=" + dataDir, "GATEHOUSE_BASE_URL=" + base,
-				"GATEHOUSE_DATABASE_URL=" + dbURL, "GATEHOUSE_SECRET_KEY=" + base64.StdEncoding.EncodeToString(secret),
-				"GATEHOUSE_SMTP_URL=" + smtp.URL(), "GATEHOUSE_MAIL_FROM=Gatehouse <no-reply@gatehouse.test>",
-				"GATEHOUSE_TRUSTED_PROXIES=127.0.0.1", "GATEHOUSE_LOG_LEVEL=error"}
-			client := &http.Client{Timeout: 10 * time.Second}
-			signUp := func(i int) {
-				t.Helper()
-				body := fmt.Sprintf(`{"name":"User %d","email":"user%d@example.com","password":"correct-horse-battery"}`, i, i)
-				req, _ := http.NewRequest(http.MethodPost, base+"/api/auth/sign-up/email", strings.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Origin", base)
-				// Each sign-up from its own client IP: 30 messages per IP per hour is a send limit.
-				req.Header.Set("X-Forwarded-For", fmt.Sprintf("10.0.0.%d", i+1))
-				res, err := client.Do(req)
-				if err != nil {
-					t.Fatalf("sign-up %d: %v", i, err)
-				}
-				res.Body.Close()
-				if res.StatusCode != http.StatusOK {
-					t.Fatalf("sign-up %d: %d", i, res.StatusCode)
-				}
-			}
-
-			cmd := startBinary(t, bin, env, base)
-			for i := range 25 {
-				signUp(i)
-			}
-			// The server stops once the worker has recorded the 25 as sent: one stopped between
-			// taking a message and acknowledging it would get it again (SMTP's at-least-once).
-			smtp.Wait(t, 25, 30*time.Second)
-			outboxSettled(t, dbURL)
-			smtp.Stop()
-			down := time.Now()
-			for i := 25; i < 50; i++ {
-				signUp(i)
-			}
-			time.Sleep(2 * time.Second)
-			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			_ = cmd.Wait()
-			cmd = startBinary(t, bin, env, base)
-			defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-
-			time.Sleep(time.Until(down.Add(mailOutage)))
-			if n := len(smtp.Messages()); n != 25 {
-				t.Fatalf("%d messages by the end of the outage, want the 25 sent before it", n)
-			}
-			smtp.Restart()
-			defer func() {
-				if t.Failed() {
-					t.Log(outboxState(t, dbURL))
-				}
-			}()
-			deadline := time.Now().Add(150 * time.Second)
-			for i := 0; i < 50; {
-				if len(smtp.To(fmt.Sprintf("user%d@example.com", i))) > 0 {
-					i++
-					continue
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("no message to user%d@example.com within 150 s after the mail server came back", i)
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			outboxSettled(t, dbURL)
-			time.Sleep(2 * time.Second) // time for a duplicate to show
-			msgs := smtp.Messages()
-			if len(msgs) != 50 {
-				t.Errorf("%d messages arrived, want 50", len(msgs))
-			}
-			for i := range 50 {
-				addr := fmt.Sprintf("user%d@example.com", i)
-				if got := smtp.To(addr); len(got) != 1 || got[0].Subject != "Confirm your email address for Gatehouse" {
-					t.Errorf("%s received %d messages, want exactly 1", addr, len(got))
-				}
-			}
-			t.Logf("all 50 arrived %s after the mail server came back", time.Since(down.Add(mailOutage)).Round(time.Second))
-		})
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				mailOutageBurst(t, bin, secret, b, kill)
+			})
+		}
 	}
+}
+
+// mailOutageBurst is one run of TestMailSurvivesOutageAndSIGKILL on backend b, killing the
+// server in the outage when kill is set.
+func mailOutageBurst(t *testing.T, bin string, secret []byte, b storetest.Backend, kill bool) {
+	dbURL := b.URL(t)
+	st, err := store.Open(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.Close()
+	smtp := mailtest.Start(t, mailtest.Options{})
+	dataDir := t.TempDir()
+	port := freePort(t)
+	base := "http://127.0.0.1:" + port
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dataDir,
+		"GATEHOUSE_LISTEN_ADDR=127.0.0.1:" + port, "GATEHOUSE_DATA_DIR=" + dataDir, "GATEHOUSE_BASE_URL=" + base,
+		"GATEHOUSE_DATABASE_URL=" + dbURL, "GATEHOUSE_SECRET_KEY=" + base64.StdEncoding.EncodeToString(secret),
+		"GATEHOUSE_SMTP_URL=" + smtp.URL(), "GATEHOUSE_MAIL_FROM=Gatehouse <no-reply@gatehouse.test>",
+		"GATEHOUSE_TRUSTED_PROXIES=127.0.0.1", "GATEHOUSE_LOG_LEVEL=error"}
+	client := &http.Client{Timeout: 10 * time.Second}
+	signUp := func(i int) {
+		t.Helper()
+		body := fmt.Sprintf(`{"name":"User %d","email":"user%d@example.com","password":"correct-horse-battery"}`, i, i)
+		req, _ := http.NewRequest(http.MethodPost, base+"/api/auth/sign-up/email", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Origin", base)
+		// Each sign-up from its own client IP: 30 messages per IP per hour is a send limit.
+		req.Header.Set("X-Forwarded-For", fmt.Sprintf("10.0.0.%d", i+1))
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("sign-up %d: %v", i, err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("sign-up %d: %d", i, res.StatusCode)
+		}
+	}
+
+	cmd := startBinary(t, bin, env, base)
+	for i := range 25 {
+		signUp(i)
+	}
+	// The server stops once the worker has recorded the 25 as sent: one stopped between
+	// taking a message and acknowledging it would get it again (SMTP's at-least-once).
+	smtp.Wait(t, 25, 30*time.Second)
+	outboxSettled(t, dbURL)
+	smtp.Stop()
+	down := time.Now()
+	for i := 25; i < 50; i++ {
+		signUp(i)
+	}
+	if kill {
+		time.Sleep(2 * time.Second)
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		cmd = startBinary(t, bin, env, base)
+	}
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+
+	time.Sleep(time.Until(down.Add(mailOutage)))
+	if n := len(smtp.Messages()); n != 25 {
+		t.Fatalf("%d messages by the end of the outage, want the 25 sent before it", n)
+	}
+	smtp.Restart()
+	defer func() {
+		if t.Failed() {
+			t.Log(outboxState(t, dbURL))
+		}
+	}()
+	deadline := time.Now().Add(150 * time.Second)
+	for i := 0; i < 50; {
+		if len(smtp.To(fmt.Sprintf("user%d@example.com", i))) > 0 {
+			i++
+			continue
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no message to user%d@example.com within 150 s after the mail server came back", i)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	outboxSettled(t, dbURL)
+	time.Sleep(2 * time.Second) // time for a duplicate to show
+	msgs := smtp.Messages()
+	if len(msgs) != 50 {
+		t.Errorf("%d messages arrived, want 50", len(msgs))
+	}
+	for i := range 50 {
+		addr := fmt.Sprintf("user%d@example.com", i)
+		if got := smtp.To(addr); len(got) != 1 || got[0].Subject != "Confirm your email address for Gatehouse" {
+			t.Errorf("%s received %d messages, want exactly 1", addr, len(got))
+		}
+	}
+	t.Logf("all 50 arrived %s after the mail server came back", time.Since(down.Add(mailOutage)).Round(time.Second))
 }
 
 // outboxState lists the outbox's rows (without payloads), for a failure's message.
