@@ -4393,7 +4393,9 @@ type ClientInterface interface {
 	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+	// a user that is not stored) rather than 422, after the same work (the password hashed, a
+	// decoy verification token and message committed, the message never sent), so neither the
+	// answer nor its timing tells anything about accounts.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -4417,7 +4419,9 @@ type ClientInterface interface {
 	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+	// a user that is not stored) rather than 422, after the same work (the password hashed, a
+	// decoy verification token and message committed, the message never sent), so neither the
+	// answer nor its timing tells anything about accounts.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4441,7 +4445,9 @@ type ClientInterface interface {
 	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+	// a user that is not stored) rather than 422, after the same work (the password hashed, a
+	// decoy verification token and message committed, the message never sent), so neither the
+	// answer nor its timing tells anything about accounts.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
@@ -7505,7 +7511,9 @@ func (c *Client) SignOut(ctx context.Context, body SignOutJSONRequestBody, reqEd
 // Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 // in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 // not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+// a user that is not stored) rather than 422, after the same work (the password hashed, a
+// decoy verification token and message committed, the message never sent), so neither the
+// answer nor its timing tells anything about accounts.
 //
 // Takes any type of body and a specified content type.
 //
@@ -7539,7 +7547,9 @@ func (c *Client) SignUpEmailWithBody(ctx context.Context, contentType string, bo
 // Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 // in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 // not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+// a user that is not stored) rather than 422, after the same work (the password hashed, a
+// decoy verification token and message committed, the message never sent), so neither the
+// answer nor its timing tells anything about accounts.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7573,7 +7583,9 @@ func (c *Client) SignUpEmail(ctx context.Context, body SignUpEmailJSONRequestBod
 // Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 // in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 // not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+// a user that is not stored) rather than 422, after the same work (the password hashed, a
+// decoy verification token and message committed, the message never sent), so neither the
+// answer nor its timing tells anything about accounts.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
@@ -16610,7 +16622,9 @@ type ClientWithResponsesInterface interface {
 	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+	// a user that is not stored) rather than 422, after the same work (the password hashed, a
+	// decoy verification token and message committed, the message never sent), so neither the
+	// answer nor its timing tells anything about accounts.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -16634,7 +16648,9 @@ type ClientWithResponsesInterface interface {
 	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+	// a user that is not stored) rather than 422, after the same work (the password hashed, a
+	// decoy verification token and message committed, the message never sent), so neither the
+	// answer nor its timing tells anything about accounts.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -16658,7 +16674,9 @@ type ClientWithResponsesInterface interface {
 	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+	// a user that is not stored) rather than 422, after the same work (the password hashed, a
+	// decoy verification token and message committed, the message never sent), so neither the
+	// answer nor its timing tells anything about accounts.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -27839,7 +27857,9 @@ func (c *ClientWithResponses) SignOutWithResponse(ctx context.Context, body Sign
 // Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 // in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 // not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+// a user that is not stored) rather than 422, after the same work (the password hashed, a
+// decoy verification token and message committed, the message never sent), so neither the
+// answer nor its timing tells anything about accounts.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -27869,7 +27889,9 @@ func (c *ClientWithResponses) SignUpEmailWithBodyWithResponse(ctx context.Contex
 // Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 // in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 // not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+// a user that is not stored) rather than 422, after the same work (the password hashed, a
+// decoy verification token and message committed, the message never sent), so neither the
+// answer nor its timing tells anything about accounts.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -27899,7 +27921,9 @@ func (c *ClientWithResponses) SignUpEmailWithResponse(ctx context.Context, body 
 // Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 // in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 // not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+// a user that is not stored) rather than 422, after the same work (the password hashed, a
+// decoy verification token and message committed, the message never sent), so neither the
+// answer nor its timing tells anything about accounts.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
