@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -214,6 +215,33 @@ func TestEmailChangeRefused(t *testing.T) {
 		}
 		if n := len(a.smtp.Messages()); n != 0 {
 			t.Errorf("%d messages sent", n)
+		}
+	})
+}
+
+// The send limits count both messages of a change: past 5 per address per 15 minutes the old
+// address gets no more notices, while every answer stays the same and each new address still
+// gets its link.
+func TestEmailChangeSendLimits(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
+		a := newMailApp(t, b, testConfig())
+		ada := a.verifiedUser(t, "Ada", "ada@example.com")
+		for i := range 6 {
+			wantStatusTrue(t, a.changeEmail(ada, fmt.Sprintf("new%d@example.com", i), ""))
+		}
+		a.smtp.Wait(t, 11, 20*time.Second)
+		outboxDrained(t, a.store)
+		time.Sleep(50 * time.Millisecond)
+		if n := len(a.smtp.To("ada@example.com")); n != 5 {
+			t.Errorf("%d notices to the old address, want 5", n)
+		}
+		for i := range 6 {
+			if n := len(a.smtp.To(fmt.Sprintf("new%d@example.com", i))); n != 1 {
+				t.Errorf("%d links to new%d@example.com, want 1", n, i)
+			}
+		}
+		if n := len(a.smtp.Messages()); n != 11 {
+			t.Errorf("%d messages, want 11", n)
 		}
 	})
 }
