@@ -392,6 +392,45 @@ func (e State) Valid() bool {
 	}
 }
 
+// Defines values for AnswerInvitationFormdataBodyDecision.
+const (
+	Accept        AnswerInvitationFormdataBodyDecision = "accept"
+	Decline       AnswerInvitationFormdataBodyDecision = "decline"
+	SwitchAccount AnswerInvitationFormdataBodyDecision = "switch-account"
+)
+
+// Valid indicates whether the value is a known member of the AnswerInvitationFormdataBodyDecision enum.
+func (e AnswerInvitationFormdataBodyDecision) Valid() bool {
+	switch e {
+	case Accept:
+		return true
+	case Decline:
+		return true
+	case SwitchAccount:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CheckInboxPageParamsFor.
+const (
+	ResetPassword CheckInboxPageParamsFor = "reset-password"
+	VerifyEmail   CheckInboxPageParamsFor = "verify-email"
+)
+
+// Valid indicates whether the value is a known member of the CheckInboxPageParamsFor enum.
+func (e CheckInboxPageParamsFor) Valid() bool {
+	switch e {
+	case ResetPassword:
+		return true
+	case VerifyEmail:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for DeleteUser200JSONResponseBodyMessage.
 const (
 	UserDeleted DeleteUser200JSONResponseBodyMessage = "User deleted"
@@ -860,8 +899,18 @@ type AuthProblem struct {
 	Type string `json:"type"`
 }
 
+// AuthRequestPasswordResetBody defines model for AuthRequestPasswordResetBody.
+type AuthRequestPasswordResetBody struct {
+	Email openapi_types.Email `json:"email"`
+
+	// RedirectTo The product's reset page: the link sends the browser there with `?token=` (or `?error=INVALID_TOKEN`). Without it, the link opens Gatehouse's hosted reset page.
+	RedirectTo *string `json:"redirectTo,omitempty"`
+}
+
 // AuthResetPasswordBody defines model for AuthResetPasswordBody.
 type AuthResetPasswordBody struct {
+	// CallbackURL The hosted form's authorization request to continue once the password is set (a path on this site or a URL on the base URL or a trusted origin, else 403 `INVALID_CALLBACK_URL`).
+	CallbackURL *string `json:"callbackURL,omitempty"`
 	NewPassword string  `json:"newPassword"`
 	Token       *string `json:"token,omitempty"`
 }
@@ -2064,6 +2113,19 @@ type Unavailable = Problem
 // ValidationFailed An RFC 9457 problem document.
 type ValidationFailed = Problem
 
+// InvitationPageParams defines parameters for InvitationPage.
+type InvitationPageParams struct {
+	LoginError *string `form:"login_error,omitempty" json:"login_error,omitempty"`
+}
+
+// AnswerInvitationFormdataBody defines parameters for AnswerInvitation.
+type AnswerInvitationFormdataBody struct {
+	Decision AnswerInvitationFormdataBodyDecision `form:"decision" json:"decision"`
+}
+
+// AnswerInvitationFormdataBodyDecision defines parameters for AnswerInvitation.
+type AnswerInvitationFormdataBodyDecision string
+
 // ChangeEmailJSONBody defines parameters for ChangeEmail.
 type ChangeEmailJSONBody struct {
 	// CallbackURL Where the link sends the browser after changing the address (with `error` on failure).
@@ -2080,6 +2142,15 @@ type ChangePasswordJSONBody struct {
 	RevokeOtherSessions *bool `json:"revokeOtherSessions,omitempty"`
 }
 
+// CheckInboxPageParams defines parameters for CheckInboxPage.
+type CheckInboxPageParams struct {
+	For         *CheckInboxPageParamsFor `form:"for,omitempty" json:"for,omitempty"`
+	CallbackURL *string                  `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+}
+
+// CheckInboxPageParamsFor defines parameters for CheckInboxPage.
+type CheckInboxPageParamsFor string
+
 // DeleteUserJSONBody defines parameters for DeleteUser.
 type DeleteUserJSONBody struct {
 	// Password The account's password; required when the account has one.
@@ -2088,6 +2159,12 @@ type DeleteUserJSONBody struct {
 
 // DeleteUser200JSONResponseBodyMessage defines parameters for DeleteUser.
 type DeleteUser200JSONResponseBodyMessage string
+
+// ForgotPasswordPageParams defines parameters for ForgotPasswordPage.
+type ForgotPasswordPageParams struct {
+	CallbackURL *string `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+	Email       *string `form:"email,omitempty" json:"email,omitempty"`
+}
 
 // GetSessionParams defines parameters for GetSession.
 type GetSessionParams struct {
@@ -2251,14 +2328,6 @@ type AuthUpdateRoleJSONBody struct {
 	RoleName       *string `json:"roleName,omitempty"`
 }
 
-// RequestPasswordResetJSONBody defines parameters for RequestPasswordReset.
-type RequestPasswordResetJSONBody struct {
-	Email openapi_types.Email `json:"email"`
-
-	// RedirectTo The product's reset page: the link sends the browser there with `?token=` (or `?error=INVALID_TOKEN`). Without it, the link opens Gatehouse's hosted reset page.
-	RedirectTo *string `json:"redirectTo,omitempty"`
-}
-
 // ResetPasswordParams defines parameters for ResetPassword.
 type ResetPasswordParams struct {
 	Token *string `form:"token,omitempty" json:"token,omitempty"`
@@ -2286,6 +2355,14 @@ type SendVerificationEmailJSONBody struct {
 
 // SignOutJSONBody defines parameters for SignOut.
 type SignOutJSONBody map[string]interface{}
+
+// SignUpPageParams defines parameters for SignUpPage.
+type SignUpPageParams struct {
+	CallbackURL *string `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+	Email       *string `form:"email,omitempty" json:"email,omitempty"`
+	Name        *string `form:"name,omitempty" json:"name,omitempty"`
+	Error       *string `form:"error,omitempty" json:"error,omitempty"`
+}
 
 // UpdateUserJSONBody defines parameters for UpdateUser.
 type UpdateUserJSONBody struct {
@@ -2430,6 +2507,9 @@ type GetSubjectEntitlementsParams struct {
 	EnvironmentId *string `form:"environmentId,omitempty" json:"environmentId,omitempty"`
 }
 
+// AnswerInvitationFormdataRequestBody defines body for AnswerInvitation for application/x-www-form-urlencoded ContentType.
+type AnswerInvitationFormdataRequestBody AnswerInvitationFormdataBody
+
 // ChangeEmailJSONRequestBody defines body for ChangeEmail for application/json ContentType.
 type ChangeEmailJSONRequestBody ChangeEmailJSONBody
 
@@ -2485,7 +2565,10 @@ type AuthUpdateMemberRoleJSONRequestBody AuthUpdateMemberRoleJSONBody
 type AuthUpdateRoleJSONRequestBody AuthUpdateRoleJSONBody
 
 // RequestPasswordResetJSONRequestBody defines body for RequestPasswordReset for application/json ContentType.
-type RequestPasswordResetJSONRequestBody RequestPasswordResetJSONBody
+type RequestPasswordResetJSONRequestBody = AuthRequestPasswordResetBody
+
+// RequestPasswordResetFormdataRequestBody defines body for RequestPasswordReset for application/x-www-form-urlencoded ContentType.
+type RequestPasswordResetFormdataRequestBody = AuthRequestPasswordResetBody
 
 // ResetPasswordJSONRequestBody defines body for ResetPassword for application/json ContentType.
 type ResetPasswordJSONRequestBody = AuthResetPasswordBody
@@ -2650,15 +2733,27 @@ func (t *AuthRoleInput) UnmarshalJSON(b []byte) error {
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// InvitationPage Open an invitation (the hosted accept-invitation page)
+	// (GET /accept-invitation/{id})
+	InvitationPage(ctx echo.Context, id string, params InvitationPageParams) error
+	// AnswerInvitation Answer an invitation from its hosted page
+	// (POST /accept-invitation/{id})
+	AnswerInvitation(ctx echo.Context, id string) error
 	// ChangeEmail Change the email address (by a mailed link)
 	// (POST /api/auth/change-email)
 	ChangeEmail(ctx echo.Context) error
 	// ChangePassword Change the password
 	// (POST /api/auth/change-password)
 	ChangePassword(ctx echo.Context) error
+	// CheckInboxPage Open the hosted "check your inbox" page
+	// (GET /api/auth/check-inbox)
+	CheckInboxPage(ctx echo.Context, params CheckInboxPageParams) error
 	// DeleteUser Delete the signed-in user's own account
 	// (POST /api/auth/delete-user)
 	DeleteUser(ctx echo.Context) error
+	// ForgotPasswordPage Open the hosted "forgot password" page
+	// (GET /api/auth/forgot-password)
+	ForgotPasswordPage(ctx echo.Context, params ForgotPasswordPageParams) error
 	// GetSession Get the current session
 	// (GET /api/auth/get-session)
 	GetSession(ctx echo.Context, params GetSessionParams) error
@@ -2761,6 +2856,9 @@ type ServerInterface interface {
 	// SignOut Sign out
 	// (POST /api/auth/sign-out)
 	SignOut(ctx echo.Context) error
+	// SignUpPage Open the hosted sign-up page
+	// (GET /api/auth/sign-up)
+	SignUpPage(ctx echo.Context, params SignUpPageParams) error
 	// SignUpEmail Sign up with email and password
 	// (POST /api/auth/sign-up/email)
 	SignUpEmail(ctx echo.Context) error
@@ -2960,6 +3058,47 @@ type ServerInterfaceWrapper struct {
 	Handler ServerInterface
 }
 
+// InvitationPage converts echo context to params.
+func (w *ServerInterfaceWrapper) InvitationPage(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params InvitationPageParams
+	// ------------- Optional query parameter "login_error" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "login_error", ctx.QueryParams(), &params.LoginError, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter login_error: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.InvitationPage(ctx, id, params)
+	return err
+}
+
+// AnswerInvitation converts echo context to params.
+func (w *ServerInterfaceWrapper) AnswerInvitation(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AnswerInvitation(ctx, id)
+	return err
+}
+
 // ChangeEmail converts echo context to params.
 func (w *ServerInterfaceWrapper) ChangeEmail(ctx echo.Context) error {
 	var err error
@@ -2978,12 +3117,62 @@ func (w *ServerInterfaceWrapper) ChangePassword(ctx echo.Context) error {
 	return err
 }
 
+// CheckInboxPage converts echo context to params.
+func (w *ServerInterfaceWrapper) CheckInboxPage(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CheckInboxPageParams
+	// ------------- Optional query parameter "for" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "for", ctx.QueryParams(), &params.For, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter for: %s", err))
+	}
+
+	// ------------- Optional query parameter "callbackURL" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "callbackURL", ctx.QueryParams(), &params.CallbackURL, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter callbackURL: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CheckInboxPage(ctx, params)
+	return err
+}
+
 // DeleteUser converts echo context to params.
 func (w *ServerInterfaceWrapper) DeleteUser(ctx echo.Context) error {
 	var err error
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.DeleteUser(ctx)
+	return err
+}
+
+// ForgotPasswordPage converts echo context to params.
+func (w *ServerInterfaceWrapper) ForgotPasswordPage(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ForgotPasswordPageParams
+	// ------------- Optional query parameter "callbackURL" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "callbackURL", ctx.QueryParams(), &params.CallbackURL, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter callbackURL: %s", err))
+	}
+
+	// ------------- Optional query parameter "email" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "email", ctx.QueryParams(), &params.Email, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter email: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ForgotPasswordPage(ctx, params)
 	return err
 }
 
@@ -3453,6 +3642,45 @@ func (w *ServerInterfaceWrapper) SignOut(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.SignOut(ctx)
+	return err
+}
+
+// SignUpPage converts echo context to params.
+func (w *ServerInterfaceWrapper) SignUpPage(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SignUpPageParams
+	// ------------- Optional query parameter "callbackURL" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "callbackURL", ctx.QueryParams(), &params.CallbackURL, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter callbackURL: %s", err))
+	}
+
+	// ------------- Optional query parameter "email" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "email", ctx.QueryParams(), &params.Email, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter email: %s", err))
+	}
+
+	// ------------- Optional query parameter "name" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "name", ctx.QueryParams(), &params.Name, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// ------------- Optional query parameter "error" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "error", ctx.QueryParams(), &params.Error, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter error: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.SignUpPage(ctx, params)
 	return err
 }
 
@@ -5016,6 +5244,11 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/api/auth/request-password-reset", wrapper.RequestPasswordReset, options.OperationMiddlewares["requestPasswordReset"]...)
 	router.GET(options.BaseURL+"/api/auth/reset-password/:token", wrapper.ResetPasswordCallback, options.OperationMiddlewares["resetPasswordCallback"]...)
 	router.POST(options.BaseURL+"/api/auth/reset-password", wrapper.ResetPassword, options.OperationMiddlewares["resetPassword"]...)
+	router.GET(options.BaseURL+"/api/auth/sign-up", wrapper.SignUpPage, options.OperationMiddlewares["signUpPage"]...)
+	router.GET(options.BaseURL+"/api/auth/forgot-password", wrapper.ForgotPasswordPage, options.OperationMiddlewares["forgotPasswordPage"]...)
+	router.GET(options.BaseURL+"/api/auth/check-inbox", wrapper.CheckInboxPage, options.OperationMiddlewares["checkInboxPage"]...)
+	router.GET(options.BaseURL+"/accept-invitation/:id", wrapper.InvitationPage, options.OperationMiddlewares["invitationPage"]...)
+	router.POST(options.BaseURL+"/accept-invitation/:id", wrapper.AnswerInvitation, options.OperationMiddlewares["answerInvitation"]...)
 
 }
 
@@ -5069,6 +5302,250 @@ type UnavailableApplicationProblemPlusJSONResponse struct {
 }
 
 type ValidationFailedApplicationProblemPlusJSONResponse Problem
+
+type InvitationPageRequestObject struct {
+	Id     string `json:"id"`
+	Params InvitationPageParams
+}
+
+type InvitationPageResponseObject interface {
+	VisitInvitationPageResponse(w http.ResponseWriter) error
+}
+
+type InvitationPage200TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response InvitationPage200TexthtmlResponse) VisitInvitationPageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type InvitationPage400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response InvitationPage400ApplicationProblemPlusJSONResponse) VisitInvitationPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InvitationPage404TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response InvitationPage404TexthtmlResponse) VisitInvitationPageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(404)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type InvitationPage410TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response InvitationPage410TexthtmlResponse) VisitInvitationPageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(410)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type InvitationPage503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response InvitationPage503ApplicationProblemPlusJSONResponse) VisitInvitationPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnswerInvitationRequestObject struct {
+	Id   string `json:"id"`
+	Body *AnswerInvitationFormdataRequestBody
+}
+
+type AnswerInvitationResponseObject interface {
+	VisitAnswerInvitationResponse(w http.ResponseWriter) error
+}
+
+type AnswerInvitation200TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response AnswerInvitation200TexthtmlResponse) VisitAnswerInvitationResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type AnswerInvitation303ResponseHeaders struct {
+	Location  *string
+	SetCookie *string
+}
+
+type AnswerInvitation303Response struct {
+	Headers AnswerInvitation303ResponseHeaders
+}
+
+func (response AnswerInvitation303Response) VisitAnswerInvitationResponse(w http.ResponseWriter) error {
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(303)
+	return nil
+}
+
+type AnswerInvitation400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AnswerInvitation400ApplicationProblemPlusJSONResponse) VisitAnswerInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnswerInvitation403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AnswerInvitation403ApplicationProblemPlusJSONResponse) VisitAnswerInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnswerInvitation404TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response AnswerInvitation404TexthtmlResponse) VisitAnswerInvitationResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(404)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type AnswerInvitation410TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response AnswerInvitation410TexthtmlResponse) VisitAnswerInvitationResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(410)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type AnswerInvitation503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AnswerInvitation503ApplicationProblemPlusJSONResponse) VisitAnswerInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
 
 type ChangeEmailRequestObject struct {
 	Body *ChangeEmailJSONRequestBody
@@ -5277,6 +5754,85 @@ func (response ChangePassword503ApplicationProblemPlusJSONResponse) VisitChangeP
 	return err
 }
 
+type CheckInboxPageRequestObject struct {
+	Params CheckInboxPageParams
+}
+
+type CheckInboxPageResponseObject interface {
+	VisitCheckInboxPageResponse(w http.ResponseWriter) error
+}
+
+type CheckInboxPage200TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response CheckInboxPage200TexthtmlResponse) VisitCheckInboxPageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type CheckInboxPage400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CheckInboxPage400ApplicationProblemPlusJSONResponse) VisitCheckInboxPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckInboxPage403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CheckInboxPage403ApplicationProblemPlusJSONResponse) VisitCheckInboxPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckInboxPage503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CheckInboxPage503ApplicationProblemPlusJSONResponse) VisitCheckInboxPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type DeleteUserRequestObject struct {
 	Body *DeleteUserJSONRequestBody
 }
@@ -5398,6 +5954,85 @@ type DeleteUser503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response DeleteUser503ApplicationProblemPlusJSONResponse) VisitDeleteUserResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ForgotPasswordPageRequestObject struct {
+	Params ForgotPasswordPageParams
+}
+
+type ForgotPasswordPageResponseObject interface {
+	VisitForgotPasswordPageResponse(w http.ResponseWriter) error
+}
+
+type ForgotPasswordPage200TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response ForgotPasswordPage200TexthtmlResponse) VisitForgotPasswordPageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type ForgotPasswordPage400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ForgotPasswordPage400ApplicationProblemPlusJSONResponse) VisitForgotPasswordPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ForgotPasswordPage403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ForgotPasswordPage403ApplicationProblemPlusJSONResponse) VisitForgotPasswordPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ForgotPasswordPage503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ForgotPasswordPage503ApplicationProblemPlusJSONResponse) VisitForgotPasswordPageResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -7294,7 +7929,8 @@ func (response ListSocialProviders200JSONResponse) VisitListSocialProvidersRespo
 }
 
 type RequestPasswordResetRequestObject struct {
-	Body *RequestPasswordResetJSONRequestBody
+	JSONBody     *RequestPasswordResetJSONRequestBody
+	FormdataBody *RequestPasswordResetFormdataRequestBody
 }
 
 type RequestPasswordResetResponseObject interface {
@@ -7313,6 +7949,22 @@ func (response RequestPasswordReset200JSONResponse) VisitRequestPasswordResetRes
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
+}
+
+type RequestPasswordReset303ResponseHeaders struct {
+	Location *string
+}
+
+type RequestPasswordReset303Response struct {
+	Headers RequestPasswordReset303ResponseHeaders
+}
+
+func (response RequestPasswordReset303Response) VisitRequestPasswordResetResponse(w http.ResponseWriter) error {
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(303)
+	return nil
 }
 
 type RequestPasswordReset400ApplicationProblemPlusJSONResponse struct {
@@ -8090,6 +8742,85 @@ func (response SignOut403ApplicationProblemPlusJSONResponse) VisitSignOutRespons
 	return err
 }
 
+type SignUpPageRequestObject struct {
+	Params SignUpPageParams
+}
+
+type SignUpPageResponseObject interface {
+	VisitSignUpPageResponse(w http.ResponseWriter) error
+}
+
+type SignUpPage200TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response SignUpPage200TexthtmlResponse) VisitSignUpPageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type SignUpPage400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SignUpPage400ApplicationProblemPlusJSONResponse) VisitSignUpPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SignUpPage403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SignUpPage403ApplicationProblemPlusJSONResponse) VisitSignUpPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SignUpPage503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SignUpPage503ApplicationProblemPlusJSONResponse) VisitSignUpPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type SignUpEmailRequestObject struct {
 	JSONBody     *SignUpEmailJSONRequestBody
 	FormdataBody *SignUpEmailFormdataRequestBody
@@ -8121,6 +8852,26 @@ func (response SignUpEmail200JSONResponse) VisitSignUpEmailResponse(w http.Respo
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
+}
+
+type SignUpEmail303ResponseHeaders struct {
+	Location  *string
+	SetCookie *string
+}
+
+type SignUpEmail303Response struct {
+	Headers SignUpEmail303ResponseHeaders
+}
+
+func (response SignUpEmail303Response) VisitSignUpEmailResponse(w http.ResponseWriter) error {
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(303)
+	return nil
 }
 
 type SignUpEmail400ApplicationProblemPlusJSONResponse struct {
@@ -13695,15 +14446,27 @@ func (response IngestUsageEventBatch404ApplicationProblemPlusJSONResponse) Visit
 
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// InvitationPage Open an invitation (the hosted accept-invitation page)
+	// (GET /accept-invitation/{id})
+	InvitationPage(ctx context.Context, request InvitationPageRequestObject) (InvitationPageResponseObject, error)
+	// AnswerInvitation Answer an invitation from its hosted page
+	// (POST /accept-invitation/{id})
+	AnswerInvitation(ctx context.Context, request AnswerInvitationRequestObject) (AnswerInvitationResponseObject, error)
 	// ChangeEmail Change the email address (by a mailed link)
 	// (POST /api/auth/change-email)
 	ChangeEmail(ctx context.Context, request ChangeEmailRequestObject) (ChangeEmailResponseObject, error)
 	// ChangePassword Change the password
 	// (POST /api/auth/change-password)
 	ChangePassword(ctx context.Context, request ChangePasswordRequestObject) (ChangePasswordResponseObject, error)
+	// CheckInboxPage Open the hosted "check your inbox" page
+	// (GET /api/auth/check-inbox)
+	CheckInboxPage(ctx context.Context, request CheckInboxPageRequestObject) (CheckInboxPageResponseObject, error)
 	// DeleteUser Delete the signed-in user's own account
 	// (POST /api/auth/delete-user)
 	DeleteUser(ctx context.Context, request DeleteUserRequestObject) (DeleteUserResponseObject, error)
+	// ForgotPasswordPage Open the hosted "forgot password" page
+	// (GET /api/auth/forgot-password)
+	ForgotPasswordPage(ctx context.Context, request ForgotPasswordPageRequestObject) (ForgotPasswordPageResponseObject, error)
 	// GetSession Get the current session
 	// (GET /api/auth/get-session)
 	GetSession(ctx context.Context, request GetSessionRequestObject) (GetSessionResponseObject, error)
@@ -13806,6 +14569,9 @@ type StrictServerInterface interface {
 	// SignOut Sign out
 	// (POST /api/auth/sign-out)
 	SignOut(ctx context.Context, request SignOutRequestObject) (SignOutResponseObject, error)
+	// SignUpPage Open the hosted sign-up page
+	// (GET /api/auth/sign-up)
+	SignUpPage(ctx context.Context, request SignUpPageRequestObject) (SignUpPageResponseObject, error)
 	// SignUpEmail Sign up with email and password
 	// (POST /api/auth/sign-up/email)
 	SignUpEmail(ctx context.Context, request SignUpEmailRequestObject) (SignUpEmailResponseObject, error)
@@ -14012,6 +14778,67 @@ type strictHandler struct {
 	middlewares []StrictMiddlewareFunc
 }
 
+// InvitationPage operation middleware
+func (sh *strictHandler) InvitationPage(ctx echo.Context, id string, params InvitationPageParams) error {
+	var request InvitationPageRequestObject
+
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.InvitationPage(ctx.Request().Context(), request.(InvitationPageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "InvitationPage")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(InvitationPageResponseObject); ok {
+		return validResponse.VisitInvitationPageResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AnswerInvitation operation middleware
+func (sh *strictHandler) AnswerInvitation(ctx echo.Context, id string) error {
+	var request AnswerInvitationRequestObject
+
+	request.Id = id
+
+	if form, err := ctx.FormParams(); err == nil {
+		var body AnswerInvitationFormdataRequestBody
+		if err := runtime.BindForm(&body, form, nil, nil); err != nil {
+			return err
+		}
+		request.Body = &body
+	} else {
+		return err
+	}
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AnswerInvitation(ctx.Request().Context(), request.(AnswerInvitationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AnswerInvitation")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AnswerInvitationResponseObject); ok {
+		return validResponse.VisitAnswerInvitationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // ChangeEmail operation middleware
 func (sh *strictHandler) ChangeEmail(ctx echo.Context) error {
 	var request ChangeEmailRequestObject
@@ -14104,6 +14931,31 @@ func (sh *strictHandler) ChangePassword(ctx echo.Context) error {
 	return nil
 }
 
+// CheckInboxPage operation middleware
+func (sh *strictHandler) CheckInboxPage(ctx echo.Context, params CheckInboxPageParams) error {
+	var request CheckInboxPageRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CheckInboxPage(ctx.Request().Context(), request.(CheckInboxPageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CheckInboxPage")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CheckInboxPageResponseObject); ok {
+		return validResponse.VisitCheckInboxPageResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // DeleteUser operation middleware
 func (sh *strictHandler) DeleteUser(ctx echo.Context) error {
 	var request DeleteUserRequestObject
@@ -14147,6 +14999,31 @@ func (sh *strictHandler) DeleteUser(ctx echo.Context) error {
 		return err
 	} else if validResponse, ok := response.(DeleteUserResponseObject); ok {
 		return validResponse.VisitDeleteUserResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ForgotPasswordPage operation middleware
+func (sh *strictHandler) ForgotPasswordPage(ctx echo.Context, params ForgotPasswordPageParams) error {
+	var request ForgotPasswordPageRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ForgotPasswordPage(ctx.Request().Context(), request.(ForgotPasswordPageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ForgotPasswordPage")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ForgotPasswordPageResponseObject); ok {
+		return validResponse.VisitForgotPasswordPageResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -15089,28 +15966,42 @@ func (sh *strictHandler) ListSocialProviders(ctx echo.Context) error {
 func (sh *strictHandler) RequestPasswordReset(ctx echo.Context) error {
 	var request RequestPasswordResetRequestObject
 
-	var body RequestPasswordResetJSONRequestBody
-	var err error
-	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
-		// A request validator built on kin-openapi's openapi3filter with
-		// KeepValidatedValue leaves the value it validated on the body. Bind
-		// that value, matching member names exactly, so the handler receives
-		// what was validated instead of a second, case-insensitive decode.
-		// Otherwise bind only the request body, so that path and query
-		// parameters are not also bound into the body struct.
-		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
-			err = binder.BindBody(ctx, &body)
+	if strings.HasPrefix(ctx.Request().Header.Get("Content-Type"), "application/json") {
+		var body RequestPasswordResetJSONRequestBody
+		var err error
+		if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+			// A request validator built on kin-openapi's openapi3filter with
+			// KeepValidatedValue leaves the value it validated on the body. Bind
+			// that value, matching member names exactly, so the handler receives
+			// what was validated instead of a second, case-insensitive decode.
+			// Otherwise bind only the request body, so that path and query
+			// parameters are not also bound into the body struct.
+			if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+				err = binder.BindBody(ctx, &body)
+			}
+		} else {
+			// A custom binder is installed on the Echo instance; defer to it
+			// entirely, since echo.Binder does not expose body-only binding and
+			// the binder may do more than decode (for example call ctx.Validate).
+			err = ctx.Bind(&body)
 		}
-	} else {
-		// A custom binder is installed on the Echo instance; defer to it
-		// entirely, since echo.Binder does not expose body-only binding and
-		// the binder may do more than decode (for example call ctx.Validate).
-		err = ctx.Bind(&body)
+		if err != nil {
+			return err
+		}
+		request.JSONBody = &body
+
 	}
-	if err != nil {
-		return err
+	if strings.HasPrefix(ctx.Request().Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		if form, err := ctx.FormParams(); err == nil {
+			var body RequestPasswordResetFormdataRequestBody
+			if err := runtime.BindForm(&body, form, nil, nil); err != nil {
+				return err
+			}
+			request.FormdataBody = &body
+		} else {
+			return err
+		}
 	}
-	request.Body = &body
 
 	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
 		return sh.ssi.RequestPasswordReset(ctx.Request().Context(), request.(RequestPasswordResetRequestObject))
@@ -15522,6 +16413,31 @@ func (sh *strictHandler) SignOut(ctx echo.Context) error {
 		return err
 	} else if validResponse, ok := response.(SignOutResponseObject); ok {
 		return validResponse.VisitSignOutResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// SignUpPage operation middleware
+func (sh *strictHandler) SignUpPage(ctx echo.Context, params SignUpPageParams) error {
+	var request SignUpPageRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.SignUpPage(ctx.Request().Context(), request.(SignUpPageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SignUpPage")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(SignUpPageResponseObject); ok {
+		return validResponse.VisitSignUpPageResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

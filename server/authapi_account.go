@@ -115,32 +115,6 @@ func jsonOrForm[T any](jsonBody, formBody *T) (*T, error) {
 	return nil, Validation(FieldError{Path: []string{"body"}, Message: "is required"})
 }
 
-// SignUpEmail creates a user with a password and signs them in.
-func (s *Server) SignUpEmail(ctx context.Context, request gen.SignUpEmailRequestObject) (gen.SignUpEmailResponseObject, error) {
-	body, err := jsonOrForm(request.JSONBody, request.FormdataBody)
-	if err != nil {
-		return nil, err
-	}
-	noStore(ctx)
-	if err := s.checkEmailSignUp(ctx, body.CallbackURL, string(body.Email)); err != nil {
-		return nil, err
-	}
-	u := store.User{Name: body.Name, Email: store.NormalizeEmail(string(body.Email))}
-	if img, err := body.Image.Get(); err == nil {
-		u.Image = &img
-	}
-	sess, token, err := s.signUp(ctx, &u, body.Password, rememberMe(body.RememberMe), body.CallbackURL)
-	if err != nil {
-		return s.signUpRefused(ctx, u, err)
-	}
-	if token == "" { // RequireEmailVerification: signed in only once verified
-		return gen.SignUpEmail200JSONResponse{Body: gen.AuthSignUpResponse{Token: nullable.NewNullNullable[string](), User: toAuthUser(u)}}, nil
-	}
-	s.setSessionCookie(ctx, token, sess.RememberMe)
-	return gen.SignUpEmail200JSONResponse{Body: gen.AuthSignUpResponse{
-		Token: nullable.NewNullableWithValue(token), User: toAuthUser(u)}}, nil
-}
-
 // SignInEmail checks an email and password and starts a new session.
 func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequestObject) (gen.SignInEmailResponseObject, error) {
 	body, err := jsonOrForm(request.JSONBody, request.FormdataBody)

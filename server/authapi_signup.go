@@ -4,9 +4,62 @@ import (
 	"context"
 	"errors"
 
+	"github.com/oapi-codegen/nullable"
+
+	"github.com/gatehouse-dev/gatehouse/gen"
 	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/store"
 )
+
+// Sign-up with email and password: better-auth's JSON, or the hosted sign-up page's form post
+// (hostedpages.go).
+
+// SignUpEmail creates a user with a password and signs them in.
+func (s *Server) SignUpEmail(ctx context.Context, request gen.SignUpEmailRequestObject) (gen.SignUpEmailResponseObject, error) {
+	body, err := jsonOrForm(request.JSONBody, request.FormdataBody)
+	if err != nil {
+		return nil, err
+	}
+	noStore(ctx)
+	// A browser's form post (the hosted sign-up page) is answered with 303 redirects: on to
+	// "check your inbox" or the callbackURL, or back to the page with the refusal.
+	browser := request.FormdataBody != nil && wantsPage(ctx)
+	refused := func(err error) (gen.SignUpEmailResponseObject, error) {
+		if res, ok := signUpPageRefused(err, body); browser && ok {
+			return res, nil
+		}
+		return nil, err
+	}
+	if err := s.checkEmailSignUp(ctx, body.CallbackURL, string(body.Email)); err != nil {
+		return refused(err)
+	}
+	u := store.User{Name: body.Name, Email: store.NormalizeEmail(string(body.Email))}
+	if img, err := body.Image.Get(); err == nil {
+		u.Image = &img
+	}
+	sess, token, err := s.signUp(ctx, &u, body.Password, rememberMe(body.RememberMe), body.CallbackURL)
+	if err != nil {
+		res, err := s.signUpRefused(ctx, u, err)
+		if err != nil {
+			return refused(err)
+		}
+		if browser { // a taken address under RequireEmailVerification: as a new one
+			return signUpPageDone(false, body.CallbackURL), nil
+		}
+		return res, nil
+	}
+	if token != "" {
+		s.setSessionCookie(ctx, token, sess.RememberMe)
+	}
+	if browser {
+		return signUpPageDone(token != "", body.CallbackURL), nil
+	}
+	if token == "" { // RequireEmailVerification: signed in only once verified
+		return gen.SignUpEmail200JSONResponse{Body: gen.AuthSignUpResponse{Token: nullable.NewNullNullable[string](), User: toAuthUser(u)}}, nil
+	}
+	return gen.SignUpEmail200JSONResponse{Body: gen.AuthSignUpResponse{
+		Token: nullable.NewNullableWithValue(token), User: toAuthUser(u)}}, nil
+}
 
 // signUp creates u with the password and the credential account, its first session (none
 // under RequireEmailVerification: token "") and the user.sign_up audit row, and queues the

@@ -37,6 +37,7 @@ func (c Config) ProviderConfig(st *store.Store, keys *oauth.KeySet, acc *identit
 		BaseURL: c.BaseURL, SecretKey: c.SecretKey, Store: st, Keys: keys,
 		Sessions: acc.Sessions, TrustedOrigin: NewOrigins(c), Social: buttons,
 		Claims: ProductClaims{Store: st}, RequestInfo: RequestInfo,
+		ForgotPasswordURL: ForgotPasswordPagePath, SignUpURL: c.signUpPageURL(), Brand: c.Brand,
 	}
 }
 
@@ -63,4 +64,13 @@ func (c Config) OutboxWorker(st *store.Store, ring *seal.Keyring, log *slog.Logg
 		opts.Log = log
 	}
 	return outbox.NewWorker(st, ring, opts)
+}
+
+// signUpPageURL is the hosted sign-up page the sign-in page links to: none unless
+// self-registration is open (under invite-only, an invitation's page links to sign-up).
+func (c Config) signUpPageURL() string {
+	if c.SignUp != SignUpOpen && c.SignUp != "" {
+		return ""
+	}
+	return SignUpPagePath
 }

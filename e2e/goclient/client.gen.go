@@ -508,6 +508,27 @@ func (e State) Valid() bool {
 	}
 }
 
+// Defines values for AnswerInvitationFormdataBodyDecision.
+const (
+	AnswerInvitationFormdataBodyDecisionAccept        AnswerInvitationFormdataBodyDecision = "accept"
+	AnswerInvitationFormdataBodyDecisionDecline       AnswerInvitationFormdataBodyDecision = "decline"
+	AnswerInvitationFormdataBodyDecisionSwitchAccount AnswerInvitationFormdataBodyDecision = "switch-account"
+)
+
+// Valid indicates whether the value is a known member of the AnswerInvitationFormdataBodyDecision enum.
+func (e AnswerInvitationFormdataBodyDecision) Valid() bool {
+	switch e {
+	case AnswerInvitationFormdataBodyDecisionAccept:
+		return true
+	case AnswerInvitationFormdataBodyDecisionDecline:
+		return true
+	case AnswerInvitationFormdataBodyDecisionSwitchAccount:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SocialCallbackParamsProvider.
 const (
 	Github SocialCallbackParamsProvider = "github"
@@ -520,6 +541,24 @@ func (e SocialCallbackParamsProvider) Valid() bool {
 	case Github:
 		return true
 	case Google:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CheckInboxPageParamsFor.
+const (
+	ResetPassword CheckInboxPageParamsFor = "reset-password"
+	VerifyEmail   CheckInboxPageParamsFor = "verify-email"
+)
+
+// Valid indicates whether the value is a known member of the CheckInboxPageParamsFor enum.
+func (e CheckInboxPageParamsFor) Valid() bool {
+	switch e {
+	case ResetPassword:
+		return true
+	case VerifyEmail:
 		return true
 	default:
 		return false
@@ -588,16 +627,16 @@ func (e GetOauth2AuthorizeParamsCodeChallengeMethod) Valid() bool {
 
 // Defines values for PostOauth2ConsentFormdataBodyDecision.
 const (
-	Accept PostOauth2ConsentFormdataBodyDecision = "accept"
-	Deny   PostOauth2ConsentFormdataBodyDecision = "deny"
+	PostOauth2ConsentFormdataBodyDecisionAccept PostOauth2ConsentFormdataBodyDecision = "accept"
+	PostOauth2ConsentFormdataBodyDecisionDeny   PostOauth2ConsentFormdataBodyDecision = "deny"
 )
 
 // Valid indicates whether the value is a known member of the PostOauth2ConsentFormdataBodyDecision enum.
 func (e PostOauth2ConsentFormdataBodyDecision) Valid() bool {
 	switch e {
-	case Accept:
+	case PostOauth2ConsentFormdataBodyDecisionAccept:
 		return true
-	case Deny:
+	case PostOauth2ConsentFormdataBodyDecisionDeny:
 		return true
 	default:
 		return false
@@ -1152,8 +1191,18 @@ type AuthPushedAuthorizationResponse struct {
 	RequestUri string `json:"request_uri"`
 }
 
+// AuthRequestPasswordResetBody defines model for AuthRequestPasswordResetBody.
+type AuthRequestPasswordResetBody struct {
+	Email openapi_types.Email `json:"email"`
+
+	// RedirectTo The product's reset page: the link sends the browser there with `?token=` (or `?error=INVALID_TOKEN`). Without it, the link opens Gatehouse's hosted reset page.
+	RedirectTo *string `json:"redirectTo,omitempty"`
+}
+
 // AuthResetPasswordBody defines model for AuthResetPasswordBody.
 type AuthResetPasswordBody struct {
+	// CallbackURL The hosted form's authorization request to continue once the password is set (a path on this site or a URL on the base URL or a trusted origin, else 403 `INVALID_CALLBACK_URL`).
+	CallbackURL *string `json:"callbackURL,omitempty"`
 	NewPassword string  `json:"newPassword"`
 	Token       *string `json:"token,omitempty"`
 }
@@ -2456,6 +2505,19 @@ type Unavailable = Problem
 // ValidationFailed An RFC 9457 problem document.
 type ValidationFailed = Problem
 
+// InvitationPageParams defines parameters for InvitationPage.
+type InvitationPageParams struct {
+	LoginError *string `form:"login_error,omitempty" json:"login_error,omitempty"`
+}
+
+// AnswerInvitationFormdataBody defines parameters for AnswerInvitation.
+type AnswerInvitationFormdataBody struct {
+	Decision AnswerInvitationFormdataBodyDecision `form:"decision" json:"decision"`
+}
+
+// AnswerInvitationFormdataBodyDecision defines parameters for AnswerInvitation.
+type AnswerInvitationFormdataBodyDecision string
+
 // SocialCallbackParams defines parameters for SocialCallback.
 type SocialCallbackParams struct {
 	Code  *string `form:"code,omitempty" json:"code,omitempty"`
@@ -2482,6 +2544,15 @@ type ChangePasswordJSONBody struct {
 	RevokeOtherSessions *bool `json:"revokeOtherSessions,omitempty"`
 }
 
+// CheckInboxPageParams defines parameters for CheckInboxPage.
+type CheckInboxPageParams struct {
+	For         *CheckInboxPageParamsFor `form:"for,omitempty" json:"for,omitempty"`
+	CallbackURL *string                  `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+}
+
+// CheckInboxPageParamsFor defines parameters for CheckInboxPage.
+type CheckInboxPageParamsFor string
+
 // DeleteUserJSONBody defines parameters for DeleteUser.
 type DeleteUserJSONBody struct {
 	// Password The account's password; required when the account has one.
@@ -2490,6 +2561,12 @@ type DeleteUserJSONBody struct {
 
 // DeleteUser200JSONResponseBodyMessage defines parameters for DeleteUser.
 type DeleteUser200JSONResponseBodyMessage string
+
+// ForgotPasswordPageParams defines parameters for ForgotPasswordPage.
+type ForgotPasswordPageParams struct {
+	CallbackURL *string `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+	Email       *string `form:"email,omitempty" json:"email,omitempty"`
+}
 
 // GetSessionParams defines parameters for GetSession.
 type GetSessionParams struct {
@@ -2730,14 +2807,6 @@ type AuthUpdateRoleJSONBody struct {
 	RoleName       *string `json:"roleName,omitempty"`
 }
 
-// RequestPasswordResetJSONBody defines parameters for RequestPasswordReset.
-type RequestPasswordResetJSONBody struct {
-	Email openapi_types.Email `json:"email"`
-
-	// RedirectTo The product's reset page: the link sends the browser there with `?token=` (or `?error=INVALID_TOKEN`). Without it, the link opens Gatehouse's hosted reset page.
-	RedirectTo *string `json:"redirectTo,omitempty"`
-}
-
 // ResetPasswordParams defines parameters for ResetPassword.
 type ResetPasswordParams struct {
 	Token *string `form:"token,omitempty" json:"token,omitempty"`
@@ -2765,6 +2834,14 @@ type SendVerificationEmailJSONBody struct {
 
 // SignOutJSONBody defines parameters for SignOut.
 type SignOutJSONBody map[string]interface{}
+
+// SignUpPageParams defines parameters for SignUpPage.
+type SignUpPageParams struct {
+	CallbackURL *string `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+	Email       *string `form:"email,omitempty" json:"email,omitempty"`
+	Name        *string `form:"name,omitempty" json:"name,omitempty"`
+	Error       *string `form:"error,omitempty" json:"error,omitempty"`
+}
 
 // UpdateUserJSONBody defines parameters for UpdateUser.
 type UpdateUserJSONBody struct {
@@ -2918,6 +2995,9 @@ type ReceiveProcessorWebhookParams struct {
 	StripeSignature *string `json:"Stripe-Signature,omitempty"`
 }
 
+// AnswerInvitationFormdataRequestBody defines body for AnswerInvitation for application/x-www-form-urlencoded ContentType.
+type AnswerInvitationFormdataRequestBody AnswerInvitationFormdataBody
+
 // ChangeEmailJSONRequestBody defines body for ChangeEmail for application/json ContentType.
 type ChangeEmailJSONRequestBody ChangeEmailJSONBody
 
@@ -2997,7 +3077,10 @@ type AuthUpdateMemberRoleJSONRequestBody AuthUpdateMemberRoleJSONBody
 type AuthUpdateRoleJSONRequestBody AuthUpdateRoleJSONBody
 
 // RequestPasswordResetJSONRequestBody defines body for RequestPasswordReset for application/json ContentType.
-type RequestPasswordResetJSONRequestBody RequestPasswordResetJSONBody
+type RequestPasswordResetJSONRequestBody = AuthRequestPasswordResetBody
+
+// RequestPasswordResetFormdataRequestBody defines body for RequestPasswordReset for application/x-www-form-urlencoded ContentType.
+type RequestPasswordResetFormdataRequestBody = AuthRequestPasswordResetBody
 
 // ResetPasswordJSONRequestBody defines body for ResetPassword for application/json ContentType.
 type ResetPasswordJSONRequestBody = AuthResetPasswordBody
@@ -3268,6 +3351,60 @@ type ClientInterface interface {
 	// Corresponds with GET /.well-known/openid-configuration (the `GetOpenidConfiguration` operationId).
 	GetOpenidConfiguration(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// InvitationPage Open an invitation (the hosted accept-invitation page)
+	//
+	// The default `GATEHOUSE_INVITATION_URL`: the link of an invitation mail. A pending,
+	// unexpired invitation in an active organization shows the organization, and then
+	// depends on who opens it:
+	// - signed out: a sign-in form with the invited address filled in (it posts to
+	//   `POST /api/auth/sign-in/email` and comes back here; `login_error` is the code a failed
+	//   sign-in came back with), and, unless `GATEHOUSE_SIGN_UP` is `closed`, a link to the
+	//   hosted sign-up page with the address filled in, which comes back here too;
+	// - signed in with another address: says so, naming both addresses, with a button that
+	//   signs out and comes back here;
+	// - signed in as the invited address: the organization and the role, with Accept and
+	//   Decline buttons (`POST` to this path).
+	//
+	// An unknown invitation is 404, and one that has expired, was withdrawn or was already
+	// answered is 410, each with a sentence for a person.
+	//
+	// Corresponds with GET /accept-invitation/{id} (the `InvitationPage` operationId).
+	InvitationPage(ctx context.Context, id string, params *InvitationPageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AnswerInvitationWithBody Answer an invitation from its hosted page
+	//
+	// The hosted accept-invitation page's buttons (a form post with the page's origin:
+	// 403 `MISSING_OR_NULL_ORIGIN` without a trusted `Origin` or `Referer`, and 403
+	// `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED` with `Sec-Fetch-Site: cross-site`). `accept`
+	// makes the signed-in recipient a member with the invited role and makes the organization
+	// active (as `POST /api/auth/organization/accept-invitation`, audited as
+	// `invitation.accept`); `decline` declines it (`invitation.reject`); both answer with a
+	// page. `switch-account` signs the browser out and goes back to the invitation (303).
+	// When the invitation cannot be answered by this visitor (signed out, another address,
+	// not pending), the answer is the invitation's page as `GET` shows it, and nothing changes.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /accept-invitation/{id} (the `AnswerInvitation` operationId).
+	AnswerInvitationWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AnswerInvitationWithFormdataBody Answer an invitation from its hosted page
+	//
+	// The hosted accept-invitation page's buttons (a form post with the page's origin:
+	// 403 `MISSING_OR_NULL_ORIGIN` without a trusted `Origin` or `Referer`, and 403
+	// `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED` with `Sec-Fetch-Site: cross-site`). `accept`
+	// makes the signed-in recipient a member with the invited role and makes the organization
+	// active (as `POST /api/auth/organization/accept-invitation`, audited as
+	// `invitation.accept`); `decline` declines it (`invitation.reject`); both answer with a
+	// page. `switch-account` signs the browser out and goes back to the invitation (303).
+	// When the invitation cannot be answered by this visitor (signed out, another address,
+	// not pending), the answer is the invitation's page as `GET` shows it, and nothing changes.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /accept-invitation/{id} (the `AnswerInvitation` operationId).
+	AnswerInvitationWithFormdataBody(ctx context.Context, id string, body AnswerInvitationFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// SocialCallback Social sign-in callback
 	//
 	// Where GitHub or Google sends the browser back. The `state` must equal the flow cookie's,
@@ -3367,6 +3504,16 @@ type ClientInterface interface {
 	// Corresponds with POST /api/auth/change-password (the `ChangePassword` operationId).
 	ChangePassword(ctx context.Context, body ChangePasswordJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// CheckInboxPage Open the hosted "check your inbox" page
+	//
+	// Where the hosted sign-up (`for=verify-email`, the default) and "forgot password"
+	// (`for=reset-password`) forms send the browser: the link is on its way, how long it
+	// works, and, with a `callbackURL`, a way back to the sign-in page. It names no address
+	// and says the same whether or not an account has one.
+	//
+	// Corresponds with GET /api/auth/check-inbox (the `CheckInboxPage` operationId).
+	CheckInboxPage(ctx context.Context, params *CheckInboxPageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// DeleteUserWithBody Delete the signed-in user's own account
 	//
 	// Deletes the caller's account the way subject deletion does, in one transaction: the user
@@ -3414,6 +3561,17 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/auth/delete-user (the `DeleteUser` operationId).
 	DeleteUser(ctx context.Context, body DeleteUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ForgotPasswordPage Open the hosted "forgot password" page
+	//
+	// The hosted page to ask for a password reset link, linked from the hosted sign-in page.
+	// Its form posts to `POST /api/auth/request-password-reset` with `callbackURL` as
+	// `redirectTo`: when that is the authorization request the sign-in page was showing (or an
+	// invitation's page), the mailed link opens the hosted reset form, which continues there
+	// afterwards. `email` fills in the form (the sign-in page passes the email typed there).
+	//
+	// Corresponds with GET /api/auth/forgot-password (the `ForgotPasswordPage` operationId).
+	ForgotPasswordPage(ctx context.Context, params *ForgotPasswordPageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetSession Get the current session
 	//
@@ -4079,6 +4237,9 @@ type ClientInterface interface {
 	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
 	// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
 	// dropped without changing the answer.
+	// The hosted "forgot password" page posts the same request as a form
+	// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+	// on to the hosted "check your inbox" page, the same whether or not the address exists.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -4098,11 +4259,36 @@ type ClientInterface interface {
 	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
 	// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
 	// dropped without changing the answer.
+	// The hosted "forgot password" page posts the same request as a form
+	// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+	// on to the hosted "check your inbox" page, the same whether or not the address exists.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
 	RequestPasswordReset(ctx context.Context, body RequestPasswordResetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RequestPasswordResetWithFormdataBody Request a password reset link
+	//
+	// Mails a password reset link to the account with `email` (better-auth's
+	// `requestPasswordReset`), an account without a password (social sign-in only) included.
+	// The answer is the same whether or not an account has the address, after the same work
+	// (a token and its message are made, stored and queued either way; for an address without
+	// an account they are decoys that never work and are never sent), so neither the answer
+	// nor its timing tells who has an account. The link
+	// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+	// must be a path on this site or a URL on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+	// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+	// dropped without changing the answer.
+	// The hosted "forgot password" page posts the same request as a form
+	// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+	// on to the hosted "check your inbox" page, the same whether or not the address exists.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+	RequestPasswordResetWithFormdataBody(ctx context.Context, body RequestPasswordResetFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ResetPasswordWithBody Set a new password with a reset token
 	//
@@ -4116,7 +4302,8 @@ type ClientInterface interface {
 	// provider links and consents go too; audited as `user.email_claim`). Audited as
 	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-	// page back. A bad token is 400 `INVALID_TOKEN`.
+	// page back, which links to `callbackURL` when the form carried one (an authorization
+	// request to continue). A bad token is 400 `INVALID_TOKEN`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -4135,7 +4322,8 @@ type ClientInterface interface {
 	// provider links and consents go too; audited as `user.email_claim`). Audited as
 	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-	// page back. A bad token is 400 `INVALID_TOKEN`.
+	// page back, which links to `callbackURL` when the form carried one (an authorization
+	// request to continue). A bad token is 400 `INVALID_TOKEN`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4154,7 +4342,8 @@ type ClientInterface interface {
 	// provider links and consents go too; audited as `user.email_claim`). Audited as
 	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-	// page back. A bad token is 400 `INVALID_TOKEN`.
+	// page back, which links to `callbackURL` when the form carried one (an authorization
+	// request to continue). A bad token is 400 `INVALID_TOKEN`.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
@@ -4170,6 +4359,11 @@ type ClientInterface interface {
 	// `error=INVALID_TOKEN` when the token is unknown, used or expired. Without one, the hosted
 	// reset page: a form for the new password (400 with an error page for a bad token). The
 	// token in the path is never logged.
+	// A `callbackURL` that is one of this site's hosted sign-in places — a path to
+	// `/api/auth/oauth2/authorize` (an authorization request whose sign-in page led to "forgot
+	// password") or to `/accept-invitation/{id}` — is not a product's page: the link opens the
+	// hosted form, which carries the `callbackURL` and, once the password is set, offers to
+	// continue there.
 	//
 	// Corresponds with GET /api/auth/reset-password/{token} (the `ResetPasswordCallback` operationId).
 	ResetPasswordCallback(ctx context.Context, token string, params *ResetPasswordCallbackParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4375,6 +4569,22 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/auth/sign-out (the `SignOut` operationId).
 	SignOut(ctx context.Context, body SignOutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SignUpPage Open the hosted sign-up page
+	//
+	// The hosted page to create an account, linked from the hosted sign-in page while
+	// `GATEHOUSE_SIGN_UP` is `open`. Its form posts to `POST /api/auth/sign-up/email` (a form
+	// post with the page's origin) and carries `callbackURL`: the authorization request the
+	// sign-in page was showing, so that signing up returns to it (directly, or through the
+	// verification link when `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true`). `email` and `name`
+	// fill in the form (an invitation's page passes the invited address); `error` is the code
+	// a refused sign-up came back with, shown as a sentence. Under `invite-only` the page says
+	// that only an invited address can sign up; under `closed` it shows no form. Like every
+	// hosted page it loads nothing from elsewhere (a per-response CSP nonce), is never cached
+	// and never framed.
+	//
+	// Corresponds with GET /api/auth/sign-up (the `SignUpPage` operationId).
+	SignUpPage(ctx context.Context, params *SignUpPageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SignUpEmailWithBody Sign up with email and password
 	//
@@ -5516,6 +5726,90 @@ func (c *Client) GetOpenidConfiguration(ctx context.Context, reqEditors ...Reque
 	return c.Client.Do(req)
 }
 
+// InvitationPage Open an invitation (the hosted accept-invitation page)
+//
+// The default `GATEHOUSE_INVITATION_URL`: the link of an invitation mail. A pending,
+// unexpired invitation in an active organization shows the organization, and then
+// depends on who opens it:
+//   - signed out: a sign-in form with the invited address filled in (it posts to
+//     `POST /api/auth/sign-in/email` and comes back here; `login_error` is the code a failed
+//     sign-in came back with), and, unless `GATEHOUSE_SIGN_UP` is `closed`, a link to the
+//     hosted sign-up page with the address filled in, which comes back here too;
+//   - signed in with another address: says so, naming both addresses, with a button that
+//     signs out and comes back here;
+//   - signed in as the invited address: the organization and the role, with Accept and
+//     Decline buttons (`POST` to this path).
+//
+// An unknown invitation is 404, and one that has expired, was withdrawn or was already
+// answered is 410, each with a sentence for a person.
+//
+// Corresponds with GET /accept-invitation/{id} (the `InvitationPage` operationId).
+func (c *Client) InvitationPage(ctx context.Context, id string, params *InvitationPageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewInvitationPageRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AnswerInvitationWithBody Answer an invitation from its hosted page
+//
+// The hosted accept-invitation page's buttons (a form post with the page's origin:
+// 403 `MISSING_OR_NULL_ORIGIN` without a trusted `Origin` or `Referer`, and 403
+// `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED` with `Sec-Fetch-Site: cross-site`). `accept`
+// makes the signed-in recipient a member with the invited role and makes the organization
+// active (as `POST /api/auth/organization/accept-invitation`, audited as
+// `invitation.accept`); `decline` declines it (`invitation.reject`); both answer with a
+// page. `switch-account` signs the browser out and goes back to the invitation (303).
+// When the invitation cannot be answered by this visitor (signed out, another address,
+// not pending), the answer is the invitation's page as `GET` shows it, and nothing changes.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /accept-invitation/{id} (the `AnswerInvitation` operationId).
+func (c *Client) AnswerInvitationWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAnswerInvitationRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AnswerInvitationWithFormdataBody Answer an invitation from its hosted page
+//
+// The hosted accept-invitation page's buttons (a form post with the page's origin:
+// 403 `MISSING_OR_NULL_ORIGIN` without a trusted `Origin` or `Referer`, and 403
+// `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED` with `Sec-Fetch-Site: cross-site`). `accept`
+// makes the signed-in recipient a member with the invited role and makes the organization
+// active (as `POST /api/auth/organization/accept-invitation`, audited as
+// `invitation.accept`); `decline` declines it (`invitation.reject`); both answer with a
+// page. `switch-account` signs the browser out and goes back to the invitation (303).
+// When the invitation cannot be answered by this visitor (signed out, another address,
+// not pending), the answer is the invitation's page as `GET` shows it, and nothing changes.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /accept-invitation/{id} (the `AnswerInvitation` operationId).
+func (c *Client) AnswerInvitationWithFormdataBody(ctx context.Context, id string, body AnswerInvitationFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAnswerInvitationRequestWithFormdataBody(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // SocialCallback Social sign-in callback
 //
 // Where GitHub or Google sends the browser back. The `state` must equal the flow cookie's,
@@ -5665,6 +5959,26 @@ func (c *Client) ChangePassword(ctx context.Context, body ChangePasswordJSONRequ
 	return c.Client.Do(req)
 }
 
+// CheckInboxPage Open the hosted "check your inbox" page
+//
+// Where the hosted sign-up (`for=verify-email`, the default) and "forgot password"
+// (`for=reset-password`) forms send the browser: the link is on its way, how long it
+// works, and, with a `callbackURL`, a way back to the sign-in page. It names no address
+// and says the same whether or not an account has one.
+//
+// Corresponds with GET /api/auth/check-inbox (the `CheckInboxPage` operationId).
+func (c *Client) CheckInboxPage(ctx context.Context, params *CheckInboxPageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCheckInboxPageRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // DeleteUserWithBody Delete the signed-in user's own account
 //
 // Deletes the caller's account the way subject deletion does, in one transaction: the user
@@ -5723,6 +6037,27 @@ func (c *Client) DeleteUserWithBody(ctx context.Context, contentType string, bod
 // Corresponds with POST /api/auth/delete-user (the `DeleteUser` operationId).
 func (c *Client) DeleteUser(ctx context.Context, body DeleteUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteUserRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ForgotPasswordPage Open the hosted "forgot password" page
+//
+// The hosted page to ask for a password reset link, linked from the hosted sign-in page.
+// Its form posts to `POST /api/auth/request-password-reset` with `callbackURL` as
+// `redirectTo`: when that is the authorization request the sign-in page was showing (or an
+// invitation's page), the mailed link opens the hosted reset form, which continues there
+// afterwards. `email` fills in the form (the sign-in page passes the email typed there).
+//
+// Corresponds with GET /api/auth/forgot-password (the `ForgotPasswordPage` operationId).
+func (c *Client) ForgotPasswordPage(ctx context.Context, params *ForgotPasswordPageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewForgotPasswordPageRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6997,6 +7332,9 @@ func (c *Client) ListSocialProviders(ctx context.Context, reqEditors ...RequestE
 // `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
 // limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
 // dropped without changing the answer.
+// The hosted "forgot password" page posts the same request as a form
+// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+// on to the hosted "check your inbox" page, the same whether or not the address exists.
 //
 // Takes any type of body and a specified content type.
 //
@@ -7026,12 +7364,47 @@ func (c *Client) RequestPasswordResetWithBody(ctx context.Context, contentType s
 // `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
 // limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
 // dropped without changing the answer.
+// The hosted "forgot password" page posts the same request as a form
+// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+// on to the hosted "check your inbox" page, the same whether or not the address exists.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
 func (c *Client) RequestPasswordReset(ctx context.Context, body RequestPasswordResetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRequestPasswordResetRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RequestPasswordResetWithFormdataBody Request a password reset link
+//
+// Mails a password reset link to the account with `email` (better-auth's
+// `requestPasswordReset`), an account without a password (social sign-in only) included.
+// The answer is the same whether or not an account has the address, after the same work
+// (a token and its message are made, stored and queued either way; for an address without
+// an account they are decoys that never work and are never sent), so neither the answer
+// nor its timing tells who has an account. The link
+// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+// must be a path on this site or a URL on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+// dropped without changing the answer.
+// The hosted "forgot password" page posts the same request as a form
+// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+// on to the hosted "check your inbox" page, the same whether or not the address exists.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+func (c *Client) RequestPasswordResetWithFormdataBody(ctx context.Context, body RequestPasswordResetFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRequestPasswordResetRequestWithFormdataBody(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7054,7 +7427,8 @@ func (c *Client) RequestPasswordReset(ctx context.Context, body RequestPasswordR
 // provider links and consents go too; audited as `user.email_claim`). Audited as
 // `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 // The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-// page back. A bad token is 400 `INVALID_TOKEN`.
+// page back, which links to `callbackURL` when the form carried one (an authorization
+// request to continue). A bad token is 400 `INVALID_TOKEN`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -7083,7 +7457,8 @@ func (c *Client) ResetPasswordWithBody(ctx context.Context, params *ResetPasswor
 // provider links and consents go too; audited as `user.email_claim`). Audited as
 // `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 // The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-// page back. A bad token is 400 `INVALID_TOKEN`.
+// page back, which links to `callbackURL` when the form carried one (an authorization
+// request to continue). A bad token is 400 `INVALID_TOKEN`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7112,7 +7487,8 @@ func (c *Client) ResetPassword(ctx context.Context, params *ResetPasswordParams,
 // provider links and consents go too; audited as `user.email_claim`). Audited as
 // `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 // The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-// page back. A bad token is 400 `INVALID_TOKEN`.
+// page back, which links to `callbackURL` when the form carried one (an authorization
+// request to continue). A bad token is 400 `INVALID_TOKEN`.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
@@ -7138,6 +7514,11 @@ func (c *Client) ResetPasswordWithFormdataBody(ctx context.Context, params *Rese
 // `error=INVALID_TOKEN` when the token is unknown, used or expired. Without one, the hosted
 // reset page: a form for the new password (400 with an error page for a bad token). The
 // token in the path is never logged.
+// A `callbackURL` that is one of this site's hosted sign-in places — a path to
+// `/api/auth/oauth2/authorize` (an authorization request whose sign-in page led to "forgot
+// password") or to `/accept-invitation/{id}` — is not a product's page: the link opens the
+// hosted form, which carries the `callbackURL` and, once the password is set, offers to
+// continue there.
 //
 // Corresponds with GET /api/auth/reset-password/{token} (the `ResetPasswordCallback` operationId).
 func (c *Client) ResetPasswordCallback(ctx context.Context, token string, params *ResetPasswordCallbackParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7484,6 +7865,32 @@ func (c *Client) SignOutWithBody(ctx context.Context, contentType string, body i
 // Corresponds with POST /api/auth/sign-out (the `SignOut` operationId).
 func (c *Client) SignOut(ctx context.Context, body SignOutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSignOutRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SignUpPage Open the hosted sign-up page
+//
+// The hosted page to create an account, linked from the hosted sign-in page while
+// `GATEHOUSE_SIGN_UP` is `open`. Its form posts to `POST /api/auth/sign-up/email` (a form
+// post with the page's origin) and carries `callbackURL`: the authorization request the
+// sign-in page was showing, so that signing up returns to it (directly, or through the
+// verification link when `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true`). `email` and `name`
+// fill in the form (an invitation's page passes the invited address); `error` is the code
+// a refused sign-up came back with, shown as a sentence. Under `invite-only` the page says
+// that only an invited address can sign up; under `closed` it shows no form. Like every
+// hosted page it loads nothing from elsewhere (a per-response CSP nonce), is never cached
+// and never framed.
+//
+// Corresponds with GET /api/auth/sign-up (the `SignUpPage` operationId).
+func (c *Client) SignUpPage(ctx context.Context, params *SignUpPageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSignUpPageRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -9583,6 +9990,114 @@ func NewGetOpenidConfigurationRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewInvitationPageRequest constructs an http.Request for the InvitationPage method
+func NewInvitationPageRequest(server string, id string, params *InvitationPageParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/accept-invitation/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.LoginError != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "login_error", *params.LoginError, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAnswerInvitationRequestWithFormdataBody calls the generic AnswerInvitation builder with application/x-www-form-urlencoded body
+func NewAnswerInvitationRequestWithFormdataBody(server string, id string, body AnswerInvitationFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewAnswerInvitationRequestWithBody(server, id, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewAnswerInvitationRequestWithBody constructs an http.Request for the AnswerInvitation method, with any body, and a specified content type
+func NewAnswerInvitationRequestWithBody(server string, id string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/accept-invitation/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewSocialCallbackRequest constructs an http.Request for the SocialCallback method
 func NewSocialCallbackRequest(server string, provider SocialCallbackParamsProvider, params *SocialCallbackParams) (*http.Request, error) {
 	var err error
@@ -9748,6 +10263,72 @@ func NewChangePasswordRequestWithBody(server string, contentType string, body io
 	return req, nil
 }
 
+// NewCheckInboxPageRequest constructs an http.Request for the CheckInboxPage method
+func NewCheckInboxPageRequest(server string, params *CheckInboxPageParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/check-inbox")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.For != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "for", *params.For, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CallbackURL != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "callbackURL", *params.CallbackURL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewDeleteUserRequest calls the generic DeleteUser builder with application/json body
 func NewDeleteUserRequest(server string, body DeleteUserJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -9784,6 +10365,72 @@ func NewDeleteUserRequestWithBody(server string, contentType string, body io.Rea
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewForgotPasswordPageRequest constructs an http.Request for the ForgotPasswordPage method
+func NewForgotPasswordPageRequest(server string, params *ForgotPasswordPageParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/forgot-password")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.CallbackURL != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "callbackURL", *params.CallbackURL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Email != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "email", *params.Email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -11656,6 +12303,17 @@ func NewRequestPasswordResetRequest(server string, body RequestPasswordResetJSON
 	return NewRequestPasswordResetRequestWithBody(server, "application/json", bodyReader)
 }
 
+// NewRequestPasswordResetRequestWithFormdataBody calls the generic RequestPasswordReset builder with application/x-www-form-urlencoded body
+func NewRequestPasswordResetRequestWithFormdataBody(server string, body RequestPasswordResetFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewRequestPasswordResetRequestWithBody(server, "application/x-www-form-urlencoded", bodyReader)
+}
+
 // NewRequestPasswordResetRequestWithBody constructs an http.Request for the RequestPasswordReset method, with any body, and a specified content type
 func NewRequestPasswordResetRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
@@ -12082,6 +12740,96 @@ func NewSignOutRequestWithBody(server string, contentType string, body io.Reader
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSignUpPageRequest constructs an http.Request for the SignUpPage method
+func NewSignUpPageRequest(server string, params *SignUpPageParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/sign-up")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.CallbackURL != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "callbackURL", *params.CallbackURL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Email != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "email", *params.Email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Name != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "name", *params.Name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Error != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "error", *params.Error, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -15465,6 +16213,62 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /.well-known/openid-configuration (the `GetOpenidConfiguration` operationId).
 	GetOpenidConfigurationWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenidConfigurationResponse, error)
 
+	// InvitationPageWithResponse Open an invitation (the hosted accept-invitation page)
+	//
+	// The default `GATEHOUSE_INVITATION_URL`: the link of an invitation mail. A pending,
+	// unexpired invitation in an active organization shows the organization, and then
+	// depends on who opens it:
+	// - signed out: a sign-in form with the invited address filled in (it posts to
+	//   `POST /api/auth/sign-in/email` and comes back here; `login_error` is the code a failed
+	//   sign-in came back with), and, unless `GATEHOUSE_SIGN_UP` is `closed`, a link to the
+	//   hosted sign-up page with the address filled in, which comes back here too;
+	// - signed in with another address: says so, naming both addresses, with a button that
+	//   signs out and comes back here;
+	// - signed in as the invited address: the organization and the role, with Accept and
+	//   Decline buttons (`POST` to this path).
+	//
+	// An unknown invitation is 404, and one that has expired, was withdrawn or was already
+	// answered is 410, each with a sentence for a person.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /accept-invitation/{id} (the `InvitationPage` operationId).
+	InvitationPageWithResponse(ctx context.Context, id string, params *InvitationPageParams, reqEditors ...RequestEditorFn) (*InvitationPageResponse, error)
+
+	// AnswerInvitationWithBodyWithResponse Answer an invitation from its hosted page
+	//
+	// The hosted accept-invitation page's buttons (a form post with the page's origin:
+	// 403 `MISSING_OR_NULL_ORIGIN` without a trusted `Origin` or `Referer`, and 403
+	// `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED` with `Sec-Fetch-Site: cross-site`). `accept`
+	// makes the signed-in recipient a member with the invited role and makes the organization
+	// active (as `POST /api/auth/organization/accept-invitation`, audited as
+	// `invitation.accept`); `decline` declines it (`invitation.reject`); both answer with a
+	// page. `switch-account` signs the browser out and goes back to the invitation (303).
+	// When the invitation cannot be answered by this visitor (signed out, another address,
+	// not pending), the answer is the invitation's page as `GET` shows it, and nothing changes.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /accept-invitation/{id} (the `AnswerInvitation` operationId).
+	AnswerInvitationWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AnswerInvitationResponse, error)
+
+	// AnswerInvitationWithFormdataBodyWithResponse Answer an invitation from its hosted page
+	//
+	// The hosted accept-invitation page's buttons (a form post with the page's origin:
+	// 403 `MISSING_OR_NULL_ORIGIN` without a trusted `Origin` or `Referer`, and 403
+	// `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED` with `Sec-Fetch-Site: cross-site`). `accept`
+	// makes the signed-in recipient a member with the invited role and makes the organization
+	// active (as `POST /api/auth/organization/accept-invitation`, audited as
+	// `invitation.accept`); `decline` declines it (`invitation.reject`); both answer with a
+	// page. `switch-account` signs the browser out and goes back to the invitation (303).
+	// When the invitation cannot be answered by this visitor (signed out, another address,
+	// not pending), the answer is the invitation's page as `GET` shows it, and nothing changes.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /accept-invitation/{id} (the `AnswerInvitation` operationId).
+	AnswerInvitationWithFormdataBodyWithResponse(ctx context.Context, id string, body AnswerInvitationFormdataRequestBody, reqEditors ...RequestEditorFn) (*AnswerInvitationResponse, error)
+
 	// SocialCallbackWithResponse Social sign-in callback
 	//
 	// Where GitHub or Google sends the browser back. The `state` must equal the flow cookie's,
@@ -15566,6 +16370,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/auth/change-password (the `ChangePassword` operationId).
 	ChangePasswordWithResponse(ctx context.Context, body ChangePasswordJSONRequestBody, reqEditors ...RequestEditorFn) (*ChangePasswordResponse, error)
 
+	// CheckInboxPageWithResponse Open the hosted "check your inbox" page
+	//
+	// Where the hosted sign-up (`for=verify-email`, the default) and "forgot password"
+	// (`for=reset-password`) forms send the browser: the link is on its way, how long it
+	// works, and, with a `callbackURL`, a way back to the sign-in page. It names no address
+	// and says the same whether or not an account has one.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/check-inbox (the `CheckInboxPage` operationId).
+	CheckInboxPageWithResponse(ctx context.Context, params *CheckInboxPageParams, reqEditors ...RequestEditorFn) (*CheckInboxPageResponse, error)
+
 	// DeleteUserWithBodyWithResponse Delete the signed-in user's own account
 	//
 	// Deletes the caller's account the way subject deletion does, in one transaction: the user
@@ -15613,6 +16429,19 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/auth/delete-user (the `DeleteUser` operationId).
 	DeleteUserWithResponse(ctx context.Context, body DeleteUserJSONRequestBody, reqEditors ...RequestEditorFn) (*DeleteUserResponse, error)
+
+	// ForgotPasswordPageWithResponse Open the hosted "forgot password" page
+	//
+	// The hosted page to ask for a password reset link, linked from the hosted sign-in page.
+	// Its form posts to `POST /api/auth/request-password-reset` with `callbackURL` as
+	// `redirectTo`: when that is the authorization request the sign-in page was showing (or an
+	// invitation's page), the mailed link opens the hosted reset form, which continues there
+	// afterwards. `email` fills in the form (the sign-in page passes the email typed there).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/forgot-password (the `ForgotPasswordPage` operationId).
+	ForgotPasswordPageWithResponse(ctx context.Context, params *ForgotPasswordPageParams, reqEditors ...RequestEditorFn) (*ForgotPasswordPageResponse, error)
 
 	// GetSessionWithResponse Get the current session
 	//
@@ -16306,6 +17135,9 @@ type ClientWithResponsesInterface interface {
 	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
 	// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
 	// dropped without changing the answer.
+	// The hosted "forgot password" page posts the same request as a form
+	// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+	// on to the hosted "check your inbox" page, the same whether or not the address exists.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -16325,11 +17157,36 @@ type ClientWithResponsesInterface interface {
 	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
 	// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
 	// dropped without changing the answer.
+	// The hosted "forgot password" page posts the same request as a form
+	// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+	// on to the hosted "check your inbox" page, the same whether or not the address exists.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
 	RequestPasswordResetWithResponse(ctx context.Context, body RequestPasswordResetJSONRequestBody, reqEditors ...RequestEditorFn) (*RequestPasswordResetResponse, error)
+
+	// RequestPasswordResetWithFormdataBodyWithResponse Request a password reset link
+	//
+	// Mails a password reset link to the account with `email` (better-auth's
+	// `requestPasswordReset`), an account without a password (social sign-in only) included.
+	// The answer is the same whether or not an account has the address, after the same work
+	// (a token and its message are made, stored and queued either way; for an address without
+	// an account they are decoys that never work and are never sent), so neither the answer
+	// nor its timing tells who has an account. The link
+	// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+	// must be a path on this site or a URL on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+	// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+	// dropped without changing the answer.
+	// The hosted "forgot password" page posts the same request as a form
+	// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+	// on to the hosted "check your inbox" page, the same whether or not the address exists.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+	RequestPasswordResetWithFormdataBodyWithResponse(ctx context.Context, body RequestPasswordResetFormdataRequestBody, reqEditors ...RequestEditorFn) (*RequestPasswordResetResponse, error)
 
 	// ResetPasswordWithBodyWithResponse Set a new password with a reset token
 	//
@@ -16343,7 +17200,8 @@ type ClientWithResponsesInterface interface {
 	// provider links and consents go too; audited as `user.email_claim`). Audited as
 	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-	// page back. A bad token is 400 `INVALID_TOKEN`.
+	// page back, which links to `callbackURL` when the form carried one (an authorization
+	// request to continue). A bad token is 400 `INVALID_TOKEN`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -16362,7 +17220,8 @@ type ClientWithResponsesInterface interface {
 	// provider links and consents go too; audited as `user.email_claim`). Audited as
 	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-	// page back. A bad token is 400 `INVALID_TOKEN`.
+	// page back, which links to `callbackURL` when the form carried one (an authorization
+	// request to continue). A bad token is 400 `INVALID_TOKEN`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -16381,7 +17240,8 @@ type ClientWithResponsesInterface interface {
 	// provider links and consents go too; audited as `user.email_claim`). Audited as
 	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-	// page back. A bad token is 400 `INVALID_TOKEN`.
+	// page back, which links to `callbackURL` when the form carried one (an authorization
+	// request to continue). A bad token is 400 `INVALID_TOKEN`.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -16397,6 +17257,11 @@ type ClientWithResponsesInterface interface {
 	// `error=INVALID_TOKEN` when the token is unknown, used or expired. Without one, the hosted
 	// reset page: a form for the new password (400 with an error page for a bad token). The
 	// token in the path is never logged.
+	// A `callbackURL` that is one of this site's hosted sign-in places — a path to
+	// `/api/auth/oauth2/authorize` (an authorization request whose sign-in page led to "forgot
+	// password") or to `/accept-invitation/{id}` — is not a product's page: the link opens the
+	// hosted form, which carries the `callbackURL` and, once the password is set, offers to
+	// continue there.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -16604,6 +17469,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/auth/sign-out (the `SignOut` operationId).
 	SignOutWithResponse(ctx context.Context, body SignOutJSONRequestBody, reqEditors ...RequestEditorFn) (*SignOutResponse, error)
+
+	// SignUpPageWithResponse Open the hosted sign-up page
+	//
+	// The hosted page to create an account, linked from the hosted sign-in page while
+	// `GATEHOUSE_SIGN_UP` is `open`. Its form posts to `POST /api/auth/sign-up/email` (a form
+	// post with the page's origin) and carries `callbackURL`: the authorization request the
+	// sign-in page was showing, so that signing up returns to it (directly, or through the
+	// verification link when `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true`). `email` and `name`
+	// fill in the form (an invitation's page passes the invited address); `error` is the code
+	// a refused sign-up came back with, shown as a sentence. Under `invite-only` the page says
+	// that only an invited address can sign up; under `closed` it shows no form. Like every
+	// hosted page it loads nothing from elsewhere (a per-response CSP nonce), is never cached
+	// and never framed.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/sign-up (the `SignUpPage` operationId).
+	SignUpPageWithResponse(ctx context.Context, params *SignUpPageParams, reqEditors ...RequestEditorFn) (*SignUpPageResponse, error)
 
 	// SignUpEmailWithBodyWithResponse Sign up with email and password
 	//
@@ -17946,6 +18829,131 @@ func (r GetOpenidConfigurationResponse) ContentType() string {
 	return ""
 }
 
+// InvitationPageResponse503Headers the declared response headers of an HTTP 503 response for InvitationPage
+type InvitationPageResponse503Headers struct {
+	RetryAfter *int
+}
+
+type InvitationPageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *InvitationPageResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r InvitationPageResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r InvitationPageResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r InvitationPageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r InvitationPageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r InvitationPageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r InvitationPageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AnswerInvitationResponse303Headers the declared response headers of an HTTP 303 response for AnswerInvitation
+type AnswerInvitationResponse303Headers struct {
+	Location  *string
+	SetCookie *string
+}
+
+// AnswerInvitationResponse503Headers the declared response headers of an HTTP 503 response for AnswerInvitation
+type AnswerInvitationResponse503Headers struct {
+	RetryAfter *int
+}
+
+type AnswerInvitationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *AnswerInvitationResponse303Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AnswerInvitationResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r AnswerInvitationResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AnswerInvitationResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AnswerInvitationResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AnswerInvitationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AnswerInvitationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AnswerInvitationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AnswerInvitationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // SocialCallbackResponse302Headers the declared response headers of an HTTP 302 response for SocialCallback
 type SocialCallbackResponse302Headers struct {
 	Location *string
@@ -18174,6 +19182,68 @@ func (r ChangePasswordResponse) ContentType() string {
 	return ""
 }
 
+// CheckInboxPageResponse503Headers the declared response headers of an HTTP 503 response for CheckInboxPage
+type CheckInboxPageResponse503Headers struct {
+	RetryAfter *int
+}
+
+type CheckInboxPageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CheckInboxPageResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CheckInboxPageResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CheckInboxPageResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CheckInboxPageResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CheckInboxPageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CheckInboxPageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CheckInboxPageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CheckInboxPageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // DeleteUserResponse200Headers the declared response headers of an HTTP 200 response for DeleteUser
 type DeleteUserResponse200Headers struct {
 	SetCookie *string
@@ -18278,6 +19348,68 @@ func (r DeleteUserResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r DeleteUserResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ForgotPasswordPageResponse503Headers the declared response headers of an HTTP 503 response for ForgotPasswordPage
+type ForgotPasswordPageResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ForgotPasswordPageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ForgotPasswordPageResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ForgotPasswordPageResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ForgotPasswordPageResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ForgotPasswordPageResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ForgotPasswordPageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ForgotPasswordPageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ForgotPasswordPageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ForgotPasswordPageResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -20568,6 +21700,11 @@ func (r ListSocialProvidersResponse) ContentType() string {
 	return ""
 }
 
+// RequestPasswordResetResponse303Headers the declared response headers of an HTTP 303 response for RequestPasswordReset
+type RequestPasswordResetResponse303Headers struct {
+	Location *string
+}
+
 // RequestPasswordResetResponse503Headers the declared response headers of an HTTP 503 response for RequestPasswordReset
 type RequestPasswordResetResponse503Headers struct {
 	RetryAfter *int
@@ -20584,6 +21721,8 @@ type RequestPasswordResetResponse struct {
 	ApplicationproblemJSON403 *AuthForbidden
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *RequestPasswordResetResponse303Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *RequestPasswordResetResponse503Headers
 }
@@ -21204,8 +22343,76 @@ func (r SignOutResponse) ContentType() string {
 	return ""
 }
 
+// SignUpPageResponse503Headers the declared response headers of an HTTP 503 response for SignUpPage
+type SignUpPageResponse503Headers struct {
+	RetryAfter *int
+}
+
+type SignUpPageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SignUpPageResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SignUpPageResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SignUpPageResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r SignUpPageResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r SignUpPageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SignUpPageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SignUpPageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SignUpPageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // SignUpEmailResponse200Headers the declared response headers of an HTTP 200 response for SignUpEmail
 type SignUpEmailResponse200Headers struct {
+	SetCookie *string
+}
+
+// SignUpEmailResponse303Headers the declared response headers of an HTTP 303 response for SignUpEmail
+type SignUpEmailResponse303Headers struct {
+	Location  *string
 	SetCookie *string
 }
 
@@ -21236,6 +22443,8 @@ type SignUpEmailResponse struct {
 	ApplicationproblemJSON503 *AuthUnavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *SignUpEmailResponse200Headers
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *SignUpEmailResponse303Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *SignUpEmailResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -26178,6 +27387,80 @@ func (c *ClientWithResponses) GetOpenidConfigurationWithResponse(ctx context.Con
 	return ParseGetOpenidConfigurationResponse(rsp)
 }
 
+// InvitationPageWithResponse Open an invitation (the hosted accept-invitation page)
+//
+// The default `GATEHOUSE_INVITATION_URL`: the link of an invitation mail. A pending,
+// unexpired invitation in an active organization shows the organization, and then
+// depends on who opens it:
+//   - signed out: a sign-in form with the invited address filled in (it posts to
+//     `POST /api/auth/sign-in/email` and comes back here; `login_error` is the code a failed
+//     sign-in came back with), and, unless `GATEHOUSE_SIGN_UP` is `closed`, a link to the
+//     hosted sign-up page with the address filled in, which comes back here too;
+//   - signed in with another address: says so, naming both addresses, with a button that
+//     signs out and comes back here;
+//   - signed in as the invited address: the organization and the role, with Accept and
+//     Decline buttons (`POST` to this path).
+//
+// An unknown invitation is 404, and one that has expired, was withdrawn or was already
+// answered is 410, each with a sentence for a person.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /accept-invitation/{id} (the `InvitationPage` operationId).
+func (c *ClientWithResponses) InvitationPageWithResponse(ctx context.Context, id string, params *InvitationPageParams, reqEditors ...RequestEditorFn) (*InvitationPageResponse, error) {
+	rsp, err := c.InvitationPage(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseInvitationPageResponse(rsp)
+}
+
+// AnswerInvitationWithBodyWithResponse Answer an invitation from its hosted page
+//
+// The hosted accept-invitation page's buttons (a form post with the page's origin:
+// 403 `MISSING_OR_NULL_ORIGIN` without a trusted `Origin` or `Referer`, and 403
+// `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED` with `Sec-Fetch-Site: cross-site`). `accept`
+// makes the signed-in recipient a member with the invited role and makes the organization
+// active (as `POST /api/auth/organization/accept-invitation`, audited as
+// `invitation.accept`); `decline` declines it (`invitation.reject`); both answer with a
+// page. `switch-account` signs the browser out and goes back to the invitation (303).
+// When the invitation cannot be answered by this visitor (signed out, another address,
+// not pending), the answer is the invitation's page as `GET` shows it, and nothing changes.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /accept-invitation/{id} (the `AnswerInvitation` operationId).
+func (c *ClientWithResponses) AnswerInvitationWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AnswerInvitationResponse, error) {
+	rsp, err := c.AnswerInvitationWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAnswerInvitationResponse(rsp)
+}
+
+// AnswerInvitationWithFormdataBodyWithResponse Answer an invitation from its hosted page
+//
+// The hosted accept-invitation page's buttons (a form post with the page's origin:
+// 403 `MISSING_OR_NULL_ORIGIN` without a trusted `Origin` or `Referer`, and 403
+// `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED` with `Sec-Fetch-Site: cross-site`). `accept`
+// makes the signed-in recipient a member with the invited role and makes the organization
+// active (as `POST /api/auth/organization/accept-invitation`, audited as
+// `invitation.accept`); `decline` declines it (`invitation.reject`); both answer with a
+// page. `switch-account` signs the browser out and goes back to the invitation (303).
+// When the invitation cannot be answered by this visitor (signed out, another address,
+// not pending), the answer is the invitation's page as `GET` shows it, and nothing changes.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /accept-invitation/{id} (the `AnswerInvitation` operationId).
+func (c *ClientWithResponses) AnswerInvitationWithFormdataBodyWithResponse(ctx context.Context, id string, body AnswerInvitationFormdataRequestBody, reqEditors ...RequestEditorFn) (*AnswerInvitationResponse, error) {
+	rsp, err := c.AnswerInvitationWithFormdataBody(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAnswerInvitationResponse(rsp)
+}
+
 // SocialCallbackWithResponse Social sign-in callback
 //
 // Where GitHub or Google sends the browser back. The `state` must equal the flow cookie's,
@@ -26309,6 +27592,24 @@ func (c *ClientWithResponses) ChangePasswordWithResponse(ctx context.Context, bo
 	return ParseChangePasswordResponse(rsp)
 }
 
+// CheckInboxPageWithResponse Open the hosted "check your inbox" page
+//
+// Where the hosted sign-up (`for=verify-email`, the default) and "forgot password"
+// (`for=reset-password`) forms send the browser: the link is on its way, how long it
+// works, and, with a `callbackURL`, a way back to the sign-in page. It names no address
+// and says the same whether or not an account has one.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/check-inbox (the `CheckInboxPage` operationId).
+func (c *ClientWithResponses) CheckInboxPageWithResponse(ctx context.Context, params *CheckInboxPageParams, reqEditors ...RequestEditorFn) (*CheckInboxPageResponse, error) {
+	rsp, err := c.CheckInboxPage(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCheckInboxPageResponse(rsp)
+}
+
 // DeleteUserWithBodyWithResponse Delete the signed-in user's own account
 //
 // Deletes the caller's account the way subject deletion does, in one transaction: the user
@@ -26367,6 +27668,25 @@ func (c *ClientWithResponses) DeleteUserWithResponse(ctx context.Context, body D
 		return nil, err
 	}
 	return ParseDeleteUserResponse(rsp)
+}
+
+// ForgotPasswordPageWithResponse Open the hosted "forgot password" page
+//
+// The hosted page to ask for a password reset link, linked from the hosted sign-in page.
+// Its form posts to `POST /api/auth/request-password-reset` with `callbackURL` as
+// `redirectTo`: when that is the authorization request the sign-in page was showing (or an
+// invitation's page), the mailed link opens the hosted reset form, which continues there
+// afterwards. `email` fills in the form (the sign-in page passes the email typed there).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/forgot-password (the `ForgotPasswordPage` operationId).
+func (c *ClientWithResponses) ForgotPasswordPageWithResponse(ctx context.Context, params *ForgotPasswordPageParams, reqEditors ...RequestEditorFn) (*ForgotPasswordPageResponse, error) {
+	rsp, err := c.ForgotPasswordPage(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseForgotPasswordPageResponse(rsp)
 }
 
 // GetSessionWithResponse Get the current session
@@ -27421,6 +28741,9 @@ func (c *ClientWithResponses) ListSocialProvidersWithResponse(ctx context.Contex
 // `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
 // limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
 // dropped without changing the answer.
+// The hosted "forgot password" page posts the same request as a form
+// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+// on to the hosted "check your inbox" page, the same whether or not the address exists.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -27446,12 +28769,43 @@ func (c *ClientWithResponses) RequestPasswordResetWithBodyWithResponse(ctx conte
 // `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
 // limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
 // dropped without changing the answer.
+// The hosted "forgot password" page posts the same request as a form
+// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+// on to the hosted "check your inbox" page, the same whether or not the address exists.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
 func (c *ClientWithResponses) RequestPasswordResetWithResponse(ctx context.Context, body RequestPasswordResetJSONRequestBody, reqEditors ...RequestEditorFn) (*RequestPasswordResetResponse, error) {
 	rsp, err := c.RequestPasswordReset(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRequestPasswordResetResponse(rsp)
+}
+
+// RequestPasswordResetWithFormdataBodyWithResponse Request a password reset link
+//
+// Mails a password reset link to the account with `email` (better-auth's
+// `requestPasswordReset`), an account without a password (social sign-in only) included.
+// The answer is the same whether or not an account has the address, after the same work
+// (a token and its message are made, stored and queued either way; for an address without
+// an account they are decoys that never work and are never sent), so neither the answer
+// nor its timing tells who has an account. The link
+// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+// must be a path on this site or a URL on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+// dropped without changing the answer.
+// The hosted "forgot password" page posts the same request as a form
+// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+// on to the hosted "check your inbox" page, the same whether or not the address exists.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+func (c *ClientWithResponses) RequestPasswordResetWithFormdataBodyWithResponse(ctx context.Context, body RequestPasswordResetFormdataRequestBody, reqEditors ...RequestEditorFn) (*RequestPasswordResetResponse, error) {
+	rsp, err := c.RequestPasswordResetWithFormdataBody(ctx, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -27470,7 +28824,8 @@ func (c *ClientWithResponses) RequestPasswordResetWithResponse(ctx context.Conte
 // provider links and consents go too; audited as `user.email_claim`). Audited as
 // `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 // The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-// page back. A bad token is 400 `INVALID_TOKEN`.
+// page back, which links to `callbackURL` when the form carried one (an authorization
+// request to continue). A bad token is 400 `INVALID_TOKEN`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -27495,7 +28850,8 @@ func (c *ClientWithResponses) ResetPasswordWithBodyWithResponse(ctx context.Cont
 // provider links and consents go too; audited as `user.email_claim`). Audited as
 // `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 // The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-// page back. A bad token is 400 `INVALID_TOKEN`.
+// page back, which links to `callbackURL` when the form carried one (an authorization
+// request to continue). A bad token is 400 `INVALID_TOKEN`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -27520,7 +28876,8 @@ func (c *ClientWithResponses) ResetPasswordWithResponse(ctx context.Context, par
 // provider links and consents go too; audited as `user.email_claim`). Audited as
 // `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 // The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-// page back. A bad token is 400 `INVALID_TOKEN`.
+// page back, which links to `callbackURL` when the form carried one (an authorization
+// request to continue). A bad token is 400 `INVALID_TOKEN`.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -27542,6 +28899,11 @@ func (c *ClientWithResponses) ResetPasswordWithFormdataBodyWithResponse(ctx cont
 // `error=INVALID_TOKEN` when the token is unknown, used or expired. Without one, the hosted
 // reset page: a form for the new password (400 with an error page for a bad token). The
 // token in the path is never logged.
+// A `callbackURL` that is one of this site's hosted sign-in places — a path to
+// `/api/auth/oauth2/authorize` (an authorization request whose sign-in page led to "forgot
+// password") or to `/accept-invitation/{id}` — is not a product's page: the link opens the
+// hosted form, which carries the `callbackURL` and, once the password is set, offers to
+// continue there.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -27838,6 +29200,30 @@ func (c *ClientWithResponses) SignOutWithResponse(ctx context.Context, body Sign
 		return nil, err
 	}
 	return ParseSignOutResponse(rsp)
+}
+
+// SignUpPageWithResponse Open the hosted sign-up page
+//
+// The hosted page to create an account, linked from the hosted sign-in page while
+// `GATEHOUSE_SIGN_UP` is `open`. Its form posts to `POST /api/auth/sign-up/email` (a form
+// post with the page's origin) and carries `callbackURL`: the authorization request the
+// sign-in page was showing, so that signing up returns to it (directly, or through the
+// verification link when `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true`). `email` and `name`
+// fill in the form (an invitation's page passes the invited address); `error` is the code
+// a refused sign-up came back with, shown as a sentence. Under `invite-only` the page says
+// that only an invited address can sign up; under `closed` it shows no form. Like every
+// hosted page it loads nothing from elsewhere (a per-response CSP nonce), is never cached
+// and never framed.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/sign-up (the `SignUpPage` operationId).
+func (c *ClientWithResponses) SignUpPageWithResponse(ctx context.Context, params *SignUpPageParams, reqEditors ...RequestEditorFn) (*SignUpPageResponse, error) {
+	rsp, err := c.SignUpPage(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSignUpPageResponse(rsp)
 }
 
 // SignUpEmailWithBodyWithResponse Sign up with email and password
@@ -29693,6 +31079,125 @@ func ParseGetOpenidConfigurationResponse(rsp *http.Response) (*GetOpenidConfigur
 	return response, nil
 }
 
+// ParseInvitationPageResponse parses an HTTP response from a InvitationPageWithResponse call
+func ParseInvitationPageResponse(rsp *http.Response) (*InvitationPageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &InvitationPageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers InvitationPageResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAnswerInvitationResponse parses an HTTP response from a AnswerInvitationWithResponse call
+func ParseAnswerInvitationResponse(rsp *http.Response) (*AnswerInvitationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AnswerInvitationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
+		var headers AnswerInvitationResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers303 = &headers
+	case rsp.StatusCode == 503:
+		var headers AnswerInvitationResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseSocialCallbackResponse parses an HTTP response from a SocialCallbackWithResponse call
 func ParseSocialCallbackResponse(rsp *http.Response) (*SocialCallbackResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -29903,6 +31408,59 @@ func ParseChangePasswordResponse(rsp *http.Response) (*ChangePasswordResponse, e
 	return response, nil
 }
 
+// ParseCheckInboxPageResponse parses an HTTP response from a CheckInboxPageWithResponse call
+func ParseCheckInboxPageResponse(rsp *http.Response) (*CheckInboxPageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CheckInboxPageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers CheckInboxPageResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseDeleteUserResponse parses an HTTP response from a DeleteUserWithResponse call
 func ParseDeleteUserResponse(rsp *http.Response) (*DeleteUserResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -29994,6 +31552,59 @@ func ParseDeleteUserResponse(rsp *http.Response) (*DeleteUserResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers DeleteUserResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseForgotPasswordPageResponse parses an HTTP response from a ForgotPasswordPageWithResponse call
+func ParseForgotPasswordPageResponse(rsp *http.Response) (*ForgotPasswordPageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ForgotPasswordPageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ForgotPasswordPageResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -31791,6 +33402,9 @@ func ParseRequestPasswordResetResponse(rsp *http.Response) (*RequestPasswordRese
 		}
 		response.JSON200 = &dest
 
+	case rsp.StatusCode == 303:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest AuthBadRequest
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -31815,6 +33429,16 @@ func ParseRequestPasswordResetResponse(rsp *http.Response) (*RequestPasswordRese
 	}
 
 	switch {
+	case rsp.StatusCode == 303:
+		var headers RequestPasswordResetResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers303 = &headers
 	case rsp.StatusCode == 503:
 		var headers RequestPasswordResetResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -32352,6 +33976,59 @@ func ParseSignOutResponse(rsp *http.Response) (*SignOutResponse, error) {
 	return response, nil
 }
 
+// ParseSignUpPageResponse parses an HTTP response from a SignUpPageWithResponse call
+func ParseSignUpPageResponse(rsp *http.Response) (*SignUpPageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SignUpPageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers SignUpPageResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseSignUpEmailResponse parses an HTTP response from a SignUpEmailWithResponse call
 func ParseSignUpEmailResponse(rsp *http.Response) (*SignUpEmailResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -32372,6 +34049,9 @@ func ParseSignUpEmailResponse(rsp *http.Response) (*SignUpEmailResponse, error) 
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case rsp.StatusCode == 303:
+		break // No content-type
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest AuthBadRequest
@@ -32421,6 +34101,23 @@ func ParseSignUpEmailResponse(rsp *http.Response) (*SignUpEmailResponse, error) 
 			headers.SetCookie = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 303:
+		var headers SignUpEmailResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers303 = &headers
 	case rsp.StatusCode == 429:
 		var headers SignUpEmailResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
