@@ -46,13 +46,16 @@ func TestAuthClientE2E(t *testing.T) {
 	node := findNode(t, root)
 
 	logs := &syncBuffer{}
-	base, mailbox := startAuthServer(t, logs)
+	base, mailbox := startAuthServer(t, logs, false)
+	// A second server requires verified addresses (GATEHOUSE_REQUIRE_EMAIL_VERIFICATION).
+	strictBase, strictMailbox := startAuthServer(t, logs, true)
 
 	ctx, cancel := context.WithTimeout(context.Background(), authClientTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", filepath.Join("e2e", "js")+string(filepath.Separator))
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "GATEHOUSE_BASE_URL="+base, "GATEHOUSE_TEST_MAILBOX_URL="+mailbox, "NO_COLOR=1", "FORCE_COLOR=0")
+	cmd.Env = append(os.Environ(), "GATEHOUSE_BASE_URL="+base, "GATEHOUSE_TEST_MAILBOX_URL="+mailbox,
+		"GATEHOUSE_STRICT_BASE_URL="+strictBase, "GATEHOUSE_STRICT_MAILBOX_URL="+strictMailbox, "NO_COLOR=1", "FORCE_COLOR=0")
 	cmd.WaitDelay = 5 * time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -99,7 +102,8 @@ func findNode(t *testing.T, root string) string {
 // server (mailtest), and GET <mailbox>?to=<address> answers the messages
 // delivered to address as JSON [{subject, text}], for the JS scenarios to read
 // links out of.
-func startAuthServer(t *testing.T, logs *syncBuffer) (string, string) {
+// requireVerification sets RequireEmailVerification (the strict server of the JS tests).
+func startAuthServer(t *testing.T, logs *syncBuffer, requireVerification bool) (string, string) {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil) // listens on 127.0.0.1
 	base := "http://" + srv.Listener.Addr().String()
@@ -114,7 +118,8 @@ func startAuthServer(t *testing.T, logs *syncBuffer) (string, string) {
 		Email: "dorothy@example.com", EmailVerified: true})
 	cfg := server.Config{BaseURL: base, BodyLimit: 1 << 20, SecretKey: make([]byte, 32),
 		Social: []server.SocialConfig{{ID: identity.GitHub, ClientID: socialtest.ClientID,
-			ClientSecret: socialtest.ClientSecret, Endpoints: fake.Endpoints(identity.GitHub)}}}
+			ClientSecret: socialtest.ClientSecret, Endpoints: fake.Endpoints(identity.GitHub)}},
+		RequireEmailVerification: requireVerification}
 	st := storetest.Backends(t)[0].Open(t)
 	app, err := newServer(cfg, st, log)
 	if err != nil {

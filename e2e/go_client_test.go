@@ -16,7 +16,7 @@ import (
 // role binding, and authorize with the service account's own API key. Every step asserts on
 // the decoded response, so a spec change that breaks the generated client fails here.
 func TestGoClientE2E(t *testing.T) {
-	base, _ := startAuthServer(t, &syncBuffer{})
+	base, _ := startAuthServer(t, &syncBuffer{}, false)
 	ctx := context.Background()
 
 	jar, err := cookiejar.New(nil)

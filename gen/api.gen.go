@@ -2961,6 +2961,13 @@ type AnswerInvitationFormdataBody struct {
 // AnswerInvitationFormdataBodyDecision defines parameters for AnswerInvitation.
 type AnswerInvitationFormdataBodyDecision string
 
+// ChangeEmailJSONBody defines parameters for ChangeEmail.
+type ChangeEmailJSONBody struct {
+	// CallbackURL Where the link sends the browser after changing the address (with `error` on failure).
+	CallbackURL *string             `json:"callbackURL,omitempty"`
+	NewEmail    openapi_types.Email `json:"newEmail"`
+}
+
 // ChangePasswordJSONBody defines parameters for ChangePassword.
 type ChangePasswordJSONBody struct {
 	CurrentPassword string `json:"currentPassword"`
@@ -5139,6 +5146,9 @@ type OnWebhookEndpointUpdateParams struct {
 // AnswerInvitationFormdataRequestBody defines body for AnswerInvitation for application/x-www-form-urlencoded ContentType.
 type AnswerInvitationFormdataRequestBody AnswerInvitationFormdataBody
 
+// ChangeEmailJSONRequestBody defines body for ChangeEmail for application/json ContentType.
+type ChangeEmailJSONRequestBody ChangeEmailJSONBody
+
 // ChangePasswordJSONRequestBody defines body for ChangePassword for application/json ContentType.
 type ChangePasswordJSONRequestBody ChangePasswordJSONBody
 
@@ -5566,6 +5576,9 @@ type ServerInterface interface {
 	// AnswerInvitation Answer an invitation from its hosted page
 	// (POST /accept-invitation/{id})
 	AnswerInvitation(ctx echo.Context, id string) error
+	// ChangeEmail Change the email address (by a mailed link)
+	// (POST /api/auth/change-email)
+	ChangeEmail(ctx echo.Context) error
 	// ChangePassword Change the password
 	// (POST /api/auth/change-password)
 	ChangePassword(ctx echo.Context) error
@@ -5953,6 +5966,15 @@ func (w *ServerInterfaceWrapper) AnswerInvitation(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.AnswerInvitation(ctx, id)
+	return err
+}
+
+// ChangeEmail converts echo context to params.
+func (w *ServerInterfaceWrapper) ChangeEmail(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ChangeEmail(ctx)
 	return err
 }
 
@@ -8457,6 +8479,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/api/auth/list-accounts", wrapper.ListAccounts, options.OperationMiddlewares["listAccounts"]...)
 	router.GET(options.BaseURL+"/api/auth/providers", wrapper.ListSocialProviders, options.OperationMiddlewares["listSocialProviders"]...)
 	router.POST(options.BaseURL+"/api/auth/delete-user", wrapper.DeleteUser, options.OperationMiddlewares["deleteUser"]...)
+	router.POST(options.BaseURL+"/api/auth/change-email", wrapper.ChangeEmail, options.OperationMiddlewares["changeEmail"]...)
 	router.POST(options.BaseURL+"/api/auth/send-verification-email", wrapper.SendVerificationEmail, options.OperationMiddlewares["sendVerificationEmail"]...)
 	router.GET(options.BaseURL+"/api/auth/verify-email", wrapper.VerifyEmail, options.OperationMiddlewares["verifyEmail"]...)
 	router.POST(options.BaseURL+"/api/auth/request-password-reset", wrapper.RequestPasswordReset, options.OperationMiddlewares["requestPasswordReset"]...)
@@ -13856,6 +13879,95 @@ func (response AnswerInvitation503ApplicationProblemPlusJSONResponse) VisitAnswe
 	return err
 }
 
+type ChangeEmailRequestObject struct {
+	Body *ChangeEmailJSONRequestBody
+}
+
+type ChangeEmailResponseObject interface {
+	VisitChangeEmailResponse(w http.ResponseWriter) error
+}
+
+type ChangeEmail200JSONResponse AuthStatus
+
+func (response ChangeEmail200JSONResponse) VisitChangeEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ChangeEmail400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ChangeEmail400ApplicationProblemPlusJSONResponse) VisitChangeEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ChangeEmail401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ChangeEmail401ApplicationProblemPlusJSONResponse) VisitChangeEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ChangeEmail403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ChangeEmail403ApplicationProblemPlusJSONResponse) VisitChangeEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ChangeEmail503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ChangeEmail503ApplicationProblemPlusJSONResponse) VisitChangeEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ChangePasswordRequestObject struct {
 	Body *ChangePasswordJSONRequestBody
 }
@@ -17389,6 +17501,40 @@ func (response VerifyEmail403ApplicationProblemPlusJSONResponse) VisitVerifyEmai
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyEmail409ApplicationProblemPlusJSONResponse AuthProblem
+
+func (response VerifyEmail409ApplicationProblemPlusJSONResponse) VisitVerifyEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyEmail409TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response VerifyEmail409TexthtmlResponse) VisitVerifyEmailResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(409)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
 	return err
 }
 
@@ -23545,6 +23691,9 @@ type StrictServerInterface interface {
 	// AnswerInvitation Answer an invitation from its hosted page
 	// (POST /accept-invitation/{id})
 	AnswerInvitation(ctx context.Context, request AnswerInvitationRequestObject) (AnswerInvitationResponseObject, error)
+	// ChangeEmail Change the email address (by a mailed link)
+	// (POST /api/auth/change-email)
+	ChangeEmail(ctx context.Context, request ChangeEmailRequestObject) (ChangeEmailResponseObject, error)
 	// ChangePassword Change the password
 	// (POST /api/auth/change-password)
 	ChangePassword(ctx context.Context, request ChangePasswordRequestObject) (ChangePasswordResponseObject, error)
@@ -23956,6 +24105,52 @@ func (sh *strictHandler) AnswerInvitation(ctx echo.Context, id string) error {
 		return err
 	} else if validResponse, ok := response.(AnswerInvitationResponseObject); ok {
 		return validResponse.VisitAnswerInvitationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ChangeEmail operation middleware
+func (sh *strictHandler) ChangeEmail(ctx echo.Context) error {
+	var request ChangeEmailRequestObject
+
+	var body ChangeEmailJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ChangeEmail(ctx.Request().Context(), request.(ChangeEmailRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ChangeEmail")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ChangeEmailResponseObject); ok {
+		return validResponse.VisitChangeEmailResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

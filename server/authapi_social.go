@@ -214,7 +214,14 @@ func (s *Server) socialCallback(c echo.Context) error {
 		s.log.WarnContext(ctx, "social sign-in: provider failure", "provider", p.ID, "err", err)
 		return fail("provider_error")
 	}
-	_, created, token, err := s.socialSignIn(ctx, p.ID, id)
+	user, created, token, err := s.socialSignIn(ctx, p.ID, id)
+	if err == nil && token == "" {
+		// RequireEmailVerification: the linked account's address is not verified.
+		err = s.requireVerifiedEmail(ctx, user, nil)
+		if errors.Is(err, errEmailNotVerified) {
+			err = socialRefusal("email_not_verified")
+		}
+	}
 	var code socialRefusal
 	if errors.As(err, &code) {
 		return fail(string(code))
@@ -242,6 +249,12 @@ func (r socialRefusal) Error() string { return "social sign-in refused: " + stri
 // never verified); else, when no user has the email, a new user (created reports it). An
 // unverified email that belongs to a user is socialRefusal "email_not_verified"; no email at
 // all for a new user is "no_email".
+//
+// With RequireEmailVerification it is gated like a password sign-in: an address the provider
+// did not verify creates no user ("email_not_verified": nobody proved it, and a verification
+// link would take the new account's only way in away again, see identity.ClaimEmail), and a
+// user whose address is not verified gets no session (token is ""; the caller mails a fresh
+// verification link and refuses).
 func (s *Server) socialSignIn(ctx context.Context, provider string, id identity.SocialIdentity) (user store.User, created bool, token string, err error) {
 	err = s.store.InTx(ctx, func(tx *store.Tx) error {
 		created = false
@@ -250,6 +263,9 @@ func (s *Server) socialSignIn(ctx context.Context, provider string, id identity.
 		case err == nil:
 			if user, err = tx.UserByID(ctx, acc.UserID); err != nil {
 				return err
+			}
+			if s.cfg.RequireEmailVerification && !user.EmailVerified {
+				return nil
 			}
 		case !errors.Is(err, store.ErrNotFound):
 			return err
@@ -271,6 +287,9 @@ func (s *Server) socialSignIn(ctx context.Context, provider string, id identity.
 				}
 				user.EmailVerified = true
 			case errors.Is(err, store.ErrNotFound):
+				if s.cfg.RequireEmailVerification && !id.EmailVerified {
+					return socialRefusal("email_not_verified")
+				}
 				if err := s.allowSignUp(ctx, id.Email, id.EmailVerified); err != nil {
 					if errors.Is(err, errSignUpClosed) || errors.Is(err, errSignUpNeedsInvitation) {
 						return socialSignUpDisabled

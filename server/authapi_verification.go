@@ -80,9 +80,14 @@ func (s *Server) VerifyEmail(ctx context.Context, request gen.VerifyEmailRequest
 	var v identity.EmailVerification
 	var sess store.Session
 	var token string
+	var change *identity.EmailChange
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
 		var err error
 		v, err = identity.VerifyEmail(ctx, tx, request.Params.Token, auditEntry(ctx, auditEvent{}))
+		if errors.Is(err, identity.ErrTokenInvalid) {
+			change, err = s.changeEmailLink(ctx, tx, request.Params.Token, err)
+			return err
+		}
 		if err != nil || !v.Claim.Claimed || p == nil || p.Kind != PrincipalUser || p.ID() != v.User.ID {
 			return err
 		}
@@ -95,6 +100,8 @@ func (s *Server) VerifyEmail(ctx context.Context, request gen.VerifyEmailRequest
 		failure = errInvalidToken
 	case errors.Is(err, identity.ErrTokenExpired):
 		failure = errTokenExpired
+	case errors.Is(err, identity.ErrEmailTaken):
+		failure = errEmailTaken
 	case err != nil:
 		return nil, err
 	}
@@ -109,7 +116,7 @@ func (s *Server) VerifyEmail(ctx context.Context, request gen.VerifyEmailRequest
 		return gen.VerifyEmail302Response{Headers: gen.VerifyEmail302ResponseHeaders{Location: &loc}}, nil
 	}
 	if wantsPage(ctx) {
-		return s.verifyEmailPage(ctx, failure)
+		return s.verifyEmailPage(ctx, failure, change != nil)
 	}
 	if failure != nil {
 		return nil, failure
@@ -118,10 +125,18 @@ func (s *Server) VerifyEmail(ctx context.Context, request gen.VerifyEmailRequest
 }
 
 // verifyEmailPage is the hosted page of a verification link opened without a callbackURL.
-func (s *Server) verifyEmailPage(ctx context.Context, failure *Error) (gen.VerifyEmailResponseObject, error) {
+func (s *Server) verifyEmailPage(ctx context.Context, failure *Error, changed bool) (gen.VerifyEmailResponseObject, error) {
 	page := accountPage{Title: "Email address verified",
 		Message: "Your email address is verified. You can close this window and go back to the application."}
-	if failure != nil {
+	if changed {
+		page = accountPage{Title: "Email address changed",
+			Message: "Your account now uses this email address. You can close this window and go back to the application."}
+	}
+	if failure == errEmailTaken {
+		page = accountPage{Title: "This address is taken", Error: true, Code: failure.Code,
+			Message: "Another account has this email address now, so yours keeps its current address.",
+			Next:    "Choose another address, or sign in to the other account."}
+	} else if failure != nil {
 		page = accountPage{Title: "This link does not work", Error: true, Code: failure.Code,
 			Message: "The verification link is not valid: it may have expired or been replaced by a newer one.",
 			Next:    "Ask the application for a new verification email."}
@@ -132,6 +147,9 @@ func (s *Server) verifyEmailPage(ctx context.Context, failure *Error) (gen.Verif
 	body, n, err := s.renderAccountPage(ctx, pageMessage, page)
 	if err != nil {
 		return nil, err
+	}
+	if failure == errEmailTaken {
+		return gen.VerifyEmail409TexthtmlResponse{Body: body, ContentLength: n}, nil
 	}
 	if failure != nil {
 		return gen.VerifyEmail401TexthtmlResponse{Body: body, ContentLength: n}, nil

@@ -14,6 +14,9 @@ import (
 const (
 	EmailTokenVerifyEmail   = "verify-email"
 	EmailTokenResetPassword = "reset-password"
+	// EmailTokenChangeEmail is mailed to the new address of an email change: using it moves the
+	// user from Email to NewEmail.
+	EmailTokenChangeEmail = "change-email"
 )
 
 // EmailToken is a stored email token (without the token).
@@ -22,8 +25,11 @@ type EmailToken struct {
 	Purpose string
 	// UserID is the token's user; "" for a decoy, which never works.
 	UserID string
-	// Email is the address the link was sent to.
+	// Email is the address the link was sent to; for EmailTokenChangeEmail, the address the
+	// user had when asking for the change (the link was sent to NewEmail).
 	Email string
+	// NewEmail is, for EmailTokenChangeEmail, the address the change moves the user to.
+	NewEmail string
 	// Credential is, for a verification token, the SHA-256 of the password hash the account had
 	// when the link was issued ("" when it had none).
 	Credential string
@@ -38,15 +44,16 @@ type emailTokenRow struct {
 	UserID     sql.NullString `db:"user_id"`
 	Email      string         `db:"email"`
 	Credential string         `db:"credential"`
+	NewEmail   string         `db:"new_email"`
 	ExpiresAt  sqlTime        `db:"expires_at"`
 	UsedAt     *sqlTime       `db:"used_at"`
 	CreatedAt  sqlTime        `db:"created_at"`
 }
 
-const emailTokenColumns = `id, purpose, user_id, email, credential, expires_at, used_at, created_at`
+const emailTokenColumns = `id, purpose, user_id, email, credential, new_email, expires_at, used_at, created_at`
 
 func (r emailTokenRow) token() EmailToken {
-	t := EmailToken{ID: r.ID, Purpose: r.Purpose, UserID: r.UserID.String, Email: r.Email, Credential: r.Credential,
+	t := EmailToken{ID: r.ID, Purpose: r.Purpose, UserID: r.UserID.String, Email: r.Email, Credential: r.Credential, NewEmail: r.NewEmail,
 		ExpiresAt: time.Time(r.ExpiresAt), CreatedAt: time.Time(r.CreatedAt)}
 	if r.UsedAt != nil {
 		u := time.Time(*r.UsedAt)
@@ -57,12 +64,14 @@ func (r emailTokenRow) token() EmailToken {
 
 // CreateEmailToken stores t under tokenHash (the hex SHA-256 of the token), filling in t.ID and
 // t.CreatedAt, and deletes a few expired tokens. t.Purpose must be one of the purposes,
-// tokenHash and t.Email not empty (ErrInvalid), t.UserID a user (ErrNotFound otherwise) or ""
+// tokenHash and t.Email not empty, t.NewEmail not empty exactly for EmailTokenChangeEmail
+// (ErrInvalid), t.UserID a user (ErrNotFound otherwise) or ""
 // for a decoy that belongs to nobody.
 func (tx *Tx) CreateEmailToken(ctx context.Context, tokenHash string, t *EmailToken) error {
 	const op = "create email token"
-	if tokenHash == "" || t.Email == "" || (t.Purpose != EmailTokenVerifyEmail && t.Purpose != EmailTokenResetPassword) {
-		return fmt.Errorf("store: %s: %w: token hash, email and a known purpose are required", op, ErrInvalid)
+	known := t.Purpose == EmailTokenVerifyEmail || t.Purpose == EmailTokenResetPassword || t.Purpose == EmailTokenChangeEmail
+	if tokenHash == "" || t.Email == "" || !known || (t.Purpose == EmailTokenChangeEmail) != (t.NewEmail != "") {
+		return fmt.Errorf("store: %s: %w: token hash, email and a known purpose are required (a new email exactly for a change)", op, ErrInvalid)
 	}
 	now := tx.store.Now()
 	if err := tx.sweep(ctx, "email_tokens", "id", now); err != nil {
@@ -70,8 +79,9 @@ func (tx *Tx) CreateEmailToken(ctx context.Context, tokenHash string, t *EmailTo
 	}
 	t.ID, t.CreatedAt, t.UsedAt = NewID("etk"), now, nil
 	_, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(`INSERT INTO email_tokens (id, token_hash, purpose, user_id,
-		email, credential, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
-		t.ID, tokenHash, t.Purpose, sql.NullString{String: t.UserID, Valid: t.UserID != ""}, NormalizeEmail(t.Email), t.Credential, sqlTime(t.ExpiresAt), sqlTime(now))
+		email, credential, new_email, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		t.ID, tokenHash, t.Purpose, sql.NullString{String: t.UserID, Valid: t.UserID != ""}, NormalizeEmail(t.Email), t.Credential,
+		NormalizeEmail(t.NewEmail), sqlTime(t.ExpiresAt), sqlTime(now))
 	if isMissingReference(err) {
 		return fmt.Errorf("store: %s: user %s: %w", op, t.UserID, ErrNotFound)
 	}

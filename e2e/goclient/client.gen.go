@@ -3051,6 +3051,13 @@ type SocialCallbackParams struct {
 // SocialCallbackParamsProvider defines parameters for SocialCallback.
 type SocialCallbackParamsProvider string
 
+// ChangeEmailJSONBody defines parameters for ChangeEmail.
+type ChangeEmailJSONBody struct {
+	// CallbackURL Where the link sends the browser after changing the address (with `error` on failure).
+	CallbackURL *string             `json:"callbackURL,omitempty"`
+	NewEmail    openapi_types.Email `json:"newEmail"`
+}
+
 // ChangePasswordJSONBody defines parameters for ChangePassword.
 type ChangePasswordJSONBody struct {
 	CurrentPassword string `json:"currentPassword"`
@@ -5315,6 +5322,9 @@ type OnWebhookEndpointUpdateParams struct {
 // AnswerInvitationFormdataRequestBody defines body for AnswerInvitation for application/x-www-form-urlencoded ContentType.
 type AnswerInvitationFormdataRequestBody AnswerInvitationFormdataBody
 
+// ChangeEmailJSONRequestBody defines body for ChangeEmail for application/json ContentType.
+type ChangeEmailJSONRequestBody ChangeEmailJSONBody
+
 // ChangePasswordJSONRequestBody defines body for ChangePassword for application/json ContentType.
 type ChangePasswordJSONRequestBody ChangePasswordJSONBody
 
@@ -5935,7 +5945,10 @@ type ClientInterface interface {
 	// session cookie set. A refusal with an authentic flow cookie is a 302 to
 	// `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
 	// `invalid_state` (used or expired), `access_denied` (refused at the provider),
-	// `email_not_verified` (an unverified email that belongs to another user), `no_email`,
+	// `email_not_verified` (an unverified email that belongs to another user; with
+	// `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` also an unverified email of a new user, which
+	// creates nothing, and a signed-in account whose email is not verified, which is mailed a
+	// fresh verification link within the send limits), `no_email`,
 	// `signup_disabled` (a new user that `GATEHOUSE_SIGN_UP` does not let in: `closed`, or
 	// `invite-only` without a provider-verified address holding a pending invitation),
 	// `provider_error`. Without an authentic flow cookie the answer is 400
@@ -5943,6 +5956,54 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/auth/callback/{provider} (the `SocialCallback` operationId).
 	SocialCallback(ctx context.Context, provider SocialCallbackParamsProvider, params *SocialCallbackParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ChangeEmailWithBody Change the email address (by a mailed link)
+	//
+	// Asks to move the caller's account to `newEmail` (better-auth's `changeEmail`, with
+	// verification): a link is mailed to the new address and a notice (without a link) to
+	// the current one, both queued in the outbox in the request's transaction and counted
+	// against the send limits (5 per address per 15 minutes, 30 per client IP per hour; a mail
+	// over a limit is dropped without changing the answer). The address changes only when the
+	// link (`/api/auth/verify-email?token=…&callbackURL=…`) is opened: it works once, for 24
+	// hours, and only while the account still has the address it had when asking; it makes
+	// the new address verified and is audited as `user.email_changed` (the request as
+	// `user.email_change_requested`). Sessions, OAuth grants and sign-in methods stay.
+	//
+	// The answer is `{"status": true}` whether or not another account has `newEmail`, after
+	// the same work: for a taken address the token is a decoy that never works and the link's
+	// message is never sent (the notice to the current address goes either way), so neither
+	// the answer, its timing nor the caller's mail tells who has an account. `newEmail` equal
+	// to the current address is 400 `EMAIL_IS_THE_SAME`; `callbackURL` must be a path on this
+	// site or a URL on the base URL or a trusted origin (403 `INVALID_CALLBACK_URL`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/change-email (the `ChangeEmail` operationId).
+	ChangeEmailWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ChangeEmail Change the email address (by a mailed link)
+	//
+	// Asks to move the caller's account to `newEmail` (better-auth's `changeEmail`, with
+	// verification): a link is mailed to the new address and a notice (without a link) to
+	// the current one, both queued in the outbox in the request's transaction and counted
+	// against the send limits (5 per address per 15 minutes, 30 per client IP per hour; a mail
+	// over a limit is dropped without changing the answer). The address changes only when the
+	// link (`/api/auth/verify-email?token=…&callbackURL=…`) is opened: it works once, for 24
+	// hours, and only while the account still has the address it had when asking; it makes
+	// the new address verified and is audited as `user.email_changed` (the request as
+	// `user.email_change_requested`). Sessions, OAuth grants and sign-in methods stay.
+	//
+	// The answer is `{"status": true}` whether or not another account has `newEmail`, after
+	// the same work: for a taken address the token is a decoy that never works and the link's
+	// message is never sent (the notice to the current address goes either way), so neither
+	// the answer, its timing nor the caller's mail tells who has an account. `newEmail` equal
+	// to the current address is 400 `EMAIL_IS_THE_SAME`; `callbackURL` must be a path on this
+	// site or a URL on the base URL or a trusted origin (403 `INVALID_CALLBACK_URL`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/change-email (the `ChangeEmail` operationId).
+	ChangeEmail(ctx context.Context, body ChangeEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ChangePasswordWithBody Change the password
 	//
@@ -7067,7 +7128,9 @@ type ClientInterface interface {
 	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+	// a user that is not stored) rather than 422, after the same work (the password hashed, a
+	// decoy verification token and message committed, the message never sent), so neither the
+	// answer nor its timing tells anything about accounts.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -7091,7 +7154,9 @@ type ClientInterface interface {
 	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+	// a user that is not stored) rather than 422, after the same work (the password hashed, a
+	// decoy verification token and message committed, the message never sent), so neither the
+	// answer nor its timing tells anything about accounts.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -7115,7 +7180,9 @@ type ClientInterface interface {
 	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+	// a user that is not stored) rather than 422, after the same work (the password hashed, a
+	// decoy verification token and message committed, the message never sent), so neither the
+	// answer nor its timing tells anything about accounts.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
@@ -7154,6 +7221,12 @@ type ClientInterface interface {
 	// `{"status": true, "user": null}` or a 401 problem (`INVALID_TOKEN`, `TOKEN_EXPIRED`).
 	// A link opened again after it worked (a mail scanner may open it first) is answered as a
 	// success while the address stays verified.
+	//
+	// The link of an email change (`change-email`) goes through here too: it moves the account
+	// to the new address, verified (audited as `user.email_changed`); sessions stay, and no
+	// browser is signed in by it. When another account has taken the new address since the
+	// link was mailed, nothing changes: 409 `USER_ALREADY_EXISTS_USE_ANOTHER_EMAIL` (a page
+	// for a browser, `error=USER_ALREADY_EXISTS_USE_ANOTHER_EMAIL` on the `callbackURL`).
 	//
 	// Corresponds with GET /api/auth/verify-email (the `VerifyEmail` operationId).
 	VerifyEmail(ctx context.Context, params *VerifyEmailParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -8415,7 +8488,10 @@ func (c *Client) AnswerInvitationWithFormdataBody(ctx context.Context, id string
 // session cookie set. A refusal with an authentic flow cookie is a 302 to
 // `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
 // `invalid_state` (used or expired), `access_denied` (refused at the provider),
-// `email_not_verified` (an unverified email that belongs to another user), `no_email`,
+// `email_not_verified` (an unverified email that belongs to another user; with
+// `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` also an unverified email of a new user, which
+// creates nothing, and a signed-in account whose email is not verified, which is mailed a
+// fresh verification link within the send limits), `no_email`,
 // `signup_disabled` (a new user that `GATEHOUSE_SIGN_UP` does not let in: `closed`, or
 // `invite-only` without a provider-verified address holding a pending invitation),
 // `provider_error`. Without an authentic flow cookie the answer is 400
@@ -8424,6 +8500,74 @@ func (c *Client) AnswerInvitationWithFormdataBody(ctx context.Context, id string
 // Corresponds with GET /api/auth/callback/{provider} (the `SocialCallback` operationId).
 func (c *Client) SocialCallback(ctx context.Context, provider SocialCallbackParamsProvider, params *SocialCallbackParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSocialCallbackRequest(c.Server, provider, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ChangeEmailWithBody Change the email address (by a mailed link)
+//
+// Asks to move the caller's account to `newEmail` (better-auth's `changeEmail`, with
+// verification): a link is mailed to the new address and a notice (without a link) to
+// the current one, both queued in the outbox in the request's transaction and counted
+// against the send limits (5 per address per 15 minutes, 30 per client IP per hour; a mail
+// over a limit is dropped without changing the answer). The address changes only when the
+// link (`/api/auth/verify-email?token=…&callbackURL=…`) is opened: it works once, for 24
+// hours, and only while the account still has the address it had when asking; it makes
+// the new address verified and is audited as `user.email_changed` (the request as
+// `user.email_change_requested`). Sessions, OAuth grants and sign-in methods stay.
+//
+// The answer is `{"status": true}` whether or not another account has `newEmail`, after
+// the same work: for a taken address the token is a decoy that never works and the link's
+// message is never sent (the notice to the current address goes either way), so neither
+// the answer, its timing nor the caller's mail tells who has an account. `newEmail` equal
+// to the current address is 400 `EMAIL_IS_THE_SAME`; `callbackURL` must be a path on this
+// site or a URL on the base URL or a trusted origin (403 `INVALID_CALLBACK_URL`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/change-email (the `ChangeEmail` operationId).
+func (c *Client) ChangeEmailWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewChangeEmailRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ChangeEmail Change the email address (by a mailed link)
+//
+// Asks to move the caller's account to `newEmail` (better-auth's `changeEmail`, with
+// verification): a link is mailed to the new address and a notice (without a link) to
+// the current one, both queued in the outbox in the request's transaction and counted
+// against the send limits (5 per address per 15 minutes, 30 per client IP per hour; a mail
+// over a limit is dropped without changing the answer). The address changes only when the
+// link (`/api/auth/verify-email?token=…&callbackURL=…`) is opened: it works once, for 24
+// hours, and only while the account still has the address it had when asking; it makes
+// the new address verified and is audited as `user.email_changed` (the request as
+// `user.email_change_requested`). Sessions, OAuth grants and sign-in methods stay.
+//
+// The answer is `{"status": true}` whether or not another account has `newEmail`, after
+// the same work: for a taken address the token is a decoy that never works and the link's
+// message is never sent (the notice to the current address goes either way), so neither
+// the answer, its timing nor the caller's mail tells who has an account. `newEmail` equal
+// to the current address is 400 `EMAIL_IS_THE_SAME`; `callbackURL` must be a path on this
+// site or a URL on the base URL or a trusted origin (403 `INVALID_CALLBACK_URL`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/change-email (the `ChangeEmail` operationId).
+func (c *Client) ChangeEmail(ctx context.Context, body ChangeEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewChangeEmailRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -10437,7 +10581,9 @@ func (c *Client) SignUpPage(ctx context.Context, params *SignUpPageParams, reqEd
 // Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 // in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 // not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+// a user that is not stored) rather than 422, after the same work (the password hashed, a
+// decoy verification token and message committed, the message never sent), so neither the
+// answer nor its timing tells anything about accounts.
 //
 // Takes any type of body and a specified content type.
 //
@@ -10471,7 +10617,9 @@ func (c *Client) SignUpEmailWithBody(ctx context.Context, contentType string, bo
 // Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 // in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 // not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+// a user that is not stored) rather than 422, after the same work (the password hashed, a
+// decoy verification token and message committed, the message never sent), so neither the
+// answer nor its timing tells anything about accounts.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -10505,7 +10653,9 @@ func (c *Client) SignUpEmail(ctx context.Context, body SignUpEmailJSONRequestBod
 // Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 // in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 // not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+// a user that is not stored) rather than 422, after the same work (the password hashed, a
+// decoy verification token and message committed, the message never sent), so neither the
+// answer nor its timing tells anything about accounts.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
@@ -10574,6 +10724,12 @@ func (c *Client) UpdateUser(ctx context.Context, body UpdateUserJSONRequestBody,
 // `{"status": true, "user": null}` or a 401 problem (`INVALID_TOKEN`, `TOKEN_EXPIRED`).
 // A link opened again after it worked (a mail scanner may open it first) is answered as a
 // success while the address stays verified.
+//
+// The link of an email change (`change-email`) goes through here too: it moves the account
+// to the new address, verified (audited as `user.email_changed`); sessions stay, and no
+// browser is signed in by it. When another account has taken the new address since the
+// link was mailed, nothing changes: 409 `USER_ALREADY_EXISTS_USE_ANOTHER_EMAIL` (a page
+// for a browser, `error=USER_ALREADY_EXISTS_USE_ANOTHER_EMAIL` on the `callbackURL`).
 //
 // Corresponds with GET /api/auth/verify-email (the `VerifyEmail` operationId).
 func (c *Client) VerifyEmail(ctx context.Context, params *VerifyEmailParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -12954,6 +13110,46 @@ func NewSocialCallbackRequest(server string, provider SocialCallbackParamsProvid
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewChangeEmailRequest calls the generic ChangeEmail builder with application/json body
+func NewChangeEmailRequest(server string, body ChangeEmailJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewChangeEmailRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewChangeEmailRequestWithBody constructs an http.Request for the ChangeEmail method, with any body, and a specified content type
+func NewChangeEmailRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/change-email")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -19702,7 +19898,10 @@ type ClientWithResponsesInterface interface {
 	// session cookie set. A refusal with an authentic flow cookie is a 302 to
 	// `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
 	// `invalid_state` (used or expired), `access_denied` (refused at the provider),
-	// `email_not_verified` (an unverified email that belongs to another user), `no_email`,
+	// `email_not_verified` (an unverified email that belongs to another user; with
+	// `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` also an unverified email of a new user, which
+	// creates nothing, and a signed-in account whose email is not verified, which is mailed a
+	// fresh verification link within the send limits), `no_email`,
 	// `signup_disabled` (a new user that `GATEHOUSE_SIGN_UP` does not let in: `closed`, or
 	// `invite-only` without a provider-verified address holding a pending invitation),
 	// `provider_error`. Without an authentic flow cookie the answer is 400
@@ -19712,6 +19911,54 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/auth/callback/{provider} (the `SocialCallback` operationId).
 	SocialCallbackWithResponse(ctx context.Context, provider SocialCallbackParamsProvider, params *SocialCallbackParams, reqEditors ...RequestEditorFn) (*SocialCallbackResponse, error)
+
+	// ChangeEmailWithBodyWithResponse Change the email address (by a mailed link)
+	//
+	// Asks to move the caller's account to `newEmail` (better-auth's `changeEmail`, with
+	// verification): a link is mailed to the new address and a notice (without a link) to
+	// the current one, both queued in the outbox in the request's transaction and counted
+	// against the send limits (5 per address per 15 minutes, 30 per client IP per hour; a mail
+	// over a limit is dropped without changing the answer). The address changes only when the
+	// link (`/api/auth/verify-email?token=…&callbackURL=…`) is opened: it works once, for 24
+	// hours, and only while the account still has the address it had when asking; it makes
+	// the new address verified and is audited as `user.email_changed` (the request as
+	// `user.email_change_requested`). Sessions, OAuth grants and sign-in methods stay.
+	//
+	// The answer is `{"status": true}` whether or not another account has `newEmail`, after
+	// the same work: for a taken address the token is a decoy that never works and the link's
+	// message is never sent (the notice to the current address goes either way), so neither
+	// the answer, its timing nor the caller's mail tells who has an account. `newEmail` equal
+	// to the current address is 400 `EMAIL_IS_THE_SAME`; `callbackURL` must be a path on this
+	// site or a URL on the base URL or a trusted origin (403 `INVALID_CALLBACK_URL`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/change-email (the `ChangeEmail` operationId).
+	ChangeEmailWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ChangeEmailResponse, error)
+
+	// ChangeEmailWithResponse Change the email address (by a mailed link)
+	//
+	// Asks to move the caller's account to `newEmail` (better-auth's `changeEmail`, with
+	// verification): a link is mailed to the new address and a notice (without a link) to
+	// the current one, both queued in the outbox in the request's transaction and counted
+	// against the send limits (5 per address per 15 minutes, 30 per client IP per hour; a mail
+	// over a limit is dropped without changing the answer). The address changes only when the
+	// link (`/api/auth/verify-email?token=…&callbackURL=…`) is opened: it works once, for 24
+	// hours, and only while the account still has the address it had when asking; it makes
+	// the new address verified and is audited as `user.email_changed` (the request as
+	// `user.email_change_requested`). Sessions, OAuth grants and sign-in methods stay.
+	//
+	// The answer is `{"status": true}` whether or not another account has `newEmail`, after
+	// the same work: for a taken address the token is a decoy that never works and the link's
+	// message is never sent (the notice to the current address goes either way), so neither
+	// the answer, its timing nor the caller's mail tells who has an account. `newEmail` equal
+	// to the current address is 400 `EMAIL_IS_THE_SAME`; `callbackURL` must be a path on this
+	// site or a URL on the base URL or a trusted origin (403 `INVALID_CALLBACK_URL`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/change-email (the `ChangeEmail` operationId).
+	ChangeEmailWithResponse(ctx context.Context, body ChangeEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*ChangeEmailResponse, error)
 
 	// ChangePasswordWithBodyWithResponse Change the password
 	//
@@ -20872,7 +21119,9 @@ type ClientWithResponsesInterface interface {
 	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+	// a user that is not stored) rather than 422, after the same work (the password hashed, a
+	// decoy verification token and message committed, the message never sent), so neither the
+	// answer nor its timing tells anything about accounts.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -20896,7 +21145,9 @@ type ClientWithResponsesInterface interface {
 	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+	// a user that is not stored) rather than 422, after the same work (the password hashed, a
+	// decoy verification token and message committed, the message never sent), so neither the
+	// answer nor its timing tells anything about accounts.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -20920,7 +21171,9 @@ type ClientWithResponsesInterface interface {
 	// Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 	// in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 	// not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-	// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+	// a user that is not stored) rather than 422, after the same work (the password hashed, a
+	// decoy verification token and message committed, the message never sent), so neither the
+	// answer nor its timing tells anything about accounts.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -20959,6 +21212,12 @@ type ClientWithResponsesInterface interface {
 	// `{"status": true, "user": null}` or a 401 problem (`INVALID_TOKEN`, `TOKEN_EXPIRED`).
 	// A link opened again after it worked (a mail scanner may open it first) is answered as a
 	// success while the address stays verified.
+	//
+	// The link of an email change (`change-email`) goes through here too: it moves the account
+	// to the new address, verified (audited as `user.email_changed`); sessions stay, and no
+	// browser is signed in by it. When another account has taken the new address since the
+	// link was mailed, nothing changes: 409 `USER_ALREADY_EXISTS_USE_ANOTHER_EMAIL` (a page
+	// for a browser, `error=USER_ALREADY_EXISTS_USE_ANOTHER_EMAIL` on the `callbackURL`).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -22514,6 +22773,82 @@ func (r SocialCallbackResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SocialCallbackResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ChangeEmailResponse503Headers the declared response headers of an HTTP 503 response for ChangeEmail
+type ChangeEmailResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ChangeEmailResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthStatus
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *AuthUnauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ChangeEmailResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ChangeEmailResponse) GetJSON200() *AuthStatus {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ChangeEmailResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ChangeEmailResponse) GetApplicationproblemJSON401() *AuthUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ChangeEmailResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ChangeEmailResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ChangeEmailResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ChangeEmailResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ChangeEmailResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ChangeEmailResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -26034,6 +26369,8 @@ type VerifyEmailResponse struct {
 	ApplicationproblemJSON401 *AuthProblem
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *AuthProblem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *AuthUnavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -26062,6 +26399,11 @@ func (r VerifyEmailResponse) GetApplicationproblemJSON401() *AuthProblem {
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r VerifyEmailResponse) GetApplicationproblemJSON403() *AuthForbidden {
 	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r VerifyEmailResponse) GetApplicationproblemJSON409() *AuthProblem {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
@@ -31650,7 +31992,10 @@ func (c *ClientWithResponses) AnswerInvitationWithFormdataBodyWithResponse(ctx c
 // session cookie set. A refusal with an authentic flow cookie is a 302 to
 // `errorCallbackURL` (default `callbackURL`) with `error`: `state_mismatch`,
 // `invalid_state` (used or expired), `access_denied` (refused at the provider),
-// `email_not_verified` (an unverified email that belongs to another user), `no_email`,
+// `email_not_verified` (an unverified email that belongs to another user; with
+// `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` also an unverified email of a new user, which
+// creates nothing, and a signed-in account whose email is not verified, which is mailed a
+// fresh verification link within the send limits), `no_email`,
 // `signup_disabled` (a new user that `GATEHOUSE_SIGN_UP` does not let in: `closed`, or
 // `invite-only` without a provider-verified address holding a pending invitation),
 // `provider_error`. Without an authentic flow cookie the answer is 400
@@ -31665,6 +32010,66 @@ func (c *ClientWithResponses) SocialCallbackWithResponse(ctx context.Context, pr
 		return nil, err
 	}
 	return ParseSocialCallbackResponse(rsp)
+}
+
+// ChangeEmailWithBodyWithResponse Change the email address (by a mailed link)
+//
+// Asks to move the caller's account to `newEmail` (better-auth's `changeEmail`, with
+// verification): a link is mailed to the new address and a notice (without a link) to
+// the current one, both queued in the outbox in the request's transaction and counted
+// against the send limits (5 per address per 15 minutes, 30 per client IP per hour; a mail
+// over a limit is dropped without changing the answer). The address changes only when the
+// link (`/api/auth/verify-email?token=…&callbackURL=…`) is opened: it works once, for 24
+// hours, and only while the account still has the address it had when asking; it makes
+// the new address verified and is audited as `user.email_changed` (the request as
+// `user.email_change_requested`). Sessions, OAuth grants and sign-in methods stay.
+//
+// The answer is `{"status": true}` whether or not another account has `newEmail`, after
+// the same work: for a taken address the token is a decoy that never works and the link's
+// message is never sent (the notice to the current address goes either way), so neither
+// the answer, its timing nor the caller's mail tells who has an account. `newEmail` equal
+// to the current address is 400 `EMAIL_IS_THE_SAME`; `callbackURL` must be a path on this
+// site or a URL on the base URL or a trusted origin (403 `INVALID_CALLBACK_URL`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/change-email (the `ChangeEmail` operationId).
+func (c *ClientWithResponses) ChangeEmailWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ChangeEmailResponse, error) {
+	rsp, err := c.ChangeEmailWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseChangeEmailResponse(rsp)
+}
+
+// ChangeEmailWithResponse Change the email address (by a mailed link)
+//
+// Asks to move the caller's account to `newEmail` (better-auth's `changeEmail`, with
+// verification): a link is mailed to the new address and a notice (without a link) to
+// the current one, both queued in the outbox in the request's transaction and counted
+// against the send limits (5 per address per 15 minutes, 30 per client IP per hour; a mail
+// over a limit is dropped without changing the answer). The address changes only when the
+// link (`/api/auth/verify-email?token=…&callbackURL=…`) is opened: it works once, for 24
+// hours, and only while the account still has the address it had when asking; it makes
+// the new address verified and is audited as `user.email_changed` (the request as
+// `user.email_change_requested`). Sessions, OAuth grants and sign-in methods stay.
+//
+// The answer is `{"status": true}` whether or not another account has `newEmail`, after
+// the same work: for a taken address the token is a decoy that never works and the link's
+// message is never sent (the notice to the current address goes either way), so neither
+// the answer, its timing nor the caller's mail tells who has an account. `newEmail` equal
+// to the current address is 400 `EMAIL_IS_THE_SAME`; `callbackURL` must be a path on this
+// site or a URL on the base URL or a trusted origin (403 `INVALID_CALLBACK_URL`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/change-email (the `ChangeEmail` operationId).
+func (c *ClientWithResponses) ChangeEmailWithResponse(ctx context.Context, body ChangeEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*ChangeEmailResponse, error) {
+	rsp, err := c.ChangeEmail(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseChangeEmailResponse(rsp)
 }
 
 // ChangePasswordWithBodyWithResponse Change the password
@@ -33354,7 +33759,9 @@ func (c *ClientWithResponses) SignUpPageWithResponse(ctx context.Context, params
 // Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 // in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 // not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+// a user that is not stored) rather than 422, after the same work (the password hashed, a
+// decoy verification token and message committed, the message never sent), so neither the
+// answer nor its timing tells anything about accounts.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -33384,7 +33791,9 @@ func (c *ClientWithResponses) SignUpEmailWithBodyWithResponse(ctx context.Contex
 // Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 // in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 // not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+// a user that is not stored) rather than 422, after the same work (the password hashed, a
+// decoy verification token and message committed, the message never sent), so neither the
+// answer nor its timing tells anything about accounts.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -33414,7 +33823,9 @@ func (c *ClientWithResponses) SignUpEmailWithResponse(ctx context.Context, body 
 // Sign-up mails a verification link (`/api/auth/verify-email`, then `callbackURL`), queued
 // in the sign-up's transaction. With `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true` it does
 // not sign in (`token` is null, no cookie), and a taken address answers the same 200 (with
-// a user that is not stored) rather than 422, so the answer tells nothing about accounts.
+// a user that is not stored) rather than 422, after the same work (the password hashed, a
+// decoy verification token and message committed, the message never sent), so neither the
+// answer nor its timing tells anything about accounts.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -33471,6 +33882,12 @@ func (c *ClientWithResponses) UpdateUserWithResponse(ctx context.Context, body U
 // `{"status": true, "user": null}` or a 401 problem (`INVALID_TOKEN`, `TOKEN_EXPIRED`).
 // A link opened again after it worked (a mail scanner may open it first) is answered as a
 // success while the address stays verified.
+//
+// The link of an email change (`change-email`) goes through here too: it moves the account
+// to the new address, verified (audited as `user.email_changed`); sessions stay, and no
+// browser is signed in by it. When another account has taken the new address since the
+// link was mailed, nothing changes: 409 `USER_ALREADY_EXISTS_USE_ANOTHER_EMAIL` (a page
+// for a browser, `error=USER_ALREADY_EXISTS_USE_ANOTHER_EMAIL` on the `callbackURL`).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -35575,6 +35992,73 @@ func ParseSocialCallbackResponse(rsp *http.Response) (*SocialCallbackResponse, e
 			headers.Location = &value
 		}
 		response.Headers302 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseChangeEmailResponse parses an HTTP response from a ChangeEmailWithResponse call
+func ParseChangeEmailResponse(rsp *http.Response) (*ChangeEmailResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ChangeEmailResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ChangeEmailResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -38501,6 +38985,13 @@ func ParseVerifyEmailResponse(rsp *http.Response) (*VerifyEmailResponse, error) 
 		}
 		response.ApplicationproblemJSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest AuthProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest AuthUnavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -38512,6 +39003,9 @@ func ParseVerifyEmailResponse(rsp *http.Response) (*VerifyEmailResponse, error) 
 	// Content-type (text/html) unsupported
 
 	case rsp.StatusCode == 401:
+	// Content-type (text/html) unsupported
+
+	case rsp.StatusCode == 409:
 		// Content-type (text/html) unsupported
 
 	}

@@ -61,16 +61,18 @@ function truncate(s, n = 600) {
 }
 
 class Browser {
-  constructor(name, { origin = baseOrigin } = {}) {
+  constructor(name, { origin, server = base } = {}) {
     this.name = name;
-    this.origin = origin; // null: send no Origin at all
+    this.server = server;
+    this.serverOrigin = new URL(server).origin;
+    this.origin = origin === undefined ? this.serverOrigin : origin; // null: send no Origin at all
     /** @type {Map<string, {value: string, attrs: object}>} */
     this.cookies = new Map();
     /** Every Set-Cookie header received, raw, newest last. */
     this.setCookies = [];
     this.transcript = [];
     this.client = createAuthClient({
-      baseURL: base,
+      baseURL: server,
       plugins: [organizationClient()],
       fetchOptions: { customFetchImpl: (input, init) => this.fetch(input, init) },
     });
@@ -78,7 +80,7 @@ class Browser {
 
   /** A second tab of this browser (same jar) that sends a different Origin. */
   withOrigin(name, origin) {
-    const other = new Browser(name, { origin });
+    const other = new Browser(name, { origin, server: this.server });
     other.cookies = this.cookies;
     return other;
   }
@@ -87,7 +89,7 @@ class Browser {
     const url = new URL(input instanceof Request ? input.url : String(input));
     const method = (init.method || (input instanceof Request ? input.method : "GET")).toUpperCase();
     const headers = new Headers(init.headers);
-    if (url.origin === baseOrigin && this.cookies.size > 0) {
+    if (url.origin === this.serverOrigin && this.cookies.size > 0) {
       headers.set("cookie", [...this.cookies].map(([k, c]) => `${k}=${c.value}`).join("; "));
     }
     if (this.origin && !["GET", "HEAD"].includes(method)) {
@@ -546,14 +548,17 @@ test("social sign-in with GitHub (a local fake), then listAccounts", async (t) =
 
 const mailbox = (process.env.GATEHOUSE_TEST_MAILBOX_URL || "").replace(/\/+$/, "");
 
-/** Waits for the n-th message to address and returns the link in it that starts with prefix. */
-async function mailedLink(address, n, prefix) {
+/**
+ * Waits for the n-th message to address and returns the link in it that starts with prefix
+ * (after the server's base URL): of the default server, or of { server, box }.
+ */
+async function mailedLink(address, n, prefix, { server = base, box = mailbox } = {}) {
   const deadline = Date.now() + 20000;
   for (;;) {
-    const messages = await (await fetch(`${mailbox}?to=${encodeURIComponent(address)}`)).json();
+    const messages = await (await fetch(`${box}?to=${encodeURIComponent(address)}`)).json();
     if (messages.length >= n) {
       const links = messages[n - 1].text.match(/https?:\/\/\S+/g) || [];
-      const link = links.find((l) => l.startsWith(base + prefix));
+      const link = links.find((l) => l.startsWith(server + prefix));
       assert.ok(link, `no ${prefix} link in: ${messages[n - 1].text}`);
       return link;
     }
@@ -613,9 +618,101 @@ test("email verification and password reset through mailed links", { skip: mailb
     const anon = new Browser("Hedy, reset page");
     assert.deepEqual(ok(anon, await anon.client.resetPassword({ newPassword: "frequency-hopping-1942", token: resetToken }), "resetPassword"), { status: true });
     assert.equal(ok(hedy, await hedy.client.getSession(), "getSession after the reset"), null, "the old session ended");
+    const sessions = await hedy.client.listSessions();
+    assert.equal(sessions.error?.status, 401, `listSessions with the old session\n${hedy.recent()}`);
     const again = new Browser("Hedy, again");
     fails(again, await again.client.signIn.email({ email, password }), "signIn with the old password", 401, "INVALID_EMAIL_OR_PASSWORD");
     ok(again, await again.client.signIn.email({ email, password: "frequency-hopping-1942" }), "signIn with the new password");
     fails(again, await again.client.resetPassword({ newPassword: "another-password-1", token: resetToken }), "resetPassword twice", 400, "INVALID_TOKEN");
+  });
+});
+
+test("changeEmail: the link goes to the new address, which then signs in", { skip: mailbox ? false : "GATEHOUSE_TEST_MAILBOX_URL is not set" }, async (t) => {
+  const step = scenario(t);
+  const kay = new Browser("Kay");
+  const email = emailOf("kay");
+  const newEmail = emailOf("kay.new");
+
+  await step("sign up, then changeEmail answers { status: true }", async () => {
+    ok(kay, await kay.client.signUp.email({ name: "Kay Antonelli", email, password }), "signUp.email");
+    assert.deepEqual(ok(kay, await kay.client.changeEmail({ newEmail, callbackURL: "/settings" }), "changeEmail"), { status: true });
+    fails(kay, await kay.client.changeEmail({ newEmail: email }), "changeEmail to the same address", 400, "EMAIL_IS_THE_SAME");
+  });
+
+  await step("the old address gets a notice; nothing changes before the link", async () => {
+    const deadline = Date.now() + 20000;
+    let notice;
+    while (!notice) {
+      const messages = await (await fetch(`${mailbox}?to=${encodeURIComponent(email)}`)).json();
+      notice = messages.find((m) => m.subject.includes("about to change"));
+      assert.ok(notice || Date.now() < deadline, `no notice to ${email}: ${JSON.stringify(messages.map((m) => m.subject))}`);
+      if (!notice) await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.match(notice.text, new RegExp(`to ${newEmail.replace(/[.+]/g, "\\$&")}`));
+    const session = ok(kay, await kay.client.getSession(), "getSession");
+    assert.equal(session?.user.email, email);
+  });
+
+  await step("the link moves the account; the session stays", async () => {
+    const link = await mailedLink(newEmail, 1, "/api/auth/verify-email?");
+    const res = await fetch(link, { redirect: "manual" });
+    assert.equal(res.status, 302, `the link: ${res.status} ${await res.text()}`);
+    assert.equal(res.headers.get("location"), "/settings");
+    const session = ok(kay, await kay.client.getSession(), "getSession after the link");
+    assert.equal(session?.user.email, newEmail);
+    assert.equal(session?.user.emailVerified, true);
+  });
+
+  await step("the new address signs in, the old one does not", async () => {
+    const again = new Browser("Kay, another device");
+    const data = ok(again, await again.client.signIn.email({ email: newEmail, password }), "signIn with the new address");
+    assert.equal(data.user.email, newEmail);
+    fails(again, await again.client.signIn.email({ email, password }), "signIn with the old address", 401, "INVALID_EMAIL_OR_PASSWORD");
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// A server that requires verified addresses (GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true).
+
+const strictBase = (process.env.GATEHOUSE_STRICT_BASE_URL || "").replace(/\/+$/, "");
+const strictMailbox = (process.env.GATEHOUSE_STRICT_MAILBOX_URL || "").replace(/\/+$/, "");
+
+test("verification required: sign-up, the mailed link, then sign-in", { skip: strictBase && strictMailbox ? false : "GATEHOUSE_STRICT_BASE_URL is not set" }, async (t) => {
+  const step = scenario(t);
+  const strict = { server: strictBase, box: strictMailbox };
+  const lin = new Browser("Lin", { server: strictBase });
+  const email = emailOf("lin");
+
+  await step("signUp.email starts no session", async () => {
+    const data = ok(lin, await lin.client.signUp.email({ name: "Lin", email, password, callbackURL: "/welcome" }), "signUp.email");
+    assert.equal(data.token, null);
+    assert.equal(data.user.emailVerified, false);
+    assert.equal(ok(lin, await lin.client.getSession(), "getSession"), null);
+  });
+
+  await step("the same address again gets the same kind of answer", async () => {
+    const eve = new Browser("Eve", { server: strictBase });
+    const data = ok(eve, await eve.client.signUp.email({ name: "Eve", email, password: "another-password-1" }), "signUp.email, taken");
+    assert.equal(data.token, null);
+    assert.equal(data.user.email, email);
+    assert.equal(data.user.emailVerified, false);
+  });
+
+  await step("signIn.email before verifying is 403 EMAIL_NOT_VERIFIED", async () => {
+    fails(lin, await lin.client.signIn.email({ email, password }), "signIn.email unverified", 403, "EMAIL_NOT_VERIFIED");
+  });
+
+  await step("the mailed link verifies and goes to the callbackURL", async () => {
+    const link = await mailedLink(email, 1, "/api/auth/verify-email?", strict);
+    const res = await fetch(link, { redirect: "manual" });
+    assert.equal(res.status, 302, `the link: ${res.status} ${await res.text()}`);
+    assert.equal(res.headers.get("location"), "/welcome");
+  });
+
+  await step("then signIn.email works, verified", async () => {
+    const data = ok(lin, await lin.client.signIn.email({ email, password }), "signIn.email");
+    assert.equal(data.user.emailVerified, true);
+    const session = ok(lin, await lin.client.getSession(), "getSession");
+    assert.equal(session?.user.email, email);
   });
 });

@@ -33,6 +33,10 @@ const (
 	TemplateVerifyEmail   = "verify-email"
 	TemplateResetPassword = "reset-password"
 	TemplateInvitation    = "invitation"
+	// TemplateChangeEmail is the link of an email change, mailed to the new address.
+	TemplateChangeEmail = "change-email"
+	// TemplateEmailChangeNotice tells the old address that a change was asked for.
+	TemplateEmailChangeNotice = "email-change-notice"
 )
 
 // Message is one rendered mail, the outbox payload of Kind (as JSON).
@@ -105,6 +109,8 @@ type content struct {
 	// ValidFor is how long the link works, in words.
 	ValidFor   string
 	Invitation *Invitation
+	// NewEmail is the address an email change moves the account to.
+	NewEmail string
 }
 
 // Invitation is what an invitation message tells its recipient.
@@ -134,6 +140,23 @@ func (c *Composer) ResetPassword(to, name, link string, validFor time.Duration) 
 	return c.render(TemplateResetPassword, content{
 		Subject: "Reset your " + c.brand.Name + " password", To: to, Name: name, Link: link,
 		Action: "Choose a new password", ValidFor: inWords(validFor),
+	})
+}
+
+// ChangeEmail is the message, to the new address to of an email change, that asks name to
+// confirm it through link, which works once within validFor.
+func (c *Composer) ChangeEmail(to, name, link string, validFor time.Duration) (Message, error) {
+	return c.render(TemplateChangeEmail, content{
+		Subject: "Confirm your new email address for " + c.brand.Name, To: to, Name: name, Link: link,
+		Action: "Confirm my new email address", ValidFor: inWords(validFor),
+	})
+}
+
+// EmailChangeNotice is the message, to the address to that name's account has now, saying
+// that a change to newEmail was asked for (it carries no link).
+func (c *Composer) EmailChangeNotice(to, name, newEmail string) (Message, error) {
+	return c.render(TemplateEmailChangeNotice, content{
+		Subject: "Your " + c.brand.Name + " email address is about to change", To: to, Name: name, NewEmail: newEmail,
 	})
 }
 

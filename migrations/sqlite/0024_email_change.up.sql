@@ -1,0 +1,22 @@
+-- Email change (POST /api/auth/change-email): a token of purpose 'change-email' is mailed to
+-- the new address; email is the address the user had when asking (the link stops working when
+-- it changes meanwhile) and new_email the address the link moves the account to. SQLite cannot
+-- alter a CHECK constraint: the table is rebuilt.
+CREATE TABLE email_tokens_new (
+    id         TEXT NOT NULL PRIMARY KEY,
+    token_hash TEXT NOT NULL UNIQUE,
+    purpose    TEXT NOT NULL CHECK (purpose IN ('verify-email', 'reset-password', 'change-email')),
+    user_id    TEXT REFERENCES users (id) ON DELETE CASCADE,
+    email      TEXT NOT NULL,
+    credential TEXT NOT NULL DEFAULT '',
+    new_email  TEXT NOT NULL DEFAULT '',
+    expires_at TEXT NOT NULL,
+    used_at    TEXT,
+    created_at TEXT NOT NULL
+);
+INSERT INTO email_tokens_new (id, token_hash, purpose, user_id, email, credential, expires_at, used_at, created_at)
+    SELECT id, token_hash, purpose, user_id, email, credential, expires_at, used_at, created_at FROM email_tokens;
+DROP TABLE email_tokens;
+ALTER TABLE email_tokens_new RENAME TO email_tokens;
+CREATE INDEX email_tokens_user_idx ON email_tokens (user_id, purpose);
+CREATE INDEX email_tokens_expires_idx ON email_tokens (expires_at);
