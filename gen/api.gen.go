@@ -62,6 +62,21 @@ func (e AuthSocialProvider) Valid() bool {
 	}
 }
 
+// Defines values for AuthTwoFactorRedirectTwoFactorMethods.
+const (
+	AuthTwoFactorRedirectTwoFactorMethodsTotp AuthTwoFactorRedirectTwoFactorMethods = "totp"
+)
+
+// Valid indicates whether the value is a known member of the AuthTwoFactorRedirectTwoFactorMethods enum.
+func (e AuthTwoFactorRedirectTwoFactorMethods) Valid() bool {
+	switch e {
+	case AuthTwoFactorRedirectTwoFactorMethodsTotp:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BillingPlanInterval.
 const (
 	BillingPlanIntervalMonth   BillingPlanInterval = "month"
@@ -494,6 +509,36 @@ func (e AuthListMembersParamsFilterOperator) Valid() bool {
 	}
 }
 
+// Defines values for EnableTwoFactorJSONBodyMethod.
+const (
+	EnableTwoFactorJSONBodyMethodTotp EnableTwoFactorJSONBodyMethod = "totp"
+)
+
+// Valid indicates whether the value is a known member of the EnableTwoFactorJSONBodyMethod enum.
+func (e EnableTwoFactorJSONBodyMethod) Valid() bool {
+	switch e {
+	case EnableTwoFactorJSONBodyMethodTotp:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EnableTwoFactor200JSONResponseBodyMethod.
+const (
+	EnableTwoFactor200JSONResponseBodyMethodTotp EnableTwoFactor200JSONResponseBodyMethod = "totp"
+)
+
+// Valid indicates whether the value is a known member of the EnableTwoFactor200JSONResponseBodyMethod enum.
+func (e EnableTwoFactor200JSONResponseBodyMethod) Valid() bool {
+	switch e {
+	case EnableTwoFactor200JSONResponseBodyMethodTotp:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListConfigEntriesParamsState.
 const (
 	ListConfigEntriesParamsStateActive   ListConfigEntriesParamsState = "active"
@@ -826,6 +871,11 @@ type AuthOrganization struct {
 	Slug      string                                    `json:"slug"`
 }
 
+// AuthPasswordBody defines model for AuthPasswordBody.
+type AuthPasswordBody struct {
+	Password string `json:"password"`
+}
+
 // AuthPasswordResetRequested defines model for AuthPasswordResetRequested.
 type AuthPasswordResetRequested struct {
 	Message string `json:"message"`
@@ -995,6 +1045,24 @@ type AuthStatus struct {
 // AuthSuccess defines model for AuthSuccess.
 type AuthSuccess struct {
 	Success bool `json:"success"`
+}
+
+// AuthTwoFactorRedirect defines model for AuthTwoFactorRedirect.
+type AuthTwoFactorRedirect struct {
+	TwoFactorMethods []AuthTwoFactorRedirectTwoFactorMethods `json:"twoFactorMethods"`
+
+	// TwoFactorRedirect Always true: the second factor is due.
+	TwoFactorRedirect bool `json:"twoFactorRedirect"`
+}
+
+// AuthTwoFactorRedirectTwoFactorMethods defines model for AuthTwoFactorRedirect.TwoFactorMethods.
+type AuthTwoFactorRedirectTwoFactorMethods string
+
+// AuthTwoFactorVerified defines model for AuthTwoFactorVerified.
+type AuthTwoFactorVerified struct {
+	// Token The new session's token when the code completed a sign-in, else the caller's.
+	Token string   `json:"token"`
+	User  AuthUser `json:"user"`
 }
 
 // AuthUser defines model for AuthUser.
@@ -2277,8 +2345,43 @@ type SendVerificationEmailJSONBody struct {
 	Email       openapi_types.Email `json:"email"`
 }
 
+// SignInEmail200JSONResponseBody defines parameters for SignInEmail.
+type SignInEmail200JSONResponseBody struct {
+	union json.RawMessage
+}
+
 // SignOutJSONBody defines parameters for SignOut.
 type SignOutJSONBody map[string]interface{}
+
+// EnableTwoFactorJSONBody defines parameters for EnableTwoFactor.
+type EnableTwoFactorJSONBody struct {
+	Issuer *string `json:"issuer,omitempty"`
+
+	// Method Only `totp` (better-auth's email/SMS `otp` method is not offered).
+	Method   *EnableTwoFactorJSONBodyMethod `json:"method,omitempty"`
+	Password string                         `json:"password"`
+}
+
+// EnableTwoFactorJSONBodyMethod defines parameters for EnableTwoFactor.
+type EnableTwoFactorJSONBodyMethod string
+
+// EnableTwoFactor200JSONResponseBodyMethod defines parameters for EnableTwoFactor.
+type EnableTwoFactor200JSONResponseBodyMethod string
+
+// VerifyBackupCodeJSONBody defines parameters for VerifyBackupCode.
+type VerifyBackupCodeJSONBody struct {
+	Code string `json:"code"`
+
+	// DisableSession Accepted for better-auth clients; a completed sign-in always starts its session.
+	DisableSession *bool `json:"disableSession,omitempty"`
+	TrustDevice    *bool `json:"trustDevice,omitempty"`
+}
+
+// VerifyTotpJSONBody defines parameters for VerifyTotp.
+type VerifyTotpJSONBody struct {
+	Code        string `json:"code"`
+	TrustDevice *bool  `json:"trustDevice,omitempty"`
+}
 
 // UpdateUserJSONBody defines parameters for UpdateUser.
 type UpdateUserJSONBody struct {
@@ -2513,6 +2616,24 @@ type SignUpEmailJSONRequestBody = AuthSignUpEmailBody
 // SignUpEmailFormdataRequestBody defines body for SignUpEmail for application/x-www-form-urlencoded ContentType.
 type SignUpEmailFormdataRequestBody = AuthSignUpEmailBody
 
+// DisableTwoFactorJSONRequestBody defines body for DisableTwoFactor for application/json ContentType.
+type DisableTwoFactorJSONRequestBody = AuthPasswordBody
+
+// EnableTwoFactorJSONRequestBody defines body for EnableTwoFactor for application/json ContentType.
+type EnableTwoFactorJSONRequestBody EnableTwoFactorJSONBody
+
+// GenerateBackupCodesJSONRequestBody defines body for GenerateBackupCodes for application/json ContentType.
+type GenerateBackupCodesJSONRequestBody = AuthPasswordBody
+
+// GetTotpUriJSONRequestBody defines body for GetTotpUri for application/json ContentType.
+type GetTotpUriJSONRequestBody = AuthPasswordBody
+
+// VerifyBackupCodeJSONRequestBody defines body for VerifyBackupCode for application/json ContentType.
+type VerifyBackupCodeJSONRequestBody VerifyBackupCodeJSONBody
+
+// VerifyTotpJSONRequestBody defines body for VerifyTotp for application/json ContentType.
+type VerifyTotpJSONRequestBody VerifyTotpJSONBody
+
 // UpdateUserJSONRequestBody defines body for UpdateUser for application/json ContentType.
 type UpdateUserJSONRequestBody UpdateUserJSONBody
 
@@ -2638,6 +2759,68 @@ func (t *AuthRoleInput) UnmarshalJSON(b []byte) error {
 	return err
 }
 
+// AsAuthSignInResponse returns the union data inside the SignInEmail200JSONResponseBody as a AuthSignInResponse
+func (t SignInEmail200JSONResponseBody) AsAuthSignInResponse() (AuthSignInResponse, error) {
+	var body AuthSignInResponse
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAuthSignInResponse overwrites any union data inside the SignInEmail200JSONResponseBody as the provided AuthSignInResponse
+func (t *SignInEmail200JSONResponseBody) FromAuthSignInResponse(v AuthSignInResponse) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAuthSignInResponse performs a merge with any union data inside the SignInEmail200JSONResponseBody, using the provided AuthSignInResponse
+func (t *SignInEmail200JSONResponseBody) MergeAuthSignInResponse(v AuthSignInResponse) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsAuthTwoFactorRedirect returns the union data inside the SignInEmail200JSONResponseBody as a AuthTwoFactorRedirect
+func (t SignInEmail200JSONResponseBody) AsAuthTwoFactorRedirect() (AuthTwoFactorRedirect, error) {
+	var body AuthTwoFactorRedirect
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAuthTwoFactorRedirect overwrites any union data inside the SignInEmail200JSONResponseBody as the provided AuthTwoFactorRedirect
+func (t *SignInEmail200JSONResponseBody) FromAuthTwoFactorRedirect(v AuthTwoFactorRedirect) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAuthTwoFactorRedirect performs a merge with any union data inside the SignInEmail200JSONResponseBody, using the provided AuthTwoFactorRedirect
+func (t *SignInEmail200JSONResponseBody) MergeAuthTwoFactorRedirect(v AuthTwoFactorRedirect) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t SignInEmail200JSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *SignInEmail200JSONResponseBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// ChangePassword Change the password
@@ -2751,6 +2934,24 @@ type ServerInterface interface {
 	// SignUpEmail Sign up with email and password
 	// (POST /api/auth/sign-up/email)
 	SignUpEmail(ctx echo.Context) error
+	// DisableTwoFactor Turn the second factor off
+	// (POST /api/auth/two-factor/disable)
+	DisableTwoFactor(ctx echo.Context) error
+	// EnableTwoFactor Start TOTP enrolment
+	// (POST /api/auth/two-factor/enable)
+	EnableTwoFactor(ctx echo.Context) error
+	// GenerateBackupCodes Replace the backup codes
+	// (POST /api/auth/two-factor/generate-backup-codes)
+	GenerateBackupCodes(ctx echo.Context) error
+	// GetTotpUri Show the TOTP secret's URI again
+	// (POST /api/auth/two-factor/get-totp-uri)
+	GetTotpUri(ctx echo.Context) error
+	// VerifyBackupCode Spend a backup code
+	// (POST /api/auth/two-factor/verify-backup-code)
+	VerifyBackupCode(ctx echo.Context) error
+	// VerifyTotp Check a TOTP code
+	// (POST /api/auth/two-factor/verify-totp)
+	VerifyTotp(ctx echo.Context) error
 	// UpdateUser Update the user's name or picture
 	// (POST /api/auth/update-user)
 	UpdateUser(ctx echo.Context) error
@@ -3440,6 +3641,60 @@ func (w *ServerInterfaceWrapper) SignUpEmail(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.SignUpEmail(ctx)
+	return err
+}
+
+// DisableTwoFactor converts echo context to params.
+func (w *ServerInterfaceWrapper) DisableTwoFactor(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DisableTwoFactor(ctx)
+	return err
+}
+
+// EnableTwoFactor converts echo context to params.
+func (w *ServerInterfaceWrapper) EnableTwoFactor(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.EnableTwoFactor(ctx)
+	return err
+}
+
+// GenerateBackupCodes converts echo context to params.
+func (w *ServerInterfaceWrapper) GenerateBackupCodes(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GenerateBackupCodes(ctx)
+	return err
+}
+
+// GetTotpUri converts echo context to params.
+func (w *ServerInterfaceWrapper) GetTotpUri(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetTotpUri(ctx)
+	return err
+}
+
+// VerifyBackupCode converts echo context to params.
+func (w *ServerInterfaceWrapper) VerifyBackupCode(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.VerifyBackupCode(ctx)
+	return err
+}
+
+// VerifyTotp converts echo context to params.
+func (w *ServerInterfaceWrapper) VerifyTotp(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.VerifyTotp(ctx)
 	return err
 }
 
@@ -4962,6 +5217,12 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/api/auth/revoke-session", wrapper.RevokeSession, options.OperationMiddlewares["revokeSession"]...)
 	router.POST(options.BaseURL+"/api/auth/revoke-other-sessions", wrapper.RevokeOtherSessions, options.OperationMiddlewares["revokeOtherSessions"]...)
 	router.POST(options.BaseURL+"/api/auth/change-password", wrapper.ChangePassword, options.OperationMiddlewares["changePassword"]...)
+	router.POST(options.BaseURL+"/api/auth/two-factor/enable", wrapper.EnableTwoFactor, options.OperationMiddlewares["enableTwoFactor"]...)
+	router.POST(options.BaseURL+"/api/auth/two-factor/get-totp-uri", wrapper.GetTotpUri, options.OperationMiddlewares["getTotpUri"]...)
+	router.POST(options.BaseURL+"/api/auth/two-factor/verify-totp", wrapper.VerifyTotp, options.OperationMiddlewares["verifyTotp"]...)
+	router.POST(options.BaseURL+"/api/auth/two-factor/verify-backup-code", wrapper.VerifyBackupCode, options.OperationMiddlewares["verifyBackupCode"]...)
+	router.POST(options.BaseURL+"/api/auth/two-factor/generate-backup-codes", wrapper.GenerateBackupCodes, options.OperationMiddlewares["generateBackupCodes"]...)
+	router.POST(options.BaseURL+"/api/auth/two-factor/disable", wrapper.DisableTwoFactor, options.OperationMiddlewares["disableTwoFactor"]...)
 	router.POST(options.BaseURL+"/api/auth/update-user", wrapper.UpdateUser, options.OperationMiddlewares["updateUser"]...)
 	router.POST(options.BaseURL+"/api/auth/organization/create", wrapper.AuthCreateOrganization, options.OperationMiddlewares["authCreateOrganization"]...)
 	router.POST(options.BaseURL+"/api/auth/organization/check-slug", wrapper.AuthCheckOrganizationSlug, options.OperationMiddlewares["authCheckOrganizationSlug"]...)
@@ -7708,14 +7969,14 @@ type SignInEmail200ResponseHeaders struct {
 }
 
 type SignInEmail200JSONResponse struct {
-	Body    AuthSignInResponse
+	Body    SignInEmail200JSONResponseBody
 	Headers SignInEmail200ResponseHeaders
 }
 
 func (response SignInEmail200JSONResponse) VisitSignInEmailResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body.union); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -8083,6 +8344,683 @@ type SignUpEmail503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response SignUpEmail503ApplicationProblemPlusJSONResponse) VisitSignUpEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableTwoFactorRequestObject struct {
+	Body *DisableTwoFactorJSONRequestBody
+}
+
+type DisableTwoFactorResponseObject interface {
+	VisitDisableTwoFactorResponse(w http.ResponseWriter) error
+}
+
+type DisableTwoFactor200JSONResponse AuthStatus
+
+func (response DisableTwoFactor200JSONResponse) VisitDisableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableTwoFactor400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DisableTwoFactor400ApplicationProblemPlusJSONResponse) VisitDisableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableTwoFactor401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DisableTwoFactor401ApplicationProblemPlusJSONResponse) VisitDisableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableTwoFactor403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DisableTwoFactor403ApplicationProblemPlusJSONResponse) VisitDisableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableTwoFactor429ApplicationProblemPlusJSONResponse struct {
+	AuthTooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response DisableTwoFactor429ApplicationProblemPlusJSONResponse) VisitDisableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableTwoFactor503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DisableTwoFactor503ApplicationProblemPlusJSONResponse) VisitDisableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableTwoFactorRequestObject struct {
+	Body *EnableTwoFactorJSONRequestBody
+}
+
+type EnableTwoFactorResponseObject interface {
+	VisitEnableTwoFactorResponse(w http.ResponseWriter) error
+}
+
+type EnableTwoFactor200JSONResponse struct {
+	BackupCodes []string                                 `json:"backupCodes"`
+	Method      EnableTwoFactor200JSONResponseBodyMethod `json:"method"`
+	TotpURI     string                                   `json:"totpURI"`
+}
+
+func (response EnableTwoFactor200JSONResponse) VisitEnableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableTwoFactor400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response EnableTwoFactor400ApplicationProblemPlusJSONResponse) VisitEnableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableTwoFactor401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response EnableTwoFactor401ApplicationProblemPlusJSONResponse) VisitEnableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableTwoFactor403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response EnableTwoFactor403ApplicationProblemPlusJSONResponse) VisitEnableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableTwoFactor429ApplicationProblemPlusJSONResponse struct {
+	AuthTooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response EnableTwoFactor429ApplicationProblemPlusJSONResponse) VisitEnableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableTwoFactor503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response EnableTwoFactor503ApplicationProblemPlusJSONResponse) VisitEnableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GenerateBackupCodesRequestObject struct {
+	Body *GenerateBackupCodesJSONRequestBody
+}
+
+type GenerateBackupCodesResponseObject interface {
+	VisitGenerateBackupCodesResponse(w http.ResponseWriter) error
+}
+
+type GenerateBackupCodes200JSONResponse struct {
+	BackupCodes []string `json:"backupCodes"`
+	Status      bool     `json:"status"`
+}
+
+func (response GenerateBackupCodes200JSONResponse) VisitGenerateBackupCodesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GenerateBackupCodes400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GenerateBackupCodes400ApplicationProblemPlusJSONResponse) VisitGenerateBackupCodesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GenerateBackupCodes401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GenerateBackupCodes401ApplicationProblemPlusJSONResponse) VisitGenerateBackupCodesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GenerateBackupCodes403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GenerateBackupCodes403ApplicationProblemPlusJSONResponse) VisitGenerateBackupCodesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GenerateBackupCodes429ApplicationProblemPlusJSONResponse struct {
+	AuthTooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response GenerateBackupCodes429ApplicationProblemPlusJSONResponse) VisitGenerateBackupCodesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GenerateBackupCodes503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GenerateBackupCodes503ApplicationProblemPlusJSONResponse) VisitGenerateBackupCodesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTotpUriRequestObject struct {
+	Body *GetTotpUriJSONRequestBody
+}
+
+type GetTotpUriResponseObject interface {
+	VisitGetTotpUriResponse(w http.ResponseWriter) error
+}
+
+type GetTotpUri200JSONResponse struct {
+	TotpURI string `json:"totpURI"`
+}
+
+func (response GetTotpUri200JSONResponse) VisitGetTotpUriResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTotpUri400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetTotpUri400ApplicationProblemPlusJSONResponse) VisitGetTotpUriResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTotpUri401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetTotpUri401ApplicationProblemPlusJSONResponse) VisitGetTotpUriResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTotpUri403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetTotpUri403ApplicationProblemPlusJSONResponse) VisitGetTotpUriResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTotpUri429ApplicationProblemPlusJSONResponse struct {
+	AuthTooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response GetTotpUri429ApplicationProblemPlusJSONResponse) VisitGetTotpUriResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTotpUri503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetTotpUri503ApplicationProblemPlusJSONResponse) VisitGetTotpUriResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyBackupCodeRequestObject struct {
+	Body *VerifyBackupCodeJSONRequestBody
+}
+
+type VerifyBackupCodeResponseObject interface {
+	VisitVerifyBackupCodeResponse(w http.ResponseWriter) error
+}
+
+type VerifyBackupCode200ResponseHeaders struct {
+	SetCookie *string
+}
+
+type VerifyBackupCode200JSONResponse struct {
+	Body    AuthTwoFactorVerified
+	Headers VerifyBackupCode200ResponseHeaders
+}
+
+func (response VerifyBackupCode200JSONResponse) VisitVerifyBackupCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyBackupCode400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyBackupCode400ApplicationProblemPlusJSONResponse) VisitVerifyBackupCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyBackupCode401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyBackupCode401ApplicationProblemPlusJSONResponse) VisitVerifyBackupCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyBackupCode403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyBackupCode403ApplicationProblemPlusJSONResponse) VisitVerifyBackupCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyBackupCode429ApplicationProblemPlusJSONResponse struct {
+	AuthTooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyBackupCode429ApplicationProblemPlusJSONResponse) VisitVerifyBackupCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyBackupCode503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyBackupCode503ApplicationProblemPlusJSONResponse) VisitVerifyBackupCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyTotpRequestObject struct {
+	Body *VerifyTotpJSONRequestBody
+}
+
+type VerifyTotpResponseObject interface {
+	VisitVerifyTotpResponse(w http.ResponseWriter) error
+}
+
+type VerifyTotp200ResponseHeaders struct {
+	SetCookie *string
+}
+
+type VerifyTotp200JSONResponse struct {
+	Body    AuthTwoFactorVerified
+	Headers VerifyTotp200ResponseHeaders
+}
+
+func (response VerifyTotp200JSONResponse) VisitVerifyTotpResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyTotp400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyTotp400ApplicationProblemPlusJSONResponse) VisitVerifyTotpResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyTotp401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyTotp401ApplicationProblemPlusJSONResponse) VisitVerifyTotpResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyTotp403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyTotp403ApplicationProblemPlusJSONResponse) VisitVerifyTotpResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyTotp429ApplicationProblemPlusJSONResponse struct {
+	AuthTooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyTotp429ApplicationProblemPlusJSONResponse) VisitVerifyTotpResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyTotp503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyTotp503ApplicationProblemPlusJSONResponse) VisitVerifyTotpResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -13660,6 +14598,24 @@ type StrictServerInterface interface {
 	// SignUpEmail Sign up with email and password
 	// (POST /api/auth/sign-up/email)
 	SignUpEmail(ctx context.Context, request SignUpEmailRequestObject) (SignUpEmailResponseObject, error)
+	// DisableTwoFactor Turn the second factor off
+	// (POST /api/auth/two-factor/disable)
+	DisableTwoFactor(ctx context.Context, request DisableTwoFactorRequestObject) (DisableTwoFactorResponseObject, error)
+	// EnableTwoFactor Start TOTP enrolment
+	// (POST /api/auth/two-factor/enable)
+	EnableTwoFactor(ctx context.Context, request EnableTwoFactorRequestObject) (EnableTwoFactorResponseObject, error)
+	// GenerateBackupCodes Replace the backup codes
+	// (POST /api/auth/two-factor/generate-backup-codes)
+	GenerateBackupCodes(ctx context.Context, request GenerateBackupCodesRequestObject) (GenerateBackupCodesResponseObject, error)
+	// GetTotpUri Show the TOTP secret's URI again
+	// (POST /api/auth/two-factor/get-totp-uri)
+	GetTotpUri(ctx context.Context, request GetTotpUriRequestObject) (GetTotpUriResponseObject, error)
+	// VerifyBackupCode Spend a backup code
+	// (POST /api/auth/two-factor/verify-backup-code)
+	VerifyBackupCode(ctx context.Context, request VerifyBackupCodeRequestObject) (VerifyBackupCodeResponseObject, error)
+	// VerifyTotp Check a TOTP code
+	// (POST /api/auth/two-factor/verify-totp)
+	VerifyTotp(ctx context.Context, request VerifyTotpRequestObject) (VerifyTotpResponseObject, error)
 	// UpdateUser Update the user's name or picture
 	// (POST /api/auth/update-user)
 	UpdateUser(ctx context.Context, request UpdateUserRequestObject) (UpdateUserResponseObject, error)
@@ -15387,6 +16343,282 @@ func (sh *strictHandler) SignUpEmail(ctx echo.Context) error {
 		return err
 	} else if validResponse, ok := response.(SignUpEmailResponseObject); ok {
 		return validResponse.VisitSignUpEmailResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DisableTwoFactor operation middleware
+func (sh *strictHandler) DisableTwoFactor(ctx echo.Context) error {
+	var request DisableTwoFactorRequestObject
+
+	var body DisableTwoFactorJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DisableTwoFactor(ctx.Request().Context(), request.(DisableTwoFactorRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DisableTwoFactor")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DisableTwoFactorResponseObject); ok {
+		return validResponse.VisitDisableTwoFactorResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// EnableTwoFactor operation middleware
+func (sh *strictHandler) EnableTwoFactor(ctx echo.Context) error {
+	var request EnableTwoFactorRequestObject
+
+	var body EnableTwoFactorJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.EnableTwoFactor(ctx.Request().Context(), request.(EnableTwoFactorRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EnableTwoFactor")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(EnableTwoFactorResponseObject); ok {
+		return validResponse.VisitEnableTwoFactorResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GenerateBackupCodes operation middleware
+func (sh *strictHandler) GenerateBackupCodes(ctx echo.Context) error {
+	var request GenerateBackupCodesRequestObject
+
+	var body GenerateBackupCodesJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GenerateBackupCodes(ctx.Request().Context(), request.(GenerateBackupCodesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GenerateBackupCodes")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GenerateBackupCodesResponseObject); ok {
+		return validResponse.VisitGenerateBackupCodesResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetTotpUri operation middleware
+func (sh *strictHandler) GetTotpUri(ctx echo.Context) error {
+	var request GetTotpUriRequestObject
+
+	var body GetTotpUriJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetTotpUri(ctx.Request().Context(), request.(GetTotpUriRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetTotpUri")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetTotpUriResponseObject); ok {
+		return validResponse.VisitGetTotpUriResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// VerifyBackupCode operation middleware
+func (sh *strictHandler) VerifyBackupCode(ctx echo.Context) error {
+	var request VerifyBackupCodeRequestObject
+
+	var body VerifyBackupCodeJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.VerifyBackupCode(ctx.Request().Context(), request.(VerifyBackupCodeRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "VerifyBackupCode")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(VerifyBackupCodeResponseObject); ok {
+		return validResponse.VisitVerifyBackupCodeResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// VerifyTotp operation middleware
+func (sh *strictHandler) VerifyTotp(ctx echo.Context) error {
+	var request VerifyTotpRequestObject
+
+	var body VerifyTotpJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.VerifyTotp(ctx.Request().Context(), request.(VerifyTotpRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "VerifyTotp")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(VerifyTotpResponseObject); ok {
+		return validResponse.VisitVerifyTotpResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

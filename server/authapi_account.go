@@ -167,6 +167,15 @@ func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequest
 		}
 		return nil, err
 	}
+	if due, err := s.secondStepDue(ctx, user, rememberMe(body.RememberMe)); err != nil {
+		return nil, err
+	} else if due {
+		if browser {
+			loc := signInRetryURL(*body.CallbackURL, "two_factor_required", string(body.Email))
+			return gen.SignInEmail303Response{Headers: gen.SignInEmail303ResponseHeaders{Location: &loc}}, nil
+		}
+		return twoFactorRedirect()
+	}
 	var sess store.Session
 	var token string
 	err = s.store.InTx(ctx, func(tx *store.Tx) error {
@@ -182,8 +191,8 @@ func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequest
 		return gen.SignInEmail303Response{Headers: gen.SignInEmail303ResponseHeaders{Location: body.CallbackURL}}, nil
 	}
 	// better-auth answers redirect: true with the callbackURL as url, which its client follows.
-	return gen.SignInEmail200JSONResponse{Body: gen.AuthSignInResponse{
-		Redirect: body.CallbackURL != nil, Token: token, Url: nullableOf(body.CallbackURL), User: toAuthUser(user)}}, nil
+	return signedIn(gen.AuthSignInResponse{
+		Redirect: body.CallbackURL != nil, Token: token, Url: nullableOf(body.CallbackURL), User: toAuthUser(user)})
 }
 
 // SignOut deletes the caller's session, if any, and expires the cookie.

@@ -163,6 +163,21 @@ func (e AuthTokenRequestGrantType) Valid() bool {
 	}
 }
 
+// Defines values for AuthTwoFactorRedirectTwoFactorMethods.
+const (
+	AuthTwoFactorRedirectTwoFactorMethodsTotp AuthTwoFactorRedirectTwoFactorMethods = "totp"
+)
+
+// Valid indicates whether the value is a known member of the AuthTwoFactorRedirectTwoFactorMethods enum.
+func (e AuthTwoFactorRedirectTwoFactorMethods) Valid() bool {
+	switch e {
+	case AuthTwoFactorRedirectTwoFactorMethodsTotp:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BillingPlanInterval.
 const (
 	BillingPlanIntervalMonth   BillingPlanInterval = "month"
@@ -691,6 +706,36 @@ func (e AuthListMembersParamsFilterOperator) Valid() bool {
 	}
 }
 
+// Defines values for EnableTwoFactorJSONBodyMethod.
+const (
+	EnableTwoFactorJSONBodyMethodTotp EnableTwoFactorJSONBodyMethod = "totp"
+)
+
+// Valid indicates whether the value is a known member of the EnableTwoFactorJSONBodyMethod enum.
+func (e EnableTwoFactorJSONBodyMethod) Valid() bool {
+	switch e {
+	case EnableTwoFactorJSONBodyMethodTotp:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EnableTwoFactor200JSONResponseBodyMethod.
+const (
+	EnableTwoFactor200JSONResponseBodyMethodTotp EnableTwoFactor200JSONResponseBodyMethod = "totp"
+)
+
+// Valid indicates whether the value is a known member of the EnableTwoFactor200JSONResponseBodyMethod enum.
+func (e EnableTwoFactor200JSONResponseBodyMethod) Valid() bool {
+	switch e {
+	case EnableTwoFactor200JSONResponseBodyMethodTotp:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListConfigEntriesParamsState.
 const (
 	ListConfigEntriesParamsStateActive   ListConfigEntriesParamsState = "active"
@@ -1081,6 +1126,11 @@ type AuthOrganization struct {
 	Slug      string                                    `json:"slug"`
 }
 
+// AuthPasswordBody defines model for AuthPasswordBody.
+type AuthPasswordBody struct {
+	Password string `json:"password"`
+}
+
 // AuthPasswordResetRequested defines model for AuthPasswordResetRequested.
 type AuthPasswordResetRequested struct {
 	Message string `json:"message"`
@@ -1348,6 +1398,24 @@ type AuthTokenResponse struct {
 
 	// TokenType `bearer`.
 	TokenType string `json:"token_type"`
+}
+
+// AuthTwoFactorRedirect defines model for AuthTwoFactorRedirect.
+type AuthTwoFactorRedirect struct {
+	TwoFactorMethods []AuthTwoFactorRedirectTwoFactorMethods `json:"twoFactorMethods"`
+
+	// TwoFactorRedirect Always true: the second factor is due.
+	TwoFactorRedirect bool `json:"twoFactorRedirect"`
+}
+
+// AuthTwoFactorRedirectTwoFactorMethods defines model for AuthTwoFactorRedirect.TwoFactorMethods.
+type AuthTwoFactorRedirectTwoFactorMethods string
+
+// AuthTwoFactorVerified defines model for AuthTwoFactorVerified.
+type AuthTwoFactorVerified struct {
+	// Token The new session's token when the code completed a sign-in, else the caller's.
+	Token string   `json:"token"`
+	User  AuthUser `json:"user"`
 }
 
 // AuthUser defines model for AuthUser.
@@ -2756,8 +2824,43 @@ type SendVerificationEmailJSONBody struct {
 	Email       openapi_types.Email `json:"email"`
 }
 
+// SignInEmail200JSONResponseBody defines parameters for SignInEmail.
+type SignInEmail200JSONResponseBody struct {
+	union json.RawMessage
+}
+
 // SignOutJSONBody defines parameters for SignOut.
 type SignOutJSONBody map[string]interface{}
+
+// EnableTwoFactorJSONBody defines parameters for EnableTwoFactor.
+type EnableTwoFactorJSONBody struct {
+	Issuer *string `json:"issuer,omitempty"`
+
+	// Method Only `totp` (better-auth's email/SMS `otp` method is not offered).
+	Method   *EnableTwoFactorJSONBodyMethod `json:"method,omitempty"`
+	Password string                         `json:"password"`
+}
+
+// EnableTwoFactorJSONBodyMethod defines parameters for EnableTwoFactor.
+type EnableTwoFactorJSONBodyMethod string
+
+// EnableTwoFactor200JSONResponseBodyMethod defines parameters for EnableTwoFactor.
+type EnableTwoFactor200JSONResponseBodyMethod string
+
+// VerifyBackupCodeJSONBody defines parameters for VerifyBackupCode.
+type VerifyBackupCodeJSONBody struct {
+	Code string `json:"code"`
+
+	// DisableSession Accepted for better-auth clients; a completed sign-in always starts its session.
+	DisableSession *bool `json:"disableSession,omitempty"`
+	TrustDevice    *bool `json:"trustDevice,omitempty"`
+}
+
+// VerifyTotpJSONBody defines parameters for VerifyTotp.
+type VerifyTotpJSONBody struct {
+	Code        string `json:"code"`
+	TrustDevice *bool  `json:"trustDevice,omitempty"`
+}
 
 // UpdateUserJSONBody defines parameters for UpdateUser.
 type UpdateUserJSONBody struct {
@@ -3025,6 +3128,24 @@ type SignUpEmailJSONRequestBody = AuthSignUpEmailBody
 // SignUpEmailFormdataRequestBody defines body for SignUpEmail for application/x-www-form-urlencoded ContentType.
 type SignUpEmailFormdataRequestBody = AuthSignUpEmailBody
 
+// DisableTwoFactorJSONRequestBody defines body for DisableTwoFactor for application/json ContentType.
+type DisableTwoFactorJSONRequestBody = AuthPasswordBody
+
+// EnableTwoFactorJSONRequestBody defines body for EnableTwoFactor for application/json ContentType.
+type EnableTwoFactorJSONRequestBody EnableTwoFactorJSONBody
+
+// GenerateBackupCodesJSONRequestBody defines body for GenerateBackupCodes for application/json ContentType.
+type GenerateBackupCodesJSONRequestBody = AuthPasswordBody
+
+// GetTotpUriJSONRequestBody defines body for GetTotpUri for application/json ContentType.
+type GetTotpUriJSONRequestBody = AuthPasswordBody
+
+// VerifyBackupCodeJSONRequestBody defines body for VerifyBackupCode for application/json ContentType.
+type VerifyBackupCodeJSONRequestBody VerifyBackupCodeJSONBody
+
+// VerifyTotpJSONRequestBody defines body for VerifyTotp for application/json ContentType.
+type VerifyTotpJSONRequestBody VerifyTotpJSONBody
+
 // UpdateUserJSONRequestBody defines body for UpdateUser for application/json ContentType.
 type UpdateUserJSONRequestBody UpdateUserJSONBody
 
@@ -3149,6 +3270,68 @@ func (t AuthRoleInput) MarshalJSON() ([]byte, error) {
 }
 
 func (t *AuthRoleInput) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsAuthSignInResponse returns the union data inside the SignInEmail200JSONResponseBody as a AuthSignInResponse
+func (t SignInEmail200JSONResponseBody) AsAuthSignInResponse() (AuthSignInResponse, error) {
+	var body AuthSignInResponse
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAuthSignInResponse overwrites any union data inside the SignInEmail200JSONResponseBody as the provided AuthSignInResponse
+func (t *SignInEmail200JSONResponseBody) FromAuthSignInResponse(v AuthSignInResponse) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAuthSignInResponse performs a merge with any union data inside the SignInEmail200JSONResponseBody, using the provided AuthSignInResponse
+func (t *SignInEmail200JSONResponseBody) MergeAuthSignInResponse(v AuthSignInResponse) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsAuthTwoFactorRedirect returns the union data inside the SignInEmail200JSONResponseBody as a AuthTwoFactorRedirect
+func (t SignInEmail200JSONResponseBody) AsAuthTwoFactorRedirect() (AuthTwoFactorRedirect, error) {
+	var body AuthTwoFactorRedirect
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAuthTwoFactorRedirect overwrites any union data inside the SignInEmail200JSONResponseBody as the provided AuthTwoFactorRedirect
+func (t *SignInEmail200JSONResponseBody) FromAuthTwoFactorRedirect(v AuthTwoFactorRedirect) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAuthTwoFactorRedirect performs a merge with any union data inside the SignInEmail200JSONResponseBody, using the provided AuthTwoFactorRedirect
+func (t *SignInEmail200JSONResponseBody) MergeAuthTwoFactorRedirect(v AuthTwoFactorRedirect) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t SignInEmail200JSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *SignInEmail200JSONResponseBody) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	return err
 }
@@ -4386,6 +4569,152 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/auth/sign-up/email (the `SignUpEmail` operationId).
 	SignUpEmailWithFormdataBody(ctx context.Context, body SignUpEmailFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DisableTwoFactorWithBody Turn the second factor off
+	//
+	// Checks the password and removes the user's TOTP secret, backup codes, pending sign-ins
+	// and trusted devices; the trusted-device cookie is expired.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/disable (the `DisableTwoFactor` operationId).
+	DisableTwoFactorWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DisableTwoFactor Turn the second factor off
+	//
+	// Checks the password and removes the user's TOTP secret, backup codes, pending sign-ins
+	// and trusted devices; the trusted-device cookie is expired.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/disable (the `DisableTwoFactor` operationId).
+	DisableTwoFactor(ctx context.Context, body DisableTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EnableTwoFactorWithBody Start TOTP enrolment
+	//
+	// Checks the password and gives the user a new TOTP secret (RFC 6238: SHA-1, 6 digits,
+	// 30-second steps) and 10 new single-use backup codes, shown this once; the secret is sealed
+	// at rest and the codes are stored hashed. The factor is off until the first code is accepted
+	// by `/api/auth/two-factor/verify-totp`; a user whose factor is on keeps it on under the new
+	// secret. `issuer` names the account in authenticator apps (default `Gatehouse`). A wrong
+	// password is 400 `INVALID_PASSWORD`, throttled per user like change-password.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/enable (the `EnableTwoFactor` operationId).
+	EnableTwoFactorWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EnableTwoFactor Start TOTP enrolment
+	//
+	// Checks the password and gives the user a new TOTP secret (RFC 6238: SHA-1, 6 digits,
+	// 30-second steps) and 10 new single-use backup codes, shown this once; the secret is sealed
+	// at rest and the codes are stored hashed. The factor is off until the first code is accepted
+	// by `/api/auth/two-factor/verify-totp`; a user whose factor is on keeps it on under the new
+	// secret. `issuer` names the account in authenticator apps (default `Gatehouse`). A wrong
+	// password is 400 `INVALID_PASSWORD`, throttled per user like change-password.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/enable (the `EnableTwoFactor` operationId).
+	EnableTwoFactor(ctx context.Context, body EnableTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GenerateBackupCodesWithBody Replace the backup codes
+	//
+	// Checks the password and replaces the user's backup codes with 10 new ones, shown this
+	// once; the old ones stop working. Needs the factor on (400 `TWO_FACTOR_NOT_ENABLED`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/generate-backup-codes (the `GenerateBackupCodes` operationId).
+	GenerateBackupCodesWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GenerateBackupCodes Replace the backup codes
+	//
+	// Checks the password and replaces the user's backup codes with 10 new ones, shown this
+	// once; the old ones stop working. Needs the factor on (400 `TWO_FACTOR_NOT_ENABLED`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/generate-backup-codes (the `GenerateBackupCodes` operationId).
+	GenerateBackupCodes(ctx context.Context, body GenerateBackupCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetTotpUriWithBody Show the TOTP secret's URI again
+	//
+	// Checks the password and returns the otpauth URI of the user's TOTP secret. Without an
+	// enrolment it is 400 `TOTP_NOT_ENABLED`; a wrong password is 400 `INVALID_PASSWORD`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/get-totp-uri (the `GetTotpUri` operationId).
+	GetTotpUriWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetTotpUri Show the TOTP secret's URI again
+	//
+	// Checks the password and returns the otpauth URI of the user's TOTP secret. Without an
+	// enrolment it is 400 `TOTP_NOT_ENABLED`; a wrong password is 400 `INVALID_PASSWORD`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/get-totp-uri (the `GetTotpUri` operationId).
+	GetTotpUri(ctx context.Context, body GetTotpUriJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// VerifyBackupCodeWithBody Spend a backup code
+	//
+	// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+	// TOTP code. Each backup code works once. A wrong or used code is 401
+	// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+	VerifyBackupCodeWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// VerifyBackupCode Spend a backup code
+	//
+	// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+	// TOTP code. Each backup code works once. A wrong or used code is 401
+	// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+	VerifyBackupCode(ctx context.Context, body VerifyBackupCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// VerifyTotpWithBody Check a TOTP code
+	//
+	// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+	// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+	// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+	// cookie and expires the pending one; `trustDevice: true` also sets
+	// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+	// next sign-ins. A code is accepted for the current 30-second step or one either side,
+	// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+	// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+	// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+	// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+	VerifyTotpWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// VerifyTotp Check a TOTP code
+	//
+	// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+	// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+	// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+	// cookie and expires the pending one; `trustDevice: true` also sets
+	// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+	// next sign-ins. A code is accepted for the current 30-second step or one either side,
+	// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+	// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+	// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+	// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+	VerifyTotp(ctx context.Context, body VerifyTotpJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UpdateUserWithBody Update the user's name or picture
 	//
@@ -7442,6 +7771,272 @@ func (c *Client) SignUpEmail(ctx context.Context, body SignUpEmailJSONRequestBod
 // Corresponds with POST /api/auth/sign-up/email (the `SignUpEmail` operationId).
 func (c *Client) SignUpEmailWithFormdataBody(ctx context.Context, body SignUpEmailFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSignUpEmailRequestWithFormdataBody(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DisableTwoFactorWithBody Turn the second factor off
+//
+// Checks the password and removes the user's TOTP secret, backup codes, pending sign-ins
+// and trusted devices; the trusted-device cookie is expired.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/two-factor/disable (the `DisableTwoFactor` operationId).
+func (c *Client) DisableTwoFactorWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDisableTwoFactorRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DisableTwoFactor Turn the second factor off
+//
+// Checks the password and removes the user's TOTP secret, backup codes, pending sign-ins
+// and trusted devices; the trusted-device cookie is expired.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/two-factor/disable (the `DisableTwoFactor` operationId).
+func (c *Client) DisableTwoFactor(ctx context.Context, body DisableTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDisableTwoFactorRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EnableTwoFactorWithBody Start TOTP enrolment
+//
+// Checks the password and gives the user a new TOTP secret (RFC 6238: SHA-1, 6 digits,
+// 30-second steps) and 10 new single-use backup codes, shown this once; the secret is sealed
+// at rest and the codes are stored hashed. The factor is off until the first code is accepted
+// by `/api/auth/two-factor/verify-totp`; a user whose factor is on keeps it on under the new
+// secret. `issuer` names the account in authenticator apps (default `Gatehouse`). A wrong
+// password is 400 `INVALID_PASSWORD`, throttled per user like change-password.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/two-factor/enable (the `EnableTwoFactor` operationId).
+func (c *Client) EnableTwoFactorWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEnableTwoFactorRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EnableTwoFactor Start TOTP enrolment
+//
+// Checks the password and gives the user a new TOTP secret (RFC 6238: SHA-1, 6 digits,
+// 30-second steps) and 10 new single-use backup codes, shown this once; the secret is sealed
+// at rest and the codes are stored hashed. The factor is off until the first code is accepted
+// by `/api/auth/two-factor/verify-totp`; a user whose factor is on keeps it on under the new
+// secret. `issuer` names the account in authenticator apps (default `Gatehouse`). A wrong
+// password is 400 `INVALID_PASSWORD`, throttled per user like change-password.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/two-factor/enable (the `EnableTwoFactor` operationId).
+func (c *Client) EnableTwoFactor(ctx context.Context, body EnableTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEnableTwoFactorRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GenerateBackupCodesWithBody Replace the backup codes
+//
+// Checks the password and replaces the user's backup codes with 10 new ones, shown this
+// once; the old ones stop working. Needs the factor on (400 `TWO_FACTOR_NOT_ENABLED`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/two-factor/generate-backup-codes (the `GenerateBackupCodes` operationId).
+func (c *Client) GenerateBackupCodesWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGenerateBackupCodesRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GenerateBackupCodes Replace the backup codes
+//
+// Checks the password and replaces the user's backup codes with 10 new ones, shown this
+// once; the old ones stop working. Needs the factor on (400 `TWO_FACTOR_NOT_ENABLED`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/two-factor/generate-backup-codes (the `GenerateBackupCodes` operationId).
+func (c *Client) GenerateBackupCodes(ctx context.Context, body GenerateBackupCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGenerateBackupCodesRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetTotpUriWithBody Show the TOTP secret's URI again
+//
+// Checks the password and returns the otpauth URI of the user's TOTP secret. Without an
+// enrolment it is 400 `TOTP_NOT_ENABLED`; a wrong password is 400 `INVALID_PASSWORD`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/two-factor/get-totp-uri (the `GetTotpUri` operationId).
+func (c *Client) GetTotpUriWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTotpUriRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetTotpUri Show the TOTP secret's URI again
+//
+// Checks the password and returns the otpauth URI of the user's TOTP secret. Without an
+// enrolment it is 400 `TOTP_NOT_ENABLED`; a wrong password is 400 `INVALID_PASSWORD`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/two-factor/get-totp-uri (the `GetTotpUri` operationId).
+func (c *Client) GetTotpUri(ctx context.Context, body GetTotpUriJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTotpUriRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// VerifyBackupCodeWithBody Spend a backup code
+//
+// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+// TOTP code. Each backup code works once. A wrong or used code is 401
+// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+func (c *Client) VerifyBackupCodeWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVerifyBackupCodeRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// VerifyBackupCode Spend a backup code
+//
+// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+// TOTP code. Each backup code works once. A wrong or used code is 401
+// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+func (c *Client) VerifyBackupCode(ctx context.Context, body VerifyBackupCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVerifyBackupCodeRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// VerifyTotpWithBody Check a TOTP code
+//
+// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+// cookie and expires the pending one; `trustDevice: true` also sets
+// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+// next sign-ins. A code is accepted for the current 30-second step or one either side,
+// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+func (c *Client) VerifyTotpWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVerifyTotpRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// VerifyTotp Check a TOTP code
+//
+// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+// cookie and expires the pending one; `trustDevice: true` also sets
+// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+// next sign-ins. A code is accepted for the current 30-second step or one either side,
+// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+func (c *Client) VerifyTotp(ctx context.Context, body VerifyTotpJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVerifyTotpRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -11922,6 +12517,246 @@ func NewSignUpEmailRequestWithBody(server string, contentType string, body io.Re
 	}
 
 	operationPath := fmt.Sprintf("/api/auth/sign-up/email")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDisableTwoFactorRequest calls the generic DisableTwoFactor builder with application/json body
+func NewDisableTwoFactorRequest(server string, body DisableTwoFactorJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDisableTwoFactorRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewDisableTwoFactorRequestWithBody constructs an http.Request for the DisableTwoFactor method, with any body, and a specified content type
+func NewDisableTwoFactorRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/two-factor/disable")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewEnableTwoFactorRequest calls the generic EnableTwoFactor builder with application/json body
+func NewEnableTwoFactorRequest(server string, body EnableTwoFactorJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewEnableTwoFactorRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewEnableTwoFactorRequestWithBody constructs an http.Request for the EnableTwoFactor method, with any body, and a specified content type
+func NewEnableTwoFactorRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/two-factor/enable")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGenerateBackupCodesRequest calls the generic GenerateBackupCodes builder with application/json body
+func NewGenerateBackupCodesRequest(server string, body GenerateBackupCodesJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewGenerateBackupCodesRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewGenerateBackupCodesRequestWithBody constructs an http.Request for the GenerateBackupCodes method, with any body, and a specified content type
+func NewGenerateBackupCodesRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/two-factor/generate-backup-codes")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetTotpUriRequest calls the generic GetTotpUri builder with application/json body
+func NewGetTotpUriRequest(server string, body GetTotpUriJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewGetTotpUriRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewGetTotpUriRequestWithBody constructs an http.Request for the GetTotpUri method, with any body, and a specified content type
+func NewGetTotpUriRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/two-factor/get-totp-uri")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewVerifyBackupCodeRequest calls the generic VerifyBackupCode builder with application/json body
+func NewVerifyBackupCodeRequest(server string, body VerifyBackupCodeJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewVerifyBackupCodeRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewVerifyBackupCodeRequestWithBody constructs an http.Request for the VerifyBackupCode method, with any body, and a specified content type
+func NewVerifyBackupCodeRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/two-factor/verify-backup-code")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewVerifyTotpRequest calls the generic VerifyTotp builder with application/json body
+func NewVerifyTotpRequest(server string, body VerifyTotpJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewVerifyTotpRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewVerifyTotpRequestWithBody constructs an http.Request for the VerifyTotp method, with any body, and a specified content type
+func NewVerifyTotpRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/two-factor/verify-totp")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -16430,6 +17265,152 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/auth/sign-up/email (the `SignUpEmail` operationId).
 	SignUpEmailWithFormdataBodyWithResponse(ctx context.Context, body SignUpEmailFormdataRequestBody, reqEditors ...RequestEditorFn) (*SignUpEmailResponse, error)
 
+	// DisableTwoFactorWithBodyWithResponse Turn the second factor off
+	//
+	// Checks the password and removes the user's TOTP secret, backup codes, pending sign-ins
+	// and trusted devices; the trusted-device cookie is expired.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/disable (the `DisableTwoFactor` operationId).
+	DisableTwoFactorWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DisableTwoFactorResponse, error)
+
+	// DisableTwoFactorWithResponse Turn the second factor off
+	//
+	// Checks the password and removes the user's TOTP secret, backup codes, pending sign-ins
+	// and trusted devices; the trusted-device cookie is expired.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/disable (the `DisableTwoFactor` operationId).
+	DisableTwoFactorWithResponse(ctx context.Context, body DisableTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*DisableTwoFactorResponse, error)
+
+	// EnableTwoFactorWithBodyWithResponse Start TOTP enrolment
+	//
+	// Checks the password and gives the user a new TOTP secret (RFC 6238: SHA-1, 6 digits,
+	// 30-second steps) and 10 new single-use backup codes, shown this once; the secret is sealed
+	// at rest and the codes are stored hashed. The factor is off until the first code is accepted
+	// by `/api/auth/two-factor/verify-totp`; a user whose factor is on keeps it on under the new
+	// secret. `issuer` names the account in authenticator apps (default `Gatehouse`). A wrong
+	// password is 400 `INVALID_PASSWORD`, throttled per user like change-password.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/enable (the `EnableTwoFactor` operationId).
+	EnableTwoFactorWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EnableTwoFactorResponse, error)
+
+	// EnableTwoFactorWithResponse Start TOTP enrolment
+	//
+	// Checks the password and gives the user a new TOTP secret (RFC 6238: SHA-1, 6 digits,
+	// 30-second steps) and 10 new single-use backup codes, shown this once; the secret is sealed
+	// at rest and the codes are stored hashed. The factor is off until the first code is accepted
+	// by `/api/auth/two-factor/verify-totp`; a user whose factor is on keeps it on under the new
+	// secret. `issuer` names the account in authenticator apps (default `Gatehouse`). A wrong
+	// password is 400 `INVALID_PASSWORD`, throttled per user like change-password.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/enable (the `EnableTwoFactor` operationId).
+	EnableTwoFactorWithResponse(ctx context.Context, body EnableTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*EnableTwoFactorResponse, error)
+
+	// GenerateBackupCodesWithBodyWithResponse Replace the backup codes
+	//
+	// Checks the password and replaces the user's backup codes with 10 new ones, shown this
+	// once; the old ones stop working. Needs the factor on (400 `TWO_FACTOR_NOT_ENABLED`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/generate-backup-codes (the `GenerateBackupCodes` operationId).
+	GenerateBackupCodesWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*GenerateBackupCodesResponse, error)
+
+	// GenerateBackupCodesWithResponse Replace the backup codes
+	//
+	// Checks the password and replaces the user's backup codes with 10 new ones, shown this
+	// once; the old ones stop working. Needs the factor on (400 `TWO_FACTOR_NOT_ENABLED`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/generate-backup-codes (the `GenerateBackupCodes` operationId).
+	GenerateBackupCodesWithResponse(ctx context.Context, body GenerateBackupCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*GenerateBackupCodesResponse, error)
+
+	// GetTotpUriWithBodyWithResponse Show the TOTP secret's URI again
+	//
+	// Checks the password and returns the otpauth URI of the user's TOTP secret. Without an
+	// enrolment it is 400 `TOTP_NOT_ENABLED`; a wrong password is 400 `INVALID_PASSWORD`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/get-totp-uri (the `GetTotpUri` operationId).
+	GetTotpUriWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*GetTotpUriResponse, error)
+
+	// GetTotpUriWithResponse Show the TOTP secret's URI again
+	//
+	// Checks the password and returns the otpauth URI of the user's TOTP secret. Without an
+	// enrolment it is 400 `TOTP_NOT_ENABLED`; a wrong password is 400 `INVALID_PASSWORD`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/get-totp-uri (the `GetTotpUri` operationId).
+	GetTotpUriWithResponse(ctx context.Context, body GetTotpUriJSONRequestBody, reqEditors ...RequestEditorFn) (*GetTotpUriResponse, error)
+
+	// VerifyBackupCodeWithBodyWithResponse Spend a backup code
+	//
+	// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+	// TOTP code. Each backup code works once. A wrong or used code is 401
+	// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+	VerifyBackupCodeWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*VerifyBackupCodeResponse, error)
+
+	// VerifyBackupCodeWithResponse Spend a backup code
+	//
+	// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+	// TOTP code. Each backup code works once. A wrong or used code is 401
+	// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+	VerifyBackupCodeWithResponse(ctx context.Context, body VerifyBackupCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*VerifyBackupCodeResponse, error)
+
+	// VerifyTotpWithBodyWithResponse Check a TOTP code
+	//
+	// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+	// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+	// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+	// cookie and expires the pending one; `trustDevice: true` also sets
+	// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+	// next sign-ins. A code is accepted for the current 30-second step or one either side,
+	// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+	// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+	// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+	// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+	VerifyTotpWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*VerifyTotpResponse, error)
+
+	// VerifyTotpWithResponse Check a TOTP code
+	//
+	// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+	// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+	// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+	// cookie and expires the pending one; `trustDevice: true` also sets
+	// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+	// next sign-ins. A code is accepted for the current 30-second step or one either side,
+	// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+	// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+	// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+	// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+	VerifyTotpWithResponse(ctx context.Context, body VerifyTotpJSONRequestBody, reqEditors ...RequestEditorFn) (*VerifyTotpResponse, error)
+
 	// UpdateUserWithBodyWithResponse Update the user's name or picture
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -20658,7 +21639,7 @@ type SignInEmailResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *AuthSignInResponse
+	JSON200 *SignInEmail200JSONResponseBody
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *AuthBadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
@@ -20680,7 +21661,7 @@ type SignInEmailResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r SignInEmailResponse) GetJSON200() *AuthSignInResponse {
+func (r SignInEmailResponse) GetJSON200() *SignInEmail200JSONResponseBody {
 	return r.JSON200
 }
 
@@ -20960,6 +21941,578 @@ func (r SignUpEmailResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SignUpEmailResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DisableTwoFactorResponse429Headers the declared response headers of an HTTP 429 response for DisableTwoFactor
+type DisableTwoFactorResponse429Headers struct {
+	RetryAfter *int
+}
+
+// DisableTwoFactorResponse503Headers the declared response headers of an HTTP 503 response for DisableTwoFactor
+type DisableTwoFactorResponse503Headers struct {
+	RetryAfter *int
+}
+
+type DisableTwoFactorResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthStatus
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *AuthUnauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *AuthTooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DisableTwoFactorResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DisableTwoFactorResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DisableTwoFactorResponse) GetJSON200() *AuthStatus {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DisableTwoFactorResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DisableTwoFactorResponse) GetApplicationproblemJSON401() *AuthUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DisableTwoFactorResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r DisableTwoFactorResponse) GetApplicationproblemJSON429() *AuthTooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DisableTwoFactorResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DisableTwoFactorResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DisableTwoFactorResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DisableTwoFactorResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DisableTwoFactorResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// EnableTwoFactorResponse429Headers the declared response headers of an HTTP 429 response for EnableTwoFactor
+type EnableTwoFactorResponse429Headers struct {
+	RetryAfter *int
+}
+
+// EnableTwoFactorResponse503Headers the declared response headers of an HTTP 503 response for EnableTwoFactor
+type EnableTwoFactorResponse503Headers struct {
+	RetryAfter *int
+}
+
+type EnableTwoFactorResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		BackupCodes []string                                 `json:"backupCodes"`
+		Method      EnableTwoFactor200JSONResponseBodyMethod `json:"method"`
+		TotpURI     string                                   `json:"totpURI"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *AuthUnauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *AuthTooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EnableTwoFactorResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EnableTwoFactorResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EnableTwoFactorResponse) GetJSON200() *struct {
+	BackupCodes []string                                 `json:"backupCodes"`
+	Method      EnableTwoFactor200JSONResponseBodyMethod `json:"method"`
+	TotpURI     string                                   `json:"totpURI"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r EnableTwoFactorResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r EnableTwoFactorResponse) GetApplicationproblemJSON401() *AuthUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r EnableTwoFactorResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r EnableTwoFactorResponse) GetApplicationproblemJSON429() *AuthTooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EnableTwoFactorResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r EnableTwoFactorResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EnableTwoFactorResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EnableTwoFactorResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EnableTwoFactorResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GenerateBackupCodesResponse429Headers the declared response headers of an HTTP 429 response for GenerateBackupCodes
+type GenerateBackupCodesResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GenerateBackupCodesResponse503Headers the declared response headers of an HTTP 503 response for GenerateBackupCodes
+type GenerateBackupCodesResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GenerateBackupCodesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		BackupCodes []string `json:"backupCodes"`
+		Status      bool     `json:"status"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *AuthUnauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *AuthTooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GenerateBackupCodesResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GenerateBackupCodesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GenerateBackupCodesResponse) GetJSON200() *struct {
+	BackupCodes []string `json:"backupCodes"`
+	Status      bool     `json:"status"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GenerateBackupCodesResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GenerateBackupCodesResponse) GetApplicationproblemJSON401() *AuthUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GenerateBackupCodesResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GenerateBackupCodesResponse) GetApplicationproblemJSON429() *AuthTooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GenerateBackupCodesResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GenerateBackupCodesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GenerateBackupCodesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GenerateBackupCodesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GenerateBackupCodesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetTotpUriResponse429Headers the declared response headers of an HTTP 429 response for GetTotpUri
+type GetTotpUriResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GetTotpUriResponse503Headers the declared response headers of an HTTP 503 response for GetTotpUri
+type GetTotpUriResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetTotpUriResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		TotpURI string `json:"totpURI"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *AuthUnauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *AuthTooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetTotpUriResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetTotpUriResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetTotpUriResponse) GetJSON200() *struct {
+	TotpURI string `json:"totpURI"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetTotpUriResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetTotpUriResponse) GetApplicationproblemJSON401() *AuthUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetTotpUriResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetTotpUriResponse) GetApplicationproblemJSON429() *AuthTooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetTotpUriResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTotpUriResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTotpUriResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTotpUriResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTotpUriResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// VerifyBackupCodeResponse200Headers the declared response headers of an HTTP 200 response for VerifyBackupCode
+type VerifyBackupCodeResponse200Headers struct {
+	SetCookie *string
+}
+
+// VerifyBackupCodeResponse429Headers the declared response headers of an HTTP 429 response for VerifyBackupCode
+type VerifyBackupCodeResponse429Headers struct {
+	RetryAfter *int
+}
+
+// VerifyBackupCodeResponse503Headers the declared response headers of an HTTP 503 response for VerifyBackupCode
+type VerifyBackupCodeResponse503Headers struct {
+	RetryAfter *int
+}
+
+type VerifyBackupCodeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthTwoFactorVerified
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *AuthUnauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *AuthTooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *VerifyBackupCodeResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *VerifyBackupCodeResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *VerifyBackupCodeResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r VerifyBackupCodeResponse) GetJSON200() *AuthTwoFactorVerified {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r VerifyBackupCodeResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r VerifyBackupCodeResponse) GetApplicationproblemJSON401() *AuthUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r VerifyBackupCodeResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r VerifyBackupCodeResponse) GetApplicationproblemJSON429() *AuthTooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r VerifyBackupCodeResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r VerifyBackupCodeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r VerifyBackupCodeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r VerifyBackupCodeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r VerifyBackupCodeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// VerifyTotpResponse200Headers the declared response headers of an HTTP 200 response for VerifyTotp
+type VerifyTotpResponse200Headers struct {
+	SetCookie *string
+}
+
+// VerifyTotpResponse429Headers the declared response headers of an HTTP 429 response for VerifyTotp
+type VerifyTotpResponse429Headers struct {
+	RetryAfter *int
+}
+
+// VerifyTotpResponse503Headers the declared response headers of an HTTP 503 response for VerifyTotp
+type VerifyTotpResponse503Headers struct {
+	RetryAfter *int
+}
+
+type VerifyTotpResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthTwoFactorVerified
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *AuthUnauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *AuthTooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *VerifyTotpResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *VerifyTotpResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *VerifyTotpResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r VerifyTotpResponse) GetJSON200() *AuthTwoFactorVerified {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r VerifyTotpResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r VerifyTotpResponse) GetApplicationproblemJSON401() *AuthUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r VerifyTotpResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r VerifyTotpResponse) GetApplicationproblemJSON429() *AuthTooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r VerifyTotpResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r VerifyTotpResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r VerifyTotpResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r VerifyTotpResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r VerifyTotpResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -27525,6 +29078,224 @@ func (c *ClientWithResponses) SignUpEmailWithFormdataBodyWithResponse(ctx contex
 	return ParseSignUpEmailResponse(rsp)
 }
 
+// DisableTwoFactorWithBodyWithResponse Turn the second factor off
+//
+// Checks the password and removes the user's TOTP secret, backup codes, pending sign-ins
+// and trusted devices; the trusted-device cookie is expired.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/disable (the `DisableTwoFactor` operationId).
+func (c *ClientWithResponses) DisableTwoFactorWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DisableTwoFactorResponse, error) {
+	rsp, err := c.DisableTwoFactorWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDisableTwoFactorResponse(rsp)
+}
+
+// DisableTwoFactorWithResponse Turn the second factor off
+//
+// Checks the password and removes the user's TOTP secret, backup codes, pending sign-ins
+// and trusted devices; the trusted-device cookie is expired.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/disable (the `DisableTwoFactor` operationId).
+func (c *ClientWithResponses) DisableTwoFactorWithResponse(ctx context.Context, body DisableTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*DisableTwoFactorResponse, error) {
+	rsp, err := c.DisableTwoFactor(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDisableTwoFactorResponse(rsp)
+}
+
+// EnableTwoFactorWithBodyWithResponse Start TOTP enrolment
+//
+// Checks the password and gives the user a new TOTP secret (RFC 6238: SHA-1, 6 digits,
+// 30-second steps) and 10 new single-use backup codes, shown this once; the secret is sealed
+// at rest and the codes are stored hashed. The factor is off until the first code is accepted
+// by `/api/auth/two-factor/verify-totp`; a user whose factor is on keeps it on under the new
+// secret. `issuer` names the account in authenticator apps (default `Gatehouse`). A wrong
+// password is 400 `INVALID_PASSWORD`, throttled per user like change-password.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/enable (the `EnableTwoFactor` operationId).
+func (c *ClientWithResponses) EnableTwoFactorWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EnableTwoFactorResponse, error) {
+	rsp, err := c.EnableTwoFactorWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEnableTwoFactorResponse(rsp)
+}
+
+// EnableTwoFactorWithResponse Start TOTP enrolment
+//
+// Checks the password and gives the user a new TOTP secret (RFC 6238: SHA-1, 6 digits,
+// 30-second steps) and 10 new single-use backup codes, shown this once; the secret is sealed
+// at rest and the codes are stored hashed. The factor is off until the first code is accepted
+// by `/api/auth/two-factor/verify-totp`; a user whose factor is on keeps it on under the new
+// secret. `issuer` names the account in authenticator apps (default `Gatehouse`). A wrong
+// password is 400 `INVALID_PASSWORD`, throttled per user like change-password.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/enable (the `EnableTwoFactor` operationId).
+func (c *ClientWithResponses) EnableTwoFactorWithResponse(ctx context.Context, body EnableTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*EnableTwoFactorResponse, error) {
+	rsp, err := c.EnableTwoFactor(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEnableTwoFactorResponse(rsp)
+}
+
+// GenerateBackupCodesWithBodyWithResponse Replace the backup codes
+//
+// Checks the password and replaces the user's backup codes with 10 new ones, shown this
+// once; the old ones stop working. Needs the factor on (400 `TWO_FACTOR_NOT_ENABLED`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/generate-backup-codes (the `GenerateBackupCodes` operationId).
+func (c *ClientWithResponses) GenerateBackupCodesWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*GenerateBackupCodesResponse, error) {
+	rsp, err := c.GenerateBackupCodesWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGenerateBackupCodesResponse(rsp)
+}
+
+// GenerateBackupCodesWithResponse Replace the backup codes
+//
+// Checks the password and replaces the user's backup codes with 10 new ones, shown this
+// once; the old ones stop working. Needs the factor on (400 `TWO_FACTOR_NOT_ENABLED`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/generate-backup-codes (the `GenerateBackupCodes` operationId).
+func (c *ClientWithResponses) GenerateBackupCodesWithResponse(ctx context.Context, body GenerateBackupCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*GenerateBackupCodesResponse, error) {
+	rsp, err := c.GenerateBackupCodes(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGenerateBackupCodesResponse(rsp)
+}
+
+// GetTotpUriWithBodyWithResponse Show the TOTP secret's URI again
+//
+// Checks the password and returns the otpauth URI of the user's TOTP secret. Without an
+// enrolment it is 400 `TOTP_NOT_ENABLED`; a wrong password is 400 `INVALID_PASSWORD`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/get-totp-uri (the `GetTotpUri` operationId).
+func (c *ClientWithResponses) GetTotpUriWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*GetTotpUriResponse, error) {
+	rsp, err := c.GetTotpUriWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTotpUriResponse(rsp)
+}
+
+// GetTotpUriWithResponse Show the TOTP secret's URI again
+//
+// Checks the password and returns the otpauth URI of the user's TOTP secret. Without an
+// enrolment it is 400 `TOTP_NOT_ENABLED`; a wrong password is 400 `INVALID_PASSWORD`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/get-totp-uri (the `GetTotpUri` operationId).
+func (c *ClientWithResponses) GetTotpUriWithResponse(ctx context.Context, body GetTotpUriJSONRequestBody, reqEditors ...RequestEditorFn) (*GetTotpUriResponse, error) {
+	rsp, err := c.GetTotpUri(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTotpUriResponse(rsp)
+}
+
+// VerifyBackupCodeWithBodyWithResponse Spend a backup code
+//
+// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+// TOTP code. Each backup code works once. A wrong or used code is 401
+// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+func (c *ClientWithResponses) VerifyBackupCodeWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*VerifyBackupCodeResponse, error) {
+	rsp, err := c.VerifyBackupCodeWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVerifyBackupCodeResponse(rsp)
+}
+
+// VerifyBackupCodeWithResponse Spend a backup code
+//
+// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+// TOTP code. Each backup code works once. A wrong or used code is 401
+// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+func (c *ClientWithResponses) VerifyBackupCodeWithResponse(ctx context.Context, body VerifyBackupCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*VerifyBackupCodeResponse, error) {
+	rsp, err := c.VerifyBackupCode(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVerifyBackupCodeResponse(rsp)
+}
+
+// VerifyTotpWithBodyWithResponse Check a TOTP code
+//
+// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+// cookie and expires the pending one; `trustDevice: true` also sets
+// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+// next sign-ins. A code is accepted for the current 30-second step or one either side,
+// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+func (c *ClientWithResponses) VerifyTotpWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*VerifyTotpResponse, error) {
+	rsp, err := c.VerifyTotpWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVerifyTotpResponse(rsp)
+}
+
+// VerifyTotpWithResponse Check a TOTP code
+//
+// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+// cookie and expires the pending one; `trustDevice: true` also sets
+// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+// next sign-ins. A code is accepted for the current 30-second step or one either side,
+// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+func (c *ClientWithResponses) VerifyTotpWithResponse(ctx context.Context, body VerifyTotpJSONRequestBody, reqEditors ...RequestEditorFn) (*VerifyTotpResponse, error) {
+	rsp, err := c.VerifyTotp(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVerifyTotpResponse(rsp)
+}
+
 // UpdateUserWithBodyWithResponse Update the user's name or picture
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -31650,7 +33421,7 @@ func ParseSignInEmailResponse(rsp *http.Response) (*SignInEmailResponse, error) 
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest AuthSignInResponse
+		var dest SignInEmail200JSONResponseBody
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -31949,6 +33720,539 @@ func ParseSignUpEmailResponse(rsp *http.Response) (*SignUpEmailResponse, error) 
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers SignUpEmailResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDisableTwoFactorResponse parses an HTTP response from a DisableTwoFactorWithResponse call
+func ParseDisableTwoFactorResponse(rsp *http.Response) (*DisableTwoFactorResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DisableTwoFactorResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest AuthTooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DisableTwoFactorResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DisableTwoFactorResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseEnableTwoFactorResponse parses an HTTP response from a EnableTwoFactorWithResponse call
+func ParseEnableTwoFactorResponse(rsp *http.Response) (*EnableTwoFactorResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EnableTwoFactorResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			BackupCodes []string                                 `json:"backupCodes"`
+			Method      EnableTwoFactor200JSONResponseBodyMethod `json:"method"`
+			TotpURI     string                                   `json:"totpURI"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest AuthTooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers EnableTwoFactorResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EnableTwoFactorResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGenerateBackupCodesResponse parses an HTTP response from a GenerateBackupCodesWithResponse call
+func ParseGenerateBackupCodesResponse(rsp *http.Response) (*GenerateBackupCodesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GenerateBackupCodesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			BackupCodes []string `json:"backupCodes"`
+			Status      bool     `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest AuthTooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GenerateBackupCodesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GenerateBackupCodesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetTotpUriResponse parses an HTTP response from a GetTotpUriWithResponse call
+func ParseGetTotpUriResponse(rsp *http.Response) (*GetTotpUriResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTotpUriResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			TotpURI string `json:"totpURI"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest AuthTooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetTotpUriResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetTotpUriResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseVerifyBackupCodeResponse parses an HTTP response from a VerifyBackupCodeWithResponse call
+func ParseVerifyBackupCodeResponse(rsp *http.Response) (*VerifyBackupCodeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &VerifyBackupCodeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthTwoFactorVerified
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest AuthTooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers VerifyBackupCodeResponse200Headers
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers VerifyBackupCodeResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers VerifyBackupCodeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseVerifyTotpResponse parses an HTTP response from a VerifyTotpWithResponse call
+func ParseVerifyTotpResponse(rsp *http.Response) (*VerifyTotpResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &VerifyTotpResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthTwoFactorVerified
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest AuthTooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers VerifyTotpResponse200Headers
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers VerifyTotpResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers VerifyTotpResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
