@@ -2,7 +2,6 @@ package identity
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base32"
@@ -66,18 +65,16 @@ var (
 type TwoFactors struct {
 	store *store.Store
 	ring  *seal.Keyring
-	// codeKey keys the HMAC of backup codes; cookieKey signs the second step's cookies. Both
-	// are derived from the master key for this purpose alone, so that neither cookie can pass
-	// for a session cookie or the other way round.
-	codeKey, cookieKey []byte
-	secure             bool
+	// cookieKey signs the second step's cookies, derived from the master key for this purpose
+	// alone, so that neither cookie can pass for a session cookie or the other way round.
+	cookieKey []byte
+	secure    bool
 }
 
 // NewTwoFactors returns the second factors of st, sealing secrets with ring and deriving its
 // keys from master; secure (an https base URL) names the cookies __Host- and marks them Secure.
 func NewTwoFactors(st *store.Store, ring *seal.Keyring, master []byte, secure bool) *TwoFactors {
 	return &TwoFactors{store: st, ring: ring, secure: secure,
-		codeKey:   seal.DeriveKey(master, "two-factor-backup-code"),
 		cookieKey: seal.DeriveKey(master, "two-factor-cookie")}
 }
 
@@ -101,7 +98,7 @@ func (f *TwoFactors) Enroll(ctx context.Context, tx *store.Tx, user store.User, 
 	if err != nil {
 		return Enrolment{}, fmt.Errorf("identity: enroll two factor: %w", err)
 	}
-	codes, hashes, err := f.newBackupCodes()
+	codes, hashes, err := newBackupCodes(user.ID)
 	if err != nil {
 		return Enrolment{}, err
 	}
@@ -212,7 +209,7 @@ func matchTOTP(secret, code string, now time.Time) (int64, bool) {
 
 // UseBackupCode spends userID's unused backup code code in tx, or returns ErrWrongCode.
 func (f *TwoFactors) UseBackupCode(ctx context.Context, tx *store.Tx, userID, code string) error {
-	err := tx.UseBackupCode(ctx, userID, f.hashBackupCode(strings.TrimSpace(code)))
+	err := tx.UseBackupCode(ctx, userID, HashBackupCode(userID, strings.TrimSpace(code)))
 	if errors.Is(err, store.ErrNotFound) {
 		return ErrWrongCode
 	}
@@ -222,7 +219,7 @@ func (f *TwoFactors) UseBackupCode(ctx context.Context, tx *store.Tx, userID, co
 // RegenerateBackupCodes replaces userID's backup codes with BackupCodeCount new ones in tx and
 // returns them in the clear.
 func (f *TwoFactors) RegenerateBackupCodes(ctx context.Context, tx *store.Tx, userID string) ([]string, error) {
-	codes, hashes, err := f.newBackupCodes()
+	codes, hashes, err := newBackupCodes(userID)
 	if err != nil {
 		return nil, err
 	}
@@ -232,25 +229,27 @@ func (f *TwoFactors) RegenerateBackupCodes(ctx context.Context, tx *store.Tx, us
 	return codes, nil
 }
 
-// newBackupCodes makes BackupCodeCount codes in better-auth's form, ten base62 characters as
-// "xxxxx-xxxxx" (about 59 bits each), and their hashes.
-func (f *TwoFactors) newBackupCodes() (codes, hashes []string, err error) {
+// newBackupCodes makes BackupCodeCount codes of userID in better-auth's form, ten base62
+// characters as "xxxxx-xxxxx" (about 59 bits each), and their hashes.
+func newBackupCodes(userID string) (codes, hashes []string, err error) {
 	for range BackupCodeCount {
 		raw, err := RandomBase62(10)
 		if err != nil {
 			return nil, nil, err
 		}
 		c := raw[:5] + "-" + raw[5:]
-		codes, hashes = append(codes, c), append(hashes, f.hashBackupCode(c))
+		codes, hashes = append(codes, c), append(hashes, HashBackupCode(userID, c))
 	}
 	return codes, hashes, nil
 }
 
-// hashBackupCode is the stored form of a backup code: the hex HMAC-SHA256 under codeKey.
-func (f *TwoFactors) hashBackupCode(code string) string {
-	m := hmac.New(sha256.New, f.codeKey)
-	m.Write([]byte(code))
-	return hex.EncodeToString(m.Sum(nil))
+// HashBackupCode is the stored form of userID's backup code: the hex SHA-256 of the user id
+// and the code. A code is 59 random bits, so a plain hash makes a leaked table useless (every
+// guess is bound to one user), and unlike a keyed hash it survives a master-key rotation: the
+// codes users keep on paper go on working.
+func HashBackupCode(userID, code string) string {
+	sum := sha256.Sum256([]byte("gatehouse/backup-code/" + userID + "/" + code))
+	return hex.EncodeToString(sum[:])
 }
 
 // TwoFactorCookieName is the pending sign-in cookie's name.

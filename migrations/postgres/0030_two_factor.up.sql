@@ -15,8 +15,8 @@ CREATE TABLE two_factors (
     updated_at TIMESTAMPTZ NOT NULL
 );
 
--- Backup codes: code_hash is the hex HMAC-SHA256 of the code under a key derived from the
--- master key; the code itself is shown once. used_at is set by the one use.
+-- Backup codes: code_hash is the hex SHA-256 of the user id and the code
+-- (identity.HashBackupCode); the code itself is shown once. used_at is set by the one use.
 CREATE TABLE two_factor_backup_codes (
     id         TEXT COLLATE "C" PRIMARY KEY,
     user_id    TEXT COLLATE "C" NOT NULL REFERENCES users (id) ON DELETE CASCADE,
