@@ -14,6 +14,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/gen"
 	"github.com/gatehouse-dev/gatehouse/identity"
+	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/store"
 )
 
@@ -167,7 +168,8 @@ func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequest
 		}
 		return nil, err
 	}
-	if due, err := s.secondStepDue(ctx, user, rememberMe(body.RememberMe)); err != nil {
+	forceSecond := body.CallbackURL != nil && oauth.WantsMultiFactor(*body.CallbackURL)
+	if due, err := s.secondStepDue(ctx, user, rememberMe(body.RememberMe), forceSecond); err != nil {
 		return nil, err
 	} else if due {
 		if browser {
@@ -180,7 +182,7 @@ func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequest
 	var token string
 	err = s.store.InTx(ctx, func(tx *store.Tx) error {
 		var err error
-		sess, token, err = s.createSession(ctx, tx, user.ID, rememberMe(body.RememberMe), nil)
+		sess, token, err = s.createSession(ctx, tx, user.ID, rememberMe(body.RememberMe), nil, amrPassword)
 		return err
 	})
 	if err != nil {
@@ -337,7 +339,7 @@ func (s *Server) ChangePassword(ctx context.Context, request gen.ChangePasswordR
 			}
 			metadata["revokedRefreshTokens"], metadata["revokedAccessTokens"] = r.RefreshTokens, r.AccessTokens
 		}
-		if sess, token, err = s.createSession(ctx, tx, p.ID(), p.Session.RememberMe, p.Session.ActiveOrganizationID); err != nil {
+		if sess, token, err = s.createSession(ctx, tx, p.ID(), p.Session.RememberMe, p.Session.ActiveOrganizationID, p.Session.AMR); err != nil {
 			return err
 		}
 		return audit(ctx, tx, auditEvent{Action: "user.password_change", TargetType: "user", TargetID: p.ID(),
@@ -413,7 +415,7 @@ func (s *Server) createUser(ctx context.Context, u *store.User, password string,
 		}
 		var err error
 		if !s.cfg.RequireEmailVerification {
-			if sess, token, err = s.createSession(ctx, tx, u.ID, remember, nil); err != nil {
+			if sess, token, err = s.createSession(ctx, tx, u.ID, remember, nil, amrPassword); err != nil {
 				return err
 			}
 		}
@@ -527,9 +529,18 @@ type throttleKey struct {
 	key string
 }
 
+// How a session's user signed in (RFC 8176 values; store.Session.AMR): a password; a password
+// and a TOTP or backup code (both one-time passwords), which is multi-factor. A social sign-in
+// records the provider's id.
+var (
+	amrPassword   = []string{"pwd"}
+	amrTwoFactors = []string{"pwd", "otp", "mfa"}
+)
+
 // createSession starts a session for userID (see identity.Sessions.Create), recording the
-// request's IP and user agent. It returns the session and its raw token.
-func (s *Server) createSession(ctx context.Context, tx *store.Tx, userID string, remember bool, activeOrg *string) (store.Session, string, error) {
+// request's IP and user agent and amr, how the user signed in. It returns the session and its
+// raw token.
+func (s *Server) createSession(ctx context.Context, tx *store.Tx, userID string, remember bool, activeOrg *string, amr []string) (store.Session, string, error) {
 	meta := requestMetaFrom(ctx)
 	return s.sessions.Create(ctx, tx, store.Session{
 		UserID:               userID,
@@ -537,6 +548,7 @@ func (s *Server) createSession(ctx context.Context, tx *store.Tx, userID string,
 		IPAddress:            meta.IP,
 		UserAgent:            meta.UserAgent,
 		ActiveOrganizationID: activeOrg,
+		AMR:                  amr,
 	})
 }
 

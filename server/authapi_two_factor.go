@@ -178,27 +178,24 @@ func (s *Server) VerifyBackupCode(ctx context.Context, request gen.VerifyBackupC
 }
 
 // verifySecondFactor runs check (which returns identity.ErrWrongCode for a wrong code) for the
-// signed-in caller or, without a session, for the user of the pending sign-in, under the
-// account throttle. A wrong code is wrong (errInvalidCode or errInvalidBackupCode), counted
+// user of the pending sign-in or, without one, for the signed-in caller, under the account
+// throttle. A wrong code is wrong (errInvalidCode or errInvalidBackupCode), counted
 // against the account and the pending sign-in; the pending sign-in's last allowed failure ends
 // it. An accepted code of a pending sign-in uses it up, starts the session (and, with
 // trustDevice, trusts the browser) in the same transaction.
 func (s *Server) verifySecondFactor(ctx context.Context, trustDevice *bool, wrong *Error, check func(tx *store.Tx, userID string) error) (gen.AuthTwoFactorVerified, error) {
 	p := PrincipalFrom(ctx)
-	var pendingHash string
-	var pending store.TwoFactorToken
+	pendingHash, pending, err := s.twoFactors.PendingSignIn(requestOf(ctx))
+	if err != nil && !errors.Is(err, identity.ErrNoPendingSignIn) {
+		return gen.AuthTwoFactorVerified{}, err
+	}
 	var user store.User
-	if p != nil && p.Kind == PrincipalUser {
+	switch {
+	case pendingHash == "" && p != nil && p.Kind == PrincipalUser:
 		user = p.User
-	} else {
-		var err error
-		pendingHash, pending, err = s.twoFactors.PendingSignIn(requestOf(ctx))
-		if errors.Is(err, identity.ErrNoPendingSignIn) {
-			return gen.AuthTwoFactorVerified{}, errInvalidTwoFactorCookie
-		}
-		if err != nil {
-			return gen.AuthTwoFactorVerified{}, err
-		}
+	case pendingHash == "":
+		return gen.AuthTwoFactorVerified{}, errInvalidTwoFactorCookie
+	default:
 		if pending.Attempts >= identity.TwoFactorSignInAttempts {
 			return gen.AuthTwoFactorVerified{}, s.endPendingSignIn(ctx, pendingHash)
 		}
@@ -227,7 +224,7 @@ func (s *Server) verifySecondFactor(ctx context.Context, trustDevice *bool, wron
 			return err
 		}
 		var err error
-		if sess, token, err = s.createSession(ctx, tx, user.ID, pending.RememberMe, nil); err != nil {
+		if sess, token, err = s.createSession(ctx, tx, user.ID, pending.RememberMe, nil, amrTwoFactors); err != nil {
 			return err
 		}
 		if trustDevice != nil && *trustDevice {
@@ -291,9 +288,10 @@ func (s *Server) endPendingSignIn(ctx context.Context, hash string) error {
 
 // secondStepDue decides, after user's password was accepted, whether the sign-in needs the
 // second factor. It does not when the factor is off, nor on a trusted device of the user, whose
-// trust it renews (a new token and cookie, the old token deleted). When it does, it records the
-// pending sign-in and sets its cookie.
-func (s *Server) secondStepDue(ctx context.Context, user store.User, remember bool) (bool, error) {
+// trust it renews (a new token and cookie, the old token deleted) unless force (an OAuth
+// request asked for acr urn:gatehouse:mfa). When it does, it records the pending sign-in and
+// sets its cookie.
+func (s *Server) secondStepDue(ctx context.Context, user store.User, remember, force bool) (bool, error) {
 	on, err := s.twoFactors.Enabled(ctx, user.ID)
 	if err != nil || !on {
 		return false, err
@@ -306,7 +304,7 @@ func (s *Server) secondStepDue(ctx context.Context, user store.User, remember bo
 	due := true
 	err = s.store.InTx(ctx, func(tx *store.Tx) error {
 		cookie, due = nil, true
-		if trustHash != "" && trusted.UserID == user.ID {
+		if trustHash != "" && trusted.UserID == user.ID && !force {
 			err := tx.DeleteTwoFactorToken(ctx, store.TwoFactorTrustDevice, trustHash)
 			if err == nil {
 				due = false
@@ -325,6 +323,10 @@ func (s *Server) secondStepDue(ctx context.Context, user store.User, remember bo
 		return false, err
 	}
 	setCookie(ctx, cookie)
+	if due {
+		// As better-auth does: the browser is signed out until the second step completes.
+		s.expireSessionCookies(ctx)
+	}
 	return due, nil
 }
 
