@@ -1167,6 +1167,7 @@ type AuthProblem struct {
 
 // AuthProviderMetadata OpenID Provider / OAuth 2.0 authorization server metadata.
 type AuthProviderMetadata struct {
+	AcrValuesSupported                         *[]string `json:"acr_values_supported,omitempty"`
 	AuthorizationEndpoint                      *string   `json:"authorization_endpoint,omitempty"`
 	AuthorizationResponseIssParameterSupported *bool     `json:"authorization_response_iss_parameter_supported,omitempty"`
 	CodeChallengeMethodsSupported              *[]string `json:"code_challenge_methods_supported,omitempty"`
@@ -2584,8 +2585,11 @@ type GetOauth2AuthorizeParams struct {
 	Nonce               *string                                      `form:"nonce,omitempty" json:"nonce,omitempty"`
 
 	// Prompt `none`, `login`, `consent`, or `login consent`.
-	Prompt    *string `form:"prompt,omitempty" json:"prompt,omitempty"`
-	MaxAge    *int    `form:"max_age,omitempty" json:"max_age,omitempty"`
+	Prompt *string `form:"prompt,omitempty" json:"prompt,omitempty"`
+	MaxAge *int    `form:"max_age,omitempty" json:"max_age,omitempty"`
+
+	// AcrValues `urn:gatehouse:mfa` asks for a sign-in with a second factor; other values are ignored.
+	AcrValues *string `form:"acr_values,omitempty" json:"acr_values,omitempty"`
 	LoginHint *string `form:"login_hint,omitempty" json:"login_hint,omitempty"`
 }
 
@@ -3588,6 +3592,12 @@ type ClientInterface interface {
 	// the scopes (or `prompt=consent`), the browser is sent to the consent page; with
 	// `prompt=none` that is `consent_required`. `skipConsent` clients ask only with
 	// `prompt=consent` (and keep no consent rows).
+	//
+	// ID tokens say how the user signed in: `auth_time`, and `amr` (RFC 8176: `["pwd"]`,
+	// `["pwd","otp","mfa"]` with a TOTP or backup code, a social provider's id), with `acr`
+	// `urn:gatehouse:mfa` when a second factor was used. `acr_values=urn:gatehouse:mfa` makes a
+	// session without a second factor sign in again, with the factor (a trusted device does not
+	// skip it then); a user without a factor gets `unmet_authentication_requirements`.
 	//
 	// A client with `requirePushedAuthorizationRequests` must push its requests to
 	// `/api/auth/oauth2/par` and send the `request_uri` here; a plain request of such a client
@@ -5999,6 +6009,12 @@ func (c *Client) ListSessions(ctx context.Context, reqEditors ...RequestEditorFn
 // the scopes (or `prompt=consent`), the browser is sent to the consent page; with
 // `prompt=none` that is `consent_required`. `skipConsent` clients ask only with
 // `prompt=consent` (and keep no consent rows).
+//
+// ID tokens say how the user signed in: `auth_time`, and `amr` (RFC 8176: `["pwd"]`,
+// `["pwd","otp","mfa"]` with a TOTP or backup code, a social provider's id), with `acr`
+// `urn:gatehouse:mfa` when a second factor was used. `acr_values=urn:gatehouse:mfa` makes a
+// session without a second factor sign in again, with the factor (a trusted device does not
+// skip it then); a user without a factor gets `unmet_authentication_requirements`.
 //
 // A client with `requirePushedAuthorizationRequests` must push its requests to
 // `/api/auth/oauth2/par` and send the `request_uri` here; a plain request of such a client
@@ -10466,6 +10482,18 @@ func NewGetOauth2AuthorizeRequest(server string, params *GetOauth2AuthorizeParam
 		if params.MaxAge != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "max_age", *params.MaxAge, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.AcrValues != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "acr_values", *params.AcrValues, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -16259,6 +16287,12 @@ type ClientWithResponsesInterface interface {
 	// the scopes (or `prompt=consent`), the browser is sent to the consent page; with
 	// `prompt=none` that is `consent_required`. `skipConsent` clients ask only with
 	// `prompt=consent` (and keep no consent rows).
+	//
+	// ID tokens say how the user signed in: `auth_time`, and `amr` (RFC 8176: `["pwd"]`,
+	// `["pwd","otp","mfa"]` with a TOTP or backup code, a social provider's id), with `acr`
+	// `urn:gatehouse:mfa` when a second factor was used. `acr_values=urn:gatehouse:mfa` makes a
+	// session without a second factor sign in again, with the factor (a trusted device does not
+	// skip it then); a user without a factor gets `unmet_authentication_requirements`.
 	//
 	// A client with `requirePushedAuthorizationRequests` must push its requests to
 	// `/api/auth/oauth2/par` and send the `request_uri` here; a plain request of such a client
@@ -27592,6 +27626,12 @@ func (c *ClientWithResponses) ListSessionsWithResponse(ctx context.Context, reqE
 // the scopes (or `prompt=consent`), the browser is sent to the consent page; with
 // `prompt=none` that is `consent_required`. `skipConsent` clients ask only with
 // `prompt=consent` (and keep no consent rows).
+//
+// ID tokens say how the user signed in: `auth_time`, and `amr` (RFC 8176: `["pwd"]`,
+// `["pwd","otp","mfa"]` with a TOTP or backup code, a social provider's id), with `acr`
+// `urn:gatehouse:mfa` when a second factor was used. `acr_values=urn:gatehouse:mfa` makes a
+// session without a second factor sign in again, with the factor (a trusted device does not
+// skip it then); a user without a factor gets `unmet_authentication_requirements`.
 //
 // A client with `requirePushedAuthorizationRequests` must push its requests to
 // `/api/auth/oauth2/par` and send the `request_uri` here; a plain request of such a client
