@@ -529,14 +529,6 @@ type throttleKey struct {
 	key string
 }
 
-// How a session's user signed in (RFC 8176 values; store.Session.AMR): a password; a password
-// and a TOTP or backup code (both one-time passwords), which is multi-factor. A social sign-in
-// records the provider's id.
-var (
-	amrPassword   = []string{"pwd"}
-	amrTwoFactors = []string{"pwd", "otp", "mfa"}
-)
-
 // createSession starts a session for userID (see identity.Sessions.Create), recording the
 // request's IP and user agent and amr, how the user signed in. It returns the session and its
 // raw token.

@@ -34,6 +34,14 @@ var (
 		"TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE", "Too many attempts. Please request a new code.")
 )
 
+// How a session's user signed in (RFC 8176 values; store.Session.AMR): a password; a password
+// and a TOTP or backup code (both one-time passwords), which is multi-factor. A social sign-in
+// records the provider's id.
+var (
+	amrPassword   = []string{"pwd"}
+	amrTwoFactors = []string{"pwd", "otp", "mfa"}
+)
+
 // defaultTOTPIssuer names accounts in authenticator apps when enable names no issuer and no
 // brand is configured.
 const defaultTOTPIssuer = "Gatehouse"
