@@ -1559,6 +1559,11 @@ type Organization struct {
 	Id        string    `json:"id"`
 	Name      string    `json:"name"`
 
+	// RequireTwoFactor Members without a second factor (TOTP) are refused on this organization's `/api/v1`
+	// routes with 403 `/problems/two-factor-required` until they enrol; service accounts
+	// are not affected. Default false.
+	RequireTwoFactor bool `json:"requireTwoFactor"`
+
 	// Role The caller's role in the organization: one of `owner`, `admin`, `developer`, `billing`,
 	// `viewer`, or several comma-joined (dynamic roles may appear but grant nothing here).
 	Role string `json:"role"`
@@ -1586,6 +1591,10 @@ type OrganizationResponse struct {
 // OrganizationUpdate defines model for OrganizationUpdate.
 type OrganizationUpdate struct {
 	Name *string `json:"name,omitempty"`
+
+	// RequireTwoFactor Require a second factor of every member. Only an owner changes it, and only an owner
+	// whose own second factor is on turns it on (else 403 `/problems/two-factor-required`).
+	RequireTwoFactor *bool `json:"requireTwoFactor,omitempty"`
 
 	// Slug Lower-case letters, digits and single hyphens.
 	Slug *Slug `json:"slug,omitempty"`
@@ -3006,7 +3015,7 @@ type ServerInterface interface {
 	// GetOrganization Get an organization
 	// (GET /api/v1/organizations/{organizationId})
 	GetOrganization(ctx echo.Context, organizationId OrganizationId) error
-	// UpdateOrganization Rename an organization or change its slug
+	// UpdateOrganization Rename an organization, change its slug, or require a second factor
 	// (PATCH /api/v1/organizations/{organizationId})
 	UpdateOrganization(ctx echo.Context, organizationId OrganizationId) error
 	// ListOrganizationAuditLogs List an organization's audit log
@@ -14670,7 +14679,7 @@ type StrictServerInterface interface {
 	// GetOrganization Get an organization
 	// (GET /api/v1/organizations/{organizationId})
 	GetOrganization(ctx context.Context, request GetOrganizationRequestObject) (GetOrganizationResponseObject, error)
-	// UpdateOrganization Rename an organization or change its slug
+	// UpdateOrganization Rename an organization, change its slug, or require a second factor
 	// (PATCH /api/v1/organizations/{organizationId})
 	UpdateOrganization(ctx context.Context, request UpdateOrganizationRequestObject) (UpdateOrganizationResponseObject, error)
 	// ListOrganizationAuditLogs List an organization's audit log

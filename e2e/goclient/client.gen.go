@@ -1933,6 +1933,11 @@ type Organization struct {
 	Id        string    `json:"id"`
 	Name      string    `json:"name"`
 
+	// RequireTwoFactor Members without a second factor (TOTP) are refused on this organization's `/api/v1`
+	// routes with 403 `/problems/two-factor-required` until they enrol; service accounts
+	// are not affected. Default false.
+	RequireTwoFactor bool `json:"requireTwoFactor"`
+
 	// Role The caller's role in the organization: one of `owner`, `admin`, `developer`, `billing`,
 	// `viewer`, or several comma-joined (dynamic roles may appear but grant nothing here).
 	Role string `json:"role"`
@@ -1960,6 +1965,10 @@ type OrganizationResponse struct {
 // OrganizationUpdate defines model for OrganizationUpdate.
 type OrganizationUpdate struct {
 	Name *string `json:"name,omitempty"`
+
+	// RequireTwoFactor Require a second factor of every member. Only an owner changes it, and only an owner
+	// whose own second factor is on turns it on (else 403 `/problems/two-factor-required`).
+	RequireTwoFactor *bool `json:"requireTwoFactor,omitempty"`
 
 	// Slug Lower-case letters, digits and single hyphens.
 	Slug *Slug `json:"slug,omitempty"`
@@ -5001,14 +5010,18 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/organizations/{organizationId} (the `GetOrganization` operationId).
 	GetOrganization(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateOrganizationWithBody Rename an organization or change its slug
+	// UpdateOrganizationWithBody Rename an organization, change its slug, or require a second factor
+	//
+	// `requireTwoFactor` is the owner's: an admin who sends it gets 403 `Permission denied`.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PATCH /api/v1/organizations/{organizationId} (the `UpdateOrganization` operationId).
 	UpdateOrganizationWithBody(ctx context.Context, organizationId OrganizationId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateOrganization Rename an organization or change its slug
+	// UpdateOrganization Rename an organization, change its slug, or require a second factor
+	//
+	// `requireTwoFactor` is the owner's: an admin who sends it gets 403 `Permission denied`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -8598,7 +8611,9 @@ func (c *Client) GetOrganization(ctx context.Context, organizationId Organizatio
 	return c.Client.Do(req)
 }
 
-// UpdateOrganizationWithBody Rename an organization or change its slug
+// UpdateOrganizationWithBody Rename an organization, change its slug, or require a second factor
+//
+// `requireTwoFactor` is the owner's: an admin who sends it gets 403 `Permission denied`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -8615,7 +8630,9 @@ func (c *Client) UpdateOrganizationWithBody(ctx context.Context, organizationId 
 	return c.Client.Do(req)
 }
 
-// UpdateOrganization Rename an organization or change its slug
+// UpdateOrganization Rename an organization, change its slug, or require a second factor
+//
+// `requireTwoFactor` is the owner's: an admin who sends it gets 403 `Permission denied`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -17748,14 +17765,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/organizations/{organizationId} (the `GetOrganization` operationId).
 	GetOrganizationWithResponse(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*GetOrganizationResponse, error)
 
-	// UpdateOrganizationWithBodyWithResponse Rename an organization or change its slug
+	// UpdateOrganizationWithBodyWithResponse Rename an organization, change its slug, or require a second factor
+	//
+	// `requireTwoFactor` is the owner's: an admin who sends it gets 403 `Permission denied`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /api/v1/organizations/{organizationId} (the `UpdateOrganization` operationId).
 	UpdateOrganizationWithBodyWithResponse(ctx context.Context, organizationId OrganizationId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateOrganizationResponse, error)
 
-	// UpdateOrganizationWithResponse Rename an organization or change its slug
+	// UpdateOrganizationWithResponse Rename an organization, change its slug, or require a second factor
+	//
+	// `requireTwoFactor` is the owner's: an admin who sends it gets 403 `Permission denied`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -29795,7 +29816,9 @@ func (c *ClientWithResponses) GetOrganizationWithResponse(ctx context.Context, o
 	return ParseGetOrganizationResponse(rsp)
 }
 
-// UpdateOrganizationWithBodyWithResponse Rename an organization or change its slug
+// UpdateOrganizationWithBodyWithResponse Rename an organization, change its slug, or require a second factor
+//
+// `requireTwoFactor` is the owner's: an admin who sends it gets 403 `Permission denied`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -29808,7 +29831,9 @@ func (c *ClientWithResponses) UpdateOrganizationWithBodyWithResponse(ctx context
 	return ParseUpdateOrganizationResponse(rsp)
 }
 
-// UpdateOrganizationWithResponse Rename an organization or change its slug
+// UpdateOrganizationWithResponse Rename an organization, change its slug, or require a second factor
+//
+// `requireTwoFactor` is the owner's: an admin who sends it gets 403 `Permission denied`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
