@@ -94,7 +94,7 @@ func TestOrganizationRequiresTwoFactor(t *testing.T) {
 		}
 
 		// Members without a factor are refused, on the organization and under it.
-		for _, path := range []string{orgPath, orgPath + "/projects", "/api/v1/projects/" + prj.ID} {
+		for _, path := range []string{orgPath, orgPath + "/projects", "/api/v1/projects/" + prj.ID, "/api/v1/environments/" + prj.Environments[0].ID + "/configs"} {
 			a.do(viewer.as(request{method: http.MethodGet, path: path})).
 				wantProblem(t, http.StatusForbidden, "two-factor-required", "Two-factor authentication required")
 		}
@@ -107,6 +107,11 @@ func TestOrganizationRequiresTwoFactor(t *testing.T) {
 		a.clock.Advance(30 * time.Second)
 		a.enable(t, viewer)
 		get(viewer).decode(t, http.StatusOK, &got)
+		for _, path := range []string{orgPath + "/projects", "/api/v1/projects/" + prj.ID, "/api/v1/environments/" + prj.Environments[0].ID + "/configs"} {
+			if res := a.do(viewer.as(request{method: http.MethodGet, path: path})); res.Code != http.StatusOK {
+				t.Fatalf("%s after enrolling: %d %s", path, res.Code, res.Body)
+			}
+		}
 
 		// Off again: the admin without a factor is back.
 		patch(owner, `{"requireTwoFactor":false}`).decode(t, http.StatusOK, &got)
