@@ -509,6 +509,42 @@ func (e AuthListMembersParamsFilterOperator) Valid() bool {
 	}
 }
 
+// Defines values for TwoFactorPageParamsMethod.
+const (
+	TwoFactorPageParamsMethodBackup TwoFactorPageParamsMethod = "backup"
+	TwoFactorPageParamsMethodTotp   TwoFactorPageParamsMethod = "totp"
+)
+
+// Valid indicates whether the value is a known member of the TwoFactorPageParamsMethod enum.
+func (e TwoFactorPageParamsMethod) Valid() bool {
+	switch e {
+	case TwoFactorPageParamsMethodBackup:
+		return true
+	case TwoFactorPageParamsMethodTotp:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TwoFactorPageParamsError.
+const (
+	InvalidCode     TwoFactorPageParamsError = "invalid_code"
+	TooManyAttempts TwoFactorPageParamsError = "too_many_attempts"
+)
+
+// Valid indicates whether the value is a known member of the TwoFactorPageParamsError enum.
+func (e TwoFactorPageParamsError) Valid() bool {
+	switch e {
+	case InvalidCode:
+		return true
+	case TooManyAttempts:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EnableTwoFactorJSONBodyMethod.
 const (
 	EnableTwoFactorJSONBodyMethodTotp EnableTwoFactorJSONBodyMethod = "totp"
@@ -1079,12 +1115,30 @@ type AuthUser struct {
 	UpdatedAt Timestamp `json:"updatedAt"`
 }
 
+// AuthVerifyBackupCodeBody defines model for AuthVerifyBackupCodeBody.
+type AuthVerifyBackupCodeBody struct {
+	CallbackURL *string `json:"callbackURL,omitempty"`
+	Code        string  `json:"code"`
+
+	// DisableSession Accepted for better-auth clients; a completed sign-in always starts its session.
+	DisableSession *bool `json:"disableSession,omitempty"`
+	TrustDevice    *bool `json:"trustDevice,omitempty"`
+}
+
 // AuthVerifyEmailResponse defines model for AuthVerifyEmailResponse.
 type AuthVerifyEmailResponse struct {
 	Status bool `json:"status"`
 
 	// User Always null, as better-auth answers outside its change-email flow.
 	User nullable.Nullable[any] `json:"user"`
+}
+
+// AuthVerifyTotpBody defines model for AuthVerifyTotpBody.
+type AuthVerifyTotpBody struct {
+	// CallbackURL The hosted form's: where to go once signed in (a path on this site or a trusted origin).
+	CallbackURL *string `json:"callbackURL,omitempty"`
+	Code        string  `json:"code"`
+	TrustDevice *bool   `json:"trustDevice,omitempty"`
 }
 
 // AuthorizationBatch defines model for AuthorizationBatch.
@@ -2362,6 +2416,19 @@ type SignInEmail200JSONResponseBody struct {
 // SignOutJSONBody defines parameters for SignOut.
 type SignOutJSONBody map[string]interface{}
 
+// TwoFactorPageParams defines parameters for TwoFactorPage.
+type TwoFactorPageParams struct {
+	CallbackURL *string                    `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+	Method      *TwoFactorPageParamsMethod `form:"method,omitempty" json:"method,omitempty"`
+	Error       *TwoFactorPageParamsError  `form:"error,omitempty" json:"error,omitempty"`
+}
+
+// TwoFactorPageParamsMethod defines parameters for TwoFactorPage.
+type TwoFactorPageParamsMethod string
+
+// TwoFactorPageParamsError defines parameters for TwoFactorPage.
+type TwoFactorPageParamsError string
+
 // EnableTwoFactorJSONBody defines parameters for EnableTwoFactor.
 type EnableTwoFactorJSONBody struct {
 	Issuer *string `json:"issuer,omitempty"`
@@ -2376,21 +2443,6 @@ type EnableTwoFactorJSONBodyMethod string
 
 // EnableTwoFactor200JSONResponseBodyMethod defines parameters for EnableTwoFactor.
 type EnableTwoFactor200JSONResponseBodyMethod string
-
-// VerifyBackupCodeJSONBody defines parameters for VerifyBackupCode.
-type VerifyBackupCodeJSONBody struct {
-	Code string `json:"code"`
-
-	// DisableSession Accepted for better-auth clients; a completed sign-in always starts its session.
-	DisableSession *bool `json:"disableSession,omitempty"`
-	TrustDevice    *bool `json:"trustDevice,omitempty"`
-}
-
-// VerifyTotpJSONBody defines parameters for VerifyTotp.
-type VerifyTotpJSONBody struct {
-	Code        string `json:"code"`
-	TrustDevice *bool  `json:"trustDevice,omitempty"`
-}
 
 // UpdateUserJSONBody defines parameters for UpdateUser.
 type UpdateUserJSONBody struct {
@@ -2638,10 +2690,16 @@ type GenerateBackupCodesJSONRequestBody = AuthPasswordBody
 type GetTotpUriJSONRequestBody = AuthPasswordBody
 
 // VerifyBackupCodeJSONRequestBody defines body for VerifyBackupCode for application/json ContentType.
-type VerifyBackupCodeJSONRequestBody VerifyBackupCodeJSONBody
+type VerifyBackupCodeJSONRequestBody = AuthVerifyBackupCodeBody
+
+// VerifyBackupCodeFormdataRequestBody defines body for VerifyBackupCode for application/x-www-form-urlencoded ContentType.
+type VerifyBackupCodeFormdataRequestBody = AuthVerifyBackupCodeBody
 
 // VerifyTotpJSONRequestBody defines body for VerifyTotp for application/json ContentType.
-type VerifyTotpJSONRequestBody VerifyTotpJSONBody
+type VerifyTotpJSONRequestBody = AuthVerifyTotpBody
+
+// VerifyTotpFormdataRequestBody defines body for VerifyTotp for application/x-www-form-urlencoded ContentType.
+type VerifyTotpFormdataRequestBody = AuthVerifyTotpBody
 
 // UpdateUserJSONRequestBody defines body for UpdateUser for application/json ContentType.
 type UpdateUserJSONRequestBody UpdateUserJSONBody
@@ -2943,6 +3001,9 @@ type ServerInterface interface {
 	// SignUpEmail Sign up with email and password
 	// (POST /api/auth/sign-up/email)
 	SignUpEmail(ctx echo.Context) error
+	// TwoFactorPage The hosted second step of sign-in
+	// (GET /api/auth/two-factor)
+	TwoFactorPage(ctx echo.Context, params TwoFactorPageParams) error
 	// DisableTwoFactor Turn the second factor off
 	// (POST /api/auth/two-factor/disable)
 	DisableTwoFactor(ctx echo.Context) error
@@ -3650,6 +3711,38 @@ func (w *ServerInterfaceWrapper) SignUpEmail(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.SignUpEmail(ctx)
+	return err
+}
+
+// TwoFactorPage converts echo context to params.
+func (w *ServerInterfaceWrapper) TwoFactorPage(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params TwoFactorPageParams
+	// ------------- Optional query parameter "callbackURL" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "callbackURL", ctx.QueryParams(), &params.CallbackURL, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter callbackURL: %s", err))
+	}
+
+	// ------------- Optional query parameter "method" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "method", ctx.QueryParams(), &params.Method, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter method: %s", err))
+	}
+
+	// ------------- Optional query parameter "error" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "error", ctx.QueryParams(), &params.Error, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter error: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.TwoFactorPage(ctx, params)
 	return err
 }
 
@@ -5226,6 +5319,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/api/auth/revoke-session", wrapper.RevokeSession, options.OperationMiddlewares["revokeSession"]...)
 	router.POST(options.BaseURL+"/api/auth/revoke-other-sessions", wrapper.RevokeOtherSessions, options.OperationMiddlewares["revokeOtherSessions"]...)
 	router.POST(options.BaseURL+"/api/auth/change-password", wrapper.ChangePassword, options.OperationMiddlewares["changePassword"]...)
+	router.GET(options.BaseURL+"/api/auth/two-factor", wrapper.TwoFactorPage, options.OperationMiddlewares["twoFactorPage"]...)
 	router.POST(options.BaseURL+"/api/auth/two-factor/enable", wrapper.EnableTwoFactor, options.OperationMiddlewares["enableTwoFactor"]...)
 	router.POST(options.BaseURL+"/api/auth/two-factor/get-totp-uri", wrapper.GetTotpUri, options.OperationMiddlewares["getTotpUri"]...)
 	router.POST(options.BaseURL+"/api/auth/two-factor/verify-totp", wrapper.VerifyTotp, options.OperationMiddlewares["verifyTotp"]...)
@@ -8367,6 +8461,103 @@ func (response SignUpEmail503ApplicationProblemPlusJSONResponse) VisitSignUpEmai
 	return err
 }
 
+type TwoFactorPageRequestObject struct {
+	Params TwoFactorPageParams
+}
+
+type TwoFactorPageResponseObject interface {
+	VisitTwoFactorPageResponse(w http.ResponseWriter) error
+}
+
+type TwoFactorPage200TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response TwoFactorPage200TexthtmlResponse) VisitTwoFactorPageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type TwoFactorPage400ApplicationProblemPlusJSONResponse AuthProblem
+
+func (response TwoFactorPage400ApplicationProblemPlusJSONResponse) VisitTwoFactorPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type TwoFactorPage400TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response TwoFactorPage400TexthtmlResponse) VisitTwoFactorPageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(400)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type TwoFactorPage403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response TwoFactorPage403ApplicationProblemPlusJSONResponse) VisitTwoFactorPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type TwoFactorPage503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response TwoFactorPage503ApplicationProblemPlusJSONResponse) VisitTwoFactorPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type DisableTwoFactorRequestObject struct {
 	Body *DisableTwoFactorJSONRequestBody
 }
@@ -8809,7 +9000,8 @@ func (response GetTotpUri503ApplicationProblemPlusJSONResponse) VisitGetTotpUriR
 }
 
 type VerifyBackupCodeRequestObject struct {
-	Body *VerifyBackupCodeJSONRequestBody
+	JSONBody     *VerifyBackupCodeJSONRequestBody
+	FormdataBody *VerifyBackupCodeFormdataRequestBody
 }
 
 type VerifyBackupCodeResponseObject interface {
@@ -8838,6 +9030,26 @@ func (response VerifyBackupCode200JSONResponse) VisitVerifyBackupCodeResponse(w 
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
+}
+
+type VerifyBackupCode303ResponseHeaders struct {
+	Location  *string
+	SetCookie *string
+}
+
+type VerifyBackupCode303Response struct {
+	Headers VerifyBackupCode303ResponseHeaders
+}
+
+func (response VerifyBackupCode303Response) VisitVerifyBackupCodeResponse(w http.ResponseWriter) error {
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(303)
+	return nil
 }
 
 type VerifyBackupCode400ApplicationProblemPlusJSONResponse struct {
@@ -8927,7 +9139,8 @@ func (response VerifyBackupCode503ApplicationProblemPlusJSONResponse) VisitVerif
 }
 
 type VerifyTotpRequestObject struct {
-	Body *VerifyTotpJSONRequestBody
+	JSONBody     *VerifyTotpJSONRequestBody
+	FormdataBody *VerifyTotpFormdataRequestBody
 }
 
 type VerifyTotpResponseObject interface {
@@ -8956,6 +9169,26 @@ func (response VerifyTotp200JSONResponse) VisitVerifyTotpResponse(w http.Respons
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
+}
+
+type VerifyTotp303ResponseHeaders struct {
+	Location  *string
+	SetCookie *string
+}
+
+type VerifyTotp303Response struct {
+	Headers VerifyTotp303ResponseHeaders
+}
+
+func (response VerifyTotp303Response) VisitVerifyTotpResponse(w http.ResponseWriter) error {
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(303)
+	return nil
 }
 
 type VerifyTotp400ApplicationProblemPlusJSONResponse struct {
@@ -14607,6 +14840,9 @@ type StrictServerInterface interface {
 	// SignUpEmail Sign up with email and password
 	// (POST /api/auth/sign-up/email)
 	SignUpEmail(ctx context.Context, request SignUpEmailRequestObject) (SignUpEmailResponseObject, error)
+	// TwoFactorPage The hosted second step of sign-in
+	// (GET /api/auth/two-factor)
+	TwoFactorPage(ctx context.Context, request TwoFactorPageRequestObject) (TwoFactorPageResponseObject, error)
 	// DisableTwoFactor Turn the second factor off
 	// (POST /api/auth/two-factor/disable)
 	DisableTwoFactor(ctx context.Context, request DisableTwoFactorRequestObject) (DisableTwoFactorResponseObject, error)
@@ -16358,6 +16594,31 @@ func (sh *strictHandler) SignUpEmail(ctx echo.Context) error {
 	return nil
 }
 
+// TwoFactorPage operation middleware
+func (sh *strictHandler) TwoFactorPage(ctx echo.Context, params TwoFactorPageParams) error {
+	var request TwoFactorPageRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.TwoFactorPage(ctx.Request().Context(), request.(TwoFactorPageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "TwoFactorPage")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(TwoFactorPageResponseObject); ok {
+		return validResponse.VisitTwoFactorPageResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // DisableTwoFactor operation middleware
 func (sh *strictHandler) DisableTwoFactor(ctx echo.Context) error {
 	var request DisableTwoFactorRequestObject
@@ -16546,28 +16807,42 @@ func (sh *strictHandler) GetTotpUri(ctx echo.Context) error {
 func (sh *strictHandler) VerifyBackupCode(ctx echo.Context) error {
 	var request VerifyBackupCodeRequestObject
 
-	var body VerifyBackupCodeJSONRequestBody
-	var err error
-	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
-		// A request validator built on kin-openapi's openapi3filter with
-		// KeepValidatedValue leaves the value it validated on the body. Bind
-		// that value, matching member names exactly, so the handler receives
-		// what was validated instead of a second, case-insensitive decode.
-		// Otherwise bind only the request body, so that path and query
-		// parameters are not also bound into the body struct.
-		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
-			err = binder.BindBody(ctx, &body)
+	if strings.HasPrefix(ctx.Request().Header.Get("Content-Type"), "application/json") {
+		var body VerifyBackupCodeJSONRequestBody
+		var err error
+		if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+			// A request validator built on kin-openapi's openapi3filter with
+			// KeepValidatedValue leaves the value it validated on the body. Bind
+			// that value, matching member names exactly, so the handler receives
+			// what was validated instead of a second, case-insensitive decode.
+			// Otherwise bind only the request body, so that path and query
+			// parameters are not also bound into the body struct.
+			if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+				err = binder.BindBody(ctx, &body)
+			}
+		} else {
+			// A custom binder is installed on the Echo instance; defer to it
+			// entirely, since echo.Binder does not expose body-only binding and
+			// the binder may do more than decode (for example call ctx.Validate).
+			err = ctx.Bind(&body)
 		}
-	} else {
-		// A custom binder is installed on the Echo instance; defer to it
-		// entirely, since echo.Binder does not expose body-only binding and
-		// the binder may do more than decode (for example call ctx.Validate).
-		err = ctx.Bind(&body)
+		if err != nil {
+			return err
+		}
+		request.JSONBody = &body
+
 	}
-	if err != nil {
-		return err
+	if strings.HasPrefix(ctx.Request().Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		if form, err := ctx.FormParams(); err == nil {
+			var body VerifyBackupCodeFormdataRequestBody
+			if err := runtime.BindForm(&body, form, nil, nil); err != nil {
+				return err
+			}
+			request.FormdataBody = &body
+		} else {
+			return err
+		}
 	}
-	request.Body = &body
 
 	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
 		return sh.ssi.VerifyBackupCode(ctx.Request().Context(), request.(VerifyBackupCodeRequestObject))
@@ -16592,28 +16867,42 @@ func (sh *strictHandler) VerifyBackupCode(ctx echo.Context) error {
 func (sh *strictHandler) VerifyTotp(ctx echo.Context) error {
 	var request VerifyTotpRequestObject
 
-	var body VerifyTotpJSONRequestBody
-	var err error
-	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
-		// A request validator built on kin-openapi's openapi3filter with
-		// KeepValidatedValue leaves the value it validated on the body. Bind
-		// that value, matching member names exactly, so the handler receives
-		// what was validated instead of a second, case-insensitive decode.
-		// Otherwise bind only the request body, so that path and query
-		// parameters are not also bound into the body struct.
-		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
-			err = binder.BindBody(ctx, &body)
+	if strings.HasPrefix(ctx.Request().Header.Get("Content-Type"), "application/json") {
+		var body VerifyTotpJSONRequestBody
+		var err error
+		if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+			// A request validator built on kin-openapi's openapi3filter with
+			// KeepValidatedValue leaves the value it validated on the body. Bind
+			// that value, matching member names exactly, so the handler receives
+			// what was validated instead of a second, case-insensitive decode.
+			// Otherwise bind only the request body, so that path and query
+			// parameters are not also bound into the body struct.
+			if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+				err = binder.BindBody(ctx, &body)
+			}
+		} else {
+			// A custom binder is installed on the Echo instance; defer to it
+			// entirely, since echo.Binder does not expose body-only binding and
+			// the binder may do more than decode (for example call ctx.Validate).
+			err = ctx.Bind(&body)
 		}
-	} else {
-		// A custom binder is installed on the Echo instance; defer to it
-		// entirely, since echo.Binder does not expose body-only binding and
-		// the binder may do more than decode (for example call ctx.Validate).
-		err = ctx.Bind(&body)
+		if err != nil {
+			return err
+		}
+		request.JSONBody = &body
+
 	}
-	if err != nil {
-		return err
+	if strings.HasPrefix(ctx.Request().Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		if form, err := ctx.FormParams(); err == nil {
+			var body VerifyTotpFormdataRequestBody
+			if err := runtime.BindForm(&body, form, nil, nil); err != nil {
+				return err
+			}
+			request.FormdataBody = &body
+		} else {
+			return err
+		}
 	}
-	request.Body = &body
 
 	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
 		return sh.ssi.VerifyTotp(ctx.Request().Context(), request.(VerifyTotpRequestObject))

@@ -159,3 +159,99 @@ func TestOAuthAMR(t *testing.T) {
 		}
 	})
 }
+
+// TestOAuthSecondStepPages: a browser signs in through the provider's pages with a second
+// factor: the password form sends it to the hosted second step, a wrong code comes back with a
+// message, the backup-code form (linked from the first) completes the sign-in, and the ID token
+// says so. A used-up pending sign-in sends the browser back to the sign-in page.
+func TestOAuthSecondStepPages(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
+		env := newProviderEnv(t, b)
+		ctx := context.Background()
+		ada := env.app.NewUser(t, "Ada", "ada-steps@example.com")
+		password := "password-" + ada.Email
+		// Ada turns TOTP on (JSON, in a browser of her own).
+		setup := apptest.NewBrowser(t, env.url)
+		setup.SignIn(t, ada.Email, password)
+		page := postJSON(t, setup, "/api/auth/two-factor/enable", `{"password":"`+password+`"}`)
+		var enrolment struct {
+			TotpURI     string   `json:"totpURI"`
+			BackupCodes []string `json:"backupCodes"`
+		}
+		if page.Status != http.StatusOK || json.Unmarshal([]byte(page.Body), &enrolment) != nil {
+			t.Fatalf("enable: %d %s", page.Status, page.Body)
+		}
+		if page = postJSON(t, setup, "/api/auth/two-factor/verify-totp", `{"code":"`+totpCode(t, enrolment.TotpURI, time.Now())+`"}`); page.Status != http.StatusOK {
+			t.Fatalf("verify-totp: %d %s", page.Status, page.Body)
+		}
+
+		provider, err := oidc.NewProvider(ctx, env.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := oauth2.Config{ClientID: env.web.ID, ClientSecret: env.webSecret, Endpoint: provider.Endpoint(),
+			RedirectURL: "https://shop.example.com/cb", Scopes: []string{"openid", "email"}}
+		v := oauth2.GenerateVerifier()
+		br := apptest.NewBrowser(t, env.url)
+		signin := br.Get(cfg.AuthCodeURL("state-0123456789", oauth2.S256ChallengeOption(v)))
+		callback := signin.Hidden(t, "callbackURL")
+		res := br.Post("/api/auth/sign-in/email", url.Values{"email": {ada.Email}, "password": {password}, "callbackURL": {callback}}, env.url)
+		step := res.RedirectParams(t, "sign-in with a second factor due", "/api/auth/two-factor?")
+		if step.Get("callbackURL") != callback {
+			t.Fatalf("second step callbackURL %q, want %q", step.Get("callbackURL"), callback)
+		}
+		form := br.Get(res.Header.Get("Location"))
+		form.WantPage(t, "second step", http.StatusOK, `action="/api/auth/two-factor/verify-totp"`,
+			`<label for="code">Code from your authenticator app</label>`, `autocomplete="one-time-code"`,
+			`<label class="check" for="trustDevice">`, "Use a backup code instead")
+		if got := form.Hidden(t, "callbackURL"); got != callback {
+			t.Fatalf("form callbackURL %q", got)
+		}
+		// A cross-site post of the form is refused.
+		if res := br.Post("/api/auth/two-factor/verify-totp", url.Values{"code": {"123456"}, "callbackURL": {callback}}, "https://evil.example"); res.Status != http.StatusForbidden ||
+			!strings.Contains(res.Body, `"code":"INVALID_ORIGIN"`) {
+			t.Fatalf("cross-site second step: %d %s", res.Status, res.Body)
+		}
+		// A wrong code: back to the form, with a message.
+		res = br.Post("/api/auth/two-factor/verify-totp", url.Values{"code": {"000000"}, "callbackURL": {callback}}, env.url)
+		if q := res.RedirectParams(t, "wrong code", "/api/auth/two-factor?"); q.Get("error") != "invalid_code" {
+			t.Fatalf("after a wrong code: %v", q)
+		}
+		br.Get(res.Header.Get("Location")).WantPage(t, "second step after a wrong code", http.StatusOK, `role="alert"`, "That code is not correct.")
+		// The backup-code form, linked from the first.
+		backup := br.Get("/api/auth/two-factor?" + url.Values{"callbackURL": {callback}, "method": {"backup"}}.Encode())
+		backup.WantPage(t, "backup-code form", http.StatusOK, `action="/api/auth/two-factor/verify-backup-code"`,
+			`<label for="code">Backup code</label>`, "Use your authenticator app instead")
+		res = br.Post("/api/auth/two-factor/verify-backup-code", url.Values{"code": {enrolment.BackupCodes[0]}, "callbackURL": {callback}}, env.url)
+		if res.Status != http.StatusSeeOther || res.Header.Get("Location") != callback {
+			t.Fatalf("backup code: %d %q, want 303 to %q\n%s", res.Status, res.Header.Get("Location"), callback, res.Body)
+		}
+		q := br.Get(callback).RedirectParams(t, "authorize after the second step", "https://shop.example.com/cb?")
+		tok, err := cfg.Exchange(ctx, q.Get("code"), oauth2.VerifierOption(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := tok.Extra("id_token").(string)
+		idt, err := provider.Verifier(&oidc.Config{ClientID: env.web.ID}).Verify(ctx, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var claims struct {
+			AMR []string `json:"amr"`
+		}
+		if err := idt.Claims(&claims); err != nil || !slices.Equal(claims.AMR, []string{"pwd", "otp", "mfa"}) {
+			t.Fatalf("amr %v, %v", claims.AMR, err)
+		}
+		// The pending sign-in is used up: the form says to sign in again, and a post goes back
+		// to the sign-in page with a message.
+		br.Get("/api/auth/two-factor?" + url.Values{"callbackURL": {callback}}.Encode()).
+			WantPage(t, "second step without a pending sign-in", http.StatusBadRequest, "Sign in again")
+		other := apptest.NewBrowser(t, env.url)
+		res = other.Post("/api/auth/two-factor/verify-totp", url.Values{"code": {"123456"}, "callbackURL": {callback}}, env.url)
+		if q := res.RedirectParams(t, "no pending sign-in", "/api/auth/oauth2/authorize?"); q.Get("login_error") != "two_factor_expired" {
+			t.Fatalf("without a pending sign-in: %v", q)
+		}
+		other.Get(res.Header.Get("Location")).WantPage(t, "sign-in page after an expired second step", http.StatusOK,
+			"The second step of your sign-in expired")
+	})
+}

@@ -263,6 +263,8 @@ func (b *browserProvider) signInPage(w http.ResponseWriter, r *http.Request, cli
 		message = "Confirm your email address first: we have sent you a new link."
 	case "social":
 		message = "Signing in with that provider did not work. Try again or use another way."
+	case "two_factor_expired":
+		message = "The second step of your sign-in expired or took too many wrong codes. Sign in again."
 	default:
 		message = "The email or password is not correct."
 	}

@@ -41,6 +41,11 @@ type accountPage struct {
 	Next string
 	// Action and Token are the reset form's target and token.
 	Action, Token string
+	// CallbackURL, Backup, AltURL and AltText are the second step's (two-factor.html): where
+	// to go once signed in, whether it asks for a backup code, and the link to the other form.
+	CallbackURL     string
+	Backup          bool
+	AltURL, AltText string
 	Brand         mail.Brand
 	Nonce         string
 }

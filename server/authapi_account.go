@@ -173,7 +173,7 @@ func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequest
 		return nil, err
 	} else if due {
 		if browser {
-			loc := signInRetryURL(*body.CallbackURL, "two_factor_required", string(body.Email))
+			loc := twoFactorPageURL(*body.CallbackURL, false, "")
 			return gen.SignInEmail303Response{Headers: gen.SignInEmail303ResponseHeaders{Location: &loc}}, nil
 		}
 		return twoFactorRedirect()

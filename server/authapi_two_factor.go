@@ -145,13 +145,21 @@ func (s *Server) DisableTwoFactor(ctx context.Context, request gen.DisableTwoFac
 	return gen.DisableTwoFactor200JSONResponse{Status: true}, nil
 }
 
-// VerifyTotp checks a TOTP code: the signed-in caller's (which turns a new enrolment on), or
-// that of the sign-in pending in the two_factor cookie, which it completes.
+// VerifyTotp checks a TOTP code: that of the sign-in pending in the two_factor cookie, which it
+// completes, or the signed-in caller's (which turns a new enrolment on). The hosted second
+// step's form post is answered with redirects (secondStepRedirect).
 func (s *Server) VerifyTotp(ctx context.Context, request gen.VerifyTotpRequestObject) (gen.VerifyTotpResponseObject, error) {
 	noStore(ctx)
-	res, err := s.verifySecondFactor(ctx, request.Body.TrustDevice, errInvalidCode,
+	body, err := jsonOrForm(request.JSONBody, request.FormdataBody)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkCallbackURL(body.CallbackURL); err != nil {
+		return nil, err
+	}
+	res, err := s.verifySecondFactor(ctx, body.TrustDevice, errInvalidCode,
 		func(tx *store.Tx, userID string) error {
-			turnedOn, err := s.twoFactors.CheckTOTP(ctx, tx, userID, request.Body.Code)
+			turnedOn, err := s.twoFactors.CheckTOTP(ctx, tx, userID, body.Code)
 			if errors.Is(err, identity.ErrNoTwoFactor) {
 				return errTOTPNotEnabled
 			}
@@ -160,25 +168,42 @@ func (s *Server) VerifyTotp(ctx context.Context, request gen.VerifyTotpRequestOb
 			}
 			return err
 		})
+	if request.FormdataBody != nil && body.CallbackURL != nil && !acceptsJSON(requestMetaFrom(ctx).Accept) {
+		if loc, ok := secondStepRedirect(*body.CallbackURL, false, err); ok {
+			return gen.VerifyTotp303Response{Headers: gen.VerifyTotp303ResponseHeaders{Location: &loc}}, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	return gen.VerifyTotp200JSONResponse{Body: res}, nil
 }
 
-// VerifyBackupCode spends a backup code: the signed-in caller's, or that of the sign-in pending
-// in the two_factor cookie, which it completes.
+// VerifyBackupCode spends a backup code: that of the sign-in pending in the two_factor cookie,
+// which it completes, or the signed-in caller's. The hosted form's post gets redirects.
 func (s *Server) VerifyBackupCode(ctx context.Context, request gen.VerifyBackupCodeRequestObject) (gen.VerifyBackupCodeResponseObject, error) {
 	noStore(ctx)
-	res, err := s.verifySecondFactor(ctx, request.Body.TrustDevice, errInvalidBackupCode,
+	body, err := jsonOrForm(request.JSONBody, request.FormdataBody)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkCallbackURL(body.CallbackURL); err != nil {
+		return nil, err
+	}
+	res, err := s.verifySecondFactor(ctx, body.TrustDevice, errInvalidBackupCode,
 		func(tx *store.Tx, userID string) error {
 			if on, err := s.twoFactors.Enabled(ctx, userID); err != nil {
 				return err
 			} else if !on {
 				return errTwoFactorNotEnabled
 			}
-			return s.twoFactors.UseBackupCode(ctx, tx, userID, request.Body.Code)
+			return s.twoFactors.UseBackupCode(ctx, tx, userID, body.Code)
 		})
+	if request.FormdataBody != nil && body.CallbackURL != nil && !acceptsJSON(requestMetaFrom(ctx).Accept) {
+		if loc, ok := secondStepRedirect(*body.CallbackURL, true, err); ok {
+			return gen.VerifyBackupCode303Response{Headers: gen.VerifyBackupCode303ResponseHeaders{Location: &loc}}, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -706,6 +706,42 @@ func (e AuthListMembersParamsFilterOperator) Valid() bool {
 	}
 }
 
+// Defines values for TwoFactorPageParamsMethod.
+const (
+	TwoFactorPageParamsMethodBackup TwoFactorPageParamsMethod = "backup"
+	TwoFactorPageParamsMethodTotp   TwoFactorPageParamsMethod = "totp"
+)
+
+// Valid indicates whether the value is a known member of the TwoFactorPageParamsMethod enum.
+func (e TwoFactorPageParamsMethod) Valid() bool {
+	switch e {
+	case TwoFactorPageParamsMethodBackup:
+		return true
+	case TwoFactorPageParamsMethodTotp:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TwoFactorPageParamsError.
+const (
+	InvalidCode     TwoFactorPageParamsError = "invalid_code"
+	TooManyAttempts TwoFactorPageParamsError = "too_many_attempts"
+)
+
+// Valid indicates whether the value is a known member of the TwoFactorPageParamsError enum.
+func (e TwoFactorPageParamsError) Valid() bool {
+	switch e {
+	case InvalidCode:
+		return true
+	case TooManyAttempts:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EnableTwoFactorJSONBodyMethod.
 const (
 	EnableTwoFactorJSONBodyMethodTotp EnableTwoFactorJSONBodyMethod = "totp"
@@ -1453,12 +1489,30 @@ type AuthUserinfo struct {
 	UpdatedAt *int `json:"updated_at,omitempty"`
 }
 
+// AuthVerifyBackupCodeBody defines model for AuthVerifyBackupCodeBody.
+type AuthVerifyBackupCodeBody struct {
+	CallbackURL *string `json:"callbackURL,omitempty"`
+	Code        string  `json:"code"`
+
+	// DisableSession Accepted for better-auth clients; a completed sign-in always starts its session.
+	DisableSession *bool `json:"disableSession,omitempty"`
+	TrustDevice    *bool `json:"trustDevice,omitempty"`
+}
+
 // AuthVerifyEmailResponse defines model for AuthVerifyEmailResponse.
 type AuthVerifyEmailResponse struct {
 	Status bool `json:"status"`
 
 	// User Always null, as better-auth answers outside its change-email flow.
 	User nullable.Nullable[any] `json:"user"`
+}
+
+// AuthVerifyTotpBody defines model for AuthVerifyTotpBody.
+type AuthVerifyTotpBody struct {
+	// CallbackURL The hosted form's: where to go once signed in (a path on this site or a trusted origin).
+	CallbackURL *string `json:"callbackURL,omitempty"`
+	Code        string  `json:"code"`
+	TrustDevice *bool   `json:"trustDevice,omitempty"`
 }
 
 // AuthorizationBatch defines model for AuthorizationBatch.
@@ -2845,6 +2899,19 @@ type SignInEmail200JSONResponseBody struct {
 // SignOutJSONBody defines parameters for SignOut.
 type SignOutJSONBody map[string]interface{}
 
+// TwoFactorPageParams defines parameters for TwoFactorPage.
+type TwoFactorPageParams struct {
+	CallbackURL *string                    `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+	Method      *TwoFactorPageParamsMethod `form:"method,omitempty" json:"method,omitempty"`
+	Error       *TwoFactorPageParamsError  `form:"error,omitempty" json:"error,omitempty"`
+}
+
+// TwoFactorPageParamsMethod defines parameters for TwoFactorPage.
+type TwoFactorPageParamsMethod string
+
+// TwoFactorPageParamsError defines parameters for TwoFactorPage.
+type TwoFactorPageParamsError string
+
 // EnableTwoFactorJSONBody defines parameters for EnableTwoFactor.
 type EnableTwoFactorJSONBody struct {
 	Issuer *string `json:"issuer,omitempty"`
@@ -2859,21 +2926,6 @@ type EnableTwoFactorJSONBodyMethod string
 
 // EnableTwoFactor200JSONResponseBodyMethod defines parameters for EnableTwoFactor.
 type EnableTwoFactor200JSONResponseBodyMethod string
-
-// VerifyBackupCodeJSONBody defines parameters for VerifyBackupCode.
-type VerifyBackupCodeJSONBody struct {
-	Code string `json:"code"`
-
-	// DisableSession Accepted for better-auth clients; a completed sign-in always starts its session.
-	DisableSession *bool `json:"disableSession,omitempty"`
-	TrustDevice    *bool `json:"trustDevice,omitempty"`
-}
-
-// VerifyTotpJSONBody defines parameters for VerifyTotp.
-type VerifyTotpJSONBody struct {
-	Code        string `json:"code"`
-	TrustDevice *bool  `json:"trustDevice,omitempty"`
-}
 
 // UpdateUserJSONBody defines parameters for UpdateUser.
 type UpdateUserJSONBody struct {
@@ -3154,10 +3206,16 @@ type GenerateBackupCodesJSONRequestBody = AuthPasswordBody
 type GetTotpUriJSONRequestBody = AuthPasswordBody
 
 // VerifyBackupCodeJSONRequestBody defines body for VerifyBackupCode for application/json ContentType.
-type VerifyBackupCodeJSONRequestBody VerifyBackupCodeJSONBody
+type VerifyBackupCodeJSONRequestBody = AuthVerifyBackupCodeBody
+
+// VerifyBackupCodeFormdataRequestBody defines body for VerifyBackupCode for application/x-www-form-urlencoded ContentType.
+type VerifyBackupCodeFormdataRequestBody = AuthVerifyBackupCodeBody
 
 // VerifyTotpJSONRequestBody defines body for VerifyTotp for application/json ContentType.
-type VerifyTotpJSONRequestBody VerifyTotpJSONBody
+type VerifyTotpJSONRequestBody = AuthVerifyTotpBody
+
+// VerifyTotpFormdataRequestBody defines body for VerifyTotp for application/x-www-form-urlencoded ContentType.
+type VerifyTotpFormdataRequestBody = AuthVerifyTotpBody
 
 // UpdateUserJSONRequestBody defines body for UpdateUser for application/json ContentType.
 type UpdateUserJSONRequestBody UpdateUserJSONBody
@@ -4589,6 +4647,19 @@ type ClientInterface interface {
 	// Corresponds with POST /api/auth/sign-up/email (the `SignUpEmail` operationId).
 	SignUpEmailWithFormdataBody(ctx context.Context, body SignUpEmailFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// TwoFactorPage The hosted second step of sign-in
+	//
+	// Where a browser's sign-in form post goes when the second factor is due: a form for the
+	// code of the authenticator app (`method=backup`: for a backup code, linked from the
+	// first), which posts to `/api/auth/two-factor/verify-totp` (or `verify-backup-code`) with
+	// the `callbackURL`. Without a pending sign-in (the `gatehouse.two_factor` cookie) the page
+	// says to sign in again (400). `error` (`invalid_code`, `too_many_attempts`) shows why the
+	// last code was refused. Same headers as the other hosted pages (CSP with a nonce, no
+	// framing, no-store).
+	//
+	// Corresponds with GET /api/auth/two-factor (the `TwoFactorPage` operationId).
+	TwoFactorPage(ctx context.Context, params *TwoFactorPageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// DisableTwoFactorWithBody Turn the second factor off
 	//
 	// Checks the password and removes the user's TOTP secret, backup codes, pending sign-ins
@@ -4699,6 +4770,17 @@ type ClientInterface interface {
 	// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
 	VerifyBackupCode(ctx context.Context, body VerifyBackupCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// VerifyBackupCodeWithFormdataBody Spend a backup code
+	//
+	// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+	// TOTP code. Each backup code works once. A wrong or used code is 401
+	// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+	VerifyBackupCodeWithFormdataBody(ctx context.Context, body VerifyBackupCodeFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// VerifyTotpWithBody Check a TOTP code
 	//
 	// With a session: accepts a code of the user's secret, which turns a new enrolment on.
@@ -4734,6 +4816,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
 	VerifyTotp(ctx context.Context, body VerifyTotpJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// VerifyTotpWithFormdataBody Check a TOTP code
+	//
+	// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+	// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+	// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+	// cookie and expires the pending one; `trustDevice: true` also sets
+	// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+	// next sign-ins. A code is accepted for the current 30-second step or one either side,
+	// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+	// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+	// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+	// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+	VerifyTotpWithFormdataBody(ctx context.Context, body VerifyTotpFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UpdateUserWithBody Update the user's name or picture
 	//
@@ -7810,6 +7910,29 @@ func (c *Client) SignUpEmailWithFormdataBody(ctx context.Context, body SignUpEma
 	return c.Client.Do(req)
 }
 
+// TwoFactorPage The hosted second step of sign-in
+//
+// Where a browser's sign-in form post goes when the second factor is due: a form for the
+// code of the authenticator app (`method=backup`: for a backup code, linked from the
+// first), which posts to `/api/auth/two-factor/verify-totp` (or `verify-backup-code`) with
+// the `callbackURL`. Without a pending sign-in (the `gatehouse.two_factor` cookie) the page
+// says to sign in again (400). `error` (`invalid_code`, `too_many_attempts`) shows why the
+// last code was refused. Same headers as the other hosted pages (CSP with a nonce, no
+// framing, no-store).
+//
+// Corresponds with GET /api/auth/two-factor (the `TwoFactorPage` operationId).
+func (c *Client) TwoFactorPage(ctx context.Context, params *TwoFactorPageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTwoFactorPageRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // DisableTwoFactorWithBody Turn the second factor off
 //
 // Checks the password and removes the user's TOTP secret, backup codes, pending sign-ins
@@ -8020,6 +8143,27 @@ func (c *Client) VerifyBackupCode(ctx context.Context, body VerifyBackupCodeJSON
 	return c.Client.Do(req)
 }
 
+// VerifyBackupCodeWithFormdataBody Spend a backup code
+//
+// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+// TOTP code. Each backup code works once. A wrong or used code is 401
+// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+func (c *Client) VerifyBackupCodeWithFormdataBody(ctx context.Context, body VerifyBackupCodeFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVerifyBackupCodeRequestWithFormdataBody(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // VerifyTotpWithBody Check a TOTP code
 //
 // With a session: accepts a code of the user's secret, which turns a new enrolment on.
@@ -8066,6 +8210,34 @@ func (c *Client) VerifyTotpWithBody(ctx context.Context, contentType string, bod
 // Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
 func (c *Client) VerifyTotp(ctx context.Context, body VerifyTotpJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewVerifyTotpRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// VerifyTotpWithFormdataBody Check a TOTP code
+//
+// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+// cookie and expires the pending one; `trustDevice: true` also sets
+// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+// next sign-ins. A code is accepted for the current 30-second step or one either side,
+// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+func (c *Client) VerifyTotpWithFormdataBody(ctx context.Context, body VerifyTotpFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVerifyTotpRequestWithFormdataBody(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -12581,6 +12753,84 @@ func NewSignUpEmailRequestWithBody(server string, contentType string, body io.Re
 	return req, nil
 }
 
+// NewTwoFactorPageRequest constructs an http.Request for the TwoFactorPage method
+func NewTwoFactorPageRequest(server string, params *TwoFactorPageParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/two-factor")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.CallbackURL != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "callbackURL", *params.CallbackURL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Method != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "method", *params.Method, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Error != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "error", *params.Error, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewDisableTwoFactorRequest calls the generic DisableTwoFactor builder with application/json body
 func NewDisableTwoFactorRequest(server string, body DisableTwoFactorJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -12752,6 +13002,17 @@ func NewVerifyBackupCodeRequest(server string, body VerifyBackupCodeJSONRequestB
 	return NewVerifyBackupCodeRequestWithBody(server, "application/json", bodyReader)
 }
 
+// NewVerifyBackupCodeRequestWithFormdataBody calls the generic VerifyBackupCode builder with application/x-www-form-urlencoded body
+func NewVerifyBackupCodeRequestWithFormdataBody(server string, body VerifyBackupCodeFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewVerifyBackupCodeRequestWithBody(server, "application/x-www-form-urlencoded", bodyReader)
+}
+
 // NewVerifyBackupCodeRequestWithBody constructs an http.Request for the VerifyBackupCode method, with any body, and a specified content type
 func NewVerifyBackupCodeRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
@@ -12790,6 +13051,17 @@ func NewVerifyTotpRequest(server string, body VerifyTotpJSONRequestBody) (*http.
 	}
 	bodyReader = bytes.NewReader(buf)
 	return NewVerifyTotpRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewVerifyTotpRequestWithFormdataBody calls the generic VerifyTotp builder with application/x-www-form-urlencoded body
+func NewVerifyTotpRequestWithFormdataBody(server string, body VerifyTotpFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewVerifyTotpRequestWithBody(server, "application/x-www-form-urlencoded", bodyReader)
 }
 
 // NewVerifyTotpRequestWithBody constructs an http.Request for the VerifyTotp method, with any body, and a specified content type
@@ -17316,6 +17588,21 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/auth/sign-up/email (the `SignUpEmail` operationId).
 	SignUpEmailWithFormdataBodyWithResponse(ctx context.Context, body SignUpEmailFormdataRequestBody, reqEditors ...RequestEditorFn) (*SignUpEmailResponse, error)
 
+	// TwoFactorPageWithResponse The hosted second step of sign-in
+	//
+	// Where a browser's sign-in form post goes when the second factor is due: a form for the
+	// code of the authenticator app (`method=backup`: for a backup code, linked from the
+	// first), which posts to `/api/auth/two-factor/verify-totp` (or `verify-backup-code`) with
+	// the `callbackURL`. Without a pending sign-in (the `gatehouse.two_factor` cookie) the page
+	// says to sign in again (400). `error` (`invalid_code`, `too_many_attempts`) shows why the
+	// last code was refused. Same headers as the other hosted pages (CSP with a nonce, no
+	// framing, no-store).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/two-factor (the `TwoFactorPage` operationId).
+	TwoFactorPageWithResponse(ctx context.Context, params *TwoFactorPageParams, reqEditors ...RequestEditorFn) (*TwoFactorPageResponse, error)
+
 	// DisableTwoFactorWithBodyWithResponse Turn the second factor off
 	//
 	// Checks the password and removes the user's TOTP secret, backup codes, pending sign-ins
@@ -17426,6 +17713,17 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
 	VerifyBackupCodeWithResponse(ctx context.Context, body VerifyBackupCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*VerifyBackupCodeResponse, error)
 
+	// VerifyBackupCodeWithFormdataBodyWithResponse Spend a backup code
+	//
+	// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+	// TOTP code. Each backup code works once. A wrong or used code is 401
+	// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+	VerifyBackupCodeWithFormdataBodyWithResponse(ctx context.Context, body VerifyBackupCodeFormdataRequestBody, reqEditors ...RequestEditorFn) (*VerifyBackupCodeResponse, error)
+
 	// VerifyTotpWithBodyWithResponse Check a TOTP code
 	//
 	// With a session: accepts a code of the user's secret, which turns a new enrolment on.
@@ -17461,6 +17759,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
 	VerifyTotpWithResponse(ctx context.Context, body VerifyTotpJSONRequestBody, reqEditors ...RequestEditorFn) (*VerifyTotpResponse, error)
+
+	// VerifyTotpWithFormdataBodyWithResponse Check a TOTP code
+	//
+	// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+	// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+	// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+	// cookie and expires the pending one; `trustDevice: true` also sets
+	// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+	// next sign-ins. A code is accepted for the current 30-second step or one either side,
+	// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+	// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+	// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+	// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+	VerifyTotpWithFormdataBodyWithResponse(ctx context.Context, body VerifyTotpFormdataRequestBody, reqEditors ...RequestEditorFn) (*VerifyTotpResponse, error)
 
 	// UpdateUserWithBodyWithResponse Update the user's name or picture
 	//
@@ -22002,6 +22318,68 @@ func (r SignUpEmailResponse) ContentType() string {
 	return ""
 }
 
+// TwoFactorPageResponse503Headers the declared response headers of an HTTP 503 response for TwoFactorPage
+type TwoFactorPageResponse503Headers struct {
+	RetryAfter *int
+}
+
+type TwoFactorPageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthProblem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TwoFactorPageResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r TwoFactorPageResponse) GetApplicationproblemJSON400() *AuthProblem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r TwoFactorPageResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r TwoFactorPageResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r TwoFactorPageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TwoFactorPageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TwoFactorPageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TwoFactorPageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // DisableTwoFactorResponse429Headers the declared response headers of an HTTP 429 response for DisableTwoFactor
 type DisableTwoFactorResponse429Headers struct {
 	RetryAfter *int
@@ -22385,6 +22763,12 @@ type VerifyBackupCodeResponse200Headers struct {
 	SetCookie *string
 }
 
+// VerifyBackupCodeResponse303Headers the declared response headers of an HTTP 303 response for VerifyBackupCode
+type VerifyBackupCodeResponse303Headers struct {
+	Location  *string
+	SetCookie *string
+}
+
 // VerifyBackupCodeResponse429Headers the declared response headers of an HTTP 429 response for VerifyBackupCode
 type VerifyBackupCodeResponse429Headers struct {
 	RetryAfter *int
@@ -22412,6 +22796,8 @@ type VerifyBackupCodeResponse struct {
 	ApplicationproblemJSON503 *AuthUnavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *VerifyBackupCodeResponse200Headers
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *VerifyBackupCodeResponse303Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *VerifyBackupCodeResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -22482,6 +22868,12 @@ type VerifyTotpResponse200Headers struct {
 	SetCookie *string
 }
 
+// VerifyTotpResponse303Headers the declared response headers of an HTTP 303 response for VerifyTotp
+type VerifyTotpResponse303Headers struct {
+	Location  *string
+	SetCookie *string
+}
+
 // VerifyTotpResponse429Headers the declared response headers of an HTTP 429 response for VerifyTotp
 type VerifyTotpResponse429Headers struct {
 	RetryAfter *int
@@ -22509,6 +22901,8 @@ type VerifyTotpResponse struct {
 	ApplicationproblemJSON503 *AuthUnavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *VerifyTotpResponse200Headers
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *VerifyTotpResponse303Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *VerifyTotpResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -29139,6 +29533,27 @@ func (c *ClientWithResponses) SignUpEmailWithFormdataBodyWithResponse(ctx contex
 	return ParseSignUpEmailResponse(rsp)
 }
 
+// TwoFactorPageWithResponse The hosted second step of sign-in
+//
+// Where a browser's sign-in form post goes when the second factor is due: a form for the
+// code of the authenticator app (`method=backup`: for a backup code, linked from the
+// first), which posts to `/api/auth/two-factor/verify-totp` (or `verify-backup-code`) with
+// the `callbackURL`. Without a pending sign-in (the `gatehouse.two_factor` cookie) the page
+// says to sign in again (400). `error` (`invalid_code`, `too_many_attempts`) shows why the
+// last code was refused. Same headers as the other hosted pages (CSP with a nonce, no
+// framing, no-store).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/two-factor (the `TwoFactorPage` operationId).
+func (c *ClientWithResponses) TwoFactorPageWithResponse(ctx context.Context, params *TwoFactorPageParams, reqEditors ...RequestEditorFn) (*TwoFactorPageResponse, error) {
+	rsp, err := c.TwoFactorPage(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTwoFactorPageResponse(rsp)
+}
+
 // DisableTwoFactorWithBodyWithResponse Turn the second factor off
 //
 // Checks the password and removes the user's TOTP secret, backup codes, pending sign-ins
@@ -29309,6 +29724,23 @@ func (c *ClientWithResponses) VerifyBackupCodeWithResponse(ctx context.Context, 
 	return ParseVerifyBackupCodeResponse(rsp)
 }
 
+// VerifyBackupCodeWithFormdataBodyWithResponse Spend a backup code
+//
+// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+// TOTP code. Each backup code works once. A wrong or used code is 401
+// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+func (c *ClientWithResponses) VerifyBackupCodeWithFormdataBodyWithResponse(ctx context.Context, body VerifyBackupCodeFormdataRequestBody, reqEditors ...RequestEditorFn) (*VerifyBackupCodeResponse, error) {
+	rsp, err := c.VerifyBackupCodeWithFormdataBody(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVerifyBackupCodeResponse(rsp)
+}
+
 // VerifyTotpWithBodyWithResponse Check a TOTP code
 //
 // With a session: accepts a code of the user's secret, which turns a new enrolment on.
@@ -29351,6 +29783,30 @@ func (c *ClientWithResponses) VerifyTotpWithBodyWithResponse(ctx context.Context
 // Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
 func (c *ClientWithResponses) VerifyTotpWithResponse(ctx context.Context, body VerifyTotpJSONRequestBody, reqEditors ...RequestEditorFn) (*VerifyTotpResponse, error) {
 	rsp, err := c.VerifyTotp(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVerifyTotpResponse(rsp)
+}
+
+// VerifyTotpWithFormdataBodyWithResponse Check a TOTP code
+//
+// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+// cookie and expires the pending one; `trustDevice: true` also sets
+// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+// next sign-ins. A code is accepted for the current 30-second step or one either side,
+// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+func (c *ClientWithResponses) VerifyTotpWithFormdataBodyWithResponse(ctx context.Context, body VerifyTotpFormdataRequestBody, reqEditors ...RequestEditorFn) (*VerifyTotpResponse, error) {
+	rsp, err := c.VerifyTotpWithFormdataBody(ctx, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -33798,6 +34254,62 @@ func ParseSignUpEmailResponse(rsp *http.Response) (*SignUpEmailResponse, error) 
 	return response, nil
 }
 
+// ParseTwoFactorPageResponse parses an HTTP response from a TwoFactorPageWithResponse call
+func ParseTwoFactorPageResponse(rsp *http.Response) (*TwoFactorPageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TwoFactorPageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case rsp.StatusCode == 400:
+		// Content-type (text/html) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers TwoFactorPageResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseDisableTwoFactorResponse parses an HTTP response from a DisableTwoFactorWithResponse call
 func ParseDisableTwoFactorResponse(rsp *http.Response) (*DisableTwoFactorResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -34164,6 +34676,9 @@ func ParseVerifyBackupCodeResponse(rsp *http.Response) (*VerifyBackupCodeRespons
 		}
 		response.JSON200 = &dest
 
+	case rsp.StatusCode == 303:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest AuthBadRequest
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -34212,6 +34727,23 @@ func ParseVerifyBackupCodeResponse(rsp *http.Response) (*VerifyBackupCodeRespons
 			headers.SetCookie = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 303:
+		var headers VerifyBackupCodeResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers303 = &headers
 	case rsp.StatusCode == 429:
 		var headers VerifyBackupCodeResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -34257,6 +34789,9 @@ func ParseVerifyTotpResponse(rsp *http.Response) (*VerifyTotpResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case rsp.StatusCode == 303:
+		break // No content-type
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest AuthBadRequest
@@ -34306,6 +34841,23 @@ func ParseVerifyTotpResponse(rsp *http.Response) (*VerifyTotpResponse, error) {
 			headers.SetCookie = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 303:
+		var headers VerifyTotpResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers303 = &headers
 	case rsp.StatusCode == 429:
 		var headers VerifyTotpResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
