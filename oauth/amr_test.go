@@ -244,7 +244,7 @@ func TestOAuthSecondStepPages(t *testing.T) {
 		}
 		// The pending sign-in is used up: the form says to sign in again, and a post goes back
 		// to the sign-in page with a message.
-		br.Get("/api/auth/two-factor?" + url.Values{"callbackURL": {callback}}.Encode()).
+		br.Get("/api/auth/two-factor?"+url.Values{"callbackURL": {callback}}.Encode()).
 			WantPage(t, "second step without a pending sign-in", http.StatusBadRequest, "Sign in again")
 		other := apptest.NewBrowser(t, env.url)
 		res = other.Post("/api/auth/two-factor/verify-totp", url.Values{"code": {"123456"}, "callbackURL": {callback}}, env.url)

@@ -46,8 +46,8 @@ type accountPage struct {
 	CallbackURL     string
 	Backup          bool
 	AltURL, AltText string
-	Brand         mail.Brand
-	Nonce         string
+	Brand           mail.Brand
+	Nonce           string
 }
 
 // renderAccountPage renders page name and sets the page headers on ctx's response (CSP with a
