@@ -407,6 +407,45 @@ func (e State) Valid() bool {
 	}
 }
 
+// Defines values for AccountPageParamsReason.
+const (
+	AccountPageParamsReasonOrganization AccountPageParamsReason = "organization"
+)
+
+// Valid indicates whether the value is a known member of the AccountPageParamsReason enum.
+func (e AccountPageParamsReason) Valid() bool {
+	switch e {
+	case AccountPageParamsReasonOrganization:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AccountPageActionFormdataBodyAction.
+const (
+	BackupCodes AccountPageActionFormdataBodyAction = "backup-codes"
+	Confirm     AccountPageActionFormdataBodyAction = "confirm"
+	Disable     AccountPageActionFormdataBodyAction = "disable"
+	Enable      AccountPageActionFormdataBodyAction = "enable"
+)
+
+// Valid indicates whether the value is a known member of the AccountPageActionFormdataBodyAction enum.
+func (e AccountPageActionFormdataBodyAction) Valid() bool {
+	switch e {
+	case BackupCodes:
+		return true
+	case Confirm:
+		return true
+	case Disable:
+		return true
+	case Enable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for DeleteUser200JSONResponseBodyMessage.
 const (
 	UserDeleted DeleteUser200JSONResponseBodyMessage = "User deleted"
@@ -2195,6 +2234,30 @@ type Unavailable = Problem
 // ValidationFailed An RFC 9457 problem document.
 type ValidationFailed = Problem
 
+// AccountPageParams defines parameters for AccountPage.
+type AccountPageParams struct {
+	CallbackURL *string                  `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+	Reason      *AccountPageParamsReason `form:"reason,omitempty" json:"reason,omitempty"`
+}
+
+// AccountPageParamsReason defines parameters for AccountPage.
+type AccountPageParamsReason string
+
+// AccountPageActionFormdataBody defines parameters for AccountPageAction.
+type AccountPageActionFormdataBody struct {
+	Action   AccountPageActionFormdataBodyAction `form:"action" json:"action"`
+	Code     *string                             `form:"code,omitempty" json:"code,omitempty"`
+	Password *string                             `form:"password,omitempty" json:"password,omitempty"`
+}
+
+// AccountPageActionParams defines parameters for AccountPageAction.
+type AccountPageActionParams struct {
+	CallbackURL *string `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+}
+
+// AccountPageActionFormdataBodyAction defines parameters for AccountPageAction.
+type AccountPageActionFormdataBodyAction string
+
 // ChangePasswordJSONBody defines parameters for ChangePassword.
 type ChangePasswordJSONBody struct {
 	CurrentPassword string `json:"currentPassword"`
@@ -2587,6 +2650,9 @@ type GetSubjectEntitlementsParams struct {
 	EnvironmentId *string `form:"environmentId,omitempty" json:"environmentId,omitempty"`
 }
 
+// AccountPageActionFormdataRequestBody defines body for AccountPageAction for application/x-www-form-urlencoded ContentType.
+type AccountPageActionFormdataRequestBody AccountPageActionFormdataBody
+
 // ChangePasswordJSONRequestBody defines body for ChangePassword for application/json ContentType.
 type ChangePasswordJSONRequestBody ChangePasswordJSONBody
 
@@ -2890,6 +2956,12 @@ func (t *SignInEmail200JSONResponseBody) UnmarshalJSON(b []byte) error {
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// AccountPage The hosted account page (second factor)
+	// (GET /api/auth/account)
+	AccountPage(ctx echo.Context, params AccountPageParams) error
+	// AccountPageAction A form of the hosted account page
+	// (POST /api/auth/account)
+	AccountPageAction(ctx echo.Context, params AccountPageActionParams) error
 	// ChangePassword Change the password
 	// (POST /api/auth/change-password)
 	ChangePassword(ctx echo.Context) error
@@ -3216,6 +3288,49 @@ type ServerInterface interface {
 // ServerInterfaceWrapper converts echo contexts to parameters.
 type ServerInterfaceWrapper struct {
 	Handler ServerInterface
+}
+
+// AccountPage converts echo context to params.
+func (w *ServerInterfaceWrapper) AccountPage(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AccountPageParams
+	// ------------- Optional query parameter "callbackURL" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "callbackURL", ctx.QueryParams(), &params.CallbackURL, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter callbackURL: %s", err))
+	}
+
+	// ------------- Optional query parameter "reason" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "reason", ctx.QueryParams(), &params.Reason, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter reason: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AccountPage(ctx, params)
+	return err
+}
+
+// AccountPageAction converts echo context to params.
+func (w *ServerInterfaceWrapper) AccountPageAction(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AccountPageActionParams
+	// ------------- Optional query parameter "callbackURL" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "callbackURL", ctx.QueryParams(), &params.CallbackURL, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter callbackURL: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AccountPageAction(ctx, params)
+	return err
 }
 
 // ChangePassword converts echo context to params.
@@ -5319,6 +5434,8 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/api/auth/revoke-session", wrapper.RevokeSession, options.OperationMiddlewares["revokeSession"]...)
 	router.POST(options.BaseURL+"/api/auth/revoke-other-sessions", wrapper.RevokeOtherSessions, options.OperationMiddlewares["revokeOtherSessions"]...)
 	router.POST(options.BaseURL+"/api/auth/change-password", wrapper.ChangePassword, options.OperationMiddlewares["changePassword"]...)
+	router.GET(options.BaseURL+"/api/auth/account", wrapper.AccountPage, options.OperationMiddlewares["accountPage"]...)
+	router.POST(options.BaseURL+"/api/auth/account", wrapper.AccountPageAction, options.OperationMiddlewares["accountPageAction"]...)
 	router.GET(options.BaseURL+"/api/auth/two-factor", wrapper.TwoFactorPage, options.OperationMiddlewares["twoFactorPage"]...)
 	router.POST(options.BaseURL+"/api/auth/two-factor/enable", wrapper.EnableTwoFactor, options.OperationMiddlewares["enableTwoFactor"]...)
 	router.POST(options.BaseURL+"/api/auth/two-factor/get-totp-uri", wrapper.GetTotpUri, options.OperationMiddlewares["getTotpUri"]...)
@@ -5410,6 +5527,243 @@ type UnavailableApplicationProblemPlusJSONResponse struct {
 }
 
 type ValidationFailedApplicationProblemPlusJSONResponse Problem
+
+type AccountPageRequestObject struct {
+	Params AccountPageParams
+}
+
+type AccountPageResponseObject interface {
+	VisitAccountPageResponse(w http.ResponseWriter) error
+}
+
+type AccountPage200TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response AccountPage200TexthtmlResponse) VisitAccountPageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type AccountPage400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AccountPage400ApplicationProblemPlusJSONResponse) VisitAccountPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AccountPage401TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response AccountPage401TexthtmlResponse) VisitAccountPageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(401)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type AccountPage403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AccountPage403ApplicationProblemPlusJSONResponse) VisitAccountPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AccountPage503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AccountPage503ApplicationProblemPlusJSONResponse) VisitAccountPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AccountPageActionRequestObject struct {
+	Params AccountPageActionParams
+	Body   *AccountPageActionFormdataRequestBody
+}
+
+type AccountPageActionResponseObject interface {
+	VisitAccountPageActionResponse(w http.ResponseWriter) error
+}
+
+type AccountPageAction200TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response AccountPageAction200TexthtmlResponse) VisitAccountPageActionResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type AccountPageAction400ApplicationProblemPlusJSONResponse AuthProblem
+
+func (response AccountPageAction400ApplicationProblemPlusJSONResponse) VisitAccountPageActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AccountPageAction400TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response AccountPageAction400TexthtmlResponse) VisitAccountPageActionResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(400)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type AccountPageAction401TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response AccountPageAction401TexthtmlResponse) VisitAccountPageActionResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(401)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type AccountPageAction403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AccountPageAction403ApplicationProblemPlusJSONResponse) VisitAccountPageActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AccountPageAction429TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response AccountPageAction429TexthtmlResponse) VisitAccountPageActionResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(429)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type AccountPageAction503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AccountPageAction503ApplicationProblemPlusJSONResponse) VisitAccountPageActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
 
 type ChangePasswordRequestObject struct {
 	Body *ChangePasswordJSONRequestBody
@@ -14729,6 +15083,12 @@ func (response IngestUsageEventBatch404ApplicationProblemPlusJSONResponse) Visit
 
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// AccountPage The hosted account page (second factor)
+	// (GET /api/auth/account)
+	AccountPage(ctx context.Context, request AccountPageRequestObject) (AccountPageResponseObject, error)
+	// AccountPageAction A form of the hosted account page
+	// (POST /api/auth/account)
+	AccountPageAction(ctx context.Context, request AccountPageActionRequestObject) (AccountPageActionResponseObject, error)
 	// ChangePassword Change the password
 	// (POST /api/auth/change-password)
 	ChangePassword(ctx context.Context, request ChangePasswordRequestObject) (ChangePasswordResponseObject, error)
@@ -15062,6 +15422,66 @@ func NewStrictHandler(ssi StrictServerInterface, middlewares []StrictMiddlewareF
 type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
+}
+
+// AccountPage operation middleware
+func (sh *strictHandler) AccountPage(ctx echo.Context, params AccountPageParams) error {
+	var request AccountPageRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AccountPage(ctx.Request().Context(), request.(AccountPageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AccountPage")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AccountPageResponseObject); ok {
+		return validResponse.VisitAccountPageResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AccountPageAction operation middleware
+func (sh *strictHandler) AccountPageAction(ctx echo.Context, params AccountPageActionParams) error {
+	var request AccountPageActionRequestObject
+
+	request.Params = params
+
+	if form, err := ctx.FormParams(); err == nil {
+		var body AccountPageActionFormdataRequestBody
+		if err := runtime.BindForm(&body, form, nil, nil); err != nil {
+			return err
+		}
+		request.Body = &body
+	} else {
+		return err
+	}
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AccountPageAction(ctx.Request().Context(), request.(AccountPageActionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AccountPageAction")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AccountPageActionResponseObject); ok {
+		return validResponse.VisitAccountPageActionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
 }
 
 // ChangePassword operation middleware

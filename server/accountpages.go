@@ -46,6 +46,8 @@ type accountPage struct {
 	CallbackURL     string
 	Backup          bool
 	AltURL, AltText string
+	// TwoFactor is the account page's (account.html).
+	TwoFactor *twoFactorView
 	Brand           mail.Brand
 	Nonce           string
 }

@@ -190,7 +190,7 @@ func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequest
 	}
 	s.setSessionCookie(ctx, token, sess.RememberMe)
 	if browser {
-		return gen.SignInEmail303Response{Headers: gen.SignInEmail303ResponseHeaders{Location: body.CallbackURL}}, nil
+		return s.signedInRedirect(ctx, user.ID, *body.CallbackURL)
 	}
 	// better-auth answers redirect: true with the callbackURL as url, which its client follows.
 	return signedIn(gen.AuthSignInResponse{

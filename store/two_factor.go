@@ -130,6 +130,19 @@ func (tx *Tx) UseBackupCode(ctx context.Context, userID, codeHash string) error 
 	return oneRowAffected("use backup code", res, err)
 }
 
+// TwoFactorRequiredOf reports whether userID is a member of an active organization that
+// requires a second factor.
+func (r reads) TwoFactorRequiredOf(ctx context.Context, userID string) (bool, error) {
+	var n int
+	err := r.q.GetContext(ctx, &n, r.q.Rebind(`SELECT COUNT(*) FROM members m
+		JOIN organizations o ON o.id = m.organization_id
+		WHERE m.user_id = ? AND o.require_two_factor = ? AND o.archived_at IS NULL`), userID, true)
+	if err != nil {
+		return false, wrapError("two factor required of", err)
+	}
+	return n > 0, nil
+}
+
 // UnusedBackupCodes counts userID's backup codes not used yet.
 func (r reads) UnusedBackupCodes(ctx context.Context, userID string) (int, error) {
 	var n int

@@ -523,6 +523,45 @@ func (e State) Valid() bool {
 	}
 }
 
+// Defines values for AccountPageParamsReason.
+const (
+	AccountPageParamsReasonOrganization AccountPageParamsReason = "organization"
+)
+
+// Valid indicates whether the value is a known member of the AccountPageParamsReason enum.
+func (e AccountPageParamsReason) Valid() bool {
+	switch e {
+	case AccountPageParamsReasonOrganization:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AccountPageActionFormdataBodyAction.
+const (
+	BackupCodes AccountPageActionFormdataBodyAction = "backup-codes"
+	Confirm     AccountPageActionFormdataBodyAction = "confirm"
+	Disable     AccountPageActionFormdataBodyAction = "disable"
+	Enable      AccountPageActionFormdataBodyAction = "enable"
+)
+
+// Valid indicates whether the value is a known member of the AccountPageActionFormdataBodyAction enum.
+func (e AccountPageActionFormdataBodyAction) Valid() bool {
+	switch e {
+	case BackupCodes:
+		return true
+	case Confirm:
+		return true
+	case Disable:
+		return true
+	case Enable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SocialCallbackParamsProvider.
 const (
 	Github SocialCallbackParamsProvider = "github"
@@ -2588,6 +2627,30 @@ type Unavailable = Problem
 // ValidationFailed An RFC 9457 problem document.
 type ValidationFailed = Problem
 
+// AccountPageParams defines parameters for AccountPage.
+type AccountPageParams struct {
+	CallbackURL *string                  `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+	Reason      *AccountPageParamsReason `form:"reason,omitempty" json:"reason,omitempty"`
+}
+
+// AccountPageParamsReason defines parameters for AccountPage.
+type AccountPageParamsReason string
+
+// AccountPageActionFormdataBody defines parameters for AccountPageAction.
+type AccountPageActionFormdataBody struct {
+	Action   AccountPageActionFormdataBodyAction `form:"action" json:"action"`
+	Code     *string                             `form:"code,omitempty" json:"code,omitempty"`
+	Password *string                             `form:"password,omitempty" json:"password,omitempty"`
+}
+
+// AccountPageActionParams defines parameters for AccountPageAction.
+type AccountPageActionParams struct {
+	CallbackURL *string `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+}
+
+// AccountPageActionFormdataBodyAction defines parameters for AccountPageAction.
+type AccountPageActionFormdataBodyAction string
+
 // SocialCallbackParams defines parameters for SocialCallback.
 type SocialCallbackParams struct {
 	Code  *string `form:"code,omitempty" json:"code,omitempty"`
@@ -3079,6 +3142,9 @@ type ReceiveProcessorWebhookParams struct {
 	StripeSignature *string `json:"Stripe-Signature,omitempty"`
 }
 
+// AccountPageActionFormdataRequestBody defines body for AccountPageAction for application/x-www-form-urlencoded ContentType.
+type AccountPageActionFormdataRequestBody AccountPageActionFormdataBody
+
 // ChangePasswordJSONRequestBody defines body for ChangePassword for application/json ContentType.
 type ChangePasswordJSONRequestBody ChangePasswordJSONBody
 
@@ -3511,6 +3577,47 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /.well-known/openid-configuration (the `GetOpenidConfiguration` operationId).
 	GetOpenidConfiguration(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AccountPage The hosted account page (second factor)
+	//
+	// For the signed-in user: whether two-factor authentication is on, with forms to turn it on
+	// (password), confirm it (a code), make new backup codes (password) and turn it off
+	// (password); the forms post to this path. Signed out, a page that says to sign in first
+	// (401). `callbackURL` (a path on this site or a trusted origin) is offered as "Continue"
+	// once the factor is on; `reason=organization` says that an organization requires it (the
+	// browser sign-in sends members of such organizations here). Same headers as the other
+	// hosted pages (CSP with a nonce, no framing, no-store).
+	//
+	// Corresponds with GET /api/auth/account (the `AccountPage` operationId).
+	AccountPage(ctx context.Context, params *AccountPageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AccountPageActionWithBody A form of the hosted account page
+	//
+	// `enable` (`password`): a new secret, shown as text and as an `otpauth://` link, and 10
+	// backup codes shown this once, with a form for the first code; `confirm` (`code`): turns
+	// the factor on; `backup-codes` (`password`): 10 new backup codes, shown once; `disable`
+	// (`password`): turns it off. Each answers the page again (200), with a message when the
+	// password or the code was wrong (400); wrong passwords and codes are throttled like the
+	// JSON routes (429 page). The post must carry a trusted `Origin`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/account (the `AccountPageAction` operationId).
+	AccountPageActionWithBody(ctx context.Context, params *AccountPageActionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AccountPageActionWithFormdataBody A form of the hosted account page
+	//
+	// `enable` (`password`): a new secret, shown as text and as an `otpauth://` link, and 10
+	// backup codes shown this once, with a form for the first code; `confirm` (`code`): turns
+	// the factor on; `backup-codes` (`password`): 10 new backup codes, shown once; `disable`
+	// (`password`): turns it off. Each answers the page again (200), with a message when the
+	// password or the code was wrong (400); wrong passwords and codes are throttled like the
+	// JSON routes (429 page). The post must carry a trusted `Origin`.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /api/auth/account (the `AccountPageAction` operationId).
+	AccountPageActionWithFormdataBody(ctx context.Context, params *AccountPageActionParams, body AccountPageActionFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SocialCallback Social sign-in callback
 	//
@@ -5885,6 +5992,77 @@ func (c *Client) GetOauthAuthorizationServer(ctx context.Context, reqEditors ...
 // Corresponds with GET /.well-known/openid-configuration (the `GetOpenidConfiguration` operationId).
 func (c *Client) GetOpenidConfiguration(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetOpenidConfigurationRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AccountPage The hosted account page (second factor)
+//
+// For the signed-in user: whether two-factor authentication is on, with forms to turn it on
+// (password), confirm it (a code), make new backup codes (password) and turn it off
+// (password); the forms post to this path. Signed out, a page that says to sign in first
+// (401). `callbackURL` (a path on this site or a trusted origin) is offered as "Continue"
+// once the factor is on; `reason=organization` says that an organization requires it (the
+// browser sign-in sends members of such organizations here). Same headers as the other
+// hosted pages (CSP with a nonce, no framing, no-store).
+//
+// Corresponds with GET /api/auth/account (the `AccountPage` operationId).
+func (c *Client) AccountPage(ctx context.Context, params *AccountPageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAccountPageRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AccountPageActionWithBody A form of the hosted account page
+//
+// `enable` (`password`): a new secret, shown as text and as an `otpauth://` link, and 10
+// backup codes shown this once, with a form for the first code; `confirm` (`code`): turns
+// the factor on; `backup-codes` (`password`): 10 new backup codes, shown once; `disable`
+// (`password`): turns it off. Each answers the page again (200), with a message when the
+// password or the code was wrong (400); wrong passwords and codes are throttled like the
+// JSON routes (429 page). The post must carry a trusted `Origin`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/account (the `AccountPageAction` operationId).
+func (c *Client) AccountPageActionWithBody(ctx context.Context, params *AccountPageActionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAccountPageActionRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AccountPageActionWithFormdataBody A form of the hosted account page
+//
+// `enable` (`password`): a new secret, shown as text and as an `otpauth://` link, and 10
+// backup codes shown this once, with a form for the first code; `confirm` (`code`): turns
+// the factor on; `backup-codes` (`password`): 10 new backup codes, shown once; `disable`
+// (`password`): turns it off. Each answers the page again (200), with a message when the
+// password or the code was wrong (400); wrong passwords and codes are throttled like the
+// JSON routes (429 page). The post must carry a trusted `Origin`.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /api/auth/account (the `AccountPageAction` operationId).
+func (c *Client) AccountPageActionWithFormdataBody(ctx context.Context, params *AccountPageActionParams, body AccountPageActionFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAccountPageActionRequestWithFormdataBody(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -10223,6 +10401,139 @@ func NewGetOpenidConfigurationRequest(server string) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewAccountPageRequest constructs an http.Request for the AccountPage method
+func NewAccountPageRequest(server string, params *AccountPageParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/account")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.CallbackURL != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "callbackURL", *params.CallbackURL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Reason != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "reason", *params.Reason, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAccountPageActionRequestWithFormdataBody calls the generic AccountPageAction builder with application/x-www-form-urlencoded body
+func NewAccountPageActionRequestWithFormdataBody(server string, params *AccountPageActionParams, body AccountPageActionFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewAccountPageActionRequestWithBody(server, params, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewAccountPageActionRequestWithBody constructs an http.Request for the AccountPageAction method, with any body, and a specified content type
+func NewAccountPageActionRequestWithBody(server string, params *AccountPageActionParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/account")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.CallbackURL != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "callbackURL", *params.CallbackURL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -16421,6 +16732,49 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /.well-known/openid-configuration (the `GetOpenidConfiguration` operationId).
 	GetOpenidConfigurationWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenidConfigurationResponse, error)
 
+	// AccountPageWithResponse The hosted account page (second factor)
+	//
+	// For the signed-in user: whether two-factor authentication is on, with forms to turn it on
+	// (password), confirm it (a code), make new backup codes (password) and turn it off
+	// (password); the forms post to this path. Signed out, a page that says to sign in first
+	// (401). `callbackURL` (a path on this site or a trusted origin) is offered as "Continue"
+	// once the factor is on; `reason=organization` says that an organization requires it (the
+	// browser sign-in sends members of such organizations here). Same headers as the other
+	// hosted pages (CSP with a nonce, no framing, no-store).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/account (the `AccountPage` operationId).
+	AccountPageWithResponse(ctx context.Context, params *AccountPageParams, reqEditors ...RequestEditorFn) (*AccountPageResponse, error)
+
+	// AccountPageActionWithBodyWithResponse A form of the hosted account page
+	//
+	// `enable` (`password`): a new secret, shown as text and as an `otpauth://` link, and 10
+	// backup codes shown this once, with a form for the first code; `confirm` (`code`): turns
+	// the factor on; `backup-codes` (`password`): 10 new backup codes, shown once; `disable`
+	// (`password`): turns it off. Each answers the page again (200), with a message when the
+	// password or the code was wrong (400); wrong passwords and codes are throttled like the
+	// JSON routes (429 page). The post must carry a trusted `Origin`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/account (the `AccountPageAction` operationId).
+	AccountPageActionWithBodyWithResponse(ctx context.Context, params *AccountPageActionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AccountPageActionResponse, error)
+
+	// AccountPageActionWithFormdataBodyWithResponse A form of the hosted account page
+	//
+	// `enable` (`password`): a new secret, shown as text and as an `otpauth://` link, and 10
+	// backup codes shown this once, with a form for the first code; `confirm` (`code`): turns
+	// the factor on; `backup-codes` (`password`): 10 new backup codes, shown once; `disable`
+	// (`password`): turns it off. Each answers the page again (200), with a message when the
+	// password or the code was wrong (400); wrong passwords and codes are throttled like the
+	// JSON routes (429 page). The post must carry a trusted `Origin`.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/account (the `AccountPageAction` operationId).
+	AccountPageActionWithFormdataBodyWithResponse(ctx context.Context, params *AccountPageActionParams, body AccountPageActionFormdataRequestBody, reqEditors ...RequestEditorFn) (*AccountPageActionResponse, error)
+
 	// SocialCallbackWithResponse Social sign-in callback
 	//
 	// Where GitHub or Google sends the browser back. The `state` must equal the flow cookie's,
@@ -19033,6 +19387,130 @@ func (r GetOpenidConfigurationResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetOpenidConfigurationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AccountPageResponse503Headers the declared response headers of an HTTP 503 response for AccountPage
+type AccountPageResponse503Headers struct {
+	RetryAfter *int
+}
+
+type AccountPageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AccountPageResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r AccountPageResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AccountPageResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AccountPageResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AccountPageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AccountPageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AccountPageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AccountPageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AccountPageActionResponse503Headers the declared response headers of an HTTP 503 response for AccountPageAction
+type AccountPageActionResponse503Headers struct {
+	RetryAfter *int
+}
+
+type AccountPageActionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthProblem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AccountPageActionResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r AccountPageActionResponse) GetApplicationproblemJSON400() *AuthProblem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AccountPageActionResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AccountPageActionResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AccountPageActionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AccountPageActionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AccountPageActionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AccountPageActionResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -27838,6 +28316,67 @@ func (c *ClientWithResponses) GetOpenidConfigurationWithResponse(ctx context.Con
 	return ParseGetOpenidConfigurationResponse(rsp)
 }
 
+// AccountPageWithResponse The hosted account page (second factor)
+//
+// For the signed-in user: whether two-factor authentication is on, with forms to turn it on
+// (password), confirm it (a code), make new backup codes (password) and turn it off
+// (password); the forms post to this path. Signed out, a page that says to sign in first
+// (401). `callbackURL` (a path on this site or a trusted origin) is offered as "Continue"
+// once the factor is on; `reason=organization` says that an organization requires it (the
+// browser sign-in sends members of such organizations here). Same headers as the other
+// hosted pages (CSP with a nonce, no framing, no-store).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/account (the `AccountPage` operationId).
+func (c *ClientWithResponses) AccountPageWithResponse(ctx context.Context, params *AccountPageParams, reqEditors ...RequestEditorFn) (*AccountPageResponse, error) {
+	rsp, err := c.AccountPage(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAccountPageResponse(rsp)
+}
+
+// AccountPageActionWithBodyWithResponse A form of the hosted account page
+//
+// `enable` (`password`): a new secret, shown as text and as an `otpauth://` link, and 10
+// backup codes shown this once, with a form for the first code; `confirm` (`code`): turns
+// the factor on; `backup-codes` (`password`): 10 new backup codes, shown once; `disable`
+// (`password`): turns it off. Each answers the page again (200), with a message when the
+// password or the code was wrong (400); wrong passwords and codes are throttled like the
+// JSON routes (429 page). The post must carry a trusted `Origin`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/account (the `AccountPageAction` operationId).
+func (c *ClientWithResponses) AccountPageActionWithBodyWithResponse(ctx context.Context, params *AccountPageActionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AccountPageActionResponse, error) {
+	rsp, err := c.AccountPageActionWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAccountPageActionResponse(rsp)
+}
+
+// AccountPageActionWithFormdataBodyWithResponse A form of the hosted account page
+//
+// `enable` (`password`): a new secret, shown as text and as an `otpauth://` link, and 10
+// backup codes shown this once, with a form for the first code; `confirm` (`code`): turns
+// the factor on; `backup-codes` (`password`): 10 new backup codes, shown once; `disable`
+// (`password`): turns it off. Each answers the page again (200), with a message when the
+// password or the code was wrong (400); wrong passwords and codes are throttled like the
+// JSON routes (429 page). The post must carry a trusted `Origin`.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/account (the `AccountPageAction` operationId).
+func (c *ClientWithResponses) AccountPageActionWithFormdataBodyWithResponse(ctx context.Context, params *AccountPageActionParams, body AccountPageActionFormdataRequestBody, reqEditors ...RequestEditorFn) (*AccountPageActionResponse, error) {
+	rsp, err := c.AccountPageActionWithFormdataBody(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAccountPageActionResponse(rsp)
+}
+
 // SocialCallbackWithResponse Social sign-in callback
 //
 // Where GitHub or Google sends the browser back. The `state` must equal the flow cookie's,
@@ -31563,6 +32102,115 @@ func ParseGetOpenidConfigurationResponse(rsp *http.Response) (*GetOpenidConfigur
 		}
 		response.JSON500 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseAccountPageResponse parses an HTTP response from a AccountPageWithResponse call
+func ParseAccountPageResponse(rsp *http.Response) (*AccountPageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AccountPageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AccountPageResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAccountPageActionResponse parses an HTTP response from a AccountPageActionWithResponse call
+func ParseAccountPageActionResponse(rsp *http.Response) (*AccountPageActionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AccountPageActionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case rsp.StatusCode == 400:
+		// Content-type (text/html) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AccountPageActionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
