@@ -48,8 +48,8 @@ type accountPage struct {
 	AltURL, AltText string
 	// TwoFactor is the account page's (account.html).
 	TwoFactor *twoFactorView
-	Brand           mail.Brand
-	Nonce           string
+	Brand     mail.Brand
+	Nonce     string
 }
 
 // renderAccountPage renders page name and sets the page headers on ctx's response (CSP with a
