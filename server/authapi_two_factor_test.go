@@ -13,6 +13,7 @@ import (
 	"github.com/pquerna/otp"
 	"github.com/pquerna/otp/totp"
 
+	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
@@ -335,6 +336,36 @@ func TestTwoFactorTrustDeviceAndDisable(t *testing.T) {
 		var n int
 		if err := rawDB(t, a.url).Get(&n, `SELECT COUNT(*) FROM two_factor_tokens`); err != nil || n != 0 {
 			t.Fatalf("two_factor_tokens left: %d, %v", n, err)
+		}
+	})
+}
+
+// TestPasswordResetClaimRemovesSecondFactor: an account signed up with someone else's address
+// and given a second factor by the squatter is claimed by the address's owner through a reset:
+// the squatter's factor goes with the squatter's password, so the owner signs in with the new
+// password alone.
+func TestPasswordResetClaimRemovesSecondFactor(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
+		a := newMailApp(t, b, testConfig())
+		res := a.signUp("Mallory", "victim@example.com", "mallory-password-1", "")
+		res.decode(t, http.StatusOK, &struct{}{})
+		squatter := cookieHeader(res.sessionCookie(t, a.srv.sessionCookieName))
+		var e enrolment
+		a.do(withCookie(squatter, jsonPost("/api/auth/two-factor/enable", `{"password":"mallory-password-1"}`))).decode(t, http.StatusOK, &e)
+		secret := totpSecret(t, e.TotpURI, "victim@example.com")
+		a.do(withCookie(squatter, jsonPost("/api/auth/two-factor/verify-totp", `{"code":"`+code(t, secret, a.clock.Now())+`"}`))).
+			decode(t, http.StatusOK, &struct{}{})
+
+		a.requestReset(t, "victim@example.com", "")
+		token := strings.TrimPrefix(a.link(t, "victim@example.com", 2, "/api/auth/reset-password/"), "/api/auth/reset-password/")
+		a.do(request{method: http.MethodPost, path: "/api/auth/reset-password",
+			body: `{"newPassword":"victims-own-password","token":"` + token + `"}`}).decode(t, http.StatusOK, &struct{}{})
+		if in, _ := a.signIn(t, "victim@example.com", "victims-own-password"); !in.User.EmailVerified {
+			t.Errorf("after the reset: %+v", in.User)
+		}
+		claims := auditEntries(t, a.store, identity.EmailClaimAction)
+		if len(claims) != 1 || claims[0].Metadata["twoFactorRemoved"] != true {
+			t.Errorf("claims = %+v", claims)
 		}
 	})
 }
