@@ -126,9 +126,15 @@ func (f *TwoFactors) URI(ctx context.Context, user store.User, issuer string) (s
 	return key.URL(), nil
 }
 
-// Enabled reports whether userID's second factor is on (enrolled and verified).
-func (f *TwoFactors) Enabled(ctx context.Context, userID string) (bool, error) {
-	tf, err := f.store.TwoFactorByUser(ctx, userID)
+// TwoFactorReader reads enrolments; *store.Store implements it.
+type TwoFactorReader interface {
+	TwoFactorByUser(ctx context.Context, userID string) (store.TwoFactor, error)
+}
+
+// TwoFactorOn reports whether userID's second factor is on (enrolled and verified), read from r
+// (the caller's store).
+func TwoFactorOn(ctx context.Context, r TwoFactorReader, userID string) (bool, error) {
+	tf, err := r.TwoFactorByUser(ctx, userID)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}

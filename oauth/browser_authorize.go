@@ -212,11 +212,7 @@ func WantsMultiFactor(callbackURL string) bool {
 
 // twoFactorOn reports whether userID's second factor is on.
 func (b *browserProvider) twoFactorOn(ctx context.Context, userID string) (bool, error) {
-	tf, err := b.store.TwoFactorByUser(ctx, userID)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
-	}
-	return err == nil && tf.Verified, err
+	return identity.TwoFactorOn(ctx, b.store, userID)
 }
 
 func promptSet(raw string) map[string]bool {

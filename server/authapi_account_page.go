@@ -56,7 +56,7 @@ func (s *Server) enrolmentDue(ctx context.Context, userID, callbackURL string) (
 	if err != nil || !required {
 		return callbackURL, err
 	}
-	if on, err := s.twoFactors.Enabled(ctx, userID); err != nil || on {
+	if on, err := s.twoFactorOn(ctx, userID); err != nil || on {
 		return callbackURL, err
 	}
 	return AccountPagePath + "?" + url.Values{"callbackURL": {callbackURL}, "reason": {"organization"}}.Encode(), nil
@@ -190,7 +190,7 @@ func accountFailure(err error) (int, string) {
 // twoFactorView is the caller's second-factor state.
 func (s *Server) twoFactorView(ctx context.Context, callback *string) (*twoFactorView, error) {
 	p := PrincipalFrom(ctx)
-	on, err := s.twoFactors.Enabled(ctx, p.ID())
+	on, err := s.twoFactorOn(ctx, p.ID())
 	if err != nil {
 		return nil, err
 	}

@@ -101,7 +101,7 @@ func (s *Server) GetTotpUri(ctx context.Context, request gen.GetTotpUriRequestOb
 func (s *Server) GenerateBackupCodes(ctx context.Context, request gen.GenerateBackupCodesRequestObject) (gen.GenerateBackupCodesResponseObject, error) {
 	noStore(ctx)
 	p := PrincipalFrom(ctx)
-	if on, err := s.twoFactors.Enabled(ctx, p.ID()); err != nil {
+	if on, err := s.twoFactorOn(ctx, p.ID()); err != nil {
 		return nil, err
 	} else if !on {
 		return nil, errTwoFactorNotEnabled
@@ -192,7 +192,7 @@ func (s *Server) VerifyBackupCode(ctx context.Context, request gen.VerifyBackupC
 	}
 	res, err := s.verifySecondFactor(ctx, body.TrustDevice, errInvalidBackupCode,
 		func(tx *store.Tx, userID string) error {
-			if on, err := s.twoFactors.Enabled(ctx, userID); err != nil {
+			if on, err := s.twoFactorOn(ctx, userID); err != nil {
 				return err
 			} else if !on {
 				return errTwoFactorNotEnabled
@@ -325,7 +325,7 @@ func (s *Server) endPendingSignIn(ctx context.Context, hash string) error {
 // request asked for acr urn:gatehouse:mfa). When it does, it records the pending sign-in and
 // sets its cookie.
 func (s *Server) secondStepDue(ctx context.Context, user store.User, remember, force bool) (bool, error) {
-	on, err := s.twoFactors.Enabled(ctx, user.ID)
+	on, err := s.twoFactorOn(ctx, user.ID)
 	if err != nil || !on {
 		return false, err
 	}
@@ -361,6 +361,11 @@ func (s *Server) secondStepDue(ctx context.Context, user store.User, remember, f
 		s.expireSessionCookies(ctx)
 	}
 	return due, nil
+}
+
+// twoFactorOn reports whether userID's second factor is on.
+func (s *Server) twoFactorOn(ctx context.Context, userID string) (bool, error) {
+	return identity.TwoFactorOn(ctx, s.store, userID)
 }
 
 // twoFactorRedirect is sign-in/email's answer when the second factor is due.
