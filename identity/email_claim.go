@@ -96,7 +96,6 @@ func claimEmail(ctx context.Context, tx *store.Tx, userID, proof, vouched string
 	record.Metadata = map[string]any{
 		"proof":                proof,
 		"passwordRemoved":      c.PasswordRemoved,
-		"twoFactorRemoved":     c.TwoFactorRemoved,
 		"providerLinksRemoved": c.ProviderLinksRemoved,
 		"sessionsEnded":        c.SessionsEnded,
 		"refreshTokensRevoked": c.Grants.RefreshTokens,
@@ -104,6 +103,9 @@ func claimEmail(ctx context.Context, tx *store.Tx, userID, proof, vouched string
 	}
 	if vouched != "" {
 		record.Metadata["passwordKept"] = c.PasswordKept
+	}
+	if c.TwoFactorRemoved {
+		record.Metadata["twoFactorRemoved"] = true
 	}
 	return c, tx.AppendAudit(ctx, &record)
 }

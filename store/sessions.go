@@ -224,6 +224,14 @@ type sessionRow struct {
 	UpdatedAt            sqlTime        `db:"updated_at"`
 }
 
+// amrOf is a stored amr list; nil when empty.
+func amrOf(stored string) []string {
+	if stored == "" {
+		return nil
+	}
+	return strings.Fields(stored)
+}
+
 func (r sessionRow) session() Session {
 	return Session{
 		ID:                   r.ID,
@@ -234,7 +242,7 @@ func (r sessionRow) session() Session {
 		IPAddress:            r.IPAddress,
 		UserAgent:            r.UserAgent,
 		ActiveOrganizationID: nullStringPtr(r.ActiveOrganizationID),
-		AMR:                  strings.Fields(r.AMR),
+		AMR:                  amrOf(r.AMR),
 		CreatedAt:            time.Time(r.CreatedAt),
 		UpdatedAt:            time.Time(r.UpdatedAt),
 	}
