@@ -318,6 +318,36 @@ var envVars = []envVar{
 			}
 			return err
 		}},
+	{Name: "GATEHOUSE_WEBHOOK_ALLOW_PRIVATE", Default: "false",
+		Doc: "true lets webhook endpoints use http and loopback, private and link-local addresses (development and tests only).",
+		Parse: func(s *settings, v string) (err error) {
+			s.WebhookAllowPrivate, err = strconv.ParseBool(v)
+			return err
+		}},
+	{Name: "GATEHOUSE_WEBHOOK_RETRY_SCHEDULE", Default: "5s,5m,30m,2h,5h,10h,14h",
+		Doc: "Waits between webhook delivery attempts (comma-separated Go durations); a test and tuning setting.",
+		Parse: func(s *settings, v string) (err error) {
+			s.WebhookRetrySchedule, err = parseSchedule(v)
+			return err
+		}},
+}
+
+// parseSchedule is GATEHOUSE_WEBHOOK_RETRY_SCHEDULE's parser: 1 to 20 positive Go durations,
+// comma-separated, each at most a week.
+func parseSchedule(v string) ([]time.Duration, error) {
+	parts := strings.Split(v, ",")
+	if len(parts) > 20 {
+		return nil, errors.New("at most 20 waits")
+	}
+	out := make([]time.Duration, len(parts))
+	for i, p := range parts {
+		d, err := time.ParseDuration(strings.TrimSpace(p))
+		if err != nil || d <= 0 || d > 7*24*time.Hour {
+			return nil, fmt.Errorf("wait %d: want a positive Go duration of at most 168h, like 5s or 10m", i+1)
+		}
+		out[i] = d
+	}
+	return out, nil
 }
 
 // configFromEnv reads the configuration through getenv, one row of envVars after the other,

@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -106,23 +107,33 @@ func serve(ctx context.Context, cfg settings, log *slog.Logger, ready chan<- net
 		return err
 	}
 	log.Info("database schema", "migrations_applied", applied)
-	srv, mailWorker, err := wire(ctx, cfg.Config, st, log)
+	srv, workers, err := wire(ctx, cfg.Config, st, log)
 	if err != nil {
 		return err
 	}
-	// The outbox worker delivers queued mail until the server has drained, then finishes the
-	// attempt in flight and hands the rest back for other replicas.
-	wctx, stopWorker := context.WithCancel(context.WithoutCancel(ctx))
-	workerDone := make(chan struct{})
-	go func() { mailWorker.Run(wctx); close(workerDone) }()
+	// The outbox workers (mail, webhooks) deliver until the server has drained, then finish the
+	// attempts in flight and hand the rest back for other replicas.
+	wctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
+	workersDone := make(chan struct{})
+	go func() {
+		var wg sync.WaitGroup
+		for _, w := range workers {
+			wg.Go(func() { w.Run(wctx) })
+		}
+		wg.Wait()
+		close(workersDone)
+	}()
 	defer func() {
-		stopWorker()
+		stopWorkers()
 		select {
-		case <-workerDone:
+		case <-workersDone:
 		case <-time.After(cfg.ShutdownTimeout):
 			log.Warn("outbox worker still busy at shutdown; its claim is retried after the lease")
 		}
 	}()
+	if cfg.WebhookAllowPrivate {
+		log.Warn("GATEHOUSE_WEBHOOK_ALLOW_PRIVATE is true: webhook endpoints may use http and private addresses (development only)")
+	}
 	if cfg.SMTP == nil {
 		log.Warn("GATEHOUSE_SMTP_URL is not set: mail is not sent; each message and its link is logged (development mode)")
 	}
@@ -179,8 +190,8 @@ func serve(ctx context.Context, cfg settings, log *slog.Logger, ready chan<- net
 // wire builds every dependency of the server once, in order, and the server over them: the
 // keyring, the token signing keys (a current key is ensured), the accounts (sessions, password
 // hashing, throttles, social providers), the OAuth provider, the mailer and the metrics; and
-// the outbox worker that delivers the mailer's messages (serve runs it).
-func wire(ctx context.Context, cfg server.Config, st *store.Store, log *slog.Logger) (*server.Server, *outbox.Worker, error) {
+// the outbox workers that deliver the mailer's messages and the webhooks (serve runs them).
+func wire(ctx context.Context, cfg server.Config, st *store.Store, log *slog.Logger) (*server.Server, []*outbox.Worker, error) {
 	ring, err := seal.NewKeyring(cfg.SecretKey, cfg.OldSecretKeys...)
 	if err != nil {
 		return nil, nil, &ConfigError{Var: "GATEHOUSE_SECRET_KEYS_OLD", Reason: err.Error()}
@@ -200,14 +211,18 @@ func wire(ctx context.Context, cfg server.Config, st *store.Store, log *slog.Log
 	if err != nil {
 		return nil, nil, err
 	}
+	metrics := server.NewMetrics(st.Pools())
+	metrics.ObserveOutbox(st)
+	hooks := cfg.WebhookWorker(st, ring, log, metrics, outbox.WorkerConfig{})
 	srv, err := server.New(cfg, server.Deps{
 		Store: st, Log: log, Keyring: ring, Accounts: accounts, Provider: provider,
-		Mailer: cfg.Mailer(st, ring), Metrics: server.NewMetrics(st.Pools()),
+		Mailer: cfg.Mailer(st, ring), Metrics: metrics,
+		Webhooks: cfg.Webhooks(st, ring), PokeWebhooks: hooks.Poke,
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	return srv, cfg.OutboxWorker(st, ring, log, outbox.WorkerConfig{}), nil
+	return srv, []*outbox.Worker{cfg.OutboxWorker(st, ring, log, outbox.WorkerConfig{}), hooks}, nil
 }
 
 // metricsServer serves srv's Prometheus metrics at /metrics and nothing else: it is the

@@ -27,5 +27,5 @@ func newServer(cfg server.Config, st *store.Store, log *slog.Logger) (*server.Se
 		return nil, err
 	}
 	return server.New(cfg, server.Deps{Store: st, Log: log, Keyring: ring, Accounts: accounts, Provider: provider,
-		Mailer: cfg.Mailer(st, ring), Metrics: server.NewMetrics(st.Pools())})
+		Mailer: cfg.Mailer(st, ring), Metrics: server.NewMetrics(st.Pools()), Webhooks: cfg.Webhooks(st, ring)})
 }

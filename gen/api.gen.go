@@ -20,24 +20,126 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// Defines values for AuditEventDataActorType.
+const (
+	AuditEventDataActorTypeServiceAccount AuditEventDataActorType = "service_account"
+	AuditEventDataActorTypeSystem         AuditEventDataActorType = "system"
+	AuditEventDataActorTypeUser           AuditEventDataActorType = "user"
+)
+
+// Valid indicates whether the value is a known member of the AuditEventDataActorType enum.
+func (e AuditEventDataActorType) Valid() bool {
+	switch e {
+	case AuditEventDataActorTypeServiceAccount:
+		return true
+	case AuditEventDataActorTypeSystem:
+		return true
+	case AuditEventDataActorTypeUser:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuthIntrospectionRequestTokenTypeHint.
+const (
+	AuthIntrospectionRequestTokenTypeHintAccessToken  AuthIntrospectionRequestTokenTypeHint = "access_token"
+	AuthIntrospectionRequestTokenTypeHintRefreshToken AuthIntrospectionRequestTokenTypeHint = "refresh_token"
+)
+
+// Valid indicates whether the value is a known member of the AuthIntrospectionRequestTokenTypeHint enum.
+func (e AuthIntrospectionRequestTokenTypeHint) Valid() bool {
+	switch e {
+	case AuthIntrospectionRequestTokenTypeHintAccessToken:
+		return true
+	case AuthIntrospectionRequestTokenTypeHintRefreshToken:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AuthInvitationStatus.
 const (
-	Accepted AuthInvitationStatus = "accepted"
-	Canceled AuthInvitationStatus = "canceled"
-	Pending  AuthInvitationStatus = "pending"
-	Rejected AuthInvitationStatus = "rejected"
+	AuthInvitationStatusAccepted AuthInvitationStatus = "accepted"
+	AuthInvitationStatusCanceled AuthInvitationStatus = "canceled"
+	AuthInvitationStatusPending  AuthInvitationStatus = "pending"
+	AuthInvitationStatusRejected AuthInvitationStatus = "rejected"
 )
 
 // Valid indicates whether the value is a known member of the AuthInvitationStatus enum.
 func (e AuthInvitationStatus) Valid() bool {
 	switch e {
-	case Accepted:
+	case AuthInvitationStatusAccepted:
 		return true
-	case Canceled:
+	case AuthInvitationStatusCanceled:
 		return true
-	case Pending:
+	case AuthInvitationStatusPending:
 		return true
-	case Rejected:
+	case AuthInvitationStatusRejected:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuthJwkAlg.
+const (
+	RS256 AuthJwkAlg = "RS256"
+)
+
+// Valid indicates whether the value is a known member of the AuthJwkAlg enum.
+func (e AuthJwkAlg) Valid() bool {
+	switch e {
+	case RS256:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuthJwkKty.
+const (
+	RSA AuthJwkKty = "RSA"
+)
+
+// Valid indicates whether the value is a known member of the AuthJwkKty enum.
+func (e AuthJwkKty) Valid() bool {
+	switch e {
+	case RSA:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuthJwkUse.
+const (
+	Sig AuthJwkUse = "sig"
+)
+
+// Valid indicates whether the value is a known member of the AuthJwkUse enum.
+func (e AuthJwkUse) Valid() bool {
+	switch e {
+	case Sig:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuthRevocationRequestTokenTypeHint.
+const (
+	AuthRevocationRequestTokenTypeHintAccessToken  AuthRevocationRequestTokenTypeHint = "access_token"
+	AuthRevocationRequestTokenTypeHintRefreshToken AuthRevocationRequestTokenTypeHint = "refresh_token"
+)
+
+// Valid indicates whether the value is a known member of the AuthRevocationRequestTokenTypeHint enum.
+func (e AuthRevocationRequestTokenTypeHint) Valid() bool {
+	switch e {
+	case AuthRevocationRequestTokenTypeHintAccessToken:
+		return true
+	case AuthRevocationRequestTokenTypeHintRefreshToken:
 		return true
 	default:
 		return false
@@ -56,6 +158,27 @@ func (e AuthSocialProvider) Valid() bool {
 	case AuthSocialGithub:
 		return true
 	case AuthSocialGoogle:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuthTokenRequestGrantType.
+const (
+	AuthTokenRequestGrantTypeAuthorizationCode AuthTokenRequestGrantType = "authorization_code"
+	AuthTokenRequestGrantTypeClientCredentials AuthTokenRequestGrantType = "client_credentials"
+	AuthTokenRequestGrantTypeRefreshToken      AuthTokenRequestGrantType = "refresh_token"
+)
+
+// Valid indicates whether the value is a known member of the AuthTokenRequestGrantType enum.
+func (e AuthTokenRequestGrantType) Valid() bool {
+	switch e {
+	case AuthTokenRequestGrantTypeAuthorizationCode:
+		return true
+	case AuthTokenRequestGrantTypeClientCredentials:
+		return true
+	case AuthTokenRequestGrantTypeRefreshToken:
 		return true
 	default:
 		return false
@@ -173,6 +296,24 @@ func (e EntitlementSourceType) Valid() bool {
 	case EntitlementSourceGrant:
 		return true
 	case EntitlementSourcePlan:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EntitlementsChangedEventDataReason.
+const (
+	Grant        EntitlementsChangedEventDataReason = "grant"
+	Subscription EntitlementsChangedEventDataReason = "subscription"
+)
+
+// Valid indicates whether the value is a known member of the EntitlementsChangedEventDataReason enum.
+func (e EntitlementsChangedEventDataReason) Valid() bool {
+	switch e {
+	case Grant:
+		return true
+	case Subscription:
 		return true
 	default:
 		return false
@@ -386,6 +527,291 @@ func (e ProcessorConnectionProvider) Valid() bool {
 	}
 }
 
+// Defines values for WebhookDeliveryStatus.
+const (
+	WebhookDeliveryStatusFailed    WebhookDeliveryStatus = "failed"
+	WebhookDeliveryStatusPending   WebhookDeliveryStatus = "pending"
+	WebhookDeliveryStatusSucceeded WebhookDeliveryStatus = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the WebhookDeliveryStatus enum.
+func (e WebhookDeliveryStatus) Valid() bool {
+	switch e {
+	case WebhookDeliveryStatusFailed:
+		return true
+	case WebhookDeliveryStatusPending:
+		return true
+	case WebhookDeliveryStatusSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookEndpointDisabledReason.
+const (
+	WebhookEndpointDisabledReasonFailing     WebhookEndpointDisabledReason = "failing"
+	WebhookEndpointDisabledReasonLessThannil WebhookEndpointDisabledReason = "<nil>"
+	WebhookEndpointDisabledReasonManual      WebhookEndpointDisabledReason = "manual"
+)
+
+// Valid indicates whether the value is a known member of the WebhookEndpointDisabledReason enum.
+func (e WebhookEndpointDisabledReason) Valid() bool {
+	switch e {
+	case WebhookEndpointDisabledReasonFailing:
+		return true
+	case WebhookEndpointDisabledReasonLessThannil:
+		return true
+	case WebhookEndpointDisabledReasonManual:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookEndpointWithSecretResponseDataDisabledReason.
+const (
+	WebhookEndpointWithSecretResponseDataDisabledReasonFailing     WebhookEndpointWithSecretResponseDataDisabledReason = "failing"
+	WebhookEndpointWithSecretResponseDataDisabledReasonLessThannil WebhookEndpointWithSecretResponseDataDisabledReason = "<nil>"
+	WebhookEndpointWithSecretResponseDataDisabledReasonManual      WebhookEndpointWithSecretResponseDataDisabledReason = "manual"
+)
+
+// Valid indicates whether the value is a known member of the WebhookEndpointWithSecretResponseDataDisabledReason enum.
+func (e WebhookEndpointWithSecretResponseDataDisabledReason) Valid() bool {
+	switch e {
+	case WebhookEndpointWithSecretResponseDataDisabledReasonFailing:
+		return true
+	case WebhookEndpointWithSecretResponseDataDisabledReasonLessThannil:
+		return true
+	case WebhookEndpointWithSecretResponseDataDisabledReasonManual:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookEventType.
+const (
+	WebhookEventTypeAccountLink                 WebhookEventType = "account.link"
+	WebhookEventTypeApiKeyCreate                WebhookEventType = "api_key.create"
+	WebhookEventTypeApiKeyRevoke                WebhookEventType = "api_key.revoke"
+	WebhookEventTypeBillingCheckout             WebhookEventType = "billing.checkout"
+	WebhookEventTypeBillingPlanArchive          WebhookEventType = "billing_plan.archive"
+	WebhookEventTypeBillingPlanCreate           WebhookEventType = "billing_plan.create"
+	WebhookEventTypeBillingPlanRestore          WebhookEventType = "billing_plan.restore"
+	WebhookEventTypeBillingPlanUpdate           WebhookEventType = "billing_plan.update"
+	WebhookEventTypeConfigArchive               WebhookEventType = "config.archive"
+	WebhookEventTypeConfigRestore               WebhookEventType = "config.restore"
+	WebhookEventTypeConfigReveal                WebhookEventType = "config.reveal"
+	WebhookEventTypeConfigUpdate                WebhookEventType = "config.update"
+	WebhookEventTypeEntitlementGrantCreate      WebhookEventType = "entitlement_grant.create"
+	WebhookEventTypeEntitlementsChanged         WebhookEventType = "entitlements.changed"
+	WebhookEventTypeInvitationAccept            WebhookEventType = "invitation.accept"
+	WebhookEventTypeInvitationCancel            WebhookEventType = "invitation.cancel"
+	WebhookEventTypeInvitationReject            WebhookEventType = "invitation.reject"
+	WebhookEventTypeInvoicePaid                 WebhookEventType = "invoice.paid"
+	WebhookEventTypeMemberInvite                WebhookEventType = "member.invite"
+	WebhookEventTypeMemberLeave                 WebhookEventType = "member.leave"
+	WebhookEventTypeMemberRemove                WebhookEventType = "member.remove"
+	WebhookEventTypeMemberUpdateRole            WebhookEventType = "member.update_role"
+	WebhookEventTypeOauthConsentGrant           WebhookEventType = "oauth_consent.grant"
+	WebhookEventTypeOidcClientCreate            WebhookEventType = "oidc_client.create"
+	WebhookEventTypeOidcClientDisable           WebhookEventType = "oidc_client.disable"
+	WebhookEventTypeOidcClientEnable            WebhookEventType = "oidc_client.enable"
+	WebhookEventTypeOidcClientRotateSecret      WebhookEventType = "oidc_client.rotate_secret"
+	WebhookEventTypeOrgRoleCreate               WebhookEventType = "org_role.create"
+	WebhookEventTypeOrgRoleDelete               WebhookEventType = "org_role.delete"
+	WebhookEventTypeOrgRoleUpdate               WebhookEventType = "org_role.update"
+	WebhookEventTypeOrganizationArchive         WebhookEventType = "organization.archive"
+	WebhookEventTypeOrganizationCreate          WebhookEventType = "organization.create"
+	WebhookEventTypeOrganizationRestore         WebhookEventType = "organization.restore"
+	WebhookEventTypeOrganizationUpdate          WebhookEventType = "organization.update"
+	WebhookEventTypePing                        WebhookEventType = "ping"
+	WebhookEventTypeProcessorConnectionDelete   WebhookEventType = "processor_connection.delete"
+	WebhookEventTypeProcessorConnectionUpdate   WebhookEventType = "processor_connection.update"
+	WebhookEventTypeProjectArchive              WebhookEventType = "project.archive"
+	WebhookEventTypeProjectCreate               WebhookEventType = "project.create"
+	WebhookEventTypeProjectRestore              WebhookEventType = "project.restore"
+	WebhookEventTypeProjectRoleCreate           WebhookEventType = "project_role.create"
+	WebhookEventTypeProjectRoleDelete           WebhookEventType = "project_role.delete"
+	WebhookEventTypeProjectRoleUpdate           WebhookEventType = "project_role.update"
+	WebhookEventTypeProjectUpdate               WebhookEventType = "project.update"
+	WebhookEventTypeRoleBindingCreate           WebhookEventType = "role_binding.create"
+	WebhookEventTypeRoleBindingDelete           WebhookEventType = "role_binding.delete"
+	WebhookEventTypeServiceAccountCreate        WebhookEventType = "service_account.create"
+	WebhookEventTypeServiceAccountDisable       WebhookEventType = "service_account.disable"
+	WebhookEventTypeServiceAccountEnable        WebhookEventType = "service_account.enable"
+	WebhookEventTypeSessionRevokeOthers         WebhookEventType = "session.revoke_others"
+	WebhookEventTypeSubjectDelete               WebhookEventType = "subject.delete"
+	WebhookEventTypeSubscriptionCanceled        WebhookEventType = "subscription.canceled"
+	WebhookEventTypeSubscriptionCreated         WebhookEventType = "subscription.created"
+	WebhookEventTypeSubscriptionUpdated         WebhookEventType = "subscription.updated"
+	WebhookEventTypeUserDelete                  WebhookEventType = "user.delete"
+	WebhookEventTypeUserEmailClaim              WebhookEventType = "user.email_claim"
+	WebhookEventTypeUserPasswordChange          WebhookEventType = "user.password_change"
+	WebhookEventTypeUserPasswordReset           WebhookEventType = "user.password_reset"
+	WebhookEventTypeUserSignUp                  WebhookEventType = "user.sign_up"
+	WebhookEventTypeWebhookEndpointCreate       WebhookEventType = "webhook_endpoint.create"
+	WebhookEventTypeWebhookEndpointDelete       WebhookEventType = "webhook_endpoint.delete"
+	WebhookEventTypeWebhookEndpointDisable      WebhookEventType = "webhook_endpoint.disable"
+	WebhookEventTypeWebhookEndpointEnable       WebhookEventType = "webhook_endpoint.enable"
+	WebhookEventTypeWebhookEndpointRotateSecret WebhookEventType = "webhook_endpoint.rotate_secret"
+	WebhookEventTypeWebhookEndpointUpdate       WebhookEventType = "webhook_endpoint.update"
+)
+
+// Valid indicates whether the value is a known member of the WebhookEventType enum.
+func (e WebhookEventType) Valid() bool {
+	switch e {
+	case WebhookEventTypeAccountLink:
+		return true
+	case WebhookEventTypeApiKeyCreate:
+		return true
+	case WebhookEventTypeApiKeyRevoke:
+		return true
+	case WebhookEventTypeBillingCheckout:
+		return true
+	case WebhookEventTypeBillingPlanArchive:
+		return true
+	case WebhookEventTypeBillingPlanCreate:
+		return true
+	case WebhookEventTypeBillingPlanRestore:
+		return true
+	case WebhookEventTypeBillingPlanUpdate:
+		return true
+	case WebhookEventTypeConfigArchive:
+		return true
+	case WebhookEventTypeConfigRestore:
+		return true
+	case WebhookEventTypeConfigReveal:
+		return true
+	case WebhookEventTypeConfigUpdate:
+		return true
+	case WebhookEventTypeEntitlementGrantCreate:
+		return true
+	case WebhookEventTypeEntitlementsChanged:
+		return true
+	case WebhookEventTypeInvitationAccept:
+		return true
+	case WebhookEventTypeInvitationCancel:
+		return true
+	case WebhookEventTypeInvitationReject:
+		return true
+	case WebhookEventTypeInvoicePaid:
+		return true
+	case WebhookEventTypeMemberInvite:
+		return true
+	case WebhookEventTypeMemberLeave:
+		return true
+	case WebhookEventTypeMemberRemove:
+		return true
+	case WebhookEventTypeMemberUpdateRole:
+		return true
+	case WebhookEventTypeOauthConsentGrant:
+		return true
+	case WebhookEventTypeOidcClientCreate:
+		return true
+	case WebhookEventTypeOidcClientDisable:
+		return true
+	case WebhookEventTypeOidcClientEnable:
+		return true
+	case WebhookEventTypeOidcClientRotateSecret:
+		return true
+	case WebhookEventTypeOrgRoleCreate:
+		return true
+	case WebhookEventTypeOrgRoleDelete:
+		return true
+	case WebhookEventTypeOrgRoleUpdate:
+		return true
+	case WebhookEventTypeOrganizationArchive:
+		return true
+	case WebhookEventTypeOrganizationCreate:
+		return true
+	case WebhookEventTypeOrganizationRestore:
+		return true
+	case WebhookEventTypeOrganizationUpdate:
+		return true
+	case WebhookEventTypePing:
+		return true
+	case WebhookEventTypeProcessorConnectionDelete:
+		return true
+	case WebhookEventTypeProcessorConnectionUpdate:
+		return true
+	case WebhookEventTypeProjectArchive:
+		return true
+	case WebhookEventTypeProjectCreate:
+		return true
+	case WebhookEventTypeProjectRestore:
+		return true
+	case WebhookEventTypeProjectRoleCreate:
+		return true
+	case WebhookEventTypeProjectRoleDelete:
+		return true
+	case WebhookEventTypeProjectRoleUpdate:
+		return true
+	case WebhookEventTypeProjectUpdate:
+		return true
+	case WebhookEventTypeRoleBindingCreate:
+		return true
+	case WebhookEventTypeRoleBindingDelete:
+		return true
+	case WebhookEventTypeServiceAccountCreate:
+		return true
+	case WebhookEventTypeServiceAccountDisable:
+		return true
+	case WebhookEventTypeServiceAccountEnable:
+		return true
+	case WebhookEventTypeSessionRevokeOthers:
+		return true
+	case WebhookEventTypeSubjectDelete:
+		return true
+	case WebhookEventTypeSubscriptionCanceled:
+		return true
+	case WebhookEventTypeSubscriptionCreated:
+		return true
+	case WebhookEventTypeSubscriptionUpdated:
+		return true
+	case WebhookEventTypeUserDelete:
+		return true
+	case WebhookEventTypeUserEmailClaim:
+		return true
+	case WebhookEventTypeUserPasswordChange:
+		return true
+	case WebhookEventTypeUserPasswordReset:
+		return true
+	case WebhookEventTypeUserSignUp:
+		return true
+	case WebhookEventTypeWebhookEndpointCreate:
+		return true
+	case WebhookEventTypeWebhookEndpointDelete:
+		return true
+	case WebhookEventTypeWebhookEndpointDisable:
+		return true
+	case WebhookEventTypeWebhookEndpointEnable:
+		return true
+	case WebhookEventTypeWebhookEndpointRotateSecret:
+		return true
+	case WebhookEventTypeWebhookEndpointUpdate:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookReceiptReceived.
+const (
+	True WebhookReceiptReceived = true
+)
+
+// Valid indicates whether the value is a known member of the WebhookReceiptReceived enum.
+func (e WebhookReceiptReceived) Valid() bool {
+	switch e {
+	case True:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for State.
 const (
 	StateActive   State = "active"
@@ -401,6 +827,27 @@ func (e State) Valid() bool {
 	case StateAll:
 		return true
 	case StateArchived:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AnswerInvitationFormdataBodyDecision.
+const (
+	Accept        AnswerInvitationFormdataBodyDecision = "accept"
+	Decline       AnswerInvitationFormdataBodyDecision = "decline"
+	SwitchAccount AnswerInvitationFormdataBodyDecision = "switch-account"
+)
+
+// Valid indicates whether the value is a known member of the AnswerInvitationFormdataBodyDecision enum.
+func (e AnswerInvitationFormdataBodyDecision) Valid() bool {
+	switch e {
+	case Accept:
+		return true
+	case Decline:
+		return true
+	case SwitchAccount:
 		return true
 	default:
 		return false
@@ -440,6 +887,24 @@ func (e AccountPageActionFormdataBodyAction) Valid() bool {
 	case Disable:
 		return true
 	case Enable:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CheckInboxPageParamsFor.
+const (
+	ResetPassword CheckInboxPageParamsFor = "reset-password"
+	VerifyEmail   CheckInboxPageParamsFor = "verify-email"
+)
+
+// Valid indicates whether the value is a known member of the CheckInboxPageParamsFor enum.
+func (e CheckInboxPageParamsFor) Valid() bool {
+	switch e {
+	case ResetPassword:
+		return true
+	case VerifyEmail:
 		return true
 	default:
 		return false
@@ -808,6 +1273,23 @@ type ApiKey struct {
 // ApiKeySecret The API key. Shown once; send it as `X-API-Key`.
 type ApiKeySecret = string
 
+// AuditEventData The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+type AuditEventData struct {
+	Actor struct {
+		Id   string                  `json:"id"`
+		Type AuditEventDataActorType `json:"type"`
+	} `json:"actor"`
+	Metadata       *map[string]interface{} `json:"metadata,omitempty"`
+	OrganizationId *string                 `json:"organizationId,omitempty"`
+	Target         struct {
+		Id   string `json:"id"`
+		Type string `json:"type"`
+	} `json:"target"`
+}
+
+// AuditEventDataActorType defines model for AuditEventData.Actor.Type.
+type AuditEventDataActorType string
+
 // AuditLogEntry defines model for AuditLogEntry.
 type AuditLogEntry struct {
 	// Action `<resource>.<verb>`, for example `project.create` or `config.reveal`.
@@ -862,6 +1344,26 @@ type AuthFullOrganization struct {
 	Slug        string                                    `json:"slug"`
 }
 
+// AuthIntrospection An introspection response (RFC 7662 section 2.2). An inactive token has `active` only.
+type AuthIntrospection struct {
+	Active   bool      `json:"active"`
+	Aud      *[]string `json:"aud,omitempty"`
+	ClientId *string   `json:"client_id,omitempty"`
+	Exp      *int      `json:"exp,omitempty"`
+	Iat      *int      `json:"iat,omitempty"`
+	Scope    *string   `json:"scope,omitempty"`
+	Sub      *string   `json:"sub,omitempty"`
+}
+
+// AuthIntrospectionRequest defines model for AuthIntrospectionRequest.
+type AuthIntrospectionRequest struct {
+	Token         string                                 `json:"token"`
+	TokenTypeHint *AuthIntrospectionRequestTokenTypeHint `json:"token_type_hint,omitempty"`
+}
+
+// AuthIntrospectionRequestTokenTypeHint defines model for AuthIntrospectionRequest.TokenTypeHint.
+type AuthIntrospectionRequestTokenTypeHint string
+
 // AuthInvitation defines model for AuthInvitation.
 type AuthInvitation struct {
 	// CreatedAt UTC, ISO 8601.
@@ -883,6 +1385,36 @@ type AuthInvitationStatus string
 // AuthInvitationIdBody defines model for AuthInvitationIdBody.
 type AuthInvitationIdBody struct {
 	InvitationId string `json:"invitationId"`
+}
+
+// AuthJwk An RSA public signing key (RFC 7517, RFC 7518 section 6.3.1). Never holds private members.
+type AuthJwk struct {
+	Alg AuthJwkAlg `json:"alg"`
+
+	// E The public exponent, base64url without padding.
+	E string `json:"e"`
+
+	// Kid The key id that token headers name.
+	Kid string     `json:"kid"`
+	Kty AuthJwkKty `json:"kty"`
+
+	// N The modulus, base64url without padding.
+	N   string     `json:"n"`
+	Use AuthJwkUse `json:"use"`
+}
+
+// AuthJwkAlg defines model for AuthJwk.Alg.
+type AuthJwkAlg string
+
+// AuthJwkKty defines model for AuthJwk.Kty.
+type AuthJwkKty string
+
+// AuthJwkUse defines model for AuthJwk.Use.
+type AuthJwkUse string
+
+// AuthJwks A JSON Web Key Set (RFC 7517 section 5).
+type AuthJwks struct {
+	Keys []AuthJwk `json:"keys"`
 }
 
 // AuthLinkedAccount defines model for AuthLinkedAccount.
@@ -935,6 +1467,14 @@ type AuthMemberWithUser struct {
 	UserId string         `json:"userId"`
 }
 
+// AuthOauthError An RFC 6749 section 5.2 error body.
+type AuthOauthError struct {
+	// Error `invalid_request`, `invalid_client`, `invalid_grant`, `unauthorized_client`,
+	// `unsupported_grant_type`, `invalid_scope`, `server_error`, ...
+	Error            string  `json:"error"`
+	ErrorDescription *string `json:"error_description,omitempty"`
+}
+
 // AuthOrganization defines model for AuthOrganization.
 type AuthOrganization struct {
 	// CreatedAt UTC, ISO 8601.
@@ -985,11 +1525,70 @@ type AuthProblem struct {
 	Type string `json:"type"`
 }
 
+// AuthProviderMetadata OpenID Provider / OAuth 2.0 authorization server metadata.
+type AuthProviderMetadata struct {
+	AcrValuesSupported                         *[]string `json:"acr_values_supported,omitempty"`
+	AuthorizationEndpoint                      *string   `json:"authorization_endpoint,omitempty"`
+	AuthorizationResponseIssParameterSupported *bool     `json:"authorization_response_iss_parameter_supported,omitempty"`
+	CodeChallengeMethodsSupported              *[]string `json:"code_challenge_methods_supported,omitempty"`
+	EndSessionEndpoint                         *string   `json:"end_session_endpoint,omitempty"`
+	GrantTypesSupported                        *[]string `json:"grant_types_supported,omitempty"`
+	IdTokenSigningAlgValuesSupported           []string  `json:"id_token_signing_alg_values_supported"`
+	IntrospectionEndpoint                      *string   `json:"introspection_endpoint,omitempty"`
+	IntrospectionEndpointAuthMethodsSupported  *[]string `json:"introspection_endpoint_auth_methods_supported,omitempty"`
+	Issuer                                     string    `json:"issuer"`
+	JwksUri                                    string    `json:"jwks_uri"`
+	PushedAuthorizationRequestEndpoint         *string   `json:"pushed_authorization_request_endpoint,omitempty"`
+
+	// RequirePushedAuthorizationRequests false: PAR is required per client (`requirePushedAuthorizationRequests`).
+	RequirePushedAuthorizationRequests         *bool     `json:"require_pushed_authorization_requests,omitempty"`
+	ResponseModesSupported                     *[]string `json:"response_modes_supported,omitempty"`
+	ResponseTypesSupported                     []string  `json:"response_types_supported"`
+	RevocationEndpoint                         *string   `json:"revocation_endpoint,omitempty"`
+	RevocationEndpointAuthMethodsSupported     *[]string `json:"revocation_endpoint_auth_methods_supported,omitempty"`
+	ScopesSupported                            *[]string `json:"scopes_supported,omitempty"`
+	SubjectTypesSupported                      []string  `json:"subject_types_supported"`
+	TokenEndpoint                              string    `json:"token_endpoint"`
+	TokenEndpointAuthMethodsSupported          *[]string `json:"token_endpoint_auth_methods_supported,omitempty"`
+	TokenEndpointAuthSigningAlgValuesSupported *[]string `json:"token_endpoint_auth_signing_alg_values_supported,omitempty"`
+	UserinfoEndpoint                           *string   `json:"userinfo_endpoint,omitempty"`
+}
+
+// AuthPushedAuthorizationResponse defines model for AuthPushedAuthorizationResponse.
+type AuthPushedAuthorizationResponse struct {
+	// ExpiresIn Seconds the `request_uri` stays usable.
+	ExpiresIn int `json:"expires_in"`
+
+	// RequestUri `urn:ietf:params:oauth:request_uri:` and a random part; usable once.
+	RequestUri string `json:"request_uri"`
+}
+
+// AuthRequestPasswordResetBody defines model for AuthRequestPasswordResetBody.
+type AuthRequestPasswordResetBody struct {
+	Email openapi_types.Email `json:"email"`
+
+	// RedirectTo The product's reset page: the link sends the browser there with `?token=` (or `?error=INVALID_TOKEN`). Without it, the link opens Gatehouse's hosted reset page.
+	RedirectTo *string `json:"redirectTo,omitempty"`
+}
+
 // AuthResetPasswordBody defines model for AuthResetPasswordBody.
 type AuthResetPasswordBody struct {
+	// CallbackURL The hosted form's authorization request to continue once the password is set (a path on this site or a URL on the base URL or a trusted origin, else 403 `INVALID_CALLBACK_URL`).
+	CallbackURL *string `json:"callbackURL,omitempty"`
 	NewPassword string  `json:"newPassword"`
 	Token       *string `json:"token,omitempty"`
 }
+
+// AuthRevocationRequest defines model for AuthRevocationRequest.
+type AuthRevocationRequest struct {
+	ClientId      *string                             `json:"client_id,omitempty"`
+	ClientSecret  *string                             `json:"client_secret,omitempty"`
+	Token         string                              `json:"token"`
+	TokenTypeHint *AuthRevocationRequestTokenTypeHint `json:"token_type_hint,omitempty"`
+}
+
+// AuthRevocationRequestTokenTypeHint defines model for AuthRevocationRequest.TokenTypeHint.
+type AuthRevocationRequestTokenTypeHint string
 
 // AuthRole defines model for AuthRole.
 type AuthRole struct {
@@ -1122,6 +1721,56 @@ type AuthSuccess struct {
 	Success bool `json:"success"`
 }
 
+// AuthTokenRequest A token request (RFC 6749 sections 4.1.3, 4.4.2 and 6).
+type AuthTokenRequest struct {
+	// Audience Space-separated audiences (client_credentials); the client id by default.
+	Audience *string `json:"audience,omitempty"`
+
+	// ClientId The client id (client_secret_post and public clients).
+	ClientId *string `json:"client_id,omitempty"`
+
+	// ClientSecret The client secret (client_secret_post only).
+	ClientSecret *string `json:"client_secret,omitempty"`
+
+	// Code The authorization code (authorization_code).
+	Code *string `json:"code,omitempty"`
+
+	// CodeVerifier The PKCE verifier (authorization_code).
+	CodeVerifier *string                   `json:"code_verifier,omitempty"`
+	GrantType    AuthTokenRequestGrantType `json:"grant_type"`
+
+	// RedirectUri The redirect URI of the authorization request (authorization_code).
+	RedirectUri *string `json:"redirect_uri,omitempty"`
+
+	// RefreshToken The refresh token (refresh_token).
+	RefreshToken *string `json:"refresh_token,omitempty"`
+
+	// Scope Space-separated scopes (client_credentials; a subset on refresh_token).
+	Scope *string `json:"scope,omitempty"`
+}
+
+// AuthTokenRequestGrantType defines model for AuthTokenRequest.GrantType.
+type AuthTokenRequestGrantType string
+
+// AuthTokenResponse A successful token response (RFC 6749 section 5.1).
+type AuthTokenResponse struct {
+	// AccessToken An RFC 9068 JWT.
+	AccessToken string `json:"access_token"`
+
+	// ExpiresIn Seconds until the access token expires.
+	ExpiresIn int `json:"expires_in"`
+
+	// IdToken With openid only (authorization_code and refresh_token).
+	IdToken *string `json:"id_token,omitempty"`
+
+	// RefreshToken With offline_access only.
+	RefreshToken *string `json:"refresh_token,omitempty"`
+	Scope        *string `json:"scope,omitempty"`
+
+	// TokenType `bearer`.
+	TokenType string `json:"token_type"`
+}
+
 // AuthTwoFactorRedirect defines model for AuthTwoFactorRedirect.
 type AuthTwoFactorRedirect struct {
 	TwoFactorMethods []AuthTwoFactorRedirectTwoFactorMethods `json:"twoFactorMethods"`
@@ -1152,6 +1801,26 @@ type AuthUser struct {
 
 	// UpdatedAt UTC, ISO 8601.
 	UpdatedAt Timestamp `json:"updatedAt"`
+}
+
+// AuthUserinfo OpenID Connect UserInfo claims; which appear depends on the granted scopes.
+type AuthUserinfo struct {
+	Billing       *map[string]interface{} `json:"billing,omitempty"`
+	Email         *string                 `json:"email,omitempty"`
+	EmailVerified *bool                   `json:"email_verified,omitempty"`
+	Entitlements  *[]interface{}          `json:"entitlements,omitempty"`
+	Name          *string                 `json:"name,omitempty"`
+	Organization  nullable.Nullable[struct {
+		Id   *string `json:"id,omitempty"`
+		Role *string `json:"role,omitempty"`
+		Slug *string `json:"slug,omitempty"`
+	}] `json:"organization,omitempty"`
+	Picture nullable.Nullable[string] `json:"picture,omitempty"`
+	Roles   *[]string                 `json:"roles,omitempty"`
+	Sub     string                    `json:"sub"`
+
+	// UpdatedAt Seconds since the epoch.
+	UpdatedAt *int `json:"updated_at,omitempty"`
 }
 
 // AuthVerifyBackupCodeBody defines model for AuthVerifyBackupCodeBody.
@@ -1502,6 +2171,15 @@ type Entitlements struct {
 	SubjectId string         `json:"subjectId"`
 }
 
+// EntitlementsChangedEventData The subject's entitlements may have changed; read them afresh.
+type EntitlementsChangedEventData struct {
+	Reason    EntitlementsChangedEventDataReason `json:"reason"`
+	SubjectId string                             `json:"subjectId"`
+}
+
+// EntitlementsChangedEventDataReason defines model for EntitlementsChangedEventData.Reason.
+type EntitlementsChangedEventDataReason string
+
 // EntitlementsResponse defines model for EntitlementsResponse.
 type EntitlementsResponse struct {
 	Data Entitlements `json:"data"`
@@ -1538,6 +2216,17 @@ type Health struct {
 
 // HealthStatus Always `ok` on a 200.
 type HealthStatus string
+
+// InvoicePaidEventData defines model for InvoicePaidEventData.
+type InvoicePaidEventData struct {
+	// Amount In the currency's minor unit.
+	Amount         int        `json:"amount"`
+	Currency       string     `json:"currency"`
+	InvoiceId      string     `json:"invoiceId"`
+	PaidAt         *time.Time `json:"paidAt,omitempty"`
+	SubjectId      string     `json:"subjectId"`
+	SubscriptionId string     `json:"subscriptionId"`
+}
 
 // MeterUsage defines model for MeterUsage.
 type MeterUsage struct {
@@ -1703,6 +2392,11 @@ type PermissionHolder struct {
 
 	// Roles Slugs of the roles, bound to the principal by unexpired bindings, that grant the permission (sorted).
 	Roles []string `json:"roles"`
+}
+
+// PingEventData defines model for PingEventData.
+type PingEventData struct {
+	EndpointId string `json:"endpointId"`
 }
 
 // PrincipalPermissions defines model for PrincipalPermissions.
@@ -2007,6 +2701,11 @@ type SubjectActivityPoint struct {
 	Revenue Revenue `json:"revenue"`
 }
 
+// SubjectDeleteEventData Only the deleted subject's id — nothing else about the person.
+type SubjectDeleteEventData struct {
+	SubjectId string `json:"subjectId"`
+}
+
 // SubjectDeletion defines model for SubjectDeletion.
 type SubjectDeletion struct {
 	// Consents Consents the subject gave to OIDC clients.
@@ -2046,6 +2745,18 @@ type SubjectSummary struct {
 	// Revenue Currency (lower-case ISO 4217) → amount in minor units (cents). Empty until billing records paid invoices.
 	Revenue   Revenue `json:"revenue"`
 	SubjectId string  `json:"subjectId"`
+}
+
+// SubscriptionEventData defines model for SubscriptionEventData.
+type SubscriptionEventData struct {
+	CancelAtPeriodEnd bool       `json:"cancelAtPeriodEnd"`
+	CurrentPeriodEnd  *time.Time `json:"currentPeriodEnd,omitempty"`
+	PlanKey           string     `json:"planKey"`
+	Status            string     `json:"status"`
+	SubjectId         string     `json:"subjectId"`
+
+	// SubscriptionId The processor's subscription id.
+	SubscriptionId string `json:"subscriptionId"`
 }
 
 // Timestamp UTC, ISO 8601.
@@ -2150,11 +2861,164 @@ type UsageEventRecord struct {
 	Timestamp     time.Time                                 `json:"timestamp"`
 }
 
+// WebhookDelivery defines model for WebhookDelivery.
+type WebhookDelivery struct {
+	Attempt   int       `json:"attempt"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// EventId The event's id: the `webhook-id` header.
+	EventId string `json:"eventId"`
+
+	// EventType An event type — an audit action, a billing change, or `ping`.
+	EventType WebhookEventType       `json:"eventType"`
+	Id        string                 `json:"id"`
+	LatencyMs nullable.Nullable[int] `json:"latencyMs"`
+
+	// NextAttemptAt When a pending attempt is due, or when the attempt after a failed one is.
+	NextAttemptAt nullable.Nullable[time.Time] `json:"nextAttemptAt"`
+	ResponseCode  nullable.Nullable[int]       `json:"responseCode"`
+	Status        WebhookDeliveryStatus        `json:"status"`
+}
+
+// WebhookDeliveryStatus defines model for WebhookDelivery.Status.
+type WebhookDeliveryStatus string
+
+// WebhookEndpoint defines model for WebhookEndpoint.
+type WebhookEndpoint struct {
+	CreatedAt   time.Time                    `json:"createdAt"`
+	Description string                       `json:"description"`
+	DisabledAt  nullable.Nullable[time.Time] `json:"disabledAt"`
+
+	// DisabledReason `manual` (disabled through the API) or `failing` (after 3 days of failed attempts).
+	DisabledReason nullable.Nullable[WebhookEndpointDisabledReason] `json:"disabledReason"`
+
+	// EnvironmentId Only this environment's events; `null` for every environment's.
+	EnvironmentId nullable.Nullable[string] `json:"environmentId"`
+	EventTypes    []WebhookSubscription     `json:"eventTypes"`
+	Id            string                    `json:"id"`
+
+	// PreviousSecretExpiresAt Until when the secret replaced by the last rotation still signs.
+	PreviousSecretExpiresAt nullable.Nullable[time.Time] `json:"previousSecretExpiresAt"`
+	ProjectId               string                       `json:"projectId"`
+	UpdatedAt               time.Time                    `json:"updatedAt"`
+	Url                     string                       `json:"url"`
+}
+
+// WebhookEndpointDisabledReason `manual` (disabled through the API) or `failing` (after 3 days of failed attempts).
+type WebhookEndpointDisabledReason string
+
+// WebhookEndpointCreate defines model for WebhookEndpointCreate.
+type WebhookEndpointCreate struct {
+	Description   *string               `json:"description,omitempty"`
+	EnvironmentId *string               `json:"environmentId,omitempty"`
+	EventTypes    []WebhookSubscription `json:"eventTypes"`
+	Url           string                `json:"url"`
+}
+
+// WebhookEndpointResponse defines model for WebhookEndpointResponse.
+type WebhookEndpointResponse struct {
+	Data WebhookEndpoint `json:"data"`
+}
+
+// WebhookEndpointUpdate defines model for WebhookEndpointUpdate.
+type WebhookEndpointUpdate struct {
+	Description   *string                   `json:"description,omitempty"`
+	EnvironmentId nullable.Nullable[string] `json:"environmentId,omitempty"`
+	EventTypes    *[]WebhookSubscription    `json:"eventTypes,omitempty"`
+	Url           *string                   `json:"url,omitempty"`
+}
+
+// WebhookEndpointWithSecretResponse defines model for WebhookEndpointWithSecretResponse.
+type WebhookEndpointWithSecretResponse struct {
+	Data struct {
+		CreatedAt   time.Time                    `json:"createdAt"`
+		Description string                       `json:"description"`
+		DisabledAt  nullable.Nullable[time.Time] `json:"disabledAt"`
+
+		// DisabledReason `manual` (disabled through the API) or `failing` (after 3 days of failed attempts).
+		DisabledReason nullable.Nullable[WebhookEndpointWithSecretResponseDataDisabledReason] `json:"disabledReason"`
+
+		// EnvironmentId Only this environment's events; `null` for every environment's.
+		EnvironmentId nullable.Nullable[string] `json:"environmentId"`
+		EventTypes    []WebhookSubscription     `json:"eventTypes"`
+		Id            string                    `json:"id"`
+
+		// PreviousSecretExpiresAt Until when the secret replaced by the last rotation still signs.
+		PreviousSecretExpiresAt nullable.Nullable[time.Time] `json:"previousSecretExpiresAt"`
+		ProjectId               string                       `json:"projectId"`
+
+		// Secret The signing secret, shown this once.
+		Secret    string    `json:"secret"`
+		UpdatedAt time.Time `json:"updatedAt"`
+		Url       string    `json:"url"`
+	} `json:"data"`
+}
+
+// WebhookEndpointWithSecretResponseDataDisabledReason `manual` (disabled through the API) or `failing` (after 3 days of failed attempts).
+type WebhookEndpointWithSecretResponseDataDisabledReason string
+
+// WebhookEventEnvelope The body of every delivery (Standard Webhooks). `id` is also the `webhook-id` header: an
+// audit entry's id for the events that record a mutation, `evt_…` for the others.
+// Deliveries are at least once: dedupe on `id`.
+type WebhookEventEnvelope struct {
+	Data map[string]interface{} `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string   `json:"environmentId,omitempty"`
+	Id            string    `json:"id"`
+	ProjectId     string    `json:"projectId"`
+	Timestamp     time.Time `json:"timestamp"`
+
+	// Type An event type — an audit action, a billing change, or `ping`.
+	Type WebhookEventType `json:"type"`
+}
+
+// WebhookEventType An event type — an audit action, a billing change, or `ping`.
+type WebhookEventType string
+
+// WebhookQueuedResponse defines model for WebhookQueuedResponse.
+type WebhookQueuedResponse struct {
+	Data struct {
+		EventId string `json:"eventId"`
+	} `json:"data"`
+}
+
+// WebhookReceipt defines model for WebhookReceipt.
+type WebhookReceipt struct {
+	// Duplicate The event id was applied before; nothing changed.
+	Duplicate bool                   `json:"duplicate"`
+	Received  WebhookReceiptReceived `json:"received"`
+}
+
+// WebhookReceiptReceived defines model for WebhookReceipt.Received.
+type WebhookReceiptReceived bool
+
+// WebhookSubscription An event type an endpoint receives, or `*` for every type.
+type WebhookSubscription = string
+
 // AccountId defines model for AccountId.
 type AccountId = string
 
 // AnalyticsEnvironment defines model for AnalyticsEnvironment.
 type AnalyticsEnvironment = string
+
+// AuditAction defines model for AuditAction.
+type AuditAction = string
+
+// AuditActorId defines model for AuditActorId.
+type AuditActorId = string
+
+// AuditCursor defines model for AuditCursor.
+type AuditCursor = string
+
+// AuditSince defines model for AuditSince.
+type AuditSince = time.Time
+
+// AuditTargetId defines model for AuditTargetId.
+type AuditTargetId = string
+
+// AuditUntil defines model for AuditUntil.
+type AuditUntil = time.Time
 
 // BillingSubjectId defines model for BillingSubjectId.
 type BillingSubjectId = string
@@ -2189,6 +3053,18 @@ type RoleId = string
 // State defines model for State.
 type State string
 
+// WebhookEndpointId defines model for WebhookEndpointId.
+type WebhookEndpointId = string
+
+// WebhookIdHeader defines model for WebhookIdHeader.
+type WebhookIdHeader = string
+
+// WebhookSignatureHeader defines model for WebhookSignatureHeader.
+type WebhookSignatureHeader = string
+
+// WebhookTimestampHeader defines model for WebhookTimestampHeader.
+type WebhookTimestampHeader = string
+
 // AuthBadRequest A problem with the better-auth error members `code` and `message`.
 type AuthBadRequest = AuthProblem
 
@@ -2200,6 +3076,15 @@ type AuthForbidden = AuthProblem
 
 // AuthNotFound A problem with the better-auth error members `code` and `message`.
 type AuthNotFound = AuthProblem
+
+// AuthOauthBadRequest An RFC 6749 section 5.2 error body.
+type AuthOauthBadRequest = AuthOauthError
+
+// AuthOauthInvalidClient An RFC 6749 section 5.2 error body.
+type AuthOauthInvalidClient = AuthOauthError
+
+// AuthOauthServerError An RFC 6749 section 5.2 error body.
+type AuthOauthServerError = AuthOauthError
 
 // AuthTooManyRequests A problem with the better-auth error members `code` and `message`.
 type AuthTooManyRequests = AuthProblem
@@ -2234,6 +3119,19 @@ type Unavailable = Problem
 // ValidationFailed An RFC 9457 problem document.
 type ValidationFailed = Problem
 
+// InvitationPageParams defines parameters for InvitationPage.
+type InvitationPageParams struct {
+	LoginError *string `form:"login_error,omitempty" json:"login_error,omitempty"`
+}
+
+// AnswerInvitationFormdataBody defines parameters for AnswerInvitation.
+type AnswerInvitationFormdataBody struct {
+	Decision AnswerInvitationFormdataBodyDecision `form:"decision" json:"decision"`
+}
+
+// AnswerInvitationFormdataBodyDecision defines parameters for AnswerInvitation.
+type AnswerInvitationFormdataBodyDecision string
+
 // AccountPageParams defines parameters for AccountPage.
 type AccountPageParams struct {
 	CallbackURL *string                  `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
@@ -2267,6 +3165,15 @@ type ChangePasswordJSONBody struct {
 	RevokeOtherSessions *bool `json:"revokeOtherSessions,omitempty"`
 }
 
+// CheckInboxPageParams defines parameters for CheckInboxPage.
+type CheckInboxPageParams struct {
+	For         *CheckInboxPageParamsFor `form:"for,omitempty" json:"for,omitempty"`
+	CallbackURL *string                  `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+}
+
+// CheckInboxPageParamsFor defines parameters for CheckInboxPage.
+type CheckInboxPageParamsFor string
+
 // DeleteUserJSONBody defines parameters for DeleteUser.
 type DeleteUserJSONBody struct {
 	// Password The account's password; required when the account has one.
@@ -2275,6 +3182,12 @@ type DeleteUserJSONBody struct {
 
 // DeleteUser200JSONResponseBodyMessage defines parameters for DeleteUser.
 type DeleteUser200JSONResponseBodyMessage string
+
+// ForgotPasswordPageParams defines parameters for ForgotPasswordPage.
+type ForgotPasswordPageParams struct {
+	CallbackURL *string `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+	Email       *string `form:"email,omitempty" json:"email,omitempty"`
+}
 
 // GetSessionParams defines parameters for GetSession.
 type GetSessionParams struct {
@@ -2438,14 +3351,6 @@ type AuthUpdateRoleJSONBody struct {
 	RoleName       *string `json:"roleName,omitempty"`
 }
 
-// RequestPasswordResetJSONBody defines parameters for RequestPasswordReset.
-type RequestPasswordResetJSONBody struct {
-	Email openapi_types.Email `json:"email"`
-
-	// RedirectTo The product's reset page: the link sends the browser there with `?token=` (or `?error=INVALID_TOKEN`). Without it, the link opens Gatehouse's hosted reset page.
-	RedirectTo *string `json:"redirectTo,omitempty"`
-}
-
 // ResetPasswordParams defines parameters for ResetPassword.
 type ResetPasswordParams struct {
 	Token *string `form:"token,omitempty" json:"token,omitempty"`
@@ -2478,6 +3383,14 @@ type SignInEmail200JSONResponseBody struct {
 
 // SignOutJSONBody defines parameters for SignOut.
 type SignOutJSONBody map[string]interface{}
+
+// SignUpPageParams defines parameters for SignUpPage.
+type SignUpPageParams struct {
+	CallbackURL *string `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+	Email       *string `form:"email,omitempty" json:"email,omitempty"`
+	Name        *string `form:"name,omitempty" json:"name,omitempty"`
+	Error       *string `form:"error,omitempty" json:"error,omitempty"`
+}
 
 // TwoFactorPageParams defines parameters for TwoFactorPage.
 type TwoFactorPageParams struct {
@@ -2537,6 +3450,27 @@ type ListOrganizationsParams struct {
 // ListOrganizationsParamsState defines parameters for ListOrganizations.
 type ListOrganizationsParamsState string
 
+// ListOrganizationAuditLogsParams defines parameters for ListOrganizationAuditLogs.
+type ListOrganizationAuditLogsParams struct {
+	// Action Only entries with this action (exact match).
+	Action *AuditAction `form:"action,omitempty" json:"action,omitempty"`
+
+	// ActorId Only entries whose actor has this id.
+	ActorId *AuditActorId `form:"actorId,omitempty" json:"actorId,omitempty"`
+
+	// TargetId Only entries whose target has this id.
+	TargetId *AuditTargetId `form:"targetId,omitempty" json:"targetId,omitempty"`
+
+	// Since Only entries that occurred at or after this instant.
+	Since *AuditSince `form:"since,omitempty" json:"since,omitempty"`
+
+	// Until Only entries that occurred before this instant (400 when not after `since`).
+	Until *AuditUntil `form:"until,omitempty" json:"until,omitempty"`
+
+	// Cursor The `x-next-cursor` of the previous page.
+	Cursor *AuditCursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListProjectsParams defines parameters for ListProjects.
 type ListProjectsParams struct {
 	// State Which records to list by archive state.
@@ -2579,6 +3513,27 @@ type ListAnalyticsSubjectsParamsSort string
 type GetAnalyticsSummaryParams struct {
 	// EnvironmentId Only this environment of the project (400 if it is not one); all of them when absent.
 	EnvironmentId *AnalyticsEnvironment `form:"environmentId,omitempty" json:"environmentId,omitempty"`
+}
+
+// ListProjectAuditLogsParams defines parameters for ListProjectAuditLogs.
+type ListProjectAuditLogsParams struct {
+	// Action Only entries with this action (exact match).
+	Action *AuditAction `form:"action,omitempty" json:"action,omitempty"`
+
+	// ActorId Only entries whose actor has this id.
+	ActorId *AuditActorId `form:"actorId,omitempty" json:"actorId,omitempty"`
+
+	// TargetId Only entries whose target has this id.
+	TargetId *AuditTargetId `form:"targetId,omitempty" json:"targetId,omitempty"`
+
+	// Since Only entries that occurred at or after this instant.
+	Since *AuditSince `form:"since,omitempty" json:"since,omitempty"`
+
+	// Until Only entries that occurred before this instant (400 when not after `since`).
+	Until *AuditUntil `form:"until,omitempty" json:"until,omitempty"`
+
+	// Cursor The `x-next-cursor` of the previous page.
+	Cursor *AuditCursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // CreateCheckoutParams defines parameters for CreateCheckout.
@@ -2650,6 +3605,1768 @@ type GetSubjectEntitlementsParams struct {
 	EnvironmentId *string `form:"environmentId,omitempty" json:"environmentId,omitempty"`
 }
 
+// ListWebhookDeliveriesParams defines parameters for ListWebhookDeliveries.
+type ListWebhookDeliveriesParams struct {
+	// Limit Attempts per page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `x-next-cursor` of the previous page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// OnAccountLinkJSONBody defines parameters for OnAccountLink.
+type OnAccountLinkJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnAccountLinkParams defines parameters for OnAccountLink.
+type OnAccountLinkParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnApiKeyCreateJSONBody defines parameters for OnApiKeyCreate.
+type OnApiKeyCreateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnApiKeyCreateParams defines parameters for OnApiKeyCreate.
+type OnApiKeyCreateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnApiKeyRevokeJSONBody defines parameters for OnApiKeyRevoke.
+type OnApiKeyRevokeJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnApiKeyRevokeParams defines parameters for OnApiKeyRevoke.
+type OnApiKeyRevokeParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnBillingCheckoutJSONBody defines parameters for OnBillingCheckout.
+type OnBillingCheckoutJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnBillingCheckoutParams defines parameters for OnBillingCheckout.
+type OnBillingCheckoutParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnBillingPlanArchiveJSONBody defines parameters for OnBillingPlanArchive.
+type OnBillingPlanArchiveJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnBillingPlanArchiveParams defines parameters for OnBillingPlanArchive.
+type OnBillingPlanArchiveParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnBillingPlanCreateJSONBody defines parameters for OnBillingPlanCreate.
+type OnBillingPlanCreateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnBillingPlanCreateParams defines parameters for OnBillingPlanCreate.
+type OnBillingPlanCreateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnBillingPlanRestoreJSONBody defines parameters for OnBillingPlanRestore.
+type OnBillingPlanRestoreJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnBillingPlanRestoreParams defines parameters for OnBillingPlanRestore.
+type OnBillingPlanRestoreParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnBillingPlanUpdateJSONBody defines parameters for OnBillingPlanUpdate.
+type OnBillingPlanUpdateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnBillingPlanUpdateParams defines parameters for OnBillingPlanUpdate.
+type OnBillingPlanUpdateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnConfigArchiveJSONBody defines parameters for OnConfigArchive.
+type OnConfigArchiveJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnConfigArchiveParams defines parameters for OnConfigArchive.
+type OnConfigArchiveParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnConfigRestoreJSONBody defines parameters for OnConfigRestore.
+type OnConfigRestoreJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnConfigRestoreParams defines parameters for OnConfigRestore.
+type OnConfigRestoreParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnConfigRevealJSONBody defines parameters for OnConfigReveal.
+type OnConfigRevealJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnConfigRevealParams defines parameters for OnConfigReveal.
+type OnConfigRevealParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnConfigUpdateJSONBody defines parameters for OnConfigUpdate.
+type OnConfigUpdateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnConfigUpdateParams defines parameters for OnConfigUpdate.
+type OnConfigUpdateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnEntitlementGrantCreateJSONBody defines parameters for OnEntitlementGrantCreate.
+type OnEntitlementGrantCreateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnEntitlementGrantCreateParams defines parameters for OnEntitlementGrantCreate.
+type OnEntitlementGrantCreateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnEntitlementsChangedJSONBody defines parameters for OnEntitlementsChanged.
+type OnEntitlementsChangedJSONBody struct {
+	// Data The subject's entitlements may have changed; read them afresh.
+	Data EntitlementsChangedEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnEntitlementsChangedParams defines parameters for OnEntitlementsChanged.
+type OnEntitlementsChangedParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnInvitationAcceptJSONBody defines parameters for OnInvitationAccept.
+type OnInvitationAcceptJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnInvitationAcceptParams defines parameters for OnInvitationAccept.
+type OnInvitationAcceptParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnInvitationCancelJSONBody defines parameters for OnInvitationCancel.
+type OnInvitationCancelJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnInvitationCancelParams defines parameters for OnInvitationCancel.
+type OnInvitationCancelParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnInvitationRejectJSONBody defines parameters for OnInvitationReject.
+type OnInvitationRejectJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnInvitationRejectParams defines parameters for OnInvitationReject.
+type OnInvitationRejectParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnInvoicePaidJSONBody defines parameters for OnInvoicePaid.
+type OnInvoicePaidJSONBody struct {
+	Data InvoicePaidEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnInvoicePaidParams defines parameters for OnInvoicePaid.
+type OnInvoicePaidParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnMemberInviteJSONBody defines parameters for OnMemberInvite.
+type OnMemberInviteJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnMemberInviteParams defines parameters for OnMemberInvite.
+type OnMemberInviteParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnMemberLeaveJSONBody defines parameters for OnMemberLeave.
+type OnMemberLeaveJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnMemberLeaveParams defines parameters for OnMemberLeave.
+type OnMemberLeaveParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnMemberRemoveJSONBody defines parameters for OnMemberRemove.
+type OnMemberRemoveJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnMemberRemoveParams defines parameters for OnMemberRemove.
+type OnMemberRemoveParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnMemberUpdateRoleJSONBody defines parameters for OnMemberUpdateRole.
+type OnMemberUpdateRoleJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnMemberUpdateRoleParams defines parameters for OnMemberUpdateRole.
+type OnMemberUpdateRoleParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOauthConsentGrantJSONBody defines parameters for OnOauthConsentGrant.
+type OnOauthConsentGrantJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOauthConsentGrantParams defines parameters for OnOauthConsentGrant.
+type OnOauthConsentGrantParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOidcClientCreateJSONBody defines parameters for OnOidcClientCreate.
+type OnOidcClientCreateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOidcClientCreateParams defines parameters for OnOidcClientCreate.
+type OnOidcClientCreateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOidcClientDisableJSONBody defines parameters for OnOidcClientDisable.
+type OnOidcClientDisableJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOidcClientDisableParams defines parameters for OnOidcClientDisable.
+type OnOidcClientDisableParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOidcClientEnableJSONBody defines parameters for OnOidcClientEnable.
+type OnOidcClientEnableJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOidcClientEnableParams defines parameters for OnOidcClientEnable.
+type OnOidcClientEnableParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOidcClientRotateSecretJSONBody defines parameters for OnOidcClientRotateSecret.
+type OnOidcClientRotateSecretJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOidcClientRotateSecretParams defines parameters for OnOidcClientRotateSecret.
+type OnOidcClientRotateSecretParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOrgRoleCreateJSONBody defines parameters for OnOrgRoleCreate.
+type OnOrgRoleCreateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOrgRoleCreateParams defines parameters for OnOrgRoleCreate.
+type OnOrgRoleCreateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOrgRoleDeleteJSONBody defines parameters for OnOrgRoleDelete.
+type OnOrgRoleDeleteJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOrgRoleDeleteParams defines parameters for OnOrgRoleDelete.
+type OnOrgRoleDeleteParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOrgRoleUpdateJSONBody defines parameters for OnOrgRoleUpdate.
+type OnOrgRoleUpdateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOrgRoleUpdateParams defines parameters for OnOrgRoleUpdate.
+type OnOrgRoleUpdateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOrganizationArchiveJSONBody defines parameters for OnOrganizationArchive.
+type OnOrganizationArchiveJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOrganizationArchiveParams defines parameters for OnOrganizationArchive.
+type OnOrganizationArchiveParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOrganizationCreateJSONBody defines parameters for OnOrganizationCreate.
+type OnOrganizationCreateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOrganizationCreateParams defines parameters for OnOrganizationCreate.
+type OnOrganizationCreateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOrganizationRestoreJSONBody defines parameters for OnOrganizationRestore.
+type OnOrganizationRestoreJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOrganizationRestoreParams defines parameters for OnOrganizationRestore.
+type OnOrganizationRestoreParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOrganizationUpdateJSONBody defines parameters for OnOrganizationUpdate.
+type OnOrganizationUpdateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOrganizationUpdateParams defines parameters for OnOrganizationUpdate.
+type OnOrganizationUpdateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnPingJSONBody defines parameters for OnPing.
+type OnPingJSONBody struct {
+	Data PingEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnPingParams defines parameters for OnPing.
+type OnPingParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnProcessorConnectionDeleteJSONBody defines parameters for OnProcessorConnectionDelete.
+type OnProcessorConnectionDeleteJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnProcessorConnectionDeleteParams defines parameters for OnProcessorConnectionDelete.
+type OnProcessorConnectionDeleteParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnProcessorConnectionUpdateJSONBody defines parameters for OnProcessorConnectionUpdate.
+type OnProcessorConnectionUpdateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnProcessorConnectionUpdateParams defines parameters for OnProcessorConnectionUpdate.
+type OnProcessorConnectionUpdateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnProjectArchiveJSONBody defines parameters for OnProjectArchive.
+type OnProjectArchiveJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnProjectArchiveParams defines parameters for OnProjectArchive.
+type OnProjectArchiveParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnProjectCreateJSONBody defines parameters for OnProjectCreate.
+type OnProjectCreateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnProjectCreateParams defines parameters for OnProjectCreate.
+type OnProjectCreateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnProjectRestoreJSONBody defines parameters for OnProjectRestore.
+type OnProjectRestoreJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnProjectRestoreParams defines parameters for OnProjectRestore.
+type OnProjectRestoreParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnProjectUpdateJSONBody defines parameters for OnProjectUpdate.
+type OnProjectUpdateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnProjectUpdateParams defines parameters for OnProjectUpdate.
+type OnProjectUpdateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnProjectRoleCreateJSONBody defines parameters for OnProjectRoleCreate.
+type OnProjectRoleCreateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnProjectRoleCreateParams defines parameters for OnProjectRoleCreate.
+type OnProjectRoleCreateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnProjectRoleDeleteJSONBody defines parameters for OnProjectRoleDelete.
+type OnProjectRoleDeleteJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnProjectRoleDeleteParams defines parameters for OnProjectRoleDelete.
+type OnProjectRoleDeleteParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnProjectRoleUpdateJSONBody defines parameters for OnProjectRoleUpdate.
+type OnProjectRoleUpdateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnProjectRoleUpdateParams defines parameters for OnProjectRoleUpdate.
+type OnProjectRoleUpdateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnRoleBindingCreateJSONBody defines parameters for OnRoleBindingCreate.
+type OnRoleBindingCreateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnRoleBindingCreateParams defines parameters for OnRoleBindingCreate.
+type OnRoleBindingCreateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnRoleBindingDeleteJSONBody defines parameters for OnRoleBindingDelete.
+type OnRoleBindingDeleteJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnRoleBindingDeleteParams defines parameters for OnRoleBindingDelete.
+type OnRoleBindingDeleteParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnServiceAccountCreateJSONBody defines parameters for OnServiceAccountCreate.
+type OnServiceAccountCreateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnServiceAccountCreateParams defines parameters for OnServiceAccountCreate.
+type OnServiceAccountCreateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnServiceAccountDisableJSONBody defines parameters for OnServiceAccountDisable.
+type OnServiceAccountDisableJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnServiceAccountDisableParams defines parameters for OnServiceAccountDisable.
+type OnServiceAccountDisableParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnServiceAccountEnableJSONBody defines parameters for OnServiceAccountEnable.
+type OnServiceAccountEnableJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnServiceAccountEnableParams defines parameters for OnServiceAccountEnable.
+type OnServiceAccountEnableParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnSessionRevokeOthersJSONBody defines parameters for OnSessionRevokeOthers.
+type OnSessionRevokeOthersJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnSessionRevokeOthersParams defines parameters for OnSessionRevokeOthers.
+type OnSessionRevokeOthersParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnSubjectDeleteJSONBody defines parameters for OnSubjectDelete.
+type OnSubjectDeleteJSONBody struct {
+	// Data Only the deleted subject's id — nothing else about the person.
+	Data SubjectDeleteEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnSubjectDeleteParams defines parameters for OnSubjectDelete.
+type OnSubjectDeleteParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnSubscriptionCanceledJSONBody defines parameters for OnSubscriptionCanceled.
+type OnSubscriptionCanceledJSONBody struct {
+	Data SubscriptionEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnSubscriptionCanceledParams defines parameters for OnSubscriptionCanceled.
+type OnSubscriptionCanceledParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnSubscriptionCreatedJSONBody defines parameters for OnSubscriptionCreated.
+type OnSubscriptionCreatedJSONBody struct {
+	Data SubscriptionEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnSubscriptionCreatedParams defines parameters for OnSubscriptionCreated.
+type OnSubscriptionCreatedParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnSubscriptionUpdatedJSONBody defines parameters for OnSubscriptionUpdated.
+type OnSubscriptionUpdatedJSONBody struct {
+	Data SubscriptionEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnSubscriptionUpdatedParams defines parameters for OnSubscriptionUpdated.
+type OnSubscriptionUpdatedParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnUserDeleteJSONBody defines parameters for OnUserDelete.
+type OnUserDeleteJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnUserDeleteParams defines parameters for OnUserDelete.
+type OnUserDeleteParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnUserEmailClaimJSONBody defines parameters for OnUserEmailClaim.
+type OnUserEmailClaimJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnUserEmailClaimParams defines parameters for OnUserEmailClaim.
+type OnUserEmailClaimParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnUserPasswordChangeJSONBody defines parameters for OnUserPasswordChange.
+type OnUserPasswordChangeJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnUserPasswordChangeParams defines parameters for OnUserPasswordChange.
+type OnUserPasswordChangeParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnUserPasswordResetJSONBody defines parameters for OnUserPasswordReset.
+type OnUserPasswordResetJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnUserPasswordResetParams defines parameters for OnUserPasswordReset.
+type OnUserPasswordResetParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnUserSignUpJSONBody defines parameters for OnUserSignUp.
+type OnUserSignUpJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnUserSignUpParams defines parameters for OnUserSignUp.
+type OnUserSignUpParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnWebhookEndpointCreateJSONBody defines parameters for OnWebhookEndpointCreate.
+type OnWebhookEndpointCreateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnWebhookEndpointCreateParams defines parameters for OnWebhookEndpointCreate.
+type OnWebhookEndpointCreateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnWebhookEndpointDeleteJSONBody defines parameters for OnWebhookEndpointDelete.
+type OnWebhookEndpointDeleteJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnWebhookEndpointDeleteParams defines parameters for OnWebhookEndpointDelete.
+type OnWebhookEndpointDeleteParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnWebhookEndpointDisableJSONBody defines parameters for OnWebhookEndpointDisable.
+type OnWebhookEndpointDisableJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnWebhookEndpointDisableParams defines parameters for OnWebhookEndpointDisable.
+type OnWebhookEndpointDisableParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnWebhookEndpointEnableJSONBody defines parameters for OnWebhookEndpointEnable.
+type OnWebhookEndpointEnableJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnWebhookEndpointEnableParams defines parameters for OnWebhookEndpointEnable.
+type OnWebhookEndpointEnableParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnWebhookEndpointRotateSecretJSONBody defines parameters for OnWebhookEndpointRotateSecret.
+type OnWebhookEndpointRotateSecretJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnWebhookEndpointRotateSecretParams defines parameters for OnWebhookEndpointRotateSecret.
+type OnWebhookEndpointRotateSecretParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnWebhookEndpointUpdateJSONBody defines parameters for OnWebhookEndpointUpdate.
+type OnWebhookEndpointUpdateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnWebhookEndpointUpdateParams defines parameters for OnWebhookEndpointUpdate.
+type OnWebhookEndpointUpdateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// AnswerInvitationFormdataRequestBody defines body for AnswerInvitation for application/x-www-form-urlencoded ContentType.
+type AnswerInvitationFormdataRequestBody AnswerInvitationFormdataBody
+
 // AccountPageActionFormdataRequestBody defines body for AccountPageAction for application/x-www-form-urlencoded ContentType.
 type AccountPageActionFormdataRequestBody AccountPageActionFormdataBody
 
@@ -2705,7 +5422,10 @@ type AuthUpdateMemberRoleJSONRequestBody AuthUpdateMemberRoleJSONBody
 type AuthUpdateRoleJSONRequestBody AuthUpdateRoleJSONBody
 
 // RequestPasswordResetJSONRequestBody defines body for RequestPasswordReset for application/json ContentType.
-type RequestPasswordResetJSONRequestBody RequestPasswordResetJSONBody
+type RequestPasswordResetJSONRequestBody = AuthRequestPasswordResetBody
+
+// RequestPasswordResetFormdataRequestBody defines body for RequestPasswordReset for application/x-www-form-urlencoded ContentType.
+type RequestPasswordResetFormdataRequestBody = AuthRequestPasswordResetBody
 
 // ResetPasswordJSONRequestBody defines body for ResetPassword for application/json ContentType.
 type ResetPasswordJSONRequestBody = AuthResetPasswordBody
@@ -2829,6 +5549,207 @@ type IngestUsageEventJSONRequestBody = UsageEventCreate
 
 // IngestUsageEventBatchJSONRequestBody defines body for IngestUsageEventBatch for application/json ContentType.
 type IngestUsageEventBatchJSONRequestBody = UsageEventBatch
+
+// CreateWebhookEndpointJSONRequestBody defines body for CreateWebhookEndpoint for application/json ContentType.
+type CreateWebhookEndpointJSONRequestBody = WebhookEndpointCreate
+
+// UpdateWebhookEndpointJSONRequestBody defines body for UpdateWebhookEndpoint for application/json ContentType.
+type UpdateWebhookEndpointJSONRequestBody = WebhookEndpointUpdate
+
+// OnAccountLinkJSONRequestBody defines body for OnAccountLink for application/json ContentType.
+type OnAccountLinkJSONRequestBody OnAccountLinkJSONBody
+
+// OnApiKeyCreateJSONRequestBody defines body for OnApiKeyCreate for application/json ContentType.
+type OnApiKeyCreateJSONRequestBody OnApiKeyCreateJSONBody
+
+// OnApiKeyRevokeJSONRequestBody defines body for OnApiKeyRevoke for application/json ContentType.
+type OnApiKeyRevokeJSONRequestBody OnApiKeyRevokeJSONBody
+
+// OnBillingCheckoutJSONRequestBody defines body for OnBillingCheckout for application/json ContentType.
+type OnBillingCheckoutJSONRequestBody OnBillingCheckoutJSONBody
+
+// OnBillingPlanArchiveJSONRequestBody defines body for OnBillingPlanArchive for application/json ContentType.
+type OnBillingPlanArchiveJSONRequestBody OnBillingPlanArchiveJSONBody
+
+// OnBillingPlanCreateJSONRequestBody defines body for OnBillingPlanCreate for application/json ContentType.
+type OnBillingPlanCreateJSONRequestBody OnBillingPlanCreateJSONBody
+
+// OnBillingPlanRestoreJSONRequestBody defines body for OnBillingPlanRestore for application/json ContentType.
+type OnBillingPlanRestoreJSONRequestBody OnBillingPlanRestoreJSONBody
+
+// OnBillingPlanUpdateJSONRequestBody defines body for OnBillingPlanUpdate for application/json ContentType.
+type OnBillingPlanUpdateJSONRequestBody OnBillingPlanUpdateJSONBody
+
+// OnConfigArchiveJSONRequestBody defines body for OnConfigArchive for application/json ContentType.
+type OnConfigArchiveJSONRequestBody OnConfigArchiveJSONBody
+
+// OnConfigRestoreJSONRequestBody defines body for OnConfigRestore for application/json ContentType.
+type OnConfigRestoreJSONRequestBody OnConfigRestoreJSONBody
+
+// OnConfigRevealJSONRequestBody defines body for OnConfigReveal for application/json ContentType.
+type OnConfigRevealJSONRequestBody OnConfigRevealJSONBody
+
+// OnConfigUpdateJSONRequestBody defines body for OnConfigUpdate for application/json ContentType.
+type OnConfigUpdateJSONRequestBody OnConfigUpdateJSONBody
+
+// OnEntitlementGrantCreateJSONRequestBody defines body for OnEntitlementGrantCreate for application/json ContentType.
+type OnEntitlementGrantCreateJSONRequestBody OnEntitlementGrantCreateJSONBody
+
+// OnEntitlementsChangedJSONRequestBody defines body for OnEntitlementsChanged for application/json ContentType.
+type OnEntitlementsChangedJSONRequestBody OnEntitlementsChangedJSONBody
+
+// OnInvitationAcceptJSONRequestBody defines body for OnInvitationAccept for application/json ContentType.
+type OnInvitationAcceptJSONRequestBody OnInvitationAcceptJSONBody
+
+// OnInvitationCancelJSONRequestBody defines body for OnInvitationCancel for application/json ContentType.
+type OnInvitationCancelJSONRequestBody OnInvitationCancelJSONBody
+
+// OnInvitationRejectJSONRequestBody defines body for OnInvitationReject for application/json ContentType.
+type OnInvitationRejectJSONRequestBody OnInvitationRejectJSONBody
+
+// OnInvoicePaidJSONRequestBody defines body for OnInvoicePaid for application/json ContentType.
+type OnInvoicePaidJSONRequestBody OnInvoicePaidJSONBody
+
+// OnMemberInviteJSONRequestBody defines body for OnMemberInvite for application/json ContentType.
+type OnMemberInviteJSONRequestBody OnMemberInviteJSONBody
+
+// OnMemberLeaveJSONRequestBody defines body for OnMemberLeave for application/json ContentType.
+type OnMemberLeaveJSONRequestBody OnMemberLeaveJSONBody
+
+// OnMemberRemoveJSONRequestBody defines body for OnMemberRemove for application/json ContentType.
+type OnMemberRemoveJSONRequestBody OnMemberRemoveJSONBody
+
+// OnMemberUpdateRoleJSONRequestBody defines body for OnMemberUpdateRole for application/json ContentType.
+type OnMemberUpdateRoleJSONRequestBody OnMemberUpdateRoleJSONBody
+
+// OnOauthConsentGrantJSONRequestBody defines body for OnOauthConsentGrant for application/json ContentType.
+type OnOauthConsentGrantJSONRequestBody OnOauthConsentGrantJSONBody
+
+// OnOidcClientCreateJSONRequestBody defines body for OnOidcClientCreate for application/json ContentType.
+type OnOidcClientCreateJSONRequestBody OnOidcClientCreateJSONBody
+
+// OnOidcClientDisableJSONRequestBody defines body for OnOidcClientDisable for application/json ContentType.
+type OnOidcClientDisableJSONRequestBody OnOidcClientDisableJSONBody
+
+// OnOidcClientEnableJSONRequestBody defines body for OnOidcClientEnable for application/json ContentType.
+type OnOidcClientEnableJSONRequestBody OnOidcClientEnableJSONBody
+
+// OnOidcClientRotateSecretJSONRequestBody defines body for OnOidcClientRotateSecret for application/json ContentType.
+type OnOidcClientRotateSecretJSONRequestBody OnOidcClientRotateSecretJSONBody
+
+// OnOrgRoleCreateJSONRequestBody defines body for OnOrgRoleCreate for application/json ContentType.
+type OnOrgRoleCreateJSONRequestBody OnOrgRoleCreateJSONBody
+
+// OnOrgRoleDeleteJSONRequestBody defines body for OnOrgRoleDelete for application/json ContentType.
+type OnOrgRoleDeleteJSONRequestBody OnOrgRoleDeleteJSONBody
+
+// OnOrgRoleUpdateJSONRequestBody defines body for OnOrgRoleUpdate for application/json ContentType.
+type OnOrgRoleUpdateJSONRequestBody OnOrgRoleUpdateJSONBody
+
+// OnOrganizationArchiveJSONRequestBody defines body for OnOrganizationArchive for application/json ContentType.
+type OnOrganizationArchiveJSONRequestBody OnOrganizationArchiveJSONBody
+
+// OnOrganizationCreateJSONRequestBody defines body for OnOrganizationCreate for application/json ContentType.
+type OnOrganizationCreateJSONRequestBody OnOrganizationCreateJSONBody
+
+// OnOrganizationRestoreJSONRequestBody defines body for OnOrganizationRestore for application/json ContentType.
+type OnOrganizationRestoreJSONRequestBody OnOrganizationRestoreJSONBody
+
+// OnOrganizationUpdateJSONRequestBody defines body for OnOrganizationUpdate for application/json ContentType.
+type OnOrganizationUpdateJSONRequestBody OnOrganizationUpdateJSONBody
+
+// OnPingJSONRequestBody defines body for OnPing for application/json ContentType.
+type OnPingJSONRequestBody OnPingJSONBody
+
+// OnProcessorConnectionDeleteJSONRequestBody defines body for OnProcessorConnectionDelete for application/json ContentType.
+type OnProcessorConnectionDeleteJSONRequestBody OnProcessorConnectionDeleteJSONBody
+
+// OnProcessorConnectionUpdateJSONRequestBody defines body for OnProcessorConnectionUpdate for application/json ContentType.
+type OnProcessorConnectionUpdateJSONRequestBody OnProcessorConnectionUpdateJSONBody
+
+// OnProjectArchiveJSONRequestBody defines body for OnProjectArchive for application/json ContentType.
+type OnProjectArchiveJSONRequestBody OnProjectArchiveJSONBody
+
+// OnProjectCreateJSONRequestBody defines body for OnProjectCreate for application/json ContentType.
+type OnProjectCreateJSONRequestBody OnProjectCreateJSONBody
+
+// OnProjectRestoreJSONRequestBody defines body for OnProjectRestore for application/json ContentType.
+type OnProjectRestoreJSONRequestBody OnProjectRestoreJSONBody
+
+// OnProjectUpdateJSONRequestBody defines body for OnProjectUpdate for application/json ContentType.
+type OnProjectUpdateJSONRequestBody OnProjectUpdateJSONBody
+
+// OnProjectRoleCreateJSONRequestBody defines body for OnProjectRoleCreate for application/json ContentType.
+type OnProjectRoleCreateJSONRequestBody OnProjectRoleCreateJSONBody
+
+// OnProjectRoleDeleteJSONRequestBody defines body for OnProjectRoleDelete for application/json ContentType.
+type OnProjectRoleDeleteJSONRequestBody OnProjectRoleDeleteJSONBody
+
+// OnProjectRoleUpdateJSONRequestBody defines body for OnProjectRoleUpdate for application/json ContentType.
+type OnProjectRoleUpdateJSONRequestBody OnProjectRoleUpdateJSONBody
+
+// OnRoleBindingCreateJSONRequestBody defines body for OnRoleBindingCreate for application/json ContentType.
+type OnRoleBindingCreateJSONRequestBody OnRoleBindingCreateJSONBody
+
+// OnRoleBindingDeleteJSONRequestBody defines body for OnRoleBindingDelete for application/json ContentType.
+type OnRoleBindingDeleteJSONRequestBody OnRoleBindingDeleteJSONBody
+
+// OnServiceAccountCreateJSONRequestBody defines body for OnServiceAccountCreate for application/json ContentType.
+type OnServiceAccountCreateJSONRequestBody OnServiceAccountCreateJSONBody
+
+// OnServiceAccountDisableJSONRequestBody defines body for OnServiceAccountDisable for application/json ContentType.
+type OnServiceAccountDisableJSONRequestBody OnServiceAccountDisableJSONBody
+
+// OnServiceAccountEnableJSONRequestBody defines body for OnServiceAccountEnable for application/json ContentType.
+type OnServiceAccountEnableJSONRequestBody OnServiceAccountEnableJSONBody
+
+// OnSessionRevokeOthersJSONRequestBody defines body for OnSessionRevokeOthers for application/json ContentType.
+type OnSessionRevokeOthersJSONRequestBody OnSessionRevokeOthersJSONBody
+
+// OnSubjectDeleteJSONRequestBody defines body for OnSubjectDelete for application/json ContentType.
+type OnSubjectDeleteJSONRequestBody OnSubjectDeleteJSONBody
+
+// OnSubscriptionCanceledJSONRequestBody defines body for OnSubscriptionCanceled for application/json ContentType.
+type OnSubscriptionCanceledJSONRequestBody OnSubscriptionCanceledJSONBody
+
+// OnSubscriptionCreatedJSONRequestBody defines body for OnSubscriptionCreated for application/json ContentType.
+type OnSubscriptionCreatedJSONRequestBody OnSubscriptionCreatedJSONBody
+
+// OnSubscriptionUpdatedJSONRequestBody defines body for OnSubscriptionUpdated for application/json ContentType.
+type OnSubscriptionUpdatedJSONRequestBody OnSubscriptionUpdatedJSONBody
+
+// OnUserDeleteJSONRequestBody defines body for OnUserDelete for application/json ContentType.
+type OnUserDeleteJSONRequestBody OnUserDeleteJSONBody
+
+// OnUserEmailClaimJSONRequestBody defines body for OnUserEmailClaim for application/json ContentType.
+type OnUserEmailClaimJSONRequestBody OnUserEmailClaimJSONBody
+
+// OnUserPasswordChangeJSONRequestBody defines body for OnUserPasswordChange for application/json ContentType.
+type OnUserPasswordChangeJSONRequestBody OnUserPasswordChangeJSONBody
+
+// OnUserPasswordResetJSONRequestBody defines body for OnUserPasswordReset for application/json ContentType.
+type OnUserPasswordResetJSONRequestBody OnUserPasswordResetJSONBody
+
+// OnUserSignUpJSONRequestBody defines body for OnUserSignUp for application/json ContentType.
+type OnUserSignUpJSONRequestBody OnUserSignUpJSONBody
+
+// OnWebhookEndpointCreateJSONRequestBody defines body for OnWebhookEndpointCreate for application/json ContentType.
+type OnWebhookEndpointCreateJSONRequestBody OnWebhookEndpointCreateJSONBody
+
+// OnWebhookEndpointDeleteJSONRequestBody defines body for OnWebhookEndpointDelete for application/json ContentType.
+type OnWebhookEndpointDeleteJSONRequestBody OnWebhookEndpointDeleteJSONBody
+
+// OnWebhookEndpointDisableJSONRequestBody defines body for OnWebhookEndpointDisable for application/json ContentType.
+type OnWebhookEndpointDisableJSONRequestBody OnWebhookEndpointDisableJSONBody
+
+// OnWebhookEndpointEnableJSONRequestBody defines body for OnWebhookEndpointEnable for application/json ContentType.
+type OnWebhookEndpointEnableJSONRequestBody OnWebhookEndpointEnableJSONBody
+
+// OnWebhookEndpointRotateSecretJSONRequestBody defines body for OnWebhookEndpointRotateSecret for application/json ContentType.
+type OnWebhookEndpointRotateSecretJSONRequestBody OnWebhookEndpointRotateSecretJSONBody
+
+// OnWebhookEndpointUpdateJSONRequestBody defines body for OnWebhookEndpointUpdate for application/json ContentType.
+type OnWebhookEndpointUpdateJSONRequestBody OnWebhookEndpointUpdateJSONBody
 
 // AsAuthRoleName returns the union data inside the AuthRoleInput as a AuthRoleName
 func (t AuthRoleInput) AsAuthRoleName() (AuthRoleName, error) {
@@ -2956,6 +5877,12 @@ func (t *SignInEmail200JSONResponseBody) UnmarshalJSON(b []byte) error {
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// InvitationPage Open an invitation (the hosted accept-invitation page)
+	// (GET /accept-invitation/{id})
+	InvitationPage(ctx echo.Context, id string, params InvitationPageParams) error
+	// AnswerInvitation Answer an invitation from its hosted page
+	// (POST /accept-invitation/{id})
+	AnswerInvitation(ctx echo.Context, id string) error
 	// AccountPage The hosted account page (second factor)
 	// (GET /api/auth/account)
 	AccountPage(ctx echo.Context, params AccountPageParams) error
@@ -2965,9 +5892,15 @@ type ServerInterface interface {
 	// ChangePassword Change the password
 	// (POST /api/auth/change-password)
 	ChangePassword(ctx echo.Context) error
+	// CheckInboxPage Open the hosted "check your inbox" page
+	// (GET /api/auth/check-inbox)
+	CheckInboxPage(ctx echo.Context, params CheckInboxPageParams) error
 	// DeleteUser Delete the signed-in user's own account
 	// (POST /api/auth/delete-user)
 	DeleteUser(ctx echo.Context) error
+	// ForgotPasswordPage Open the hosted "forgot password" page
+	// (GET /api/auth/forgot-password)
+	ForgotPasswordPage(ctx echo.Context, params ForgotPasswordPageParams) error
 	// GetSession Get the current session
 	// (GET /api/auth/get-session)
 	GetSession(ctx echo.Context, params GetSessionParams) error
@@ -3070,6 +6003,9 @@ type ServerInterface interface {
 	// SignOut Sign out
 	// (POST /api/auth/sign-out)
 	SignOut(ctx echo.Context) error
+	// SignUpPage Open the hosted sign-up page
+	// (GET /api/auth/sign-up)
+	SignUpPage(ctx echo.Context, params SignUpPageParams) error
 	// SignUpEmail Sign up with email and password
 	// (POST /api/auth/sign-up/email)
 	SignUpEmail(ctx echo.Context) error
@@ -3153,7 +6089,7 @@ type ServerInterface interface {
 	UpdateOrganization(ctx echo.Context, organizationId OrganizationId) error
 	// ListOrganizationAuditLogs List an organization's audit log
 	// (GET /api/v1/organizations/{organizationId}/audit-logs)
-	ListOrganizationAuditLogs(ctx echo.Context, organizationId OrganizationId) error
+	ListOrganizationAuditLogs(ctx echo.Context, organizationId OrganizationId, params ListOrganizationAuditLogsParams) error
 	// ListProjects List an organization's projects
 	// (GET /api/v1/organizations/{organizationId}/projects)
 	ListProjects(ctx echo.Context, organizationId OrganizationId, params ListProjectsParams) error
@@ -3183,7 +6119,7 @@ type ServerInterface interface {
 	GetAnalyticsSummary(ctx echo.Context, projectId ProjectId, params GetAnalyticsSummaryParams) error
 	// ListProjectAuditLogs List a project's audit log
 	// (GET /api/v1/projects/{projectId}/audit-logs)
-	ListProjectAuditLogs(ctx echo.Context, projectId ProjectId) error
+	ListProjectAuditLogs(ctx echo.Context, projectId ProjectId, params ListProjectAuditLogsParams) error
 	// CreateCheckout Start a Stripe Checkout for a subject
 	// (POST /api/v1/projects/{projectId}/billing/checkout)
 	CreateCheckout(ctx echo.Context, projectId ProjectId, params CreateCheckoutParams) error
@@ -3283,11 +6219,85 @@ type ServerInterface interface {
 	// IngestUsageEventBatch Record up to 1,000 usage events
 	// (POST /api/v1/projects/{projectId}/usage-events/batch)
 	IngestUsageEventBatch(ctx echo.Context, projectId ProjectId) error
+	// ListWebhookEndpoints List a project's webhook endpoints
+	// (GET /api/v1/projects/{projectId}/webhook-endpoints)
+	ListWebhookEndpoints(ctx echo.Context, projectId ProjectId) error
+	// CreateWebhookEndpoint Register a webhook endpoint
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints)
+	CreateWebhookEndpoint(ctx echo.Context, projectId ProjectId) error
+	// DeleteWebhookEndpoint Delete a webhook endpoint
+	// (DELETE /api/v1/projects/{projectId}/webhook-endpoints/{endpointId})
+	DeleteWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error
+	// GetWebhookEndpoint Get a webhook endpoint
+	// (GET /api/v1/projects/{projectId}/webhook-endpoints/{endpointId})
+	GetWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error
+	// UpdateWebhookEndpoint Change a webhook endpoint
+	// (PATCH /api/v1/projects/{projectId}/webhook-endpoints/{endpointId})
+	UpdateWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error
+	// ListWebhookDeliveries List an endpoint's delivery attempts
+	// (GET /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/deliveries)
+	ListWebhookDeliveries(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId, params ListWebhookDeliveriesParams) error
+	// RedeliverWebhookDelivery Deliver an event again
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/deliveries/{deliveryId}/redeliver)
+	RedeliverWebhookDelivery(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId, deliveryId string) error
+	// DisableWebhookEndpoint Disable a webhook endpoint
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/disable)
+	DisableWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error
+	// EnableWebhookEndpoint Re-enable a webhook endpoint
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/enable)
+	EnableWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error
+	// RotateWebhookEndpointSecret Rotate a webhook endpoint's signing secret
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/rotate-secret)
+	RotateWebhookEndpointSecret(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error
+	// TestWebhookEndpoint Send a ping
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/test)
+	TestWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
 type ServerInterfaceWrapper struct {
 	Handler ServerInterface
+}
+
+// InvitationPage converts echo context to params.
+func (w *ServerInterfaceWrapper) InvitationPage(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params InvitationPageParams
+	// ------------- Optional query parameter "login_error" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "login_error", ctx.QueryParams(), &params.LoginError, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter login_error: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.InvitationPage(ctx, id, params)
+	return err
+}
+
+// AnswerInvitation converts echo context to params.
+func (w *ServerInterfaceWrapper) AnswerInvitation(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AnswerInvitation(ctx, id)
+	return err
 }
 
 // AccountPage converts echo context to params.
@@ -3342,12 +6352,62 @@ func (w *ServerInterfaceWrapper) ChangePassword(ctx echo.Context) error {
 	return err
 }
 
+// CheckInboxPage converts echo context to params.
+func (w *ServerInterfaceWrapper) CheckInboxPage(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CheckInboxPageParams
+	// ------------- Optional query parameter "for" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "for", ctx.QueryParams(), &params.For, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter for: %s", err))
+	}
+
+	// ------------- Optional query parameter "callbackURL" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "callbackURL", ctx.QueryParams(), &params.CallbackURL, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter callbackURL: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CheckInboxPage(ctx, params)
+	return err
+}
+
 // DeleteUser converts echo context to params.
 func (w *ServerInterfaceWrapper) DeleteUser(ctx echo.Context) error {
 	var err error
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.DeleteUser(ctx)
+	return err
+}
+
+// ForgotPasswordPage converts echo context to params.
+func (w *ServerInterfaceWrapper) ForgotPasswordPage(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ForgotPasswordPageParams
+	// ------------- Optional query parameter "callbackURL" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "callbackURL", ctx.QueryParams(), &params.CallbackURL, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter callbackURL: %s", err))
+	}
+
+	// ------------- Optional query parameter "email" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "email", ctx.QueryParams(), &params.Email, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter email: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ForgotPasswordPage(ctx, params)
 	return err
 }
 
@@ -3820,6 +6880,45 @@ func (w *ServerInterfaceWrapper) SignOut(ctx echo.Context) error {
 	return err
 }
 
+// SignUpPage converts echo context to params.
+func (w *ServerInterfaceWrapper) SignUpPage(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SignUpPageParams
+	// ------------- Optional query parameter "callbackURL" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "callbackURL", ctx.QueryParams(), &params.CallbackURL, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter callbackURL: %s", err))
+	}
+
+	// ------------- Optional query parameter "email" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "email", ctx.QueryParams(), &params.Email, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter email: %s", err))
+	}
+
+	// ------------- Optional query parameter "name" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "name", ctx.QueryParams(), &params.Name, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// ------------- Optional query parameter "error" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "error", ctx.QueryParams(), &params.Error, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter error: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.SignUpPage(ctx, params)
+	return err
+}
+
 // SignUpEmail converts echo context to params.
 func (w *ServerInterfaceWrapper) SignUpEmail(ctx echo.Context) error {
 	var err error
@@ -4255,8 +7354,52 @@ func (w *ServerInterfaceWrapper) ListOrganizationAuditLogs(ctx echo.Context) err
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter organizationId: %s", err))
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListOrganizationAuditLogsParams
+	// ------------- Optional query parameter "action" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "action", ctx.QueryParams(), &params.Action, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter action: %s", err))
+	}
+
+	// ------------- Optional query parameter "actorId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "actorId", ctx.QueryParams(), &params.ActorId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter actorId: %s", err))
+	}
+
+	// ------------- Optional query parameter "targetId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "targetId", ctx.QueryParams(), &params.TargetId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter targetId: %s", err))
+	}
+
+	// ------------- Optional query parameter "since" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "since", ctx.QueryParams(), &params.Since, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter since: %s", err))
+	}
+
+	// ------------- Optional query parameter "until" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "until", ctx.QueryParams(), &params.Until, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter until: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.ListOrganizationAuditLogs(ctx, organizationId)
+	err = w.Handler.ListOrganizationAuditLogs(ctx, organizationId, params)
 	return err
 }
 
@@ -4493,8 +7636,52 @@ func (w *ServerInterfaceWrapper) ListProjectAuditLogs(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListProjectAuditLogsParams
+	// ------------- Optional query parameter "action" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "action", ctx.QueryParams(), &params.Action, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter action: %s", err))
+	}
+
+	// ------------- Optional query parameter "actorId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "actorId", ctx.QueryParams(), &params.ActorId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter actorId: %s", err))
+	}
+
+	// ------------- Optional query parameter "targetId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "targetId", ctx.QueryParams(), &params.TargetId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter targetId: %s", err))
+	}
+
+	// ------------- Optional query parameter "since" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "since", ctx.QueryParams(), &params.Since, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter since: %s", err))
+	}
+
+	// ------------- Optional query parameter "until" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "until", ctx.QueryParams(), &params.Until, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter until: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.ListProjectAuditLogs(ctx, projectId)
+	err = w.Handler.ListProjectAuditLogs(ctx, projectId, params)
 	return err
 }
 
@@ -5318,6 +8505,278 @@ func (w *ServerInterfaceWrapper) IngestUsageEventBatch(ctx echo.Context) error {
 	return err
 }
 
+// ListWebhookEndpoints converts echo context to params.
+func (w *ServerInterfaceWrapper) ListWebhookEndpoints(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListWebhookEndpoints(ctx, projectId)
+	return err
+}
+
+// CreateWebhookEndpoint converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateWebhookEndpoint(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateWebhookEndpoint(ctx, projectId)
+	return err
+}
+
+// DeleteWebhookEndpoint converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteWebhookEndpoint(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointId WebhookEndpointId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", ctx.Param("endpointId"), &endpointId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpointId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteWebhookEndpoint(ctx, projectId, endpointId)
+	return err
+}
+
+// GetWebhookEndpoint converts echo context to params.
+func (w *ServerInterfaceWrapper) GetWebhookEndpoint(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointId WebhookEndpointId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", ctx.Param("endpointId"), &endpointId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpointId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetWebhookEndpoint(ctx, projectId, endpointId)
+	return err
+}
+
+// UpdateWebhookEndpoint converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdateWebhookEndpoint(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointId WebhookEndpointId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", ctx.Param("endpointId"), &endpointId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpointId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdateWebhookEndpoint(ctx, projectId, endpointId)
+	return err
+}
+
+// ListWebhookDeliveries converts echo context to params.
+func (w *ServerInterfaceWrapper) ListWebhookDeliveries(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointId WebhookEndpointId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", ctx.Param("endpointId"), &endpointId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpointId: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListWebhookDeliveriesParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListWebhookDeliveries(ctx, projectId, endpointId, params)
+	return err
+}
+
+// RedeliverWebhookDelivery converts echo context to params.
+func (w *ServerInterfaceWrapper) RedeliverWebhookDelivery(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointId WebhookEndpointId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", ctx.Param("endpointId"), &endpointId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpointId: %s", err))
+	}
+
+	// ------------- Path parameter "deliveryId" -------------
+	var deliveryId string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "deliveryId", ctx.Param("deliveryId"), &deliveryId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter deliveryId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RedeliverWebhookDelivery(ctx, projectId, endpointId, deliveryId)
+	return err
+}
+
+// DisableWebhookEndpoint converts echo context to params.
+func (w *ServerInterfaceWrapper) DisableWebhookEndpoint(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointId WebhookEndpointId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", ctx.Param("endpointId"), &endpointId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpointId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DisableWebhookEndpoint(ctx, projectId, endpointId)
+	return err
+}
+
+// EnableWebhookEndpoint converts echo context to params.
+func (w *ServerInterfaceWrapper) EnableWebhookEndpoint(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointId WebhookEndpointId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", ctx.Param("endpointId"), &endpointId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpointId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.EnableWebhookEndpoint(ctx, projectId, endpointId)
+	return err
+}
+
+// RotateWebhookEndpointSecret converts echo context to params.
+func (w *ServerInterfaceWrapper) RotateWebhookEndpointSecret(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointId WebhookEndpointId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", ctx.Param("endpointId"), &endpointId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpointId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RotateWebhookEndpointSecret(ctx, projectId, endpointId)
+	return err
+}
+
+// TestWebhookEndpoint converts echo context to params.
+func (w *ServerInterfaceWrapper) TestWebhookEndpoint(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointId WebhookEndpointId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", ctx.Param("endpointId"), &endpointId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpointId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.TestWebhookEndpoint(ctx, projectId, endpointId)
+	return err
+}
+
 // This is a simple interface which specifies echo.Route addition functions which
 // are present on both echo.Echo and echo.Group, since we want to allow using
 // either of them for path registration
@@ -5392,6 +8851,17 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/api/v1/projects/:projectId/oidc-clients/:clientId/disable", wrapper.DisableOidcClient, options.OperationMiddlewares["disableOidcClient"]...)
 	router.POST(options.BaseURL+"/api/v1/projects/:projectId/oidc-clients/:clientId/enable", wrapper.EnableOidcClient, options.OperationMiddlewares["enableOidcClient"]...)
 	router.POST(options.BaseURL+"/api/v1/projects/:projectId/oidc-clients/:clientId/rotate-secret", wrapper.RotateOidcClientSecret, options.OperationMiddlewares["rotateOidcClientSecret"]...)
+	router.GET(options.BaseURL+"/api/v1/projects/:projectId/webhook-endpoints", wrapper.ListWebhookEndpoints, options.OperationMiddlewares["listWebhookEndpoints"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/webhook-endpoints", wrapper.CreateWebhookEndpoint, options.OperationMiddlewares["createWebhookEndpoint"]...)
+	router.DELETE(options.BaseURL+"/api/v1/projects/:projectId/webhook-endpoints/:endpointId", wrapper.DeleteWebhookEndpoint, options.OperationMiddlewares["deleteWebhookEndpoint"]...)
+	router.GET(options.BaseURL+"/api/v1/projects/:projectId/webhook-endpoints/:endpointId", wrapper.GetWebhookEndpoint, options.OperationMiddlewares["getWebhookEndpoint"]...)
+	router.PATCH(options.BaseURL+"/api/v1/projects/:projectId/webhook-endpoints/:endpointId", wrapper.UpdateWebhookEndpoint, options.OperationMiddlewares["updateWebhookEndpoint"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/webhook-endpoints/:endpointId/rotate-secret", wrapper.RotateWebhookEndpointSecret, options.OperationMiddlewares["rotateWebhookEndpointSecret"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/webhook-endpoints/:endpointId/disable", wrapper.DisableWebhookEndpoint, options.OperationMiddlewares["disableWebhookEndpoint"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/webhook-endpoints/:endpointId/enable", wrapper.EnableWebhookEndpoint, options.OperationMiddlewares["enableWebhookEndpoint"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/webhook-endpoints/:endpointId/test", wrapper.TestWebhookEndpoint, options.OperationMiddlewares["testWebhookEndpoint"]...)
+	router.GET(options.BaseURL+"/api/v1/projects/:projectId/webhook-endpoints/:endpointId/deliveries", wrapper.ListWebhookDeliveries, options.OperationMiddlewares["listWebhookDeliveries"]...)
+	router.POST(options.BaseURL+"/api/v1/projects/:projectId/webhook-endpoints/:endpointId/deliveries/:deliveryId/redeliver", wrapper.RedeliverWebhookDelivery, options.OperationMiddlewares["redeliverWebhookDelivery"]...)
 	router.GET(options.BaseURL+"/api/v1/environments/:environmentId/configs", wrapper.ListConfigEntries, options.OperationMiddlewares["listConfigEntries"]...)
 	router.DELETE(options.BaseURL+"/api/v1/environments/:environmentId/configs/:key", wrapper.ArchiveConfigEntry, options.OperationMiddlewares["archiveConfigEntry"]...)
 	router.GET(options.BaseURL+"/api/v1/environments/:environmentId/configs/:key", wrapper.GetConfigEntry, options.OperationMiddlewares["getConfigEntry"]...)
@@ -5474,7 +8944,5090 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/api/auth/request-password-reset", wrapper.RequestPasswordReset, options.OperationMiddlewares["requestPasswordReset"]...)
 	router.GET(options.BaseURL+"/api/auth/reset-password/:token", wrapper.ResetPasswordCallback, options.OperationMiddlewares["resetPasswordCallback"]...)
 	router.POST(options.BaseURL+"/api/auth/reset-password", wrapper.ResetPassword, options.OperationMiddlewares["resetPassword"]...)
+	router.GET(options.BaseURL+"/api/auth/sign-up", wrapper.SignUpPage, options.OperationMiddlewares["signUpPage"]...)
+	router.GET(options.BaseURL+"/api/auth/forgot-password", wrapper.ForgotPasswordPage, options.OperationMiddlewares["forgotPasswordPage"]...)
+	router.GET(options.BaseURL+"/api/auth/check-inbox", wrapper.CheckInboxPage, options.OperationMiddlewares["checkInboxPage"]...)
+	router.GET(options.BaseURL+"/accept-invitation/:id", wrapper.InvitationPage, options.OperationMiddlewares["invitationPage"]...)
+	router.POST(options.BaseURL+"/accept-invitation/:id", wrapper.AnswerInvitation, options.OperationMiddlewares["answerInvitation"]...)
 
+}
+
+// WebhookReceiverInterface represents handlers for receiving inbound
+// webhook requests. Each webhook becomes a Handle*Webhook
+// method that the implementation fills in. The caller mounts the per-
+// webhook echo.HandlerFunc returned by {Op}WebhookHandler at
+// whatever URL path they advertise to senders.
+type WebhookReceiverInterface interface {
+	// account.link
+	// HandleOnAccountLinkWebhook handles the POST webhook for account.link.
+	HandleOnAccountLinkWebhook(ctx echo.Context, params OnAccountLinkParams) error
+	// api_key.create
+	// HandleOnApiKeyCreateWebhook handles the POST webhook for api_key.create.
+	HandleOnApiKeyCreateWebhook(ctx echo.Context, params OnApiKeyCreateParams) error
+	// api_key.revoke
+	// HandleOnApiKeyRevokeWebhook handles the POST webhook for api_key.revoke.
+	HandleOnApiKeyRevokeWebhook(ctx echo.Context, params OnApiKeyRevokeParams) error
+	// billing.checkout
+	// HandleOnBillingCheckoutWebhook handles the POST webhook for billing.checkout.
+	HandleOnBillingCheckoutWebhook(ctx echo.Context, params OnBillingCheckoutParams) error
+	// billing_plan.archive
+	// HandleOnBillingPlanArchiveWebhook handles the POST webhook for billing_plan.archive.
+	HandleOnBillingPlanArchiveWebhook(ctx echo.Context, params OnBillingPlanArchiveParams) error
+	// billing_plan.create
+	// HandleOnBillingPlanCreateWebhook handles the POST webhook for billing_plan.create.
+	HandleOnBillingPlanCreateWebhook(ctx echo.Context, params OnBillingPlanCreateParams) error
+	// billing_plan.restore
+	// HandleOnBillingPlanRestoreWebhook handles the POST webhook for billing_plan.restore.
+	HandleOnBillingPlanRestoreWebhook(ctx echo.Context, params OnBillingPlanRestoreParams) error
+	// billing_plan.update
+	// HandleOnBillingPlanUpdateWebhook handles the POST webhook for billing_plan.update.
+	HandleOnBillingPlanUpdateWebhook(ctx echo.Context, params OnBillingPlanUpdateParams) error
+	// config.archive
+	// HandleOnConfigArchiveWebhook handles the POST webhook for config.archive.
+	HandleOnConfigArchiveWebhook(ctx echo.Context, params OnConfigArchiveParams) error
+	// config.restore
+	// HandleOnConfigRestoreWebhook handles the POST webhook for config.restore.
+	HandleOnConfigRestoreWebhook(ctx echo.Context, params OnConfigRestoreParams) error
+	// config.reveal
+	// HandleOnConfigRevealWebhook handles the POST webhook for config.reveal.
+	HandleOnConfigRevealWebhook(ctx echo.Context, params OnConfigRevealParams) error
+	// config.update
+	// HandleOnConfigUpdateWebhook handles the POST webhook for config.update.
+	HandleOnConfigUpdateWebhook(ctx echo.Context, params OnConfigUpdateParams) error
+	// entitlement_grant.create
+	// HandleOnEntitlementGrantCreateWebhook handles the POST webhook for entitlement_grant.create.
+	HandleOnEntitlementGrantCreateWebhook(ctx echo.Context, params OnEntitlementGrantCreateParams) error
+	// entitlements.changed
+	// HandleOnEntitlementsChangedWebhook handles the POST webhook for entitlements.changed.
+	HandleOnEntitlementsChangedWebhook(ctx echo.Context, params OnEntitlementsChangedParams) error
+	// invitation.accept
+	// HandleOnInvitationAcceptWebhook handles the POST webhook for invitation.accept.
+	HandleOnInvitationAcceptWebhook(ctx echo.Context, params OnInvitationAcceptParams) error
+	// invitation.cancel
+	// HandleOnInvitationCancelWebhook handles the POST webhook for invitation.cancel.
+	HandleOnInvitationCancelWebhook(ctx echo.Context, params OnInvitationCancelParams) error
+	// invitation.reject
+	// HandleOnInvitationRejectWebhook handles the POST webhook for invitation.reject.
+	HandleOnInvitationRejectWebhook(ctx echo.Context, params OnInvitationRejectParams) error
+	// invoice.paid
+	// HandleOnInvoicePaidWebhook handles the POST webhook for invoice.paid.
+	HandleOnInvoicePaidWebhook(ctx echo.Context, params OnInvoicePaidParams) error
+	// member.invite
+	// HandleOnMemberInviteWebhook handles the POST webhook for member.invite.
+	HandleOnMemberInviteWebhook(ctx echo.Context, params OnMemberInviteParams) error
+	// member.leave
+	// HandleOnMemberLeaveWebhook handles the POST webhook for member.leave.
+	HandleOnMemberLeaveWebhook(ctx echo.Context, params OnMemberLeaveParams) error
+	// member.remove
+	// HandleOnMemberRemoveWebhook handles the POST webhook for member.remove.
+	HandleOnMemberRemoveWebhook(ctx echo.Context, params OnMemberRemoveParams) error
+	// member.update_role
+	// HandleOnMemberUpdateRoleWebhook handles the POST webhook for member.update_role.
+	HandleOnMemberUpdateRoleWebhook(ctx echo.Context, params OnMemberUpdateRoleParams) error
+	// oauth_consent.grant
+	// HandleOnOauthConsentGrantWebhook handles the POST webhook for oauth_consent.grant.
+	HandleOnOauthConsentGrantWebhook(ctx echo.Context, params OnOauthConsentGrantParams) error
+	// oidc_client.create
+	// HandleOnOidcClientCreateWebhook handles the POST webhook for oidc_client.create.
+	HandleOnOidcClientCreateWebhook(ctx echo.Context, params OnOidcClientCreateParams) error
+	// oidc_client.disable
+	// HandleOnOidcClientDisableWebhook handles the POST webhook for oidc_client.disable.
+	HandleOnOidcClientDisableWebhook(ctx echo.Context, params OnOidcClientDisableParams) error
+	// oidc_client.enable
+	// HandleOnOidcClientEnableWebhook handles the POST webhook for oidc_client.enable.
+	HandleOnOidcClientEnableWebhook(ctx echo.Context, params OnOidcClientEnableParams) error
+	// oidc_client.rotate_secret
+	// HandleOnOidcClientRotateSecretWebhook handles the POST webhook for oidc_client.rotate_secret.
+	HandleOnOidcClientRotateSecretWebhook(ctx echo.Context, params OnOidcClientRotateSecretParams) error
+	// org_role.create
+	// HandleOnOrgRoleCreateWebhook handles the POST webhook for org_role.create.
+	HandleOnOrgRoleCreateWebhook(ctx echo.Context, params OnOrgRoleCreateParams) error
+	// org_role.delete
+	// HandleOnOrgRoleDeleteWebhook handles the POST webhook for org_role.delete.
+	HandleOnOrgRoleDeleteWebhook(ctx echo.Context, params OnOrgRoleDeleteParams) error
+	// org_role.update
+	// HandleOnOrgRoleUpdateWebhook handles the POST webhook for org_role.update.
+	HandleOnOrgRoleUpdateWebhook(ctx echo.Context, params OnOrgRoleUpdateParams) error
+	// organization.archive
+	// HandleOnOrganizationArchiveWebhook handles the POST webhook for organization.archive.
+	HandleOnOrganizationArchiveWebhook(ctx echo.Context, params OnOrganizationArchiveParams) error
+	// organization.create
+	// HandleOnOrganizationCreateWebhook handles the POST webhook for organization.create.
+	HandleOnOrganizationCreateWebhook(ctx echo.Context, params OnOrganizationCreateParams) error
+	// organization.restore
+	// HandleOnOrganizationRestoreWebhook handles the POST webhook for organization.restore.
+	HandleOnOrganizationRestoreWebhook(ctx echo.Context, params OnOrganizationRestoreParams) error
+	// organization.update
+	// HandleOnOrganizationUpdateWebhook handles the POST webhook for organization.update.
+	HandleOnOrganizationUpdateWebhook(ctx echo.Context, params OnOrganizationUpdateParams) error
+	// ping
+	// HandleOnPingWebhook handles the POST webhook for ping.
+	HandleOnPingWebhook(ctx echo.Context, params OnPingParams) error
+	// processor_connection.delete
+	// HandleOnProcessorConnectionDeleteWebhook handles the POST webhook for processor_connection.delete.
+	HandleOnProcessorConnectionDeleteWebhook(ctx echo.Context, params OnProcessorConnectionDeleteParams) error
+	// processor_connection.update
+	// HandleOnProcessorConnectionUpdateWebhook handles the POST webhook for processor_connection.update.
+	HandleOnProcessorConnectionUpdateWebhook(ctx echo.Context, params OnProcessorConnectionUpdateParams) error
+	// project.archive
+	// HandleOnProjectArchiveWebhook handles the POST webhook for project.archive.
+	HandleOnProjectArchiveWebhook(ctx echo.Context, params OnProjectArchiveParams) error
+	// project.create
+	// HandleOnProjectCreateWebhook handles the POST webhook for project.create.
+	HandleOnProjectCreateWebhook(ctx echo.Context, params OnProjectCreateParams) error
+	// project.restore
+	// HandleOnProjectRestoreWebhook handles the POST webhook for project.restore.
+	HandleOnProjectRestoreWebhook(ctx echo.Context, params OnProjectRestoreParams) error
+	// project.update
+	// HandleOnProjectUpdateWebhook handles the POST webhook for project.update.
+	HandleOnProjectUpdateWebhook(ctx echo.Context, params OnProjectUpdateParams) error
+	// project_role.create
+	// HandleOnProjectRoleCreateWebhook handles the POST webhook for project_role.create.
+	HandleOnProjectRoleCreateWebhook(ctx echo.Context, params OnProjectRoleCreateParams) error
+	// project_role.delete
+	// HandleOnProjectRoleDeleteWebhook handles the POST webhook for project_role.delete.
+	HandleOnProjectRoleDeleteWebhook(ctx echo.Context, params OnProjectRoleDeleteParams) error
+	// project_role.update
+	// HandleOnProjectRoleUpdateWebhook handles the POST webhook for project_role.update.
+	HandleOnProjectRoleUpdateWebhook(ctx echo.Context, params OnProjectRoleUpdateParams) error
+	// role_binding.create
+	// HandleOnRoleBindingCreateWebhook handles the POST webhook for role_binding.create.
+	HandleOnRoleBindingCreateWebhook(ctx echo.Context, params OnRoleBindingCreateParams) error
+	// role_binding.delete
+	// HandleOnRoleBindingDeleteWebhook handles the POST webhook for role_binding.delete.
+	HandleOnRoleBindingDeleteWebhook(ctx echo.Context, params OnRoleBindingDeleteParams) error
+	// service_account.create
+	// HandleOnServiceAccountCreateWebhook handles the POST webhook for service_account.create.
+	HandleOnServiceAccountCreateWebhook(ctx echo.Context, params OnServiceAccountCreateParams) error
+	// service_account.disable
+	// HandleOnServiceAccountDisableWebhook handles the POST webhook for service_account.disable.
+	HandleOnServiceAccountDisableWebhook(ctx echo.Context, params OnServiceAccountDisableParams) error
+	// service_account.enable
+	// HandleOnServiceAccountEnableWebhook handles the POST webhook for service_account.enable.
+	HandleOnServiceAccountEnableWebhook(ctx echo.Context, params OnServiceAccountEnableParams) error
+	// session.revoke_others
+	// HandleOnSessionRevokeOthersWebhook handles the POST webhook for session.revoke_others.
+	HandleOnSessionRevokeOthersWebhook(ctx echo.Context, params OnSessionRevokeOthersParams) error
+	// subject.delete
+	// HandleOnSubjectDeleteWebhook handles the POST webhook for subject.delete.
+	HandleOnSubjectDeleteWebhook(ctx echo.Context, params OnSubjectDeleteParams) error
+	// subscription.canceled
+	// HandleOnSubscriptionCanceledWebhook handles the POST webhook for subscription.canceled.
+	HandleOnSubscriptionCanceledWebhook(ctx echo.Context, params OnSubscriptionCanceledParams) error
+	// subscription.created
+	// HandleOnSubscriptionCreatedWebhook handles the POST webhook for subscription.created.
+	HandleOnSubscriptionCreatedWebhook(ctx echo.Context, params OnSubscriptionCreatedParams) error
+	// subscription.updated
+	// HandleOnSubscriptionUpdatedWebhook handles the POST webhook for subscription.updated.
+	HandleOnSubscriptionUpdatedWebhook(ctx echo.Context, params OnSubscriptionUpdatedParams) error
+	// user.delete
+	// HandleOnUserDeleteWebhook handles the POST webhook for user.delete.
+	HandleOnUserDeleteWebhook(ctx echo.Context, params OnUserDeleteParams) error
+	// user.email_claim
+	// HandleOnUserEmailClaimWebhook handles the POST webhook for user.email_claim.
+	HandleOnUserEmailClaimWebhook(ctx echo.Context, params OnUserEmailClaimParams) error
+	// user.password_change
+	// HandleOnUserPasswordChangeWebhook handles the POST webhook for user.password_change.
+	HandleOnUserPasswordChangeWebhook(ctx echo.Context, params OnUserPasswordChangeParams) error
+	// user.password_reset
+	// HandleOnUserPasswordResetWebhook handles the POST webhook for user.password_reset.
+	HandleOnUserPasswordResetWebhook(ctx echo.Context, params OnUserPasswordResetParams) error
+	// user.sign_up
+	// HandleOnUserSignUpWebhook handles the POST webhook for user.sign_up.
+	HandleOnUserSignUpWebhook(ctx echo.Context, params OnUserSignUpParams) error
+	// webhook_endpoint.create
+	// HandleOnWebhookEndpointCreateWebhook handles the POST webhook for webhook_endpoint.create.
+	HandleOnWebhookEndpointCreateWebhook(ctx echo.Context, params OnWebhookEndpointCreateParams) error
+	// webhook_endpoint.delete
+	// HandleOnWebhookEndpointDeleteWebhook handles the POST webhook for webhook_endpoint.delete.
+	HandleOnWebhookEndpointDeleteWebhook(ctx echo.Context, params OnWebhookEndpointDeleteParams) error
+	// webhook_endpoint.disable
+	// HandleOnWebhookEndpointDisableWebhook handles the POST webhook for webhook_endpoint.disable.
+	HandleOnWebhookEndpointDisableWebhook(ctx echo.Context, params OnWebhookEndpointDisableParams) error
+	// webhook_endpoint.enable
+	// HandleOnWebhookEndpointEnableWebhook handles the POST webhook for webhook_endpoint.enable.
+	HandleOnWebhookEndpointEnableWebhook(ctx echo.Context, params OnWebhookEndpointEnableParams) error
+	// webhook_endpoint.rotate_secret
+	// HandleOnWebhookEndpointRotateSecretWebhook handles the POST webhook for webhook_endpoint.rotate_secret.
+	HandleOnWebhookEndpointRotateSecretWebhook(ctx echo.Context, params OnWebhookEndpointRotateSecretParams) error
+	// webhook_endpoint.update
+	// HandleOnWebhookEndpointUpdateWebhook handles the POST webhook for webhook_endpoint.update.
+	HandleOnWebhookEndpointUpdateWebhook(ctx echo.Context, params OnWebhookEndpointUpdateParams) error
+}
+
+// OnAccountLinkWebhookHandler returns the echo.HandlerFunc for the account.link webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnAccountLinkWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnAccountLinkParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnAccountLinkWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnApiKeyCreateWebhookHandler returns the echo.HandlerFunc for the api_key.create webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnApiKeyCreateWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnApiKeyCreateParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnApiKeyCreateWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnApiKeyRevokeWebhookHandler returns the echo.HandlerFunc for the api_key.revoke webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnApiKeyRevokeWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnApiKeyRevokeParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnApiKeyRevokeWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnBillingCheckoutWebhookHandler returns the echo.HandlerFunc for the billing.checkout webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnBillingCheckoutWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnBillingCheckoutParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnBillingCheckoutWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnBillingPlanArchiveWebhookHandler returns the echo.HandlerFunc for the billing_plan.archive webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnBillingPlanArchiveWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnBillingPlanArchiveParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnBillingPlanArchiveWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnBillingPlanCreateWebhookHandler returns the echo.HandlerFunc for the billing_plan.create webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnBillingPlanCreateWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnBillingPlanCreateParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnBillingPlanCreateWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnBillingPlanRestoreWebhookHandler returns the echo.HandlerFunc for the billing_plan.restore webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnBillingPlanRestoreWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnBillingPlanRestoreParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnBillingPlanRestoreWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnBillingPlanUpdateWebhookHandler returns the echo.HandlerFunc for the billing_plan.update webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnBillingPlanUpdateWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnBillingPlanUpdateParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnBillingPlanUpdateWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnConfigArchiveWebhookHandler returns the echo.HandlerFunc for the config.archive webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnConfigArchiveWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnConfigArchiveParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnConfigArchiveWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnConfigRestoreWebhookHandler returns the echo.HandlerFunc for the config.restore webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnConfigRestoreWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnConfigRestoreParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnConfigRestoreWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnConfigRevealWebhookHandler returns the echo.HandlerFunc for the config.reveal webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnConfigRevealWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnConfigRevealParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnConfigRevealWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnConfigUpdateWebhookHandler returns the echo.HandlerFunc for the config.update webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnConfigUpdateWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnConfigUpdateParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnConfigUpdateWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnEntitlementGrantCreateWebhookHandler returns the echo.HandlerFunc for the entitlement_grant.create webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnEntitlementGrantCreateWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnEntitlementGrantCreateParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnEntitlementGrantCreateWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnEntitlementsChangedWebhookHandler returns the echo.HandlerFunc for the entitlements.changed webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnEntitlementsChangedWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnEntitlementsChangedParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnEntitlementsChangedWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnInvitationAcceptWebhookHandler returns the echo.HandlerFunc for the invitation.accept webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnInvitationAcceptWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnInvitationAcceptParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnInvitationAcceptWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnInvitationCancelWebhookHandler returns the echo.HandlerFunc for the invitation.cancel webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnInvitationCancelWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnInvitationCancelParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnInvitationCancelWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnInvitationRejectWebhookHandler returns the echo.HandlerFunc for the invitation.reject webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnInvitationRejectWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnInvitationRejectParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnInvitationRejectWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnInvoicePaidWebhookHandler returns the echo.HandlerFunc for the invoice.paid webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnInvoicePaidWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnInvoicePaidParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnInvoicePaidWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnMemberInviteWebhookHandler returns the echo.HandlerFunc for the member.invite webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnMemberInviteWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnMemberInviteParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnMemberInviteWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnMemberLeaveWebhookHandler returns the echo.HandlerFunc for the member.leave webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnMemberLeaveWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnMemberLeaveParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnMemberLeaveWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnMemberRemoveWebhookHandler returns the echo.HandlerFunc for the member.remove webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnMemberRemoveWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnMemberRemoveParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnMemberRemoveWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnMemberUpdateRoleWebhookHandler returns the echo.HandlerFunc for the member.update_role webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnMemberUpdateRoleWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnMemberUpdateRoleParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnMemberUpdateRoleWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnOauthConsentGrantWebhookHandler returns the echo.HandlerFunc for the oauth_consent.grant webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnOauthConsentGrantWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnOauthConsentGrantParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnOauthConsentGrantWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnOidcClientCreateWebhookHandler returns the echo.HandlerFunc for the oidc_client.create webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnOidcClientCreateWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnOidcClientCreateParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnOidcClientCreateWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnOidcClientDisableWebhookHandler returns the echo.HandlerFunc for the oidc_client.disable webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnOidcClientDisableWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnOidcClientDisableParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnOidcClientDisableWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnOidcClientEnableWebhookHandler returns the echo.HandlerFunc for the oidc_client.enable webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnOidcClientEnableWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnOidcClientEnableParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnOidcClientEnableWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnOidcClientRotateSecretWebhookHandler returns the echo.HandlerFunc for the oidc_client.rotate_secret webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnOidcClientRotateSecretWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnOidcClientRotateSecretParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnOidcClientRotateSecretWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnOrgRoleCreateWebhookHandler returns the echo.HandlerFunc for the org_role.create webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnOrgRoleCreateWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnOrgRoleCreateParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnOrgRoleCreateWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnOrgRoleDeleteWebhookHandler returns the echo.HandlerFunc for the org_role.delete webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnOrgRoleDeleteWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnOrgRoleDeleteParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnOrgRoleDeleteWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnOrgRoleUpdateWebhookHandler returns the echo.HandlerFunc for the org_role.update webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnOrgRoleUpdateWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnOrgRoleUpdateParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnOrgRoleUpdateWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnOrganizationArchiveWebhookHandler returns the echo.HandlerFunc for the organization.archive webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnOrganizationArchiveWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnOrganizationArchiveParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnOrganizationArchiveWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnOrganizationCreateWebhookHandler returns the echo.HandlerFunc for the organization.create webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnOrganizationCreateWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnOrganizationCreateParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnOrganizationCreateWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnOrganizationRestoreWebhookHandler returns the echo.HandlerFunc for the organization.restore webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnOrganizationRestoreWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnOrganizationRestoreParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnOrganizationRestoreWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnOrganizationUpdateWebhookHandler returns the echo.HandlerFunc for the organization.update webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnOrganizationUpdateWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnOrganizationUpdateParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnOrganizationUpdateWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnPingWebhookHandler returns the echo.HandlerFunc for the ping webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnPingWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnPingParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnPingWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnProcessorConnectionDeleteWebhookHandler returns the echo.HandlerFunc for the processor_connection.delete webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnProcessorConnectionDeleteWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnProcessorConnectionDeleteParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnProcessorConnectionDeleteWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnProcessorConnectionUpdateWebhookHandler returns the echo.HandlerFunc for the processor_connection.update webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnProcessorConnectionUpdateWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnProcessorConnectionUpdateParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnProcessorConnectionUpdateWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnProjectArchiveWebhookHandler returns the echo.HandlerFunc for the project.archive webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnProjectArchiveWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnProjectArchiveParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnProjectArchiveWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnProjectCreateWebhookHandler returns the echo.HandlerFunc for the project.create webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnProjectCreateWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnProjectCreateParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnProjectCreateWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnProjectRestoreWebhookHandler returns the echo.HandlerFunc for the project.restore webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnProjectRestoreWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnProjectRestoreParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnProjectRestoreWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnProjectUpdateWebhookHandler returns the echo.HandlerFunc for the project.update webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnProjectUpdateWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnProjectUpdateParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnProjectUpdateWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnProjectRoleCreateWebhookHandler returns the echo.HandlerFunc for the project_role.create webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnProjectRoleCreateWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnProjectRoleCreateParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnProjectRoleCreateWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnProjectRoleDeleteWebhookHandler returns the echo.HandlerFunc for the project_role.delete webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnProjectRoleDeleteWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnProjectRoleDeleteParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnProjectRoleDeleteWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnProjectRoleUpdateWebhookHandler returns the echo.HandlerFunc for the project_role.update webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnProjectRoleUpdateWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnProjectRoleUpdateParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnProjectRoleUpdateWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnRoleBindingCreateWebhookHandler returns the echo.HandlerFunc for the role_binding.create webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnRoleBindingCreateWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnRoleBindingCreateParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnRoleBindingCreateWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnRoleBindingDeleteWebhookHandler returns the echo.HandlerFunc for the role_binding.delete webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnRoleBindingDeleteWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnRoleBindingDeleteParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnRoleBindingDeleteWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnServiceAccountCreateWebhookHandler returns the echo.HandlerFunc for the service_account.create webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnServiceAccountCreateWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnServiceAccountCreateParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnServiceAccountCreateWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnServiceAccountDisableWebhookHandler returns the echo.HandlerFunc for the service_account.disable webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnServiceAccountDisableWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnServiceAccountDisableParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnServiceAccountDisableWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnServiceAccountEnableWebhookHandler returns the echo.HandlerFunc for the service_account.enable webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnServiceAccountEnableWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnServiceAccountEnableParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnServiceAccountEnableWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnSessionRevokeOthersWebhookHandler returns the echo.HandlerFunc for the session.revoke_others webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnSessionRevokeOthersWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnSessionRevokeOthersParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnSessionRevokeOthersWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnSubjectDeleteWebhookHandler returns the echo.HandlerFunc for the subject.delete webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnSubjectDeleteWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnSubjectDeleteParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnSubjectDeleteWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnSubscriptionCanceledWebhookHandler returns the echo.HandlerFunc for the subscription.canceled webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnSubscriptionCanceledWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnSubscriptionCanceledParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnSubscriptionCanceledWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnSubscriptionCreatedWebhookHandler returns the echo.HandlerFunc for the subscription.created webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnSubscriptionCreatedWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnSubscriptionCreatedParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnSubscriptionCreatedWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnSubscriptionUpdatedWebhookHandler returns the echo.HandlerFunc for the subscription.updated webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnSubscriptionUpdatedWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnSubscriptionUpdatedParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnSubscriptionUpdatedWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnUserDeleteWebhookHandler returns the echo.HandlerFunc for the user.delete webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnUserDeleteWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnUserDeleteParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnUserDeleteWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnUserEmailClaimWebhookHandler returns the echo.HandlerFunc for the user.email_claim webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnUserEmailClaimWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnUserEmailClaimParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnUserEmailClaimWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnUserPasswordChangeWebhookHandler returns the echo.HandlerFunc for the user.password_change webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnUserPasswordChangeWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnUserPasswordChangeParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnUserPasswordChangeWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnUserPasswordResetWebhookHandler returns the echo.HandlerFunc for the user.password_reset webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnUserPasswordResetWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnUserPasswordResetParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnUserPasswordResetWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnUserSignUpWebhookHandler returns the echo.HandlerFunc for the user.sign_up webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnUserSignUpWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnUserSignUpParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnUserSignUpWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnWebhookEndpointCreateWebhookHandler returns the echo.HandlerFunc for the webhook_endpoint.create webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnWebhookEndpointCreateWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnWebhookEndpointCreateParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnWebhookEndpointCreateWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnWebhookEndpointDeleteWebhookHandler returns the echo.HandlerFunc for the webhook_endpoint.delete webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnWebhookEndpointDeleteWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnWebhookEndpointDeleteParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnWebhookEndpointDeleteWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnWebhookEndpointDisableWebhookHandler returns the echo.HandlerFunc for the webhook_endpoint.disable webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnWebhookEndpointDisableWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnWebhookEndpointDisableParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnWebhookEndpointDisableWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnWebhookEndpointEnableWebhookHandler returns the echo.HandlerFunc for the webhook_endpoint.enable webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnWebhookEndpointEnableWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnWebhookEndpointEnableParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnWebhookEndpointEnableWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnWebhookEndpointRotateSecretWebhookHandler returns the echo.HandlerFunc for the webhook_endpoint.rotate_secret webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnWebhookEndpointRotateSecretWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnWebhookEndpointRotateSecretParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnWebhookEndpointRotateSecretWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnWebhookEndpointUpdateWebhookHandler returns the echo.HandlerFunc for the webhook_endpoint.update webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnWebhookEndpointUpdateWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnWebhookEndpointUpdateParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnWebhookEndpointUpdateWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
 }
 
 type AuthBadRequestApplicationProblemPlusJSONResponse AuthProblem
@@ -5484,6 +14037,19 @@ type AuthConflictApplicationProblemPlusJSONResponse AuthProblem
 type AuthForbiddenApplicationProblemPlusJSONResponse AuthProblem
 
 type AuthNotFoundApplicationProblemPlusJSONResponse AuthProblem
+
+type AuthOauthBadRequestJSONResponse AuthOauthError
+
+type AuthOauthInvalidClientResponseHeaders struct {
+	WWWAuthenticate *string
+}
+type AuthOauthInvalidClientJSONResponse struct {
+	Body AuthOauthError
+
+	Headers AuthOauthInvalidClientResponseHeaders
+}
+
+type AuthOauthServerErrorJSONResponse AuthOauthError
 
 type AuthTooManyRequestsResponseHeaders struct {
 	RetryAfter *int
@@ -5527,6 +14093,250 @@ type UnavailableApplicationProblemPlusJSONResponse struct {
 }
 
 type ValidationFailedApplicationProblemPlusJSONResponse Problem
+
+type InvitationPageRequestObject struct {
+	Id     string `json:"id"`
+	Params InvitationPageParams
+}
+
+type InvitationPageResponseObject interface {
+	VisitInvitationPageResponse(w http.ResponseWriter) error
+}
+
+type InvitationPage200TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response InvitationPage200TexthtmlResponse) VisitInvitationPageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type InvitationPage400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response InvitationPage400ApplicationProblemPlusJSONResponse) VisitInvitationPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InvitationPage404TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response InvitationPage404TexthtmlResponse) VisitInvitationPageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(404)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type InvitationPage410TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response InvitationPage410TexthtmlResponse) VisitInvitationPageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(410)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type InvitationPage503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response InvitationPage503ApplicationProblemPlusJSONResponse) VisitInvitationPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnswerInvitationRequestObject struct {
+	Id   string `json:"id"`
+	Body *AnswerInvitationFormdataRequestBody
+}
+
+type AnswerInvitationResponseObject interface {
+	VisitAnswerInvitationResponse(w http.ResponseWriter) error
+}
+
+type AnswerInvitation200TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response AnswerInvitation200TexthtmlResponse) VisitAnswerInvitationResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type AnswerInvitation303ResponseHeaders struct {
+	Location  *string
+	SetCookie *string
+}
+
+type AnswerInvitation303Response struct {
+	Headers AnswerInvitation303ResponseHeaders
+}
+
+func (response AnswerInvitation303Response) VisitAnswerInvitationResponse(w http.ResponseWriter) error {
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(303)
+	return nil
+}
+
+type AnswerInvitation400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AnswerInvitation400ApplicationProblemPlusJSONResponse) VisitAnswerInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnswerInvitation403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AnswerInvitation403ApplicationProblemPlusJSONResponse) VisitAnswerInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnswerInvitation404TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response AnswerInvitation404TexthtmlResponse) VisitAnswerInvitationResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(404)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type AnswerInvitation410TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response AnswerInvitation410TexthtmlResponse) VisitAnswerInvitationResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(410)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type AnswerInvitation503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AnswerInvitation503ApplicationProblemPlusJSONResponse) VisitAnswerInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
 
 type AccountPageRequestObject struct {
 	Params AccountPageParams
@@ -5883,6 +14693,85 @@ func (response ChangePassword503ApplicationProblemPlusJSONResponse) VisitChangeP
 	return err
 }
 
+type CheckInboxPageRequestObject struct {
+	Params CheckInboxPageParams
+}
+
+type CheckInboxPageResponseObject interface {
+	VisitCheckInboxPageResponse(w http.ResponseWriter) error
+}
+
+type CheckInboxPage200TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response CheckInboxPage200TexthtmlResponse) VisitCheckInboxPageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type CheckInboxPage400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CheckInboxPage400ApplicationProblemPlusJSONResponse) VisitCheckInboxPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckInboxPage403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CheckInboxPage403ApplicationProblemPlusJSONResponse) VisitCheckInboxPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckInboxPage503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CheckInboxPage503ApplicationProblemPlusJSONResponse) VisitCheckInboxPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type DeleteUserRequestObject struct {
 	Body *DeleteUserJSONRequestBody
 }
@@ -6004,6 +14893,85 @@ type DeleteUser503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response DeleteUser503ApplicationProblemPlusJSONResponse) VisitDeleteUserResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ForgotPasswordPageRequestObject struct {
+	Params ForgotPasswordPageParams
+}
+
+type ForgotPasswordPageResponseObject interface {
+	VisitForgotPasswordPageResponse(w http.ResponseWriter) error
+}
+
+type ForgotPasswordPage200TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response ForgotPasswordPage200TexthtmlResponse) VisitForgotPasswordPageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type ForgotPasswordPage400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ForgotPasswordPage400ApplicationProblemPlusJSONResponse) VisitForgotPasswordPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ForgotPasswordPage403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ForgotPasswordPage403ApplicationProblemPlusJSONResponse) VisitForgotPasswordPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ForgotPasswordPage503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ForgotPasswordPage503ApplicationProblemPlusJSONResponse) VisitForgotPasswordPageResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -7900,7 +16868,8 @@ func (response ListSocialProviders200JSONResponse) VisitListSocialProvidersRespo
 }
 
 type RequestPasswordResetRequestObject struct {
-	Body *RequestPasswordResetJSONRequestBody
+	JSONBody     *RequestPasswordResetJSONRequestBody
+	FormdataBody *RequestPasswordResetFormdataRequestBody
 }
 
 type RequestPasswordResetResponseObject interface {
@@ -7919,6 +16888,22 @@ func (response RequestPasswordReset200JSONResponse) VisitRequestPasswordResetRes
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
+}
+
+type RequestPasswordReset303ResponseHeaders struct {
+	Location *string
+}
+
+type RequestPasswordReset303Response struct {
+	Headers RequestPasswordReset303ResponseHeaders
+}
+
+func (response RequestPasswordReset303Response) VisitRequestPasswordResetResponse(w http.ResponseWriter) error {
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(303)
+	return nil
 }
 
 type RequestPasswordReset400ApplicationProblemPlusJSONResponse struct {
@@ -8696,6 +17681,85 @@ func (response SignOut403ApplicationProblemPlusJSONResponse) VisitSignOutRespons
 	return err
 }
 
+type SignUpPageRequestObject struct {
+	Params SignUpPageParams
+}
+
+type SignUpPageResponseObject interface {
+	VisitSignUpPageResponse(w http.ResponseWriter) error
+}
+
+type SignUpPage200TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response SignUpPage200TexthtmlResponse) VisitSignUpPageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type SignUpPage400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SignUpPage400ApplicationProblemPlusJSONResponse) VisitSignUpPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SignUpPage403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SignUpPage403ApplicationProblemPlusJSONResponse) VisitSignUpPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SignUpPage503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SignUpPage503ApplicationProblemPlusJSONResponse) VisitSignUpPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type SignUpEmailRequestObject struct {
 	JSONBody     *SignUpEmailJSONRequestBody
 	FormdataBody *SignUpEmailFormdataRequestBody
@@ -8727,6 +17791,26 @@ func (response SignUpEmail200JSONResponse) VisitSignUpEmailResponse(w http.Respo
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
+}
+
+type SignUpEmail303ResponseHeaders struct {
+	Location  *string
+	SetCookie *string
+}
+
+type SignUpEmail303Response struct {
+	Headers SignUpEmail303ResponseHeaders
+}
+
+func (response SignUpEmail303Response) VisitSignUpEmailResponse(w http.ResponseWriter) error {
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(303)
+	return nil
 }
 
 type SignUpEmail400ApplicationProblemPlusJSONResponse struct {
@@ -11231,22 +20315,49 @@ func (response UpdateOrganization409ApplicationProblemPlusJSONResponse) VisitUpd
 
 type ListOrganizationAuditLogsRequestObject struct {
 	OrganizationId OrganizationId `json:"organizationId"`
+	Params         ListOrganizationAuditLogsParams
 }
 
 type ListOrganizationAuditLogsResponseObject interface {
 	VisitListOrganizationAuditLogsResponse(w http.ResponseWriter) error
 }
 
-type ListOrganizationAuditLogs200JSONResponse AuditLogList
+type ListOrganizationAuditLogs200ResponseHeaders struct {
+	XNextCursor *string
+}
+
+type ListOrganizationAuditLogs200JSONResponse struct {
+	Body    AuditLogList
+	Headers ListOrganizationAuditLogs200ResponseHeaders
+}
 
 func (response ListOrganizationAuditLogs200JSONResponse) VisitListOrganizationAuditLogsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XNextCursor != nil {
+		w.Header().Set("x-next-cursor", fmt.Sprint(*response.Headers.XNextCursor))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOrganizationAuditLogs400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response ListOrganizationAuditLogs400ApplicationProblemPlusJSONResponse) VisitListOrganizationAuditLogsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
 		return err
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(200)
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -12073,22 +21184,49 @@ func (response GetAnalyticsSummary404ApplicationProblemPlusJSONResponse) VisitGe
 
 type ListProjectAuditLogsRequestObject struct {
 	ProjectId ProjectId `json:"projectId"`
+	Params    ListProjectAuditLogsParams
 }
 
 type ListProjectAuditLogsResponseObject interface {
 	VisitListProjectAuditLogsResponse(w http.ResponseWriter) error
 }
 
-type ListProjectAuditLogs200JSONResponse AuditLogList
+type ListProjectAuditLogs200ResponseHeaders struct {
+	XNextCursor *string
+}
+
+type ListProjectAuditLogs200JSONResponse struct {
+	Body    AuditLogList
+	Headers ListProjectAuditLogs200ResponseHeaders
+}
 
 func (response ListProjectAuditLogs200JSONResponse) VisitListProjectAuditLogsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XNextCursor != nil {
+		w.Header().Set("x-next-cursor", fmt.Sprint(*response.Headers.XNextCursor))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProjectAuditLogs400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response ListProjectAuditLogs400ApplicationProblemPlusJSONResponse) VisitListProjectAuditLogsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
 		return err
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(200)
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -15081,8 +24219,867 @@ func (response IngestUsageEventBatch404ApplicationProblemPlusJSONResponse) Visit
 	return err
 }
 
+type ListWebhookEndpointsRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+}
+
+type ListWebhookEndpointsResponseObject interface {
+	VisitListWebhookEndpointsResponse(w http.ResponseWriter) error
+}
+
+type ListWebhookEndpoints200JSONResponse struct {
+	Data []WebhookEndpoint `json:"data"`
+}
+
+func (response ListWebhookEndpoints200JSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookEndpoints401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookEndpoints401ApplicationProblemPlusJSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookEndpoints403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookEndpoints403ApplicationProblemPlusJSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookEndpoints404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookEndpoints404ApplicationProblemPlusJSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateWebhookEndpointRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	Body      *CreateWebhookEndpointJSONRequestBody
+}
+
+type CreateWebhookEndpointResponseObject interface {
+	VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error
+}
+
+type CreateWebhookEndpoint201JSONResponse WebhookEndpointWithSecretResponse
+
+func (response CreateWebhookEndpoint201JSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateWebhookEndpoint400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint400ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateWebhookEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint401ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateWebhookEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint403ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateWebhookEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint404ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWebhookEndpointRequestObject struct {
+	ProjectId  ProjectId         `json:"projectId"`
+	EndpointId WebhookEndpointId `json:"endpointId"`
+}
+
+type DeleteWebhookEndpointResponseObject interface {
+	VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error
+}
+
+type DeleteWebhookEndpoint204Response struct {
+}
+
+func (response DeleteWebhookEndpoint204Response) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteWebhookEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhookEndpoint401ApplicationProblemPlusJSONResponse) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWebhookEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhookEndpoint403ApplicationProblemPlusJSONResponse) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWebhookEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhookEndpoint404ApplicationProblemPlusJSONResponse) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookEndpointRequestObject struct {
+	ProjectId  ProjectId         `json:"projectId"`
+	EndpointId WebhookEndpointId `json:"endpointId"`
+}
+
+type GetWebhookEndpointResponseObject interface {
+	VisitGetWebhookEndpointResponse(w http.ResponseWriter) error
+}
+
+type GetWebhookEndpoint200JSONResponse WebhookEndpointResponse
+
+func (response GetWebhookEndpoint200JSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhookEndpoint401ApplicationProblemPlusJSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhookEndpoint403ApplicationProblemPlusJSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhookEndpoint404ApplicationProblemPlusJSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateWebhookEndpointRequestObject struct {
+	ProjectId  ProjectId         `json:"projectId"`
+	EndpointId WebhookEndpointId `json:"endpointId"`
+	Body       *UpdateWebhookEndpointJSONRequestBody
+}
+
+type UpdateWebhookEndpointResponseObject interface {
+	VisitUpdateWebhookEndpointResponse(w http.ResponseWriter) error
+}
+
+type UpdateWebhookEndpoint200JSONResponse WebhookEndpointResponse
+
+func (response UpdateWebhookEndpoint200JSONResponse) VisitUpdateWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateWebhookEndpoint400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateWebhookEndpoint400ApplicationProblemPlusJSONResponse) VisitUpdateWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateWebhookEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateWebhookEndpoint401ApplicationProblemPlusJSONResponse) VisitUpdateWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateWebhookEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateWebhookEndpoint403ApplicationProblemPlusJSONResponse) VisitUpdateWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateWebhookEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateWebhookEndpoint404ApplicationProblemPlusJSONResponse) VisitUpdateWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookDeliveriesRequestObject struct {
+	ProjectId  ProjectId         `json:"projectId"`
+	EndpointId WebhookEndpointId `json:"endpointId"`
+	Params     ListWebhookDeliveriesParams
+}
+
+type ListWebhookDeliveriesResponseObject interface {
+	VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error
+}
+
+type ListWebhookDeliveries200ResponseHeaders struct {
+	XNextCursor *string
+}
+
+type ListWebhookDeliveries200JSONResponse struct {
+	Body struct {
+		Data []WebhookDelivery `json:"data"`
+	}
+	Headers ListWebhookDeliveries200ResponseHeaders
+}
+
+func (response ListWebhookDeliveries200JSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XNextCursor != nil {
+		w.Header().Set("x-next-cursor", fmt.Sprint(*response.Headers.XNextCursor))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookDeliveries400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries400ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookDeliveries401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries401ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookDeliveries403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries403ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookDeliveries404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries404ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RedeliverWebhookDeliveryRequestObject struct {
+	ProjectId  ProjectId         `json:"projectId"`
+	EndpointId WebhookEndpointId `json:"endpointId"`
+	DeliveryId string            `json:"deliveryId"`
+}
+
+type RedeliverWebhookDeliveryResponseObject interface {
+	VisitRedeliverWebhookDeliveryResponse(w http.ResponseWriter) error
+}
+
+type RedeliverWebhookDelivery202JSONResponse WebhookQueuedResponse
+
+func (response RedeliverWebhookDelivery202JSONResponse) VisitRedeliverWebhookDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RedeliverWebhookDelivery401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response RedeliverWebhookDelivery401ApplicationProblemPlusJSONResponse) VisitRedeliverWebhookDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RedeliverWebhookDelivery403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RedeliverWebhookDelivery403ApplicationProblemPlusJSONResponse) VisitRedeliverWebhookDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RedeliverWebhookDelivery404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RedeliverWebhookDelivery404ApplicationProblemPlusJSONResponse) VisitRedeliverWebhookDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RedeliverWebhookDelivery409ApplicationProblemPlusJSONResponse Problem
+
+func (response RedeliverWebhookDelivery409ApplicationProblemPlusJSONResponse) VisitRedeliverWebhookDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableWebhookEndpointRequestObject struct {
+	ProjectId  ProjectId         `json:"projectId"`
+	EndpointId WebhookEndpointId `json:"endpointId"`
+}
+
+type DisableWebhookEndpointResponseObject interface {
+	VisitDisableWebhookEndpointResponse(w http.ResponseWriter) error
+}
+
+type DisableWebhookEndpoint200JSONResponse WebhookEndpointResponse
+
+func (response DisableWebhookEndpoint200JSONResponse) VisitDisableWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableWebhookEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response DisableWebhookEndpoint401ApplicationProblemPlusJSONResponse) VisitDisableWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableWebhookEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DisableWebhookEndpoint403ApplicationProblemPlusJSONResponse) VisitDisableWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableWebhookEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DisableWebhookEndpoint404ApplicationProblemPlusJSONResponse) VisitDisableWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableWebhookEndpointRequestObject struct {
+	ProjectId  ProjectId         `json:"projectId"`
+	EndpointId WebhookEndpointId `json:"endpointId"`
+}
+
+type EnableWebhookEndpointResponseObject interface {
+	VisitEnableWebhookEndpointResponse(w http.ResponseWriter) error
+}
+
+type EnableWebhookEndpoint200JSONResponse WebhookEndpointResponse
+
+func (response EnableWebhookEndpoint200JSONResponse) VisitEnableWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableWebhookEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response EnableWebhookEndpoint401ApplicationProblemPlusJSONResponse) VisitEnableWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableWebhookEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response EnableWebhookEndpoint403ApplicationProblemPlusJSONResponse) VisitEnableWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableWebhookEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response EnableWebhookEndpoint404ApplicationProblemPlusJSONResponse) VisitEnableWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookEndpointSecretRequestObject struct {
+	ProjectId  ProjectId         `json:"projectId"`
+	EndpointId WebhookEndpointId `json:"endpointId"`
+}
+
+type RotateWebhookEndpointSecretResponseObject interface {
+	VisitRotateWebhookEndpointSecretResponse(w http.ResponseWriter) error
+}
+
+type RotateWebhookEndpointSecret200JSONResponse WebhookEndpointWithSecretResponse
+
+func (response RotateWebhookEndpointSecret200JSONResponse) VisitRotateWebhookEndpointSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookEndpointSecret401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response RotateWebhookEndpointSecret401ApplicationProblemPlusJSONResponse) VisitRotateWebhookEndpointSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookEndpointSecret403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RotateWebhookEndpointSecret403ApplicationProblemPlusJSONResponse) VisitRotateWebhookEndpointSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookEndpointSecret404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RotateWebhookEndpointSecret404ApplicationProblemPlusJSONResponse) VisitRotateWebhookEndpointSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type TestWebhookEndpointRequestObject struct {
+	ProjectId  ProjectId         `json:"projectId"`
+	EndpointId WebhookEndpointId `json:"endpointId"`
+}
+
+type TestWebhookEndpointResponseObject interface {
+	VisitTestWebhookEndpointResponse(w http.ResponseWriter) error
+}
+
+type TestWebhookEndpoint202JSONResponse WebhookQueuedResponse
+
+func (response TestWebhookEndpoint202JSONResponse) VisitTestWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type TestWebhookEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response TestWebhookEndpoint401ApplicationProblemPlusJSONResponse) VisitTestWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type TestWebhookEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response TestWebhookEndpoint403ApplicationProblemPlusJSONResponse) VisitTestWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type TestWebhookEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response TestWebhookEndpoint404ApplicationProblemPlusJSONResponse) VisitTestWebhookEndpointResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// InvitationPage Open an invitation (the hosted accept-invitation page)
+	// (GET /accept-invitation/{id})
+	InvitationPage(ctx context.Context, request InvitationPageRequestObject) (InvitationPageResponseObject, error)
+	// AnswerInvitation Answer an invitation from its hosted page
+	// (POST /accept-invitation/{id})
+	AnswerInvitation(ctx context.Context, request AnswerInvitationRequestObject) (AnswerInvitationResponseObject, error)
 	// AccountPage The hosted account page (second factor)
 	// (GET /api/auth/account)
 	AccountPage(ctx context.Context, request AccountPageRequestObject) (AccountPageResponseObject, error)
@@ -15092,9 +25089,15 @@ type StrictServerInterface interface {
 	// ChangePassword Change the password
 	// (POST /api/auth/change-password)
 	ChangePassword(ctx context.Context, request ChangePasswordRequestObject) (ChangePasswordResponseObject, error)
+	// CheckInboxPage Open the hosted "check your inbox" page
+	// (GET /api/auth/check-inbox)
+	CheckInboxPage(ctx context.Context, request CheckInboxPageRequestObject) (CheckInboxPageResponseObject, error)
 	// DeleteUser Delete the signed-in user's own account
 	// (POST /api/auth/delete-user)
 	DeleteUser(ctx context.Context, request DeleteUserRequestObject) (DeleteUserResponseObject, error)
+	// ForgotPasswordPage Open the hosted "forgot password" page
+	// (GET /api/auth/forgot-password)
+	ForgotPasswordPage(ctx context.Context, request ForgotPasswordPageRequestObject) (ForgotPasswordPageResponseObject, error)
 	// GetSession Get the current session
 	// (GET /api/auth/get-session)
 	GetSession(ctx context.Context, request GetSessionRequestObject) (GetSessionResponseObject, error)
@@ -15197,6 +25200,9 @@ type StrictServerInterface interface {
 	// SignOut Sign out
 	// (POST /api/auth/sign-out)
 	SignOut(ctx context.Context, request SignOutRequestObject) (SignOutResponseObject, error)
+	// SignUpPage Open the hosted sign-up page
+	// (GET /api/auth/sign-up)
+	SignUpPage(ctx context.Context, request SignUpPageRequestObject) (SignUpPageResponseObject, error)
 	// SignUpEmail Sign up with email and password
 	// (POST /api/auth/sign-up/email)
 	SignUpEmail(ctx context.Context, request SignUpEmailRequestObject) (SignUpEmailResponseObject, error)
@@ -15410,6 +25416,39 @@ type StrictServerInterface interface {
 	// IngestUsageEventBatch Record up to 1,000 usage events
 	// (POST /api/v1/projects/{projectId}/usage-events/batch)
 	IngestUsageEventBatch(ctx context.Context, request IngestUsageEventBatchRequestObject) (IngestUsageEventBatchResponseObject, error)
+	// ListWebhookEndpoints List a project's webhook endpoints
+	// (GET /api/v1/projects/{projectId}/webhook-endpoints)
+	ListWebhookEndpoints(ctx context.Context, request ListWebhookEndpointsRequestObject) (ListWebhookEndpointsResponseObject, error)
+	// CreateWebhookEndpoint Register a webhook endpoint
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints)
+	CreateWebhookEndpoint(ctx context.Context, request CreateWebhookEndpointRequestObject) (CreateWebhookEndpointResponseObject, error)
+	// DeleteWebhookEndpoint Delete a webhook endpoint
+	// (DELETE /api/v1/projects/{projectId}/webhook-endpoints/{endpointId})
+	DeleteWebhookEndpoint(ctx context.Context, request DeleteWebhookEndpointRequestObject) (DeleteWebhookEndpointResponseObject, error)
+	// GetWebhookEndpoint Get a webhook endpoint
+	// (GET /api/v1/projects/{projectId}/webhook-endpoints/{endpointId})
+	GetWebhookEndpoint(ctx context.Context, request GetWebhookEndpointRequestObject) (GetWebhookEndpointResponseObject, error)
+	// UpdateWebhookEndpoint Change a webhook endpoint
+	// (PATCH /api/v1/projects/{projectId}/webhook-endpoints/{endpointId})
+	UpdateWebhookEndpoint(ctx context.Context, request UpdateWebhookEndpointRequestObject) (UpdateWebhookEndpointResponseObject, error)
+	// ListWebhookDeliveries List an endpoint's delivery attempts
+	// (GET /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/deliveries)
+	ListWebhookDeliveries(ctx context.Context, request ListWebhookDeliveriesRequestObject) (ListWebhookDeliveriesResponseObject, error)
+	// RedeliverWebhookDelivery Deliver an event again
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/deliveries/{deliveryId}/redeliver)
+	RedeliverWebhookDelivery(ctx context.Context, request RedeliverWebhookDeliveryRequestObject) (RedeliverWebhookDeliveryResponseObject, error)
+	// DisableWebhookEndpoint Disable a webhook endpoint
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/disable)
+	DisableWebhookEndpoint(ctx context.Context, request DisableWebhookEndpointRequestObject) (DisableWebhookEndpointResponseObject, error)
+	// EnableWebhookEndpoint Re-enable a webhook endpoint
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/enable)
+	EnableWebhookEndpoint(ctx context.Context, request EnableWebhookEndpointRequestObject) (EnableWebhookEndpointResponseObject, error)
+	// RotateWebhookEndpointSecret Rotate a webhook endpoint's signing secret
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/rotate-secret)
+	RotateWebhookEndpointSecret(ctx context.Context, request RotateWebhookEndpointSecretRequestObject) (RotateWebhookEndpointSecretResponseObject, error)
+	// TestWebhookEndpoint Send a ping
+	// (POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/test)
+	TestWebhookEndpoint(ctx context.Context, request TestWebhookEndpointRequestObject) (TestWebhookEndpointResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx echo.Context, request any) (any, error)
@@ -15422,6 +25461,67 @@ func NewStrictHandler(ssi StrictServerInterface, middlewares []StrictMiddlewareF
 type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
+}
+
+// InvitationPage operation middleware
+func (sh *strictHandler) InvitationPage(ctx echo.Context, id string, params InvitationPageParams) error {
+	var request InvitationPageRequestObject
+
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.InvitationPage(ctx.Request().Context(), request.(InvitationPageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "InvitationPage")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(InvitationPageResponseObject); ok {
+		return validResponse.VisitInvitationPageResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AnswerInvitation operation middleware
+func (sh *strictHandler) AnswerInvitation(ctx echo.Context, id string) error {
+	var request AnswerInvitationRequestObject
+
+	request.Id = id
+
+	if form, err := ctx.FormParams(); err == nil {
+		var body AnswerInvitationFormdataRequestBody
+		if err := runtime.BindForm(&body, form, nil, nil); err != nil {
+			return err
+		}
+		request.Body = &body
+	} else {
+		return err
+	}
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AnswerInvitation(ctx.Request().Context(), request.(AnswerInvitationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AnswerInvitation")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AnswerInvitationResponseObject); ok {
+		return validResponse.VisitAnswerInvitationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
 }
 
 // AccountPage operation middleware
@@ -15530,6 +25630,31 @@ func (sh *strictHandler) ChangePassword(ctx echo.Context) error {
 	return nil
 }
 
+// CheckInboxPage operation middleware
+func (sh *strictHandler) CheckInboxPage(ctx echo.Context, params CheckInboxPageParams) error {
+	var request CheckInboxPageRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CheckInboxPage(ctx.Request().Context(), request.(CheckInboxPageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CheckInboxPage")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CheckInboxPageResponseObject); ok {
+		return validResponse.VisitCheckInboxPageResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // DeleteUser operation middleware
 func (sh *strictHandler) DeleteUser(ctx echo.Context) error {
 	var request DeleteUserRequestObject
@@ -15573,6 +25698,31 @@ func (sh *strictHandler) DeleteUser(ctx echo.Context) error {
 		return err
 	} else if validResponse, ok := response.(DeleteUserResponseObject); ok {
 		return validResponse.VisitDeleteUserResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ForgotPasswordPage operation middleware
+func (sh *strictHandler) ForgotPasswordPage(ctx echo.Context, params ForgotPasswordPageParams) error {
+	var request ForgotPasswordPageRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ForgotPasswordPage(ctx.Request().Context(), request.(ForgotPasswordPageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ForgotPasswordPage")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ForgotPasswordPageResponseObject); ok {
+		return validResponse.VisitForgotPasswordPageResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -16515,28 +26665,42 @@ func (sh *strictHandler) ListSocialProviders(ctx echo.Context) error {
 func (sh *strictHandler) RequestPasswordReset(ctx echo.Context) error {
 	var request RequestPasswordResetRequestObject
 
-	var body RequestPasswordResetJSONRequestBody
-	var err error
-	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
-		// A request validator built on kin-openapi's openapi3filter with
-		// KeepValidatedValue leaves the value it validated on the body. Bind
-		// that value, matching member names exactly, so the handler receives
-		// what was validated instead of a second, case-insensitive decode.
-		// Otherwise bind only the request body, so that path and query
-		// parameters are not also bound into the body struct.
-		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
-			err = binder.BindBody(ctx, &body)
+	if strings.HasPrefix(ctx.Request().Header.Get("Content-Type"), "application/json") {
+		var body RequestPasswordResetJSONRequestBody
+		var err error
+		if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+			// A request validator built on kin-openapi's openapi3filter with
+			// KeepValidatedValue leaves the value it validated on the body. Bind
+			// that value, matching member names exactly, so the handler receives
+			// what was validated instead of a second, case-insensitive decode.
+			// Otherwise bind only the request body, so that path and query
+			// parameters are not also bound into the body struct.
+			if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+				err = binder.BindBody(ctx, &body)
+			}
+		} else {
+			// A custom binder is installed on the Echo instance; defer to it
+			// entirely, since echo.Binder does not expose body-only binding and
+			// the binder may do more than decode (for example call ctx.Validate).
+			err = ctx.Bind(&body)
 		}
-	} else {
-		// A custom binder is installed on the Echo instance; defer to it
-		// entirely, since echo.Binder does not expose body-only binding and
-		// the binder may do more than decode (for example call ctx.Validate).
-		err = ctx.Bind(&body)
+		if err != nil {
+			return err
+		}
+		request.JSONBody = &body
+
 	}
-	if err != nil {
-		return err
+	if strings.HasPrefix(ctx.Request().Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		if form, err := ctx.FormParams(); err == nil {
+			var body RequestPasswordResetFormdataRequestBody
+			if err := runtime.BindForm(&body, form, nil, nil); err != nil {
+				return err
+			}
+			request.FormdataBody = &body
+		} else {
+			return err
+		}
 	}
-	request.Body = &body
 
 	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
 		return sh.ssi.RequestPasswordReset(ctx.Request().Context(), request.(RequestPasswordResetRequestObject))
@@ -16948,6 +27112,31 @@ func (sh *strictHandler) SignOut(ctx echo.Context) error {
 		return err
 	} else if validResponse, ok := response.(SignOutResponseObject); ok {
 		return validResponse.VisitSignOutResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// SignUpPage operation middleware
+func (sh *strictHandler) SignUpPage(ctx echo.Context, params SignUpPageParams) error {
+	var request SignUpPageRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.SignUpPage(ctx.Request().Context(), request.(SignUpPageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SignUpPage")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(SignUpPageResponseObject); ok {
+		return validResponse.VisitSignUpPageResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -17976,10 +28165,11 @@ func (sh *strictHandler) UpdateOrganization(ctx echo.Context, organizationId Org
 }
 
 // ListOrganizationAuditLogs operation middleware
-func (sh *strictHandler) ListOrganizationAuditLogs(ctx echo.Context, organizationId OrganizationId) error {
+func (sh *strictHandler) ListOrganizationAuditLogs(ctx echo.Context, organizationId OrganizationId, params ListOrganizationAuditLogsParams) error {
 	var request ListOrganizationAuditLogsRequestObject
 
 	request.OrganizationId = organizationId
+	request.Params = params
 
 	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
 		return sh.ssi.ListOrganizationAuditLogs(ctx.Request().Context(), request.(ListOrganizationAuditLogsRequestObject))
@@ -18276,10 +28466,11 @@ func (sh *strictHandler) GetAnalyticsSummary(ctx echo.Context, projectId Project
 }
 
 // ListProjectAuditLogs operation middleware
-func (sh *strictHandler) ListProjectAuditLogs(ctx echo.Context, projectId ProjectId) error {
+func (sh *strictHandler) ListProjectAuditLogs(ctx echo.Context, projectId ProjectId, params ListProjectAuditLogsParams) error {
 	var request ListProjectAuditLogsRequestObject
 
 	request.ProjectId = projectId
+	request.Params = params
 
 	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
 		return sh.ssi.ListProjectAuditLogs(ctx.Request().Context(), request.(ListProjectAuditLogsRequestObject))
@@ -19425,6 +29616,338 @@ func (sh *strictHandler) IngestUsageEventBatch(ctx echo.Context, projectId Proje
 		return err
 	} else if validResponse, ok := response.(IngestUsageEventBatchResponseObject); ok {
 		return validResponse.VisitIngestUsageEventBatchResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListWebhookEndpoints operation middleware
+func (sh *strictHandler) ListWebhookEndpoints(ctx echo.Context, projectId ProjectId) error {
+	var request ListWebhookEndpointsRequestObject
+
+	request.ProjectId = projectId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListWebhookEndpoints(ctx.Request().Context(), request.(ListWebhookEndpointsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListWebhookEndpoints")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListWebhookEndpointsResponseObject); ok {
+		return validResponse.VisitListWebhookEndpointsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateWebhookEndpoint operation middleware
+func (sh *strictHandler) CreateWebhookEndpoint(ctx echo.Context, projectId ProjectId) error {
+	var request CreateWebhookEndpointRequestObject
+
+	request.ProjectId = projectId
+
+	var body CreateWebhookEndpointJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateWebhookEndpoint(ctx.Request().Context(), request.(CreateWebhookEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateWebhookEndpoint")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateWebhookEndpointResponseObject); ok {
+		return validResponse.VisitCreateWebhookEndpointResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeleteWebhookEndpoint operation middleware
+func (sh *strictHandler) DeleteWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error {
+	var request DeleteWebhookEndpointRequestObject
+
+	request.ProjectId = projectId
+	request.EndpointId = endpointId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteWebhookEndpoint(ctx.Request().Context(), request.(DeleteWebhookEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteWebhookEndpoint")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteWebhookEndpointResponseObject); ok {
+		return validResponse.VisitDeleteWebhookEndpointResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetWebhookEndpoint operation middleware
+func (sh *strictHandler) GetWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error {
+	var request GetWebhookEndpointRequestObject
+
+	request.ProjectId = projectId
+	request.EndpointId = endpointId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetWebhookEndpoint(ctx.Request().Context(), request.(GetWebhookEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetWebhookEndpoint")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetWebhookEndpointResponseObject); ok {
+		return validResponse.VisitGetWebhookEndpointResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// UpdateWebhookEndpoint operation middleware
+func (sh *strictHandler) UpdateWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error {
+	var request UpdateWebhookEndpointRequestObject
+
+	request.ProjectId = projectId
+	request.EndpointId = endpointId
+
+	var body UpdateWebhookEndpointJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateWebhookEndpoint(ctx.Request().Context(), request.(UpdateWebhookEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateWebhookEndpoint")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(UpdateWebhookEndpointResponseObject); ok {
+		return validResponse.VisitUpdateWebhookEndpointResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListWebhookDeliveries operation middleware
+func (sh *strictHandler) ListWebhookDeliveries(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId, params ListWebhookDeliveriesParams) error {
+	var request ListWebhookDeliveriesRequestObject
+
+	request.ProjectId = projectId
+	request.EndpointId = endpointId
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListWebhookDeliveries(ctx.Request().Context(), request.(ListWebhookDeliveriesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListWebhookDeliveries")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListWebhookDeliveriesResponseObject); ok {
+		return validResponse.VisitListWebhookDeliveriesResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RedeliverWebhookDelivery operation middleware
+func (sh *strictHandler) RedeliverWebhookDelivery(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId, deliveryId string) error {
+	var request RedeliverWebhookDeliveryRequestObject
+
+	request.ProjectId = projectId
+	request.EndpointId = endpointId
+	request.DeliveryId = deliveryId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RedeliverWebhookDelivery(ctx.Request().Context(), request.(RedeliverWebhookDeliveryRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RedeliverWebhookDelivery")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RedeliverWebhookDeliveryResponseObject); ok {
+		return validResponse.VisitRedeliverWebhookDeliveryResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DisableWebhookEndpoint operation middleware
+func (sh *strictHandler) DisableWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error {
+	var request DisableWebhookEndpointRequestObject
+
+	request.ProjectId = projectId
+	request.EndpointId = endpointId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DisableWebhookEndpoint(ctx.Request().Context(), request.(DisableWebhookEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DisableWebhookEndpoint")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DisableWebhookEndpointResponseObject); ok {
+		return validResponse.VisitDisableWebhookEndpointResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// EnableWebhookEndpoint operation middleware
+func (sh *strictHandler) EnableWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error {
+	var request EnableWebhookEndpointRequestObject
+
+	request.ProjectId = projectId
+	request.EndpointId = endpointId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.EnableWebhookEndpoint(ctx.Request().Context(), request.(EnableWebhookEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EnableWebhookEndpoint")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(EnableWebhookEndpointResponseObject); ok {
+		return validResponse.VisitEnableWebhookEndpointResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RotateWebhookEndpointSecret operation middleware
+func (sh *strictHandler) RotateWebhookEndpointSecret(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error {
+	var request RotateWebhookEndpointSecretRequestObject
+
+	request.ProjectId = projectId
+	request.EndpointId = endpointId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RotateWebhookEndpointSecret(ctx.Request().Context(), request.(RotateWebhookEndpointSecretRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RotateWebhookEndpointSecret")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RotateWebhookEndpointSecretResponseObject); ok {
+		return validResponse.VisitRotateWebhookEndpointSecretResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// TestWebhookEndpoint operation middleware
+func (sh *strictHandler) TestWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error {
+	var request TestWebhookEndpointRequestObject
+
+	request.ProjectId = projectId
+	request.EndpointId = endpointId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.TestWebhookEndpoint(ctx.Request().Context(), request.(TestWebhookEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "TestWebhookEndpoint")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(TestWebhookEndpointResponseObject); ok {
+		return validResponse.VisitTestWebhookEndpointResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

@@ -65,7 +65,7 @@ func newServer(cfg server.Config, st *store.Store, keys *oauth.KeySet) (built, e
 		return built{}, err
 	}
 	srv, err := server.New(cfg, server.Deps{Store: st, Log: log, Keyring: ring, Accounts: accounts, Provider: provider,
-		Mailer: cfg.Mailer(st, ring), Metrics: server.NewMetrics(st.Pools())})
+		Mailer: cfg.Mailer(st, ring), Metrics: server.NewMetrics(st.Pools()), Webhooks: cfg.Webhooks(st, ring)})
 	if err != nil {
 		return built{}, err
 	}

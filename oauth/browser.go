@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/identity"
+	"github.com/gatehouse-dev/gatehouse/identity/mail"
 	"github.com/gatehouse-dev/gatehouse/store"
 )
 
@@ -33,6 +34,10 @@ type browserProvider struct {
 	social        []SocialButton
 	claims        ProductClaims
 	requestInfo   func(ctx context.Context) (requestID, ip, userAgent string)
+	// signUpURL and forgotPasswordURL are ProviderConfig's SignUpURL and ForgotPasswordURL.
+	signUpURL, forgotPasswordURL string
+	// brand is ProviderConfig's Brand, with the defaults filled in.
+	brand mail.Brand
 	// key signs consent and logout challenges.
 	key []byte
 }

@@ -284,10 +284,11 @@ func (b *browserProvider) signInPage(w http.ResponseWriter, r *http.Request, cli
 		b.markPushed(q, b.bindBrowser(w, r))
 	}
 	callback := AuthorizePath + "?" + q.Encode()
-	RenderPage(w, http.StatusOK, PageSignIn, Page{
+	b.render(w, http.StatusOK, PageSignIn, Page{
 		Title: "Sign in", Action: "/api/auth/sign-in/email", Error: message, Email: r.Form.Get("login_hint"),
 		CallbackURL: callback, ClientName: clientName,
 		Social: b.social, SocialErrorURL: withQueryParam(callback, loginErrorParam, "social"),
+		SignUpURL: pageLinkTo(b.signUpURL, callback, ""), ForgotURL: pageLinkTo(b.forgotPasswordURL, callback, r.Form.Get("login_hint")),
 	})
 }
 
@@ -385,5 +386,18 @@ func (b *browserProvider) errorPage(w http.ResponseWriter, status int, code, mes
 	if message == "" {
 		message = msgServerError
 	}
-	RenderPage(w, status, PageError, Page{Title: "Error", Code: code, Error: message})
+	b.render(w, status, PageError, Page{Title: "Error", Code: code, Error: message})
+}
+
+// pageLinkTo is the hosted page at path with callback as its callbackURL and email to fill
+// in (when not ""), or "" when path is.
+func pageLinkTo(path, callback, email string) string {
+	if path == "" {
+		return ""
+	}
+	q := url.Values{"callbackURL": {callback}}
+	if email != "" {
+		q.Set("email", email)
+	}
+	return path + "?" + q.Encode()
 }

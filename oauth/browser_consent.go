@@ -99,7 +99,7 @@ func (b *browserProvider) consentPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q, _ := url.ParseQuery(c.Query)
-	RenderPage(w, http.StatusOK, PageConsent, Page{
+	b.render(w, http.StatusOK, PageConsent, Page{
 		Title: "Allow access", Action: ConsentPath, ClientName: client.Name, Email: user.Email,
 		Scopes: DescribeScopes(strings.Fields(q.Get("scope"))), Challenge: raw,
 	})

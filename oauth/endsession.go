@@ -47,7 +47,7 @@ func (b *browserProvider) endSession(w http.ResponseWriter, r *http.Request) {
 	if signedIn && (hintSub == "" || hintSub != user.ID) {
 		// Without a valid hint for this user, ask first.
 		ch := b.sign(challenge{Kind: "logout", Session: sess.ID, Client: clientID, Redirect: redirect, State: q.Get("state")})
-		RenderPage(w, http.StatusOK, PageLogout, Page{
+		b.render(w, http.StatusOK, PageLogout, Page{
 			Title: "Sign out", Action: EndSessionPath, Email: user.Email, Challenge: ch})
 		return
 	}
@@ -106,7 +106,7 @@ func (b *browserProvider) afterLogout(w http.ResponseWriter, r *http.Request, re
 			http.Redirect(w, r, EndSessionPath, http.StatusSeeOther)
 			return
 		}
-		RenderPage(w, http.StatusOK, PageSignedOut, Page{Title: "Signed out"})
+		b.render(w, http.StatusOK, PageSignedOut, Page{Title: "Signed out"})
 		return
 	}
 	u, err := url.Parse(redirect)

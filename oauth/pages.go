@@ -8,6 +8,8 @@ import (
 	"html/template"
 	"net/http"
 	"strconv"
+
+	"github.com/gatehouse-dev/gatehouse/identity/mail"
 )
 
 //go:embed pages/*.html
@@ -42,8 +44,19 @@ type Page struct {
 	// SocialErrorURL where a refused social sign-in returns.
 	Social         []SocialButton
 	SocialErrorURL string
+	// SignUpURL and ForgotURL are the sign-in page's links to the hosted sign-up and "forgot
+	// password" pages, each carrying CallbackURL ("": no link).
+	SignUpURL, ForgotURL string
+	// Brand is the product's name and accent colour (GATEHOUSE_BRAND_*); the provider sets it.
+	Brand mail.Brand
 	// Nonce is the CSP nonce of the inline stylesheet; RenderPage sets it.
 	Nonce string
+}
+
+// render is RenderPage with the provider's brand.
+func (b *browserProvider) render(w http.ResponseWriter, status int, name string, p Page) {
+	p.Brand = b.brand
+	RenderPage(w, status, name, p)
 }
 
 // The error page's sentences: what went wrong, for the person in front of the page, in one
@@ -133,4 +146,15 @@ func DescribeScopes(scopes []string) []string {
 		}
 	}
 	return out
+}
+
+// pageBrand is brand with Gatehouse's name and colour where it has none.
+func pageBrand(brand mail.Brand) mail.Brand {
+	if brand.Name == "" {
+		brand.Name = mail.DefaultBrandName
+	}
+	if brand.Color == "" {
+		brand.Color = mail.DefaultBrandColor
+	}
+	return brand
 }

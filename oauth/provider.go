@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/identity"
+	"github.com/gatehouse-dev/gatehouse/identity/mail"
 	"github.com/gatehouse-dev/gatehouse/store/seal"
 
 	"github.com/mohae/deepcopy"
@@ -66,6 +67,12 @@ type ProviderConfig struct {
 	TrustedOrigin func(origin string) bool
 	// Social are the sign-in page's "Continue with …" buttons, in order (none: no buttons).
 	Social []SocialButton
+	// SignUpURL and ForgotPasswordURL are the hosted sign-up and "forgot password" pages (paths
+	// on this site) the sign-in page links to, with its authorization request as callbackURL so
+	// that they return to it; "" hides the link (sign-up when self-registration is not open).
+	SignUpURL, ForgotPasswordURL string
+	// Brand is the product's name and accent colour on the pages (empty fields: Gatehouse's).
+	Brand mail.Brand
 	// Claims supplies the entitlements and billing userinfo claims (nil: both empty).
 	Claims ProductClaims
 	// RequestInfo returns the id, client IP and user agent of the request ctx belongs to, for
@@ -167,6 +174,7 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 	}
 	p.browser = &browserProvider{p: p, store: cfg.Store, sessions: cfg.Sessions, keys: cfg.Keys,
 		trustedOrigin: trusted, social: cfg.Social, claims: claims, requestInfo: requestInfo,
+		signUpURL: cfg.SignUpURL, forgotPasswordURL: cfg.ForgotPasswordURL, brand: pageBrand(cfg.Brand),
 		key: seal.DeriveKey(cfg.SecretKey, "oauth-browser-challenge")}
 	return p, nil
 }

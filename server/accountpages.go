@@ -13,11 +13,14 @@ import (
 	"github.com/gatehouse-dev/gatehouse/oauth"
 )
 
-// The hosted account pages: what a browser sees when it opens a mailed link without a
-// callbackURL (the email verification result, the password reset form and its result). They
-// look like the provider's pages (oauth/pages), in the product's brand colour, load nothing
-// from elsewhere (an inline stylesheet allowed by a per-response CSP nonce), are never cached
-// and never framed.
+// The hosted account pages: sign-up, "forgot password", "check your inbox", the accept-invitation
+// page (hostedpages.go, invitationpage.go), and what a browser sees when it opens a mailed link
+// without a callbackURL (the email verification result, the password reset form and its
+// result). The provider's sign-in page (oauth/pages) links to sign-up and "forgot password".
+// They look like the provider's pages, in the product's brand, load nothing from elsewhere (an
+// inline stylesheet allowed by a per-response CSP nonce), are never cached and never framed;
+// their forms post to /api/auth operations, whose form posts must name a trusted origin
+// (checkOrigin, checkFormPost).
 
 //go:embed pages/*.html
 var accountPageFiles embed.FS
@@ -26,8 +29,11 @@ var accountPages = template.Must(template.ParseFS(accountPageFiles, "pages/*.htm
 
 // Account page names.
 const (
-	pageMessage       = "message.html"
-	pageResetPassword = "reset-password.html"
+	pageMessage        = "message.html"
+	pageResetPassword  = "reset-password.html"
+	pageSignUp         = "sign-up.html"
+	pageForgotPassword = "forgot-password.html"
+	pageInvitation     = "invitation.html"
 )
 
 // accountPage is what an account page shows.
@@ -39,11 +45,22 @@ type accountPage struct {
 	Code    string
 	// Next says what to do now.
 	Next string
-	// Action and Token are the reset form's target and token.
+	// Action is the page's form target; Token the reset form's token.
 	Action, Token string
-	// CallbackURL, Backup, AltURL and AltText are the second step's (two-factor.html): where
-	// to go once signed in, whether it asks for a backup code, and the link to the other form.
-	CallbackURL     string
+	// CallbackURL is where the page's form leads afterwards (an authorization request, an
+	// invitation page), carried in a hidden field; the second step's (two-factor.html) too.
+	CallbackURL string
+	// Email and Name fill in the page's form.
+	Email, Name string
+	// SignInURL, SignUpURL and ForgotURL are the page's links to the other pages ("" hides
+	// each).
+	SignInURL, SignUpURL, ForgotURL string
+	// Link is a link to follow once the page is read ("" URL: none).
+	Link pageLink
+	// Invitation is what the accept-invitation page shows.
+	Invitation invitationFacts
+	// Backup, AltURL and AltText are the second step's: whether it asks for a backup code,
+	// and the link to the other form.
 	Backup          bool
 	AltURL, AltText string
 	// TwoFactor is the account page's (account.html).
@@ -51,6 +68,9 @@ type accountPage struct {
 	Brand     mail.Brand
 	Nonce     string
 }
+
+// pageLink is a link with its words.
+type pageLink struct{ URL, Label string }
 
 // renderAccountPage renders page name and sets the page headers on ctx's response (CSP with a
 // fresh nonce, no-store, no framing). It returns the body.

@@ -116,32 +116,6 @@ func jsonOrForm[T any](jsonBody, formBody *T) (*T, error) {
 	return nil, Validation(FieldError{Path: []string{"body"}, Message: "is required"})
 }
 
-// SignUpEmail creates a user with a password and signs them in.
-func (s *Server) SignUpEmail(ctx context.Context, request gen.SignUpEmailRequestObject) (gen.SignUpEmailResponseObject, error) {
-	body, err := jsonOrForm(request.JSONBody, request.FormdataBody)
-	if err != nil {
-		return nil, err
-	}
-	noStore(ctx)
-	if err := s.checkEmailSignUp(ctx, body.CallbackURL, string(body.Email)); err != nil {
-		return nil, err
-	}
-	u := store.User{Name: body.Name, Email: store.NormalizeEmail(string(body.Email))}
-	if img, err := body.Image.Get(); err == nil {
-		u.Image = &img
-	}
-	sess, token, err := s.signUp(ctx, &u, body.Password, rememberMe(body.RememberMe), body.CallbackURL)
-	if err != nil {
-		return s.signUpRefused(ctx, u, err)
-	}
-	if token == "" { // RequireEmailVerification: signed in only once verified
-		return gen.SignUpEmail200JSONResponse{Body: gen.AuthSignUpResponse{Token: nullable.NewNullNullable[string](), User: toAuthUser(u)}}, nil
-	}
-	s.setSessionCookie(ctx, token, sess.RememberMe)
-	return gen.SignUpEmail200JSONResponse{Body: gen.AuthSignUpResponse{
-		Token: nullable.NewNullableWithValue(token), User: toAuthUser(u)}}, nil
-}
-
 // SignInEmail checks an email and password and starts a new session.
 func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequestObject) (gen.SignInEmailResponseObject, error) {
 	body, err := jsonOrForm(request.JSONBody, request.FormdataBody)
@@ -372,62 +346,6 @@ func (s *Server) UpdateUser(ctx context.Context, request gen.UpdateUserRequestOb
 		return nil, err
 	}
 	return gen.UpdateUser200JSONResponse{Status: true}, nil
-}
-
-// signUp creates u with the password and the credential account, its first session (none
-// under RequireEmailVerification: token "") and the user.sign_up audit row, and queues the
-// verification mail to callbackURL, in one transaction. A taken email is errUserExists. The
-// attempt is counted per client IP first (429 past the limit); one that fails for the server's
-// sake (hashing at capacity, the database) is taken back, with its mail's send count.
-func (s *Server) signUp(ctx context.Context, u *store.User, password string, remember bool, callbackURL *string) (store.Session, string, error) {
-	attempts, err := s.hit(ctx, throttleKey{s.signUpThrottle, "ip:" + requestMetaFrom(ctx).IP})
-	if err != nil {
-		return store.Session{}, "", err
-	}
-	admission, err := s.admitMail(ctx, u.Email)
-	if err == nil {
-		var sess store.Session
-		var token string
-		if sess, token, err = s.createUser(ctx, u, password, remember, admission, callbackURL); err == nil {
-			return sess, token, nil
-		}
-		s.undoMail(ctx, admission)
-	}
-	if !errors.Is(err, errUserExists) {
-		s.undo(ctx, attempts...)
-	}
-	return store.Session{}, "", err
-}
-
-func (s *Server) createUser(ctx context.Context, u *store.User, password string, remember bool, admission identity.MailAdmission, callbackURL *string) (store.Session, string, error) {
-	hash, err := s.hashLimiter.HashPassword(ctx, password)
-	if err != nil {
-		return store.Session{}, "", s.hashErr(err)
-	}
-	var sess store.Session
-	var token string
-	err = s.store.InTx(ctx, func(tx *store.Tx) error {
-		if err := tx.CreateUser(ctx, u, hash); err != nil {
-			return err
-		}
-		if err := s.sendVerificationLink(ctx, tx, admission, *u, callbackURL); err != nil {
-			return err
-		}
-		var err error
-		if !s.cfg.RequireEmailVerification {
-			if sess, token, err = s.createSession(ctx, tx, u.ID, remember, nil, amrPassword); err != nil {
-				return err
-			}
-		}
-		// Nobody was signed in: the new user is the actor.
-		actx := context.WithValue(ctx, principalKey{}, &Principal{Kind: PrincipalUser, User: *u})
-		return audit(actx, tx, auditEvent{Action: "user.sign_up", TargetType: "user", TargetID: u.ID,
-			Metadata: map[string]any{"provider": store.CredentialProvider}})
-	})
-	if errors.Is(err, store.ErrConflict) {
-		return store.Session{}, "", errUserExists
-	}
-	return sess, token, err
 }
 
 // checkEmailPassword returns the user whose email and password these are. Unknown emails,

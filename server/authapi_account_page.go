@@ -229,10 +229,3 @@ func secretOf(uri string) string {
 	}
 	return strings.Join(append(groups, secret), " ")
 }
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}

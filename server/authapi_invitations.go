@@ -104,9 +104,21 @@ func (s *Server) AuthAcceptInvitation(ctx context.Context, req gen.AuthAcceptInv
 	if err != nil {
 		return nil, err
 	}
+	inv, member, err := s.acceptInvitation(ctx, inv)
+	if err != nil {
+		return nil, err
+	}
+	return gen.AuthAcceptInvitation200JSONResponse{Invitation: authInvitationJSON(inv), Member: authMemberJSON(member)}, nil
+}
+
+// acceptInvitation makes the signed-in caller, inv's recipient, a member with the invited
+// role, makes the organization active in the caller's session and audits invitation.accept,
+// in one transaction. An invitation no longer pending is errInvitationNotFound; a member
+// already, errAlreadyMember.
+func (s *Server) acceptInvitation(ctx context.Context, inv store.Invitation) (store.Invitation, store.Member, error) {
 	p := PrincipalFrom(ctx)
 	var member store.Member
-	err = s.store.InTx(ctx, func(tx *store.Tx) error {
+	err := s.store.InTx(ctx, func(tx *store.Tx) error {
 		// Organization first, then the invitation: the order update-role's rename takes them in.
 		if err := tx.LockOrganization(ctx, inv.OrganizationID); err != nil {
 			return err
@@ -132,10 +144,7 @@ func (s *Server) AuthAcceptInvitation(ctx context.Context, req gen.AuthAcceptInv
 		return audit(ctx, tx, auditEvent{Action: "invitation.accept", TargetType: "invitation", TargetID: inv.ID,
 			OrganizationID: inv.OrganizationID, Metadata: map[string]any{"memberId": member.ID, "role": member.Role}})
 	})
-	if err != nil {
-		return nil, err
-	}
-	return gen.AuthAcceptInvitation200JSONResponse{Invitation: authInvitationJSON(inv), Member: authMemberJSON(member)}, nil
+	return inv, member, err
 }
 
 // AuthRejectInvitation lets the signed-in recipient decline a pending, unexpired invitation.

@@ -28,7 +28,10 @@ var errResetInvalidToken = authError(http.StatusBadRequest, kindClientError, "IN
 // message. For an address without an account they are decoys: the token belongs to nobody and
 // never works, and the message is marked Discard, so the worker sends nothing.
 func (s *Server) RequestPasswordReset(ctx context.Context, request gen.RequestPasswordResetRequestObject) (gen.RequestPasswordResetResponseObject, error) {
-	b := request.Body
+	b, err := jsonOrForm(request.JSONBody, request.FormdataBody)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.checkCallbackURL(b.RedirectTo); err != nil {
 		return nil, err
 	}
@@ -69,11 +72,16 @@ func (s *Server) RequestPasswordReset(ctx context.Context, request gen.RequestPa
 		s.undoMail(ctx, admission)
 		return nil, err
 	}
+	if request.FormdataBody != nil && wantsPage(ctx) { // the hosted "forgot password" page
+		loc := checkInboxURL(gen.ResetPassword, b.RedirectTo)
+		return gen.RequestPasswordReset303Response{Headers: gen.RequestPasswordReset303ResponseHeaders{Location: &loc}}, nil
+	}
 	return gen.RequestPasswordReset200JSONResponse{Status: true, Message: passwordResetRequested}, nil
 }
 
 // ResetPasswordCallback is the mailed link. It only checks the token: to the product's page
-// with ?token= (or ?error=INVALID_TOKEN), or, without a callbackURL, the hosted reset form.
+// with ?token= (or ?error=INVALID_TOKEN), or, without a callbackURL or with an authorization
+// request or an invitation to continue (isHostedContinuation), the hosted reset form.
 func (s *Server) ResetPasswordCallback(ctx context.Context, request gen.ResetPasswordCallbackRequestObject) (gen.ResetPasswordCallbackResponseObject, error) {
 	noStore(ctx)
 	callback := request.Params.CallbackURL
@@ -84,7 +92,7 @@ func (s *Server) ResetPasswordCallback(ctx context.Context, request gen.ResetPas
 	if err != nil && !errors.Is(err, identity.ErrTokenInvalid) && !errors.Is(err, identity.ErrTokenExpired) {
 		return nil, err
 	}
-	if callback != nil {
+	if callback != nil && !isHostedContinuation(callback) {
 		loc := withQueryParam(*callback, "token", request.Token)
 		if err != nil {
 			loc = withQueryParam(*callback, "error", "INVALID_TOKEN")
@@ -99,7 +107,7 @@ func (s *Server) ResetPasswordCallback(ctx context.Context, request gen.ResetPas
 		return gen.ResetPasswordCallback400TexthtmlResponse{Body: body, ContentLength: n}, nil
 	}
 	body, n, err := s.renderAccountPage(ctx, pageResetPassword, accountPage{Title: "Choose a new password",
-		Action: "/api/auth/reset-password", Token: request.Token})
+		Action: "/api/auth/reset-password", Token: request.Token, CallbackURL: deref(callback)})
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +123,9 @@ func (s *Server) ResetPassword(ctx context.Context, request gen.ResetPasswordReq
 		return nil, err
 	}
 	page := request.FormdataBody != nil && wantsPage(ctx)
+	if err := s.checkCallbackURL(body.CallbackURL); err != nil {
+		return nil, err
+	}
 	token := ""
 	if body.Token != nil {
 		token = *body.Token
@@ -152,8 +163,12 @@ func (s *Server) ResetPassword(ctx context.Context, request gen.ResetPasswordReq
 		s.log.WarnContext(ctx, "throttle: reset account", "err", err)
 	}
 	if page {
-		out, n, err := s.renderAccountPage(ctx, pageMessage, accountPage{Title: "Password changed",
-			Message: "Your new password is set, and you are signed out everywhere. Sign in with the new password."})
+		done := accountPage{Title: "Password changed",
+			Message: "Your new password is set, and you are signed out everywhere. Sign in with the new password."}
+		if body.CallbackURL != nil {
+			done.Link = pageLink{URL: *body.CallbackURL, Label: "Continue to sign in"}
+		}
+		out, n, err := s.renderAccountPage(ctx, pageMessage, done)
 		if err != nil {
 			return nil, err
 		}

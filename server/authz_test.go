@@ -39,6 +39,9 @@ type tenancy struct {
 	// planID and planKey name a billing plan priced in the first environment, which is
 	// connected to Stripe (written through the store: no audit rows).
 	planID, planKey string
+	// endpointID is a webhook endpoint (invoice.paid, on a public address nothing listens on) and
+	// deliveryID the pending delivery of its ping.
+	endpointID, deliveryID string
 }
 
 var fixedRoles = []string{RoleOwner, RoleAdmin, RoleDeveloper, RoleBilling, RoleViewer}
@@ -113,6 +116,14 @@ func (ten *tenancy) addFixtures(t *testing.T, a *testApp) {
 		}
 	}
 	ten.addBillingFixtures(t, a)
+	call("POST", prj+"/webhook-endpoints", `{"url":"https://203.0.113.10/fixture","eventTypes":["invoice.paid"]}`, 201, &id)
+	ten.endpointID = id.Data.ID
+	call("POST", prj+"/webhook-endpoints/"+ten.endpointID+"/test", "", 202, &id)
+	ds, _, err := a.store.WebhookDeliveries(context.Background(), ten.endpointID, nil, 1)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("fixture delivery: %v %v", ds, err)
+	}
+	ten.deliveryID = ds[0].ID
 	subject := a.newFixtureUser(t, "Subject", "subject-"+ten.org.Slug+"@example.com")
 	ten.subjectID = subject.ID
 	a.grantRefreshToken(t, ten.clientID, subject.ID)
@@ -188,6 +199,8 @@ func (ten tenancy) exampleRequest(t *testing.T, so specOperation, salt int) requ
 		"{clientId}", ten.clientID,
 		"{subjectId}", ten.subjectID,
 		"{planId}", ten.planID,
+		"{endpointId}", ten.endpointID,
+		"{deliveryId}", ten.deliveryID,
 		"{principalType}", store.PrincipalUser,
 		"{principalId}", "fixture-user",
 	).Replace(so.path)

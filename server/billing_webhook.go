@@ -151,17 +151,19 @@ func (s *Server) applyCheckoutCompleted(ctx context.Context, tx *store.Tx, env s
 			return nil
 		}
 		exists, err := tx.FillSubscription(ctx, env.ID, next.ProcessorID, subject, plan, customer)
-		if err != nil || exists {
+		if err != nil {
 			return err
+		}
+		if exists {
+			// A subscription event came first: the row now has its subject and plan.
+			return s.entitlementsChanged(ctx, tx, env.ProjectID, env.ID, subject, "subscription")
 		}
 		// The subscription's own events carry its state: this row yields to any of them
 		// (EventCreated zero).
-		_, _, err = tx.ApplySubscription(ctx, next)
-		return err
+		return s.applySubscriptionWithEvents(ctx, tx, next, false)
 	}
 	next.ProcessorID, next.EventCreated = cs.ID, created
-	_, _, err := tx.ApplySubscription(ctx, next)
-	return err
+	return s.applySubscriptionWithEvents(ctx, tx, next, true)
 }
 
 // applySubscription applies a subscription object unless the stored row is newer
@@ -188,7 +190,7 @@ func (s *Server) applySubscription(ctx context.Context, tx *store.Tx, env store.
 		ps, pe := time.Unix(start, 0).UTC(), time.Unix(end, 0).UTC()
 		next.CurrentPeriodStart, next.CurrentPeriodEnd = &ps, &pe
 	}
-	_, _, err := tx.ApplySubscription(ctx, next)
+	err := s.applySubscriptionWithEvents(ctx, tx, next, false)
 	if errors.Is(err, store.ErrInvalid) {
 		return nil // a subscription Gatehouse cannot tie to a subject and plan
 	}
@@ -244,6 +246,9 @@ func (s *Server) applyInvoice(ctx context.Context, tx *store.Tx, env store.Envir
 	}
 	newlyPaid, err := tx.RecordInvoice(ctx, rec)
 	if err != nil || !newlyPaid {
+		return err
+	}
+	if err := s.invoicePaid(ctx, tx, rec); err != nil {
 		return err
 	}
 	// Revenue enters the analytics rollups once, when the invoice first becomes paid (then

@@ -63,6 +63,8 @@ type testDeps struct {
 	// development mode). Without either, messages stay in the outbox.
 	smtp    *mailtest.Server
 	logMail bool
+	// webhooks runs the webhook worker for the test, polling every 10 ms.
+	webhooks bool
 }
 
 // newServer builds every dependency the way main's wire does (without ensuring a signing key
@@ -85,8 +87,12 @@ func newServer(cfg Config, st *store.Store, log *slog.Logger, over testDeps) (*S
 	if err != nil {
 		return nil, err
 	}
+	metrics := NewMetrics(storePools(st))
+	if st != nil {
+		metrics.ObserveOutbox(st)
+	}
 	return New(cfg, Deps{Store: st, Log: log, Keyring: ring, Accounts: accounts, Provider: provider,
-		Mailer: cfg.Mailer(st, ring), Metrics: NewMetrics(storePools(st))})
+		Mailer: cfg.Mailer(st, ring), Metrics: metrics, Webhooks: cfg.Webhooks(st, ring)})
 }
 
 // startMailWorker runs, until the test ends, the outbox worker main runs, polling and
@@ -106,6 +112,22 @@ func startMailWorker(t *testing.T, cfg Config, st *store.Store, log *slog.Logger
 	}
 	w := cfg.OutboxWorker(st, ring, log, outbox.WorkerConfig{PollInterval: 10 * time.Millisecond,
 		RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// startWebhookWorker runs, until the test ends, the webhook worker main runs, polling every
+// 10 ms, with srv's metrics; srv's pings and redeliveries wake it.
+func startWebhookWorker(t *testing.T, cfg Config, st *store.Store, log *slog.Logger, srv *Server) {
+	t.Helper()
+	ring, err := seal.NewKeyring(cfg.SecretKey, cfg.OldSecretKeys...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := cfg.WebhookWorker(st, ring, log, srv.metrics, outbox.WorkerConfig{PollInterval: 10 * time.Millisecond})
+	srv.webhookPoke = w.Poke
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { w.Run(ctx); close(done) }()
@@ -136,6 +158,9 @@ func newTestAppWith(t *testing.T, st *store.Store, cfg Config, over testDeps) *t
 	mailLog := &syncBuffer{}
 	if over.smtp != nil || over.logMail {
 		startMailWorker(t, cfg, st, slog.New(slog.NewTextHandler(mailLog, nil)), over.smtp)
+	}
+	if over.webhooks {
+		startWebhookWorker(t, cfg, st, log, srv)
 	}
 	app := &apptest.App{T: t, Handler: srv.Handler(), Store: st, CookieKey: srv.cookieKey, CookieName: srv.sessionCookieName}
 	return &testApp{App: app, t: t, srv: srv, store: st, logs: logs, keys: over.keys, mailLog: mailLog}

@@ -60,6 +60,7 @@ type Metrics struct {
 	decisions   *prometheus.CounterVec
 	apiKeyAuths *prometheus.CounterVec
 	throttled   *prometheus.CounterVec
+	webhooks    webhookMetrics
 }
 
 // NewMetrics registers the request, decision, API-key and throttle series, the database pools'
@@ -93,6 +94,7 @@ func NewMetrics(pools map[string]*sql.DB) *Metrics {
 	m.registry.MustRegister(m.requests, m.seconds, m.decisions, m.apiKeyAuths, m.throttled,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.webhooks = newWebhookMetrics(m.registry)
 	for name, db := range pools {
 		m.registry.MustRegister(collectors.NewDBStatsCollector(db, name))
 	}

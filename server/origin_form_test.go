@@ -59,7 +59,7 @@ func TestFormSignInNeedsTrustedOrigin(t *testing.T) {
 			{"sign-up", "/api/auth/sign-up/email", func() url.Values {
 				n++
 				return url.Values{"name": {"Eve"}, "email": {fmt.Sprintf("eve-%d@example.com", n)}, "password": {"correct horse battery"}}
-			}, want{status: 200}},
+			}, want{status: 303, location: "/api/auth/check-inbox?for=verify-email"}},
 			{"social sign-in", "/api/auth/sign-in/social", func() url.Values {
 				return url.Values{"provider": {"github"}, "callbackURL": {"/dashboard"}}
 			}, want{status: 303, location: fake.URL + "/github/authorize?"}},

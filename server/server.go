@@ -18,6 +18,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/gen"
 	"github.com/gatehouse-dev/gatehouse/identity"
+	"github.com/gatehouse-dev/gatehouse/identity/webhook"
 	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/openapi"
 	"github.com/gatehouse-dev/gatehouse/server/docsui"
@@ -69,6 +70,11 @@ type Server struct {
 	// mailer writes the messages of invitations and the account flows to the outbox, within
 	// the mail send limits (mailer.go).
 	mailer *identity.Mailer
+	// webhooks writes ping and redelivery events; webhookPoke wakes the webhook worker;
+	// webhookGuard checks endpoint URLs (SSRF).
+	webhooks     *webhook.Emitter
+	webhookPoke  func()
+	webhookGuard webhook.Guard
 	// social are the configured social sign-in providers (Deps.Accounts.Social).
 	social socialProviders
 	// metrics are the Prometheus series, on a registry of their own (see MetricsHandler).
@@ -100,6 +106,11 @@ type Deps struct {
 	Mailer *identity.Mailer
 	// Metrics are the Prometheus series (NewMetrics).
 	Metrics *Metrics
+	// Webhooks writes the events of pings and redeliveries (Config.Webhooks, which also makes
+	// every audit entry an event).
+	Webhooks *webhook.Emitter
+	// PokeWebhooks, when set, wakes the replica's webhook worker after a ping or redelivery.
+	PokeWebhooks func()
 }
 
 // New builds the app: it loads and checks the OpenAPI document and its x-permission policies,
@@ -108,7 +119,7 @@ type Deps struct {
 // → authorize → handler. Every dependency comes in deps, built by the caller.
 func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Log == nil || deps.Keyring == nil || deps.Accounts == nil || deps.Provider == nil ||
-		deps.Mailer == nil || deps.Metrics == nil {
+		deps.Mailer == nil || deps.Metrics == nil || deps.Webhooks == nil {
 		return nil, fmt.Errorf("server: every dependency but the store is required")
 	}
 	if len(cfg.SecretKey) < 32 {
@@ -148,6 +159,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		clientSecretPepper: seal.DeriveKey(cfg.SecretKey, "oidc-client-secret"),
 		keyring:            deps.Keyring,
 		mailer:             deps.Mailer,
+		webhooks:           deps.Webhooks,
+		webhookPoke:        deps.PokeWebhooks,
+		webhookGuard:       webhook.Guard{AllowPrivate: cfg.WebhookAllowPrivate},
 		accountThrottle:    acc.AccountThrottle,
 		ipThrottle:         acc.IPThrottle,
 		signUpThrottle:     acc.SignUpThrottle,

@@ -24,6 +24,12 @@ type Config struct {
 	// Prometheus metrics at /metrics (GATEHOUSE_METRICS_ADDR; off by default). Keep it off the
 	// public network: the app's own listener never serves /metrics.
 	MetricsAddr string
+	// WebhookAllowPrivate lets webhook endpoints use http and private addresses
+	// (GATEHOUSE_WEBHOOK_ALLOW_PRIVATE; development and tests).
+	WebhookAllowPrivate bool
+	// WebhookRetrySchedule is the wait after each failed webhook attempt
+	// (GATEHOUSE_WEBHOOK_RETRY_SCHEDULE; webhook.DefaultSchedule when empty).
+	WebhookRetrySchedule []time.Duration
 	// BaseURL is the public origin, without a trailing slash (GATEHOUSE_BASE_URL). It prefixes
 	// problem type URIs, is the OpenAPI servers entry and the OAuth issuer, and is always a
 	// trusted origin.

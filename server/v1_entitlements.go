@@ -48,8 +48,11 @@ func (s *Server) CreateEntitlementGrant(ctx context.Context, req gen.CreateEntit
 		if err := tx.CreateEntitlementGrant(ctx, &g); err != nil {
 			return err
 		}
-		return s.auditBilling(ctx, tx, "entitlement_grant.create", "entitlement_grant", g.ID,
-			map[string]any{"subjectId": g.SubjectID, "featureKey": g.FeatureKey, "value": g.Value, "expiresAt": g.ExpiresAt})
+		if err := s.auditBilling(ctx, tx, "entitlement_grant.create", "entitlement_grant", g.ID,
+			map[string]any{"subjectId": g.SubjectID, "featureKey": g.FeatureKey, "value": g.Value, "expiresAt": g.ExpiresAt}); err != nil {
+			return err
+		}
+		return s.entitlementsChanged(ctx, tx, g.ProjectID, "", g.SubjectID, "grant")
 	})
 	if err != nil {
 		return nil, err

@@ -87,13 +87,18 @@ func (s *Server) RestoreOrganization(ctx context.Context, req gen.RestoreOrganiz
 	return gen.RestoreOrganization200JSONResponse{Data: organizationJSON(org, ScopeFrom(ctx).MemberRole)}, nil
 }
 
-// ListOrganizationAuditLogs returns the organization's latest 100 audit entries.
+// ListOrganizationAuditLogs returns one page of the organization's audit entries, newest first, filtered
+// by the query (auditPage).
 func (s *Server) ListOrganizationAuditLogs(ctx context.Context, req gen.ListOrganizationAuditLogsRequestObject) (gen.ListOrganizationAuditLogsResponseObject, error) {
-	entries, err := s.store.ListAudit(ctx, store.AuditFilter{OrganizationID: req.OrganizationId, Limit: store.MaxAuditPage})
+	p := req.Params
+	entries, next, err := s.auditPage(ctx, store.AuditFilter{OrganizationID: req.OrganizationId},
+		auditQuery{p.Action, p.ActorId, p.TargetId, p.Since, p.Until, p.Cursor})
 	if err != nil {
 		return nil, err
 	}
-	return gen.ListOrganizationAuditLogs200JSONResponse{Data: auditJSON(entries)}, nil
+	res := gen.ListOrganizationAuditLogs200JSONResponse{Body: gen.AuditLogList{Data: entries}}
+	res.Headers.XNextCursor = next
+	return res, nil
 }
 
 // slugOrName returns the given slug, or the slugified name; a name with nothing usable for a

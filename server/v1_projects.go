@@ -96,13 +96,18 @@ func (s *Server) RestoreProject(ctx context.Context, req gen.RestoreProjectReque
 	return gen.RestoreProject200JSONResponse{Data: projectJSON(p)}, nil
 }
 
-// ListProjectAuditLogs returns the project's latest 100 audit entries.
+// ListProjectAuditLogs returns one page of the project's audit entries, newest first, filtered
+// by the query (auditPage).
 func (s *Server) ListProjectAuditLogs(ctx context.Context, req gen.ListProjectAuditLogsRequestObject) (gen.ListProjectAuditLogsResponseObject, error) {
-	entries, err := s.store.ListAudit(ctx, store.AuditFilter{ProjectID: req.ProjectId, Limit: store.MaxAuditPage})
+	p := req.Params
+	entries, next, err := s.auditPage(ctx, store.AuditFilter{ProjectID: req.ProjectId},
+		auditQuery{p.Action, p.ActorId, p.TargetId, p.Since, p.Until, p.Cursor})
 	if err != nil {
 		return nil, err
 	}
-	return gen.ListProjectAuditLogs200JSONResponse{Data: auditJSON(entries)}, nil
+	res := gen.ListProjectAuditLogs200JSONResponse{Body: gen.AuditLogList{Data: entries}}
+	res.Headers.XNextCursor = next
+	return res, nil
 }
 
 // mutateProject runs one project mutation and its audit row in a transaction.

@@ -49,15 +49,41 @@ type AuditEntry struct {
 type AuditFilter struct {
 	OrganizationID string
 	ProjectID      string
+	// Action, ActorID and TargetID match exactly.
+	Action   string
+	ActorID  string
+	TargetID string
+	// Since (inclusive) and Until (exclusive) bound OccurredAt; zero does not
+	// bound.
+	Since, Until time.Time
+	// After continues a listing: only entries older than it, in the order of
+	// ListAudit (OccurredAt, then ID, both descending).
+	After *AuditPosition
 	// Limit is the page size: values outside 1..MaxAuditPage mean
 	// MaxAuditPage.
 	Limit int
 }
 
+// AuditPosition is an entry's place in the newest-first order of ListAudit:
+// the last entry of a page, from which the next page continues.
+type AuditPosition struct {
+	OccurredAt time.Time
+	ID         string
+}
+
+// AuditHook runs in the transaction of each audit entry, after the entry is written; an error
+// fails the transaction. Outbound events hang here: every audit entry is also an event.
+type AuditHook func(ctx context.Context, tx *Tx, e AuditEntry) error
+
+// OnAudit makes h run after every audit entry AppendAudit writes, in its transaction. Call it
+// once while wiring, before the store serves requests.
+func (s *Store) OnAudit(h AuditHook) { s.auditHook = h }
+
 // AppendAudit writes e within the transaction of the mutation it records, so
 // the entry exists exactly when the mutation commits. It fills in an empty
 // e.ID (NewID("aud")) and a zero e.OccurredAt (Store.Now); a given
-// OccurredAt is stored in UTC at microsecond precision.
+// OccurredAt is stored in UTC at microsecond precision. The hook set with
+// OnAudit runs next, in tx.
 //
 // It returns ErrInvalid when ActorType is not one of the Actor constants,
 // Action is empty or Metadata does not encode as JSON, and ErrConflict when
@@ -98,6 +124,9 @@ func (tx *Tx) AppendAudit(ctx context.Context, e *AuditEntry) error {
 	if err != nil {
 		return wrapError("append audit", err)
 	}
+	if h := tx.store.auditHook; h != nil {
+		return h(ctx, tx, *e)
+	}
 	return nil
 }
 
@@ -105,21 +134,42 @@ func (tx *Tx) AppendAudit(ctx context.Context, e *AuditEntry) error {
 // ID), at most f.Limit of them (see AuditFilter). No match is an empty slice,
 // not ErrNotFound.
 func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
+	entries, _, err := s.ListAuditPage(ctx, f)
+	return entries, err
+}
+
+// ListAuditPage is ListAudit, and reports whether more entries match after
+// the page (continue with f.After set to the last entry's position).
+func (s *Store) ListAuditPage(ctx context.Context, f AuditFilter) (entries []AuditEntry, more bool, err error) {
 	var where []string
 	var args []any
-	if f.OrganizationID != "" {
-		where = append(where, "organization_id = ?")
-		args = append(args, f.OrganizationID)
+	for _, c := range []struct{ column, value string }{
+		{"organization_id", f.OrganizationID}, {"project_id", f.ProjectID}, {"action", f.Action},
+		{"actor_id", f.ActorID}, {"target_id", f.TargetID},
+	} {
+		if c.value != "" {
+			where = append(where, c.column+" = ?")
+			args = append(args, c.value)
+		}
 	}
-	if f.ProjectID != "" {
-		where = append(where, "project_id = ?")
-		args = append(args, f.ProjectID)
+	if !f.Since.IsZero() {
+		where = append(where, "occurred_at >= ?")
+		args = append(args, sqlTime(f.Since.UTC().Truncate(time.Microsecond)))
+	}
+	if !f.Until.IsZero() {
+		where = append(where, "occurred_at < ?")
+		args = append(args, sqlTime(f.Until.UTC().Truncate(time.Microsecond)))
+	}
+	if f.After != nil {
+		at := sqlTime(f.After.OccurredAt.UTC().Truncate(time.Microsecond))
+		where = append(where, "(occurred_at < ? OR (occurred_at = ? AND id < ?))")
+		args = append(args, at, at, f.After.ID)
 	}
 	limit := f.Limit
 	if limit <= 0 || limit > MaxAuditPage {
 		limit = MaxAuditPage
 	}
-	args = append(args, limit)
+	args = append(args, limit+1)
 
 	query := `SELECT id, occurred_at, actor_type, actor_id, action, target_type, target_id,
 		organization_id, project_id, request_id, ip_address, user_agent, metadata
@@ -131,16 +181,18 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, err
 
 	var rows []auditRow
 	if err := s.reader.SelectContext(ctx, &rows, s.reader.Rebind(query), args...); err != nil {
-		return nil, wrapError("list audit", err)
+		return nil, false, wrapError("list audit", err)
 	}
-	entries := make([]AuditEntry, len(rows))
+	if len(rows) > limit {
+		rows, more = rows[:limit], true
+	}
+	entries = make([]AuditEntry, len(rows))
 	for i, r := range rows {
-		var err error
 		if entries[i], err = r.entry(); err != nil {
-			return nil, fmt.Errorf("store: list audit: %w", err)
+			return nil, false, fmt.Errorf("store: list audit: %w", err)
 		}
 	}
-	return entries, nil
+	return entries, more, nil
 }
 
 // auditRow is an audit_logs row as scanned.

@@ -277,6 +277,12 @@ func (tx *Tx) ResealValues(ctx context.Context, fn func(v SealedValue) (newSeale
 		{"processor_connections", `SELECT id, environment_id, '' AS key, webhook_secret AS value
 			FROM processor_connections ORDER BY id`, "webhook_secret", nil,
 			func(env, _, _ string) []byte { return ProcessorWebhookSecretAAD(env) }},
+		{"webhook_endpoints", `SELECT id, '' AS environment_id, '' AS key, secret AS value
+			FROM webhook_endpoints ORDER BY id`, "secret", nil,
+			func(_, _, id string) []byte { return WebhookSecretAAD(id) }},
+		{"webhook_endpoints", `SELECT id, '' AS environment_id, '' AS key, previous_secret AS value
+			FROM webhook_endpoints WHERE previous_secret IS NOT NULL ORDER BY id`, "previous_secret", nil,
+			func(_, _, id string) []byte { return WebhookPreviousSecretAAD(id) }},
 		{"two_factors", `SELECT id, user_id AS environment_id, '' AS key, secret AS value
 			FROM two_factors ORDER BY id`, "secret", nil,
 			func(user, _, _ string) []byte { return TwoFactorSecretAAD(user) }},

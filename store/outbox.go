@@ -24,8 +24,11 @@ import (
 // OutboxMessage is one row of the outbox.
 type OutboxMessage struct {
 	ID string
-	// Kind names the payload's handler ("mail").
+	// Kind names the payload's handler ("mail", "webhook").
 	Kind string
+	// PartitionKey orders rows: a worker attempts the rows of one key one after the other,
+	// oldest first ("" for none: the row is independent).
+	PartitionKey string
 	// Payload is the sealed payload (empty once delivered).
 	Payload string
 	// Attempts counts the claims so far.
@@ -52,9 +55,10 @@ type outboxRow struct {
 	SentAt        *sqlTime `db:"sent_at"`
 	FailedAt      *sqlTime `db:"failed_at"`
 	LastError     *string  `db:"last_error"`
+	PartitionKey  *string  `db:"partition_key"`
 }
 
-const outboxColumns = `id, kind, payload, attempts, next_attempt_at, created_at, sent_at, failed_at, last_error`
+const outboxColumns = `id, kind, payload, attempts, next_attempt_at, created_at, sent_at, failed_at, last_error, partition_key`
 
 func (r outboxRow) message() OutboxMessage {
 	m := OutboxMessage{ID: r.ID, Kind: r.Kind, Payload: r.Payload, Attempts: r.Attempts,
@@ -69,6 +73,9 @@ func (r outboxRow) message() OutboxMessage {
 	}
 	if r.LastError != nil {
 		m.LastError = *r.LastError
+	}
+	if r.PartitionKey != nil {
+		m.PartitionKey = *r.PartitionKey
 	}
 	return m
 }
@@ -90,8 +97,8 @@ func (tx *Tx) EnqueueOutbox(ctx context.Context, m *OutboxMessage) error {
 	}
 	m.CreatedAt, m.Attempts, m.SentAt, m.FailedAt, m.LastError = now, 0, nil, nil, ""
 	_, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(`INSERT INTO outbox (id, kind, payload, attempts,
-		next_attempt_at, created_at) VALUES (?, ?, ?, 0, ?, ?)`),
-		m.ID, m.Kind, m.Payload, sqlTime(m.NextAttemptAt), sqlTime(now))
+		next_attempt_at, created_at, partition_key) VALUES (?, ?, ?, 0, ?, ?, ?)`),
+		m.ID, m.Kind, m.Payload, sqlTime(m.NextAttemptAt), sqlTime(now), nullString(m.PartitionKey))
 	if err != nil {
 		return wrapError(op, err)
 	}
@@ -119,23 +126,29 @@ func (s *Store) OutboxDue(ctx context.Context, now time.Time, kinds []string) (b
 }
 
 // ClaimOutbox claims up to limit pending rows of one of kinds due at now (a worker claims only
-// the kinds it can deliver), oldest due first: each one's
+// the kinds it can deliver), oldest due first, skipping the rows whose PartitionKey is one of
+// skip (partitions the worker is still attempting): each one's
 // Attempts grows by one and its NextAttemptAt moves to now+lease, so that no other worker
 // claims it until the lease ends (a worker that stopped without finishing leaves it to be
 // claimed again then). It returns the claimed rows as they are after the claim. Concurrent
 // claims, on any number of connections or processes, never return the same row twice within
 // one lease.
-func (s *Store) ClaimOutbox(ctx context.Context, now time.Time, lease time.Duration, limit int, kinds []string) ([]OutboxMessage, error) {
+func (s *Store) ClaimOutbox(ctx context.Context, now time.Time, lease time.Duration, limit int, kinds []string, skip ...string) ([]OutboxMessage, error) {
 	const op = "claim outbox"
 	if limit < 1 || lease <= 0 || len(kinds) == 0 {
 		return nil, fmt.Errorf("store: %s: %w: limit and lease must be positive, kinds not empty", op, ErrInvalid)
 	}
+	skipClause := ""
+	if len(skip) > 0 {
+		skipClause = ` AND (partition_key IS NULL OR partition_key NOT IN (` + placeholders(len(skip)) + `))`
+	}
 	query := `UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ?
 		WHERE id IN (SELECT id FROM outbox
-			WHERE sent_at IS NULL AND failed_at IS NULL AND next_attempt_at <= ? AND kind IN (` + placeholders(len(kinds)) + `)
+			WHERE sent_at IS NULL AND failed_at IS NULL AND next_attempt_at <= ? AND kind IN (` + placeholders(len(kinds)) + `)` +
+		skipClause + `
 			ORDER BY next_attempt_at, id LIMIT ?` + s.dialect.skipLockedClause() + `)
 		RETURNING ` + outboxColumns
-	args := append(append([]any{sqlTime(now.Add(lease)), sqlTime(now)}, anySlice(kinds)...), limit)
+	args := append(append(append([]any{sqlTime(now.Add(lease)), sqlTime(now)}, anySlice(kinds)...), anySlice(skip)...), limit)
 	var rows []outboxRow
 	err := s.InTx(ctx, func(tx *Tx) error {
 		return tx.tx.SelectContext(ctx, &rows, tx.tx.Rebind(query), args...)
@@ -174,6 +187,12 @@ func (s *Store) RetryOutbox(ctx context.Context, id string, attempts int, next t
 func (s *Store) FailOutbox(ctx context.Context, id string, attempts int, now time.Time, lastError string) error {
 	return s.finishOutbox(ctx, "fail outbox", `failed_at = ?, payload = '', last_error = ?`,
 		id, attempts, sqlTime(now), lastError)
+}
+
+// RenewOutbox moves the lease of row id, claimed with attempts, to until (its worker is about
+// to attempt it). ErrNotFound as for CompleteOutbox.
+func (s *Store) RenewOutbox(ctx context.Context, id string, attempts int, until time.Time) error {
+	return s.finishOutbox(ctx, "renew outbox", `next_attempt_at = ?`, id, attempts, sqlTime(until))
 }
 
 // ReleaseOutbox hands back row id, claimed with attempts but not attempted (its worker is

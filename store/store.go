@@ -74,6 +74,9 @@ type Store struct {
 	statements sync.Map
 	// usageQueue groups concurrent single usage events into shared transactions.
 	usageQueue usageQueue
+	// auditHook, when set (OnAudit), runs after each audit entry is written, in its
+	// transaction.
+	auditHook AuditHook
 }
 
 // Option configures Open.

@@ -19,6 +19,27 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// Defines values for AuditEventDataActorType.
+const (
+	AuditEventDataActorTypeServiceAccount AuditEventDataActorType = "service_account"
+	AuditEventDataActorTypeSystem         AuditEventDataActorType = "system"
+	AuditEventDataActorTypeUser           AuditEventDataActorType = "user"
+)
+
+// Valid indicates whether the value is a known member of the AuditEventDataActorType enum.
+func (e AuditEventDataActorType) Valid() bool {
+	switch e {
+	case AuditEventDataActorTypeServiceAccount:
+		return true
+	case AuditEventDataActorTypeSystem:
+		return true
+	case AuditEventDataActorTypeUser:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AuthIntrospectionRequestTokenTypeHint.
 const (
 	AuthIntrospectionRequestTokenTypeHintAccessToken  AuthIntrospectionRequestTokenTypeHint = "access_token"
@@ -39,22 +60,22 @@ func (e AuthIntrospectionRequestTokenTypeHint) Valid() bool {
 
 // Defines values for AuthInvitationStatus.
 const (
-	Accepted AuthInvitationStatus = "accepted"
-	Canceled AuthInvitationStatus = "canceled"
-	Pending  AuthInvitationStatus = "pending"
-	Rejected AuthInvitationStatus = "rejected"
+	AuthInvitationStatusAccepted AuthInvitationStatus = "accepted"
+	AuthInvitationStatusCanceled AuthInvitationStatus = "canceled"
+	AuthInvitationStatusPending  AuthInvitationStatus = "pending"
+	AuthInvitationStatusRejected AuthInvitationStatus = "rejected"
 )
 
 // Valid indicates whether the value is a known member of the AuthInvitationStatus enum.
 func (e AuthInvitationStatus) Valid() bool {
 	switch e {
-	case Accepted:
+	case AuthInvitationStatusAccepted:
 		return true
-	case Canceled:
+	case AuthInvitationStatusCanceled:
 		return true
-	case Pending:
+	case AuthInvitationStatusPending:
 		return true
-	case Rejected:
+	case AuthInvitationStatusRejected:
 		return true
 	default:
 		return false
@@ -280,6 +301,24 @@ func (e EntitlementSourceType) Valid() bool {
 	}
 }
 
+// Defines values for EntitlementsChangedEventDataReason.
+const (
+	Grant        EntitlementsChangedEventDataReason = "grant"
+	Subscription EntitlementsChangedEventDataReason = "subscription"
+)
+
+// Valid indicates whether the value is a known member of the EntitlementsChangedEventDataReason enum.
+func (e EntitlementsChangedEventDataReason) Valid() bool {
+	switch e {
+	case Grant:
+		return true
+	case Subscription:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EnvironmentName.
 const (
 	Development EnvironmentName = "development"
@@ -487,6 +526,276 @@ func (e ProcessorConnectionProvider) Valid() bool {
 	}
 }
 
+// Defines values for WebhookDeliveryStatus.
+const (
+	WebhookDeliveryStatusFailed    WebhookDeliveryStatus = "failed"
+	WebhookDeliveryStatusPending   WebhookDeliveryStatus = "pending"
+	WebhookDeliveryStatusSucceeded WebhookDeliveryStatus = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the WebhookDeliveryStatus enum.
+func (e WebhookDeliveryStatus) Valid() bool {
+	switch e {
+	case WebhookDeliveryStatusFailed:
+		return true
+	case WebhookDeliveryStatusPending:
+		return true
+	case WebhookDeliveryStatusSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookEndpointDisabledReason.
+const (
+	WebhookEndpointDisabledReasonFailing     WebhookEndpointDisabledReason = "failing"
+	WebhookEndpointDisabledReasonLessThannil WebhookEndpointDisabledReason = "<nil>"
+	WebhookEndpointDisabledReasonManual      WebhookEndpointDisabledReason = "manual"
+)
+
+// Valid indicates whether the value is a known member of the WebhookEndpointDisabledReason enum.
+func (e WebhookEndpointDisabledReason) Valid() bool {
+	switch e {
+	case WebhookEndpointDisabledReasonFailing:
+		return true
+	case WebhookEndpointDisabledReasonLessThannil:
+		return true
+	case WebhookEndpointDisabledReasonManual:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookEndpointWithSecretResponseDataDisabledReason.
+const (
+	WebhookEndpointWithSecretResponseDataDisabledReasonFailing     WebhookEndpointWithSecretResponseDataDisabledReason = "failing"
+	WebhookEndpointWithSecretResponseDataDisabledReasonLessThannil WebhookEndpointWithSecretResponseDataDisabledReason = "<nil>"
+	WebhookEndpointWithSecretResponseDataDisabledReasonManual      WebhookEndpointWithSecretResponseDataDisabledReason = "manual"
+)
+
+// Valid indicates whether the value is a known member of the WebhookEndpointWithSecretResponseDataDisabledReason enum.
+func (e WebhookEndpointWithSecretResponseDataDisabledReason) Valid() bool {
+	switch e {
+	case WebhookEndpointWithSecretResponseDataDisabledReasonFailing:
+		return true
+	case WebhookEndpointWithSecretResponseDataDisabledReasonLessThannil:
+		return true
+	case WebhookEndpointWithSecretResponseDataDisabledReasonManual:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookEventType.
+const (
+	WebhookEventTypeAccountLink                 WebhookEventType = "account.link"
+	WebhookEventTypeApiKeyCreate                WebhookEventType = "api_key.create"
+	WebhookEventTypeApiKeyRevoke                WebhookEventType = "api_key.revoke"
+	WebhookEventTypeBillingCheckout             WebhookEventType = "billing.checkout"
+	WebhookEventTypeBillingPlanArchive          WebhookEventType = "billing_plan.archive"
+	WebhookEventTypeBillingPlanCreate           WebhookEventType = "billing_plan.create"
+	WebhookEventTypeBillingPlanRestore          WebhookEventType = "billing_plan.restore"
+	WebhookEventTypeBillingPlanUpdate           WebhookEventType = "billing_plan.update"
+	WebhookEventTypeConfigArchive               WebhookEventType = "config.archive"
+	WebhookEventTypeConfigRestore               WebhookEventType = "config.restore"
+	WebhookEventTypeConfigReveal                WebhookEventType = "config.reveal"
+	WebhookEventTypeConfigUpdate                WebhookEventType = "config.update"
+	WebhookEventTypeEntitlementGrantCreate      WebhookEventType = "entitlement_grant.create"
+	WebhookEventTypeEntitlementsChanged         WebhookEventType = "entitlements.changed"
+	WebhookEventTypeInvitationAccept            WebhookEventType = "invitation.accept"
+	WebhookEventTypeInvitationCancel            WebhookEventType = "invitation.cancel"
+	WebhookEventTypeInvitationReject            WebhookEventType = "invitation.reject"
+	WebhookEventTypeInvoicePaid                 WebhookEventType = "invoice.paid"
+	WebhookEventTypeMemberInvite                WebhookEventType = "member.invite"
+	WebhookEventTypeMemberLeave                 WebhookEventType = "member.leave"
+	WebhookEventTypeMemberRemove                WebhookEventType = "member.remove"
+	WebhookEventTypeMemberUpdateRole            WebhookEventType = "member.update_role"
+	WebhookEventTypeOauthConsentGrant           WebhookEventType = "oauth_consent.grant"
+	WebhookEventTypeOidcClientCreate            WebhookEventType = "oidc_client.create"
+	WebhookEventTypeOidcClientDisable           WebhookEventType = "oidc_client.disable"
+	WebhookEventTypeOidcClientEnable            WebhookEventType = "oidc_client.enable"
+	WebhookEventTypeOidcClientRotateSecret      WebhookEventType = "oidc_client.rotate_secret"
+	WebhookEventTypeOrgRoleCreate               WebhookEventType = "org_role.create"
+	WebhookEventTypeOrgRoleDelete               WebhookEventType = "org_role.delete"
+	WebhookEventTypeOrgRoleUpdate               WebhookEventType = "org_role.update"
+	WebhookEventTypeOrganizationArchive         WebhookEventType = "organization.archive"
+	WebhookEventTypeOrganizationCreate          WebhookEventType = "organization.create"
+	WebhookEventTypeOrganizationRestore         WebhookEventType = "organization.restore"
+	WebhookEventTypeOrganizationUpdate          WebhookEventType = "organization.update"
+	WebhookEventTypePing                        WebhookEventType = "ping"
+	WebhookEventTypeProcessorConnectionDelete   WebhookEventType = "processor_connection.delete"
+	WebhookEventTypeProcessorConnectionUpdate   WebhookEventType = "processor_connection.update"
+	WebhookEventTypeProjectArchive              WebhookEventType = "project.archive"
+	WebhookEventTypeProjectCreate               WebhookEventType = "project.create"
+	WebhookEventTypeProjectRestore              WebhookEventType = "project.restore"
+	WebhookEventTypeProjectRoleCreate           WebhookEventType = "project_role.create"
+	WebhookEventTypeProjectRoleDelete           WebhookEventType = "project_role.delete"
+	WebhookEventTypeProjectRoleUpdate           WebhookEventType = "project_role.update"
+	WebhookEventTypeProjectUpdate               WebhookEventType = "project.update"
+	WebhookEventTypeRoleBindingCreate           WebhookEventType = "role_binding.create"
+	WebhookEventTypeRoleBindingDelete           WebhookEventType = "role_binding.delete"
+	WebhookEventTypeServiceAccountCreate        WebhookEventType = "service_account.create"
+	WebhookEventTypeServiceAccountDisable       WebhookEventType = "service_account.disable"
+	WebhookEventTypeServiceAccountEnable        WebhookEventType = "service_account.enable"
+	WebhookEventTypeSessionRevokeOthers         WebhookEventType = "session.revoke_others"
+	WebhookEventTypeSubjectDelete               WebhookEventType = "subject.delete"
+	WebhookEventTypeSubscriptionCanceled        WebhookEventType = "subscription.canceled"
+	WebhookEventTypeSubscriptionCreated         WebhookEventType = "subscription.created"
+	WebhookEventTypeSubscriptionUpdated         WebhookEventType = "subscription.updated"
+	WebhookEventTypeUserDelete                  WebhookEventType = "user.delete"
+	WebhookEventTypeUserEmailClaim              WebhookEventType = "user.email_claim"
+	WebhookEventTypeUserPasswordChange          WebhookEventType = "user.password_change"
+	WebhookEventTypeUserPasswordReset           WebhookEventType = "user.password_reset"
+	WebhookEventTypeUserSignUp                  WebhookEventType = "user.sign_up"
+	WebhookEventTypeWebhookEndpointCreate       WebhookEventType = "webhook_endpoint.create"
+	WebhookEventTypeWebhookEndpointDelete       WebhookEventType = "webhook_endpoint.delete"
+	WebhookEventTypeWebhookEndpointDisable      WebhookEventType = "webhook_endpoint.disable"
+	WebhookEventTypeWebhookEndpointEnable       WebhookEventType = "webhook_endpoint.enable"
+	WebhookEventTypeWebhookEndpointRotateSecret WebhookEventType = "webhook_endpoint.rotate_secret"
+	WebhookEventTypeWebhookEndpointUpdate       WebhookEventType = "webhook_endpoint.update"
+)
+
+// Valid indicates whether the value is a known member of the WebhookEventType enum.
+func (e WebhookEventType) Valid() bool {
+	switch e {
+	case WebhookEventTypeAccountLink:
+		return true
+	case WebhookEventTypeApiKeyCreate:
+		return true
+	case WebhookEventTypeApiKeyRevoke:
+		return true
+	case WebhookEventTypeBillingCheckout:
+		return true
+	case WebhookEventTypeBillingPlanArchive:
+		return true
+	case WebhookEventTypeBillingPlanCreate:
+		return true
+	case WebhookEventTypeBillingPlanRestore:
+		return true
+	case WebhookEventTypeBillingPlanUpdate:
+		return true
+	case WebhookEventTypeConfigArchive:
+		return true
+	case WebhookEventTypeConfigRestore:
+		return true
+	case WebhookEventTypeConfigReveal:
+		return true
+	case WebhookEventTypeConfigUpdate:
+		return true
+	case WebhookEventTypeEntitlementGrantCreate:
+		return true
+	case WebhookEventTypeEntitlementsChanged:
+		return true
+	case WebhookEventTypeInvitationAccept:
+		return true
+	case WebhookEventTypeInvitationCancel:
+		return true
+	case WebhookEventTypeInvitationReject:
+		return true
+	case WebhookEventTypeInvoicePaid:
+		return true
+	case WebhookEventTypeMemberInvite:
+		return true
+	case WebhookEventTypeMemberLeave:
+		return true
+	case WebhookEventTypeMemberRemove:
+		return true
+	case WebhookEventTypeMemberUpdateRole:
+		return true
+	case WebhookEventTypeOauthConsentGrant:
+		return true
+	case WebhookEventTypeOidcClientCreate:
+		return true
+	case WebhookEventTypeOidcClientDisable:
+		return true
+	case WebhookEventTypeOidcClientEnable:
+		return true
+	case WebhookEventTypeOidcClientRotateSecret:
+		return true
+	case WebhookEventTypeOrgRoleCreate:
+		return true
+	case WebhookEventTypeOrgRoleDelete:
+		return true
+	case WebhookEventTypeOrgRoleUpdate:
+		return true
+	case WebhookEventTypeOrganizationArchive:
+		return true
+	case WebhookEventTypeOrganizationCreate:
+		return true
+	case WebhookEventTypeOrganizationRestore:
+		return true
+	case WebhookEventTypeOrganizationUpdate:
+		return true
+	case WebhookEventTypePing:
+		return true
+	case WebhookEventTypeProcessorConnectionDelete:
+		return true
+	case WebhookEventTypeProcessorConnectionUpdate:
+		return true
+	case WebhookEventTypeProjectArchive:
+		return true
+	case WebhookEventTypeProjectCreate:
+		return true
+	case WebhookEventTypeProjectRestore:
+		return true
+	case WebhookEventTypeProjectRoleCreate:
+		return true
+	case WebhookEventTypeProjectRoleDelete:
+		return true
+	case WebhookEventTypeProjectRoleUpdate:
+		return true
+	case WebhookEventTypeProjectUpdate:
+		return true
+	case WebhookEventTypeRoleBindingCreate:
+		return true
+	case WebhookEventTypeRoleBindingDelete:
+		return true
+	case WebhookEventTypeServiceAccountCreate:
+		return true
+	case WebhookEventTypeServiceAccountDisable:
+		return true
+	case WebhookEventTypeServiceAccountEnable:
+		return true
+	case WebhookEventTypeSessionRevokeOthers:
+		return true
+	case WebhookEventTypeSubjectDelete:
+		return true
+	case WebhookEventTypeSubscriptionCanceled:
+		return true
+	case WebhookEventTypeSubscriptionCreated:
+		return true
+	case WebhookEventTypeSubscriptionUpdated:
+		return true
+	case WebhookEventTypeUserDelete:
+		return true
+	case WebhookEventTypeUserEmailClaim:
+		return true
+	case WebhookEventTypeUserPasswordChange:
+		return true
+	case WebhookEventTypeUserPasswordReset:
+		return true
+	case WebhookEventTypeUserSignUp:
+		return true
+	case WebhookEventTypeWebhookEndpointCreate:
+		return true
+	case WebhookEventTypeWebhookEndpointDelete:
+		return true
+	case WebhookEventTypeWebhookEndpointDisable:
+		return true
+	case WebhookEventTypeWebhookEndpointEnable:
+		return true
+	case WebhookEventTypeWebhookEndpointRotateSecret:
+		return true
+	case WebhookEventTypeWebhookEndpointUpdate:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WebhookReceiptReceived.
 const (
 	True WebhookReceiptReceived = true
@@ -517,6 +826,27 @@ func (e State) Valid() bool {
 	case StateAll:
 		return true
 	case StateArchived:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AnswerInvitationFormdataBodyDecision.
+const (
+	AnswerInvitationFormdataBodyDecisionAccept        AnswerInvitationFormdataBodyDecision = "accept"
+	AnswerInvitationFormdataBodyDecisionDecline       AnswerInvitationFormdataBodyDecision = "decline"
+	AnswerInvitationFormdataBodyDecisionSwitchAccount AnswerInvitationFormdataBodyDecision = "switch-account"
+)
+
+// Valid indicates whether the value is a known member of the AnswerInvitationFormdataBodyDecision enum.
+func (e AnswerInvitationFormdataBodyDecision) Valid() bool {
+	switch e {
+	case AnswerInvitationFormdataBodyDecisionAccept:
+		return true
+	case AnswerInvitationFormdataBodyDecisionDecline:
+		return true
+	case AnswerInvitationFormdataBodyDecisionSwitchAccount:
 		return true
 	default:
 		return false
@@ -574,6 +904,24 @@ func (e SocialCallbackParamsProvider) Valid() bool {
 	case Github:
 		return true
 	case Google:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CheckInboxPageParamsFor.
+const (
+	ResetPassword CheckInboxPageParamsFor = "reset-password"
+	VerifyEmail   CheckInboxPageParamsFor = "verify-email"
+)
+
+// Valid indicates whether the value is a known member of the CheckInboxPageParamsFor enum.
+func (e CheckInboxPageParamsFor) Valid() bool {
+	switch e {
+	case ResetPassword:
+		return true
+	case VerifyEmail:
 		return true
 	default:
 		return false
@@ -642,16 +990,16 @@ func (e GetOauth2AuthorizeParamsCodeChallengeMethod) Valid() bool {
 
 // Defines values for PostOauth2ConsentFormdataBodyDecision.
 const (
-	Accept PostOauth2ConsentFormdataBodyDecision = "accept"
-	Deny   PostOauth2ConsentFormdataBodyDecision = "deny"
+	PostOauth2ConsentFormdataBodyDecisionAccept PostOauth2ConsentFormdataBodyDecision = "accept"
+	PostOauth2ConsentFormdataBodyDecisionDeny   PostOauth2ConsentFormdataBodyDecision = "deny"
 )
 
 // Valid indicates whether the value is a known member of the PostOauth2ConsentFormdataBodyDecision enum.
 func (e PostOauth2ConsentFormdataBodyDecision) Valid() bool {
 	switch e {
-	case Accept:
+	case PostOauth2ConsentFormdataBodyDecisionAccept:
 		return true
-	case Deny:
+	case PostOauth2ConsentFormdataBodyDecisionDeny:
 		return true
 	default:
 		return false
@@ -1005,6 +1353,23 @@ type ApiKey struct {
 // ApiKeySecret The API key. Shown once; send it as `X-API-Key`.
 type ApiKeySecret = string
 
+// AuditEventData The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+type AuditEventData struct {
+	Actor struct {
+		Id   string                  `json:"id"`
+		Type AuditEventDataActorType `json:"type"`
+	} `json:"actor"`
+	Metadata       *map[string]interface{} `json:"metadata,omitempty"`
+	OrganizationId *string                 `json:"organizationId,omitempty"`
+	Target         struct {
+		Id   string `json:"id"`
+		Type string `json:"type"`
+	} `json:"target"`
+}
+
+// AuditEventDataActorType defines model for AuditEventData.Actor.Type.
+type AuditEventDataActorType string
+
 // AuditLogEntry defines model for AuditLogEntry.
 type AuditLogEntry struct {
 	// Action `<resource>.<verb>`, for example `project.create` or `config.reveal`.
@@ -1278,8 +1643,18 @@ type AuthPushedAuthorizationResponse struct {
 	RequestUri string `json:"request_uri"`
 }
 
+// AuthRequestPasswordResetBody defines model for AuthRequestPasswordResetBody.
+type AuthRequestPasswordResetBody struct {
+	Email openapi_types.Email `json:"email"`
+
+	// RedirectTo The product's reset page: the link sends the browser there with `?token=` (or `?error=INVALID_TOKEN`). Without it, the link opens Gatehouse's hosted reset page.
+	RedirectTo *string `json:"redirectTo,omitempty"`
+}
+
 // AuthResetPasswordBody defines model for AuthResetPasswordBody.
 type AuthResetPasswordBody struct {
+	// CallbackURL The hosted form's authorization request to continue once the password is set (a path on this site or a URL on the base URL or a trusted origin, else 403 `INVALID_CALLBACK_URL`).
+	CallbackURL *string `json:"callbackURL,omitempty"`
 	NewPassword string  `json:"newPassword"`
 	Token       *string `json:"token,omitempty"`
 }
@@ -1876,6 +2251,15 @@ type Entitlements struct {
 	SubjectId string         `json:"subjectId"`
 }
 
+// EntitlementsChangedEventData The subject's entitlements may have changed; read them afresh.
+type EntitlementsChangedEventData struct {
+	Reason    EntitlementsChangedEventDataReason `json:"reason"`
+	SubjectId string                             `json:"subjectId"`
+}
+
+// EntitlementsChangedEventDataReason defines model for EntitlementsChangedEventData.Reason.
+type EntitlementsChangedEventDataReason string
+
 // EntitlementsResponse defines model for EntitlementsResponse.
 type EntitlementsResponse struct {
 	Data Entitlements `json:"data"`
@@ -1912,6 +2296,17 @@ type Health struct {
 
 // HealthStatus Always `ok` on a 200.
 type HealthStatus string
+
+// InvoicePaidEventData defines model for InvoicePaidEventData.
+type InvoicePaidEventData struct {
+	// Amount In the currency's minor unit.
+	Amount         int        `json:"amount"`
+	Currency       string     `json:"currency"`
+	InvoiceId      string     `json:"invoiceId"`
+	PaidAt         *time.Time `json:"paidAt,omitempty"`
+	SubjectId      string     `json:"subjectId"`
+	SubscriptionId string     `json:"subscriptionId"`
+}
 
 // MeterUsage defines model for MeterUsage.
 type MeterUsage struct {
@@ -2077,6 +2472,11 @@ type PermissionHolder struct {
 
 	// Roles Slugs of the roles, bound to the principal by unexpired bindings, that grant the permission (sorted).
 	Roles []string `json:"roles"`
+}
+
+// PingEventData defines model for PingEventData.
+type PingEventData struct {
+	EndpointId string `json:"endpointId"`
 }
 
 // PrincipalPermissions defines model for PrincipalPermissions.
@@ -2381,6 +2781,11 @@ type SubjectActivityPoint struct {
 	Revenue Revenue `json:"revenue"`
 }
 
+// SubjectDeleteEventData Only the deleted subject's id — nothing else about the person.
+type SubjectDeleteEventData struct {
+	SubjectId string `json:"subjectId"`
+}
+
 // SubjectDeletion defines model for SubjectDeletion.
 type SubjectDeletion struct {
 	// Consents Consents the subject gave to OIDC clients.
@@ -2420,6 +2825,18 @@ type SubjectSummary struct {
 	// Revenue Currency (lower-case ISO 4217) → amount in minor units (cents). Empty until billing records paid invoices.
 	Revenue   Revenue `json:"revenue"`
 	SubjectId string  `json:"subjectId"`
+}
+
+// SubscriptionEventData defines model for SubscriptionEventData.
+type SubscriptionEventData struct {
+	CancelAtPeriodEnd bool       `json:"cancelAtPeriodEnd"`
+	CurrentPeriodEnd  *time.Time `json:"currentPeriodEnd,omitempty"`
+	PlanKey           string     `json:"planKey"`
+	Status            string     `json:"status"`
+	SubjectId         string     `json:"subjectId"`
+
+	// SubscriptionId The processor's subscription id.
+	SubscriptionId string `json:"subscriptionId"`
 }
 
 // Timestamp UTC, ISO 8601.
@@ -2524,6 +2941,128 @@ type UsageEventRecord struct {
 	Timestamp     time.Time                                 `json:"timestamp"`
 }
 
+// WebhookDelivery defines model for WebhookDelivery.
+type WebhookDelivery struct {
+	Attempt   int       `json:"attempt"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// EventId The event's id: the `webhook-id` header.
+	EventId string `json:"eventId"`
+
+	// EventType An event type — an audit action, a billing change, or `ping`.
+	EventType WebhookEventType       `json:"eventType"`
+	Id        string                 `json:"id"`
+	LatencyMs nullable.Nullable[int] `json:"latencyMs"`
+
+	// NextAttemptAt When a pending attempt is due, or when the attempt after a failed one is.
+	NextAttemptAt nullable.Nullable[time.Time] `json:"nextAttemptAt"`
+	ResponseCode  nullable.Nullable[int]       `json:"responseCode"`
+	Status        WebhookDeliveryStatus        `json:"status"`
+}
+
+// WebhookDeliveryStatus defines model for WebhookDelivery.Status.
+type WebhookDeliveryStatus string
+
+// WebhookEndpoint defines model for WebhookEndpoint.
+type WebhookEndpoint struct {
+	CreatedAt   time.Time                    `json:"createdAt"`
+	Description string                       `json:"description"`
+	DisabledAt  nullable.Nullable[time.Time] `json:"disabledAt"`
+
+	// DisabledReason `manual` (disabled through the API) or `failing` (after 3 days of failed attempts).
+	DisabledReason nullable.Nullable[WebhookEndpointDisabledReason] `json:"disabledReason"`
+
+	// EnvironmentId Only this environment's events; `null` for every environment's.
+	EnvironmentId nullable.Nullable[string] `json:"environmentId"`
+	EventTypes    []WebhookSubscription     `json:"eventTypes"`
+	Id            string                    `json:"id"`
+
+	// PreviousSecretExpiresAt Until when the secret replaced by the last rotation still signs.
+	PreviousSecretExpiresAt nullable.Nullable[time.Time] `json:"previousSecretExpiresAt"`
+	ProjectId               string                       `json:"projectId"`
+	UpdatedAt               time.Time                    `json:"updatedAt"`
+	Url                     string                       `json:"url"`
+}
+
+// WebhookEndpointDisabledReason `manual` (disabled through the API) or `failing` (after 3 days of failed attempts).
+type WebhookEndpointDisabledReason string
+
+// WebhookEndpointCreate defines model for WebhookEndpointCreate.
+type WebhookEndpointCreate struct {
+	Description   *string               `json:"description,omitempty"`
+	EnvironmentId *string               `json:"environmentId,omitempty"`
+	EventTypes    []WebhookSubscription `json:"eventTypes"`
+	Url           string                `json:"url"`
+}
+
+// WebhookEndpointResponse defines model for WebhookEndpointResponse.
+type WebhookEndpointResponse struct {
+	Data WebhookEndpoint `json:"data"`
+}
+
+// WebhookEndpointUpdate defines model for WebhookEndpointUpdate.
+type WebhookEndpointUpdate struct {
+	Description   *string                   `json:"description,omitempty"`
+	EnvironmentId nullable.Nullable[string] `json:"environmentId,omitempty"`
+	EventTypes    *[]WebhookSubscription    `json:"eventTypes,omitempty"`
+	Url           *string                   `json:"url,omitempty"`
+}
+
+// WebhookEndpointWithSecretResponse defines model for WebhookEndpointWithSecretResponse.
+type WebhookEndpointWithSecretResponse struct {
+	Data struct {
+		CreatedAt   time.Time                    `json:"createdAt"`
+		Description string                       `json:"description"`
+		DisabledAt  nullable.Nullable[time.Time] `json:"disabledAt"`
+
+		// DisabledReason `manual` (disabled through the API) or `failing` (after 3 days of failed attempts).
+		DisabledReason nullable.Nullable[WebhookEndpointWithSecretResponseDataDisabledReason] `json:"disabledReason"`
+
+		// EnvironmentId Only this environment's events; `null` for every environment's.
+		EnvironmentId nullable.Nullable[string] `json:"environmentId"`
+		EventTypes    []WebhookSubscription     `json:"eventTypes"`
+		Id            string                    `json:"id"`
+
+		// PreviousSecretExpiresAt Until when the secret replaced by the last rotation still signs.
+		PreviousSecretExpiresAt nullable.Nullable[time.Time] `json:"previousSecretExpiresAt"`
+		ProjectId               string                       `json:"projectId"`
+
+		// Secret The signing secret, shown this once.
+		Secret    string    `json:"secret"`
+		UpdatedAt time.Time `json:"updatedAt"`
+		Url       string    `json:"url"`
+	} `json:"data"`
+}
+
+// WebhookEndpointWithSecretResponseDataDisabledReason `manual` (disabled through the API) or `failing` (after 3 days of failed attempts).
+type WebhookEndpointWithSecretResponseDataDisabledReason string
+
+// WebhookEventEnvelope The body of every delivery (Standard Webhooks). `id` is also the `webhook-id` header: an
+// audit entry's id for the events that record a mutation, `evt_…` for the others.
+// Deliveries are at least once: dedupe on `id`.
+type WebhookEventEnvelope struct {
+	Data map[string]interface{} `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string   `json:"environmentId,omitempty"`
+	Id            string    `json:"id"`
+	ProjectId     string    `json:"projectId"`
+	Timestamp     time.Time `json:"timestamp"`
+
+	// Type An event type — an audit action, a billing change, or `ping`.
+	Type WebhookEventType `json:"type"`
+}
+
+// WebhookEventType An event type — an audit action, a billing change, or `ping`.
+type WebhookEventType string
+
+// WebhookQueuedResponse defines model for WebhookQueuedResponse.
+type WebhookQueuedResponse struct {
+	Data struct {
+		EventId string `json:"eventId"`
+	} `json:"data"`
+}
+
 // WebhookReceipt defines model for WebhookReceipt.
 type WebhookReceipt struct {
 	// Duplicate The event id was applied before; nothing changed.
@@ -2534,11 +3073,32 @@ type WebhookReceipt struct {
 // WebhookReceiptReceived defines model for WebhookReceipt.Received.
 type WebhookReceiptReceived bool
 
+// WebhookSubscription An event type an endpoint receives, or `*` for every type.
+type WebhookSubscription = string
+
 // AccountId defines model for AccountId.
 type AccountId = string
 
 // AnalyticsEnvironment defines model for AnalyticsEnvironment.
 type AnalyticsEnvironment = string
+
+// AuditAction defines model for AuditAction.
+type AuditAction = string
+
+// AuditActorId defines model for AuditActorId.
+type AuditActorId = string
+
+// AuditCursor defines model for AuditCursor.
+type AuditCursor = string
+
+// AuditSince defines model for AuditSince.
+type AuditSince = time.Time
+
+// AuditTargetId defines model for AuditTargetId.
+type AuditTargetId = string
+
+// AuditUntil defines model for AuditUntil.
+type AuditUntil = time.Time
 
 // BillingSubjectId defines model for BillingSubjectId.
 type BillingSubjectId = string
@@ -2572,6 +3132,18 @@ type RoleId = string
 
 // State defines model for State.
 type State string
+
+// WebhookEndpointId defines model for WebhookEndpointId.
+type WebhookEndpointId = string
+
+// WebhookIdHeader defines model for WebhookIdHeader.
+type WebhookIdHeader = string
+
+// WebhookSignatureHeader defines model for WebhookSignatureHeader.
+type WebhookSignatureHeader = string
+
+// WebhookTimestampHeader defines model for WebhookTimestampHeader.
+type WebhookTimestampHeader = string
 
 // AuthBadRequest A problem with the better-auth error members `code` and `message`.
 type AuthBadRequest = AuthProblem
@@ -2627,6 +3199,19 @@ type Unavailable = Problem
 // ValidationFailed An RFC 9457 problem document.
 type ValidationFailed = Problem
 
+// InvitationPageParams defines parameters for InvitationPage.
+type InvitationPageParams struct {
+	LoginError *string `form:"login_error,omitempty" json:"login_error,omitempty"`
+}
+
+// AnswerInvitationFormdataBody defines parameters for AnswerInvitation.
+type AnswerInvitationFormdataBody struct {
+	Decision AnswerInvitationFormdataBodyDecision `form:"decision" json:"decision"`
+}
+
+// AnswerInvitationFormdataBodyDecision defines parameters for AnswerInvitation.
+type AnswerInvitationFormdataBodyDecision string
+
 // AccountPageParams defines parameters for AccountPage.
 type AccountPageParams struct {
 	CallbackURL *string                  `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
@@ -2670,6 +3255,15 @@ type ChangePasswordJSONBody struct {
 	RevokeOtherSessions *bool `json:"revokeOtherSessions,omitempty"`
 }
 
+// CheckInboxPageParams defines parameters for CheckInboxPage.
+type CheckInboxPageParams struct {
+	For         *CheckInboxPageParamsFor `form:"for,omitempty" json:"for,omitempty"`
+	CallbackURL *string                  `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+}
+
+// CheckInboxPageParamsFor defines parameters for CheckInboxPage.
+type CheckInboxPageParamsFor string
+
 // DeleteUserJSONBody defines parameters for DeleteUser.
 type DeleteUserJSONBody struct {
 	// Password The account's password; required when the account has one.
@@ -2678,6 +3272,12 @@ type DeleteUserJSONBody struct {
 
 // DeleteUser200JSONResponseBodyMessage defines parameters for DeleteUser.
 type DeleteUser200JSONResponseBodyMessage string
+
+// ForgotPasswordPageParams defines parameters for ForgotPasswordPage.
+type ForgotPasswordPageParams struct {
+	CallbackURL *string `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+	Email       *string `form:"email,omitempty" json:"email,omitempty"`
+}
 
 // GetSessionParams defines parameters for GetSession.
 type GetSessionParams struct {
@@ -2921,14 +3521,6 @@ type AuthUpdateRoleJSONBody struct {
 	RoleName       *string `json:"roleName,omitempty"`
 }
 
-// RequestPasswordResetJSONBody defines parameters for RequestPasswordReset.
-type RequestPasswordResetJSONBody struct {
-	Email openapi_types.Email `json:"email"`
-
-	// RedirectTo The product's reset page: the link sends the browser there with `?token=` (or `?error=INVALID_TOKEN`). Without it, the link opens Gatehouse's hosted reset page.
-	RedirectTo *string `json:"redirectTo,omitempty"`
-}
-
 // ResetPasswordParams defines parameters for ResetPassword.
 type ResetPasswordParams struct {
 	Token *string `form:"token,omitempty" json:"token,omitempty"`
@@ -2961,6 +3553,14 @@ type SignInEmail200JSONResponseBody struct {
 
 // SignOutJSONBody defines parameters for SignOut.
 type SignOutJSONBody map[string]interface{}
+
+// SignUpPageParams defines parameters for SignUpPage.
+type SignUpPageParams struct {
+	CallbackURL *string `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+	Email       *string `form:"email,omitempty" json:"email,omitempty"`
+	Name        *string `form:"name,omitempty" json:"name,omitempty"`
+	Error       *string `form:"error,omitempty" json:"error,omitempty"`
+}
 
 // TwoFactorPageParams defines parameters for TwoFactorPage.
 type TwoFactorPageParams struct {
@@ -3020,6 +3620,27 @@ type ListOrganizationsParams struct {
 // ListOrganizationsParamsState defines parameters for ListOrganizations.
 type ListOrganizationsParamsState string
 
+// ListOrganizationAuditLogsParams defines parameters for ListOrganizationAuditLogs.
+type ListOrganizationAuditLogsParams struct {
+	// Action Only entries with this action (exact match).
+	Action *AuditAction `form:"action,omitempty" json:"action,omitempty"`
+
+	// ActorId Only entries whose actor has this id.
+	ActorId *AuditActorId `form:"actorId,omitempty" json:"actorId,omitempty"`
+
+	// TargetId Only entries whose target has this id.
+	TargetId *AuditTargetId `form:"targetId,omitempty" json:"targetId,omitempty"`
+
+	// Since Only entries that occurred at or after this instant.
+	Since *AuditSince `form:"since,omitempty" json:"since,omitempty"`
+
+	// Until Only entries that occurred before this instant (400 when not after `since`).
+	Until *AuditUntil `form:"until,omitempty" json:"until,omitempty"`
+
+	// Cursor The `x-next-cursor` of the previous page.
+	Cursor *AuditCursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListProjectsParams defines parameters for ListProjects.
 type ListProjectsParams struct {
 	// State Which records to list by archive state.
@@ -3062,6 +3683,27 @@ type ListAnalyticsSubjectsParamsSort string
 type GetAnalyticsSummaryParams struct {
 	// EnvironmentId Only this environment of the project (400 if it is not one); all of them when absent.
 	EnvironmentId *AnalyticsEnvironment `form:"environmentId,omitempty" json:"environmentId,omitempty"`
+}
+
+// ListProjectAuditLogsParams defines parameters for ListProjectAuditLogs.
+type ListProjectAuditLogsParams struct {
+	// Action Only entries with this action (exact match).
+	Action *AuditAction `form:"action,omitempty" json:"action,omitempty"`
+
+	// ActorId Only entries whose actor has this id.
+	ActorId *AuditActorId `form:"actorId,omitempty" json:"actorId,omitempty"`
+
+	// TargetId Only entries whose target has this id.
+	TargetId *AuditTargetId `form:"targetId,omitempty" json:"targetId,omitempty"`
+
+	// Since Only entries that occurred at or after this instant.
+	Since *AuditSince `form:"since,omitempty" json:"since,omitempty"`
+
+	// Until Only entries that occurred before this instant (400 when not after `since`).
+	Until *AuditUntil `form:"until,omitempty" json:"until,omitempty"`
+
+	// Cursor The `x-next-cursor` of the previous page.
+	Cursor *AuditCursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // CreateCheckoutParams defines parameters for CreateCheckout.
@@ -3133,6 +3775,15 @@ type GetSubjectEntitlementsParams struct {
 	EnvironmentId *string `form:"environmentId,omitempty" json:"environmentId,omitempty"`
 }
 
+// ListWebhookDeliveriesParams defines parameters for ListWebhookDeliveries.
+type ListWebhookDeliveriesParams struct {
+	// Limit Attempts per page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `x-next-cursor` of the previous page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ReceiveProcessorWebhookJSONBody defines parameters for ReceiveProcessorWebhook.
 type ReceiveProcessorWebhookJSONBody = map[string]interface{}
 
@@ -3141,6 +3792,1759 @@ type ReceiveProcessorWebhookParams struct {
 	// StripeSignature `t=<unix seconds>,v1=<hex HMAC-SHA256>[,v1=…]`
 	StripeSignature *string `json:"Stripe-Signature,omitempty"`
 }
+
+// OnAccountLinkJSONBody defines parameters for OnAccountLink.
+type OnAccountLinkJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnAccountLinkParams defines parameters for OnAccountLink.
+type OnAccountLinkParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnApiKeyCreateJSONBody defines parameters for OnApiKeyCreate.
+type OnApiKeyCreateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnApiKeyCreateParams defines parameters for OnApiKeyCreate.
+type OnApiKeyCreateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnApiKeyRevokeJSONBody defines parameters for OnApiKeyRevoke.
+type OnApiKeyRevokeJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnApiKeyRevokeParams defines parameters for OnApiKeyRevoke.
+type OnApiKeyRevokeParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnBillingCheckoutJSONBody defines parameters for OnBillingCheckout.
+type OnBillingCheckoutJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnBillingCheckoutParams defines parameters for OnBillingCheckout.
+type OnBillingCheckoutParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnBillingPlanArchiveJSONBody defines parameters for OnBillingPlanArchive.
+type OnBillingPlanArchiveJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnBillingPlanArchiveParams defines parameters for OnBillingPlanArchive.
+type OnBillingPlanArchiveParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnBillingPlanCreateJSONBody defines parameters for OnBillingPlanCreate.
+type OnBillingPlanCreateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnBillingPlanCreateParams defines parameters for OnBillingPlanCreate.
+type OnBillingPlanCreateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnBillingPlanRestoreJSONBody defines parameters for OnBillingPlanRestore.
+type OnBillingPlanRestoreJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnBillingPlanRestoreParams defines parameters for OnBillingPlanRestore.
+type OnBillingPlanRestoreParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnBillingPlanUpdateJSONBody defines parameters for OnBillingPlanUpdate.
+type OnBillingPlanUpdateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnBillingPlanUpdateParams defines parameters for OnBillingPlanUpdate.
+type OnBillingPlanUpdateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnConfigArchiveJSONBody defines parameters for OnConfigArchive.
+type OnConfigArchiveJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnConfigArchiveParams defines parameters for OnConfigArchive.
+type OnConfigArchiveParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnConfigRestoreJSONBody defines parameters for OnConfigRestore.
+type OnConfigRestoreJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnConfigRestoreParams defines parameters for OnConfigRestore.
+type OnConfigRestoreParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnConfigRevealJSONBody defines parameters for OnConfigReveal.
+type OnConfigRevealJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnConfigRevealParams defines parameters for OnConfigReveal.
+type OnConfigRevealParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnConfigUpdateJSONBody defines parameters for OnConfigUpdate.
+type OnConfigUpdateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnConfigUpdateParams defines parameters for OnConfigUpdate.
+type OnConfigUpdateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnEntitlementGrantCreateJSONBody defines parameters for OnEntitlementGrantCreate.
+type OnEntitlementGrantCreateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnEntitlementGrantCreateParams defines parameters for OnEntitlementGrantCreate.
+type OnEntitlementGrantCreateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnEntitlementsChangedJSONBody defines parameters for OnEntitlementsChanged.
+type OnEntitlementsChangedJSONBody struct {
+	// Data The subject's entitlements may have changed; read them afresh.
+	Data EntitlementsChangedEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnEntitlementsChangedParams defines parameters for OnEntitlementsChanged.
+type OnEntitlementsChangedParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnInvitationAcceptJSONBody defines parameters for OnInvitationAccept.
+type OnInvitationAcceptJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnInvitationAcceptParams defines parameters for OnInvitationAccept.
+type OnInvitationAcceptParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnInvitationCancelJSONBody defines parameters for OnInvitationCancel.
+type OnInvitationCancelJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnInvitationCancelParams defines parameters for OnInvitationCancel.
+type OnInvitationCancelParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnInvitationRejectJSONBody defines parameters for OnInvitationReject.
+type OnInvitationRejectJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnInvitationRejectParams defines parameters for OnInvitationReject.
+type OnInvitationRejectParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnInvoicePaidJSONBody defines parameters for OnInvoicePaid.
+type OnInvoicePaidJSONBody struct {
+	Data InvoicePaidEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnInvoicePaidParams defines parameters for OnInvoicePaid.
+type OnInvoicePaidParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnMemberInviteJSONBody defines parameters for OnMemberInvite.
+type OnMemberInviteJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnMemberInviteParams defines parameters for OnMemberInvite.
+type OnMemberInviteParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnMemberLeaveJSONBody defines parameters for OnMemberLeave.
+type OnMemberLeaveJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnMemberLeaveParams defines parameters for OnMemberLeave.
+type OnMemberLeaveParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnMemberRemoveJSONBody defines parameters for OnMemberRemove.
+type OnMemberRemoveJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnMemberRemoveParams defines parameters for OnMemberRemove.
+type OnMemberRemoveParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnMemberUpdateRoleJSONBody defines parameters for OnMemberUpdateRole.
+type OnMemberUpdateRoleJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnMemberUpdateRoleParams defines parameters for OnMemberUpdateRole.
+type OnMemberUpdateRoleParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOauthConsentGrantJSONBody defines parameters for OnOauthConsentGrant.
+type OnOauthConsentGrantJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOauthConsentGrantParams defines parameters for OnOauthConsentGrant.
+type OnOauthConsentGrantParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOidcClientCreateJSONBody defines parameters for OnOidcClientCreate.
+type OnOidcClientCreateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOidcClientCreateParams defines parameters for OnOidcClientCreate.
+type OnOidcClientCreateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOidcClientDisableJSONBody defines parameters for OnOidcClientDisable.
+type OnOidcClientDisableJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOidcClientDisableParams defines parameters for OnOidcClientDisable.
+type OnOidcClientDisableParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOidcClientEnableJSONBody defines parameters for OnOidcClientEnable.
+type OnOidcClientEnableJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOidcClientEnableParams defines parameters for OnOidcClientEnable.
+type OnOidcClientEnableParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOidcClientRotateSecretJSONBody defines parameters for OnOidcClientRotateSecret.
+type OnOidcClientRotateSecretJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOidcClientRotateSecretParams defines parameters for OnOidcClientRotateSecret.
+type OnOidcClientRotateSecretParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOrgRoleCreateJSONBody defines parameters for OnOrgRoleCreate.
+type OnOrgRoleCreateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOrgRoleCreateParams defines parameters for OnOrgRoleCreate.
+type OnOrgRoleCreateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOrgRoleDeleteJSONBody defines parameters for OnOrgRoleDelete.
+type OnOrgRoleDeleteJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOrgRoleDeleteParams defines parameters for OnOrgRoleDelete.
+type OnOrgRoleDeleteParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOrgRoleUpdateJSONBody defines parameters for OnOrgRoleUpdate.
+type OnOrgRoleUpdateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOrgRoleUpdateParams defines parameters for OnOrgRoleUpdate.
+type OnOrgRoleUpdateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOrganizationArchiveJSONBody defines parameters for OnOrganizationArchive.
+type OnOrganizationArchiveJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOrganizationArchiveParams defines parameters for OnOrganizationArchive.
+type OnOrganizationArchiveParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOrganizationCreateJSONBody defines parameters for OnOrganizationCreate.
+type OnOrganizationCreateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOrganizationCreateParams defines parameters for OnOrganizationCreate.
+type OnOrganizationCreateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOrganizationRestoreJSONBody defines parameters for OnOrganizationRestore.
+type OnOrganizationRestoreJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOrganizationRestoreParams defines parameters for OnOrganizationRestore.
+type OnOrganizationRestoreParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnOrganizationUpdateJSONBody defines parameters for OnOrganizationUpdate.
+type OnOrganizationUpdateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOrganizationUpdateParams defines parameters for OnOrganizationUpdate.
+type OnOrganizationUpdateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnPingJSONBody defines parameters for OnPing.
+type OnPingJSONBody struct {
+	Data PingEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnPingParams defines parameters for OnPing.
+type OnPingParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnProcessorConnectionDeleteJSONBody defines parameters for OnProcessorConnectionDelete.
+type OnProcessorConnectionDeleteJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnProcessorConnectionDeleteParams defines parameters for OnProcessorConnectionDelete.
+type OnProcessorConnectionDeleteParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnProcessorConnectionUpdateJSONBody defines parameters for OnProcessorConnectionUpdate.
+type OnProcessorConnectionUpdateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnProcessorConnectionUpdateParams defines parameters for OnProcessorConnectionUpdate.
+type OnProcessorConnectionUpdateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnProjectArchiveJSONBody defines parameters for OnProjectArchive.
+type OnProjectArchiveJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnProjectArchiveParams defines parameters for OnProjectArchive.
+type OnProjectArchiveParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnProjectCreateJSONBody defines parameters for OnProjectCreate.
+type OnProjectCreateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnProjectCreateParams defines parameters for OnProjectCreate.
+type OnProjectCreateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnProjectRestoreJSONBody defines parameters for OnProjectRestore.
+type OnProjectRestoreJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnProjectRestoreParams defines parameters for OnProjectRestore.
+type OnProjectRestoreParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnProjectUpdateJSONBody defines parameters for OnProjectUpdate.
+type OnProjectUpdateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnProjectUpdateParams defines parameters for OnProjectUpdate.
+type OnProjectUpdateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnProjectRoleCreateJSONBody defines parameters for OnProjectRoleCreate.
+type OnProjectRoleCreateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnProjectRoleCreateParams defines parameters for OnProjectRoleCreate.
+type OnProjectRoleCreateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnProjectRoleDeleteJSONBody defines parameters for OnProjectRoleDelete.
+type OnProjectRoleDeleteJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnProjectRoleDeleteParams defines parameters for OnProjectRoleDelete.
+type OnProjectRoleDeleteParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnProjectRoleUpdateJSONBody defines parameters for OnProjectRoleUpdate.
+type OnProjectRoleUpdateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnProjectRoleUpdateParams defines parameters for OnProjectRoleUpdate.
+type OnProjectRoleUpdateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnRoleBindingCreateJSONBody defines parameters for OnRoleBindingCreate.
+type OnRoleBindingCreateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnRoleBindingCreateParams defines parameters for OnRoleBindingCreate.
+type OnRoleBindingCreateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnRoleBindingDeleteJSONBody defines parameters for OnRoleBindingDelete.
+type OnRoleBindingDeleteJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnRoleBindingDeleteParams defines parameters for OnRoleBindingDelete.
+type OnRoleBindingDeleteParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnServiceAccountCreateJSONBody defines parameters for OnServiceAccountCreate.
+type OnServiceAccountCreateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnServiceAccountCreateParams defines parameters for OnServiceAccountCreate.
+type OnServiceAccountCreateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnServiceAccountDisableJSONBody defines parameters for OnServiceAccountDisable.
+type OnServiceAccountDisableJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnServiceAccountDisableParams defines parameters for OnServiceAccountDisable.
+type OnServiceAccountDisableParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnServiceAccountEnableJSONBody defines parameters for OnServiceAccountEnable.
+type OnServiceAccountEnableJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnServiceAccountEnableParams defines parameters for OnServiceAccountEnable.
+type OnServiceAccountEnableParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnSessionRevokeOthersJSONBody defines parameters for OnSessionRevokeOthers.
+type OnSessionRevokeOthersJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnSessionRevokeOthersParams defines parameters for OnSessionRevokeOthers.
+type OnSessionRevokeOthersParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnSubjectDeleteJSONBody defines parameters for OnSubjectDelete.
+type OnSubjectDeleteJSONBody struct {
+	// Data Only the deleted subject's id — nothing else about the person.
+	Data SubjectDeleteEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnSubjectDeleteParams defines parameters for OnSubjectDelete.
+type OnSubjectDeleteParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnSubscriptionCanceledJSONBody defines parameters for OnSubscriptionCanceled.
+type OnSubscriptionCanceledJSONBody struct {
+	Data SubscriptionEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnSubscriptionCanceledParams defines parameters for OnSubscriptionCanceled.
+type OnSubscriptionCanceledParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnSubscriptionCreatedJSONBody defines parameters for OnSubscriptionCreated.
+type OnSubscriptionCreatedJSONBody struct {
+	Data SubscriptionEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnSubscriptionCreatedParams defines parameters for OnSubscriptionCreated.
+type OnSubscriptionCreatedParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnSubscriptionUpdatedJSONBody defines parameters for OnSubscriptionUpdated.
+type OnSubscriptionUpdatedJSONBody struct {
+	Data SubscriptionEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnSubscriptionUpdatedParams defines parameters for OnSubscriptionUpdated.
+type OnSubscriptionUpdatedParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnUserDeleteJSONBody defines parameters for OnUserDelete.
+type OnUserDeleteJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnUserDeleteParams defines parameters for OnUserDelete.
+type OnUserDeleteParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnUserEmailClaimJSONBody defines parameters for OnUserEmailClaim.
+type OnUserEmailClaimJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnUserEmailClaimParams defines parameters for OnUserEmailClaim.
+type OnUserEmailClaimParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnUserPasswordChangeJSONBody defines parameters for OnUserPasswordChange.
+type OnUserPasswordChangeJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnUserPasswordChangeParams defines parameters for OnUserPasswordChange.
+type OnUserPasswordChangeParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnUserPasswordResetJSONBody defines parameters for OnUserPasswordReset.
+type OnUserPasswordResetJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnUserPasswordResetParams defines parameters for OnUserPasswordReset.
+type OnUserPasswordResetParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnUserSignUpJSONBody defines parameters for OnUserSignUp.
+type OnUserSignUpJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnUserSignUpParams defines parameters for OnUserSignUp.
+type OnUserSignUpParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnWebhookEndpointCreateJSONBody defines parameters for OnWebhookEndpointCreate.
+type OnWebhookEndpointCreateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnWebhookEndpointCreateParams defines parameters for OnWebhookEndpointCreate.
+type OnWebhookEndpointCreateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnWebhookEndpointDeleteJSONBody defines parameters for OnWebhookEndpointDelete.
+type OnWebhookEndpointDeleteJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnWebhookEndpointDeleteParams defines parameters for OnWebhookEndpointDelete.
+type OnWebhookEndpointDeleteParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnWebhookEndpointDisableJSONBody defines parameters for OnWebhookEndpointDisable.
+type OnWebhookEndpointDisableJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnWebhookEndpointDisableParams defines parameters for OnWebhookEndpointDisable.
+type OnWebhookEndpointDisableParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnWebhookEndpointEnableJSONBody defines parameters for OnWebhookEndpointEnable.
+type OnWebhookEndpointEnableJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnWebhookEndpointEnableParams defines parameters for OnWebhookEndpointEnable.
+type OnWebhookEndpointEnableParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnWebhookEndpointRotateSecretJSONBody defines parameters for OnWebhookEndpointRotateSecret.
+type OnWebhookEndpointRotateSecretJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnWebhookEndpointRotateSecretParams defines parameters for OnWebhookEndpointRotateSecret.
+type OnWebhookEndpointRotateSecretParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// OnWebhookEndpointUpdateJSONBody defines parameters for OnWebhookEndpointUpdate.
+type OnWebhookEndpointUpdateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnWebhookEndpointUpdateParams defines parameters for OnWebhookEndpointUpdate.
+type OnWebhookEndpointUpdateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
+// AnswerInvitationFormdataRequestBody defines body for AnswerInvitation for application/x-www-form-urlencoded ContentType.
+type AnswerInvitationFormdataRequestBody AnswerInvitationFormdataBody
 
 // AccountPageActionFormdataRequestBody defines body for AccountPageAction for application/x-www-form-urlencoded ContentType.
 type AccountPageActionFormdataRequestBody AccountPageActionFormdataBody
@@ -3221,7 +5625,10 @@ type AuthUpdateMemberRoleJSONRequestBody AuthUpdateMemberRoleJSONBody
 type AuthUpdateRoleJSONRequestBody AuthUpdateRoleJSONBody
 
 // RequestPasswordResetJSONRequestBody defines body for RequestPasswordReset for application/json ContentType.
-type RequestPasswordResetJSONRequestBody RequestPasswordResetJSONBody
+type RequestPasswordResetJSONRequestBody = AuthRequestPasswordResetBody
+
+// RequestPasswordResetFormdataRequestBody defines body for RequestPasswordReset for application/x-www-form-urlencoded ContentType.
+type RequestPasswordResetFormdataRequestBody = AuthRequestPasswordResetBody
 
 // ResetPasswordJSONRequestBody defines body for ResetPassword for application/json ContentType.
 type ResetPasswordJSONRequestBody = AuthResetPasswordBody
@@ -3346,8 +5753,209 @@ type IngestUsageEventJSONRequestBody = UsageEventCreate
 // IngestUsageEventBatchJSONRequestBody defines body for IngestUsageEventBatch for application/json ContentType.
 type IngestUsageEventBatchJSONRequestBody = UsageEventBatch
 
+// CreateWebhookEndpointJSONRequestBody defines body for CreateWebhookEndpoint for application/json ContentType.
+type CreateWebhookEndpointJSONRequestBody = WebhookEndpointCreate
+
+// UpdateWebhookEndpointJSONRequestBody defines body for UpdateWebhookEndpoint for application/json ContentType.
+type UpdateWebhookEndpointJSONRequestBody = WebhookEndpointUpdate
+
 // ReceiveProcessorWebhookJSONRequestBody defines body for ReceiveProcessorWebhook for application/json ContentType.
 type ReceiveProcessorWebhookJSONRequestBody = ReceiveProcessorWebhookJSONBody
+
+// OnAccountLinkJSONRequestBody defines body for OnAccountLink for application/json ContentType.
+type OnAccountLinkJSONRequestBody OnAccountLinkJSONBody
+
+// OnApiKeyCreateJSONRequestBody defines body for OnApiKeyCreate for application/json ContentType.
+type OnApiKeyCreateJSONRequestBody OnApiKeyCreateJSONBody
+
+// OnApiKeyRevokeJSONRequestBody defines body for OnApiKeyRevoke for application/json ContentType.
+type OnApiKeyRevokeJSONRequestBody OnApiKeyRevokeJSONBody
+
+// OnBillingCheckoutJSONRequestBody defines body for OnBillingCheckout for application/json ContentType.
+type OnBillingCheckoutJSONRequestBody OnBillingCheckoutJSONBody
+
+// OnBillingPlanArchiveJSONRequestBody defines body for OnBillingPlanArchive for application/json ContentType.
+type OnBillingPlanArchiveJSONRequestBody OnBillingPlanArchiveJSONBody
+
+// OnBillingPlanCreateJSONRequestBody defines body for OnBillingPlanCreate for application/json ContentType.
+type OnBillingPlanCreateJSONRequestBody OnBillingPlanCreateJSONBody
+
+// OnBillingPlanRestoreJSONRequestBody defines body for OnBillingPlanRestore for application/json ContentType.
+type OnBillingPlanRestoreJSONRequestBody OnBillingPlanRestoreJSONBody
+
+// OnBillingPlanUpdateJSONRequestBody defines body for OnBillingPlanUpdate for application/json ContentType.
+type OnBillingPlanUpdateJSONRequestBody OnBillingPlanUpdateJSONBody
+
+// OnConfigArchiveJSONRequestBody defines body for OnConfigArchive for application/json ContentType.
+type OnConfigArchiveJSONRequestBody OnConfigArchiveJSONBody
+
+// OnConfigRestoreJSONRequestBody defines body for OnConfigRestore for application/json ContentType.
+type OnConfigRestoreJSONRequestBody OnConfigRestoreJSONBody
+
+// OnConfigRevealJSONRequestBody defines body for OnConfigReveal for application/json ContentType.
+type OnConfigRevealJSONRequestBody OnConfigRevealJSONBody
+
+// OnConfigUpdateJSONRequestBody defines body for OnConfigUpdate for application/json ContentType.
+type OnConfigUpdateJSONRequestBody OnConfigUpdateJSONBody
+
+// OnEntitlementGrantCreateJSONRequestBody defines body for OnEntitlementGrantCreate for application/json ContentType.
+type OnEntitlementGrantCreateJSONRequestBody OnEntitlementGrantCreateJSONBody
+
+// OnEntitlementsChangedJSONRequestBody defines body for OnEntitlementsChanged for application/json ContentType.
+type OnEntitlementsChangedJSONRequestBody OnEntitlementsChangedJSONBody
+
+// OnInvitationAcceptJSONRequestBody defines body for OnInvitationAccept for application/json ContentType.
+type OnInvitationAcceptJSONRequestBody OnInvitationAcceptJSONBody
+
+// OnInvitationCancelJSONRequestBody defines body for OnInvitationCancel for application/json ContentType.
+type OnInvitationCancelJSONRequestBody OnInvitationCancelJSONBody
+
+// OnInvitationRejectJSONRequestBody defines body for OnInvitationReject for application/json ContentType.
+type OnInvitationRejectJSONRequestBody OnInvitationRejectJSONBody
+
+// OnInvoicePaidJSONRequestBody defines body for OnInvoicePaid for application/json ContentType.
+type OnInvoicePaidJSONRequestBody OnInvoicePaidJSONBody
+
+// OnMemberInviteJSONRequestBody defines body for OnMemberInvite for application/json ContentType.
+type OnMemberInviteJSONRequestBody OnMemberInviteJSONBody
+
+// OnMemberLeaveJSONRequestBody defines body for OnMemberLeave for application/json ContentType.
+type OnMemberLeaveJSONRequestBody OnMemberLeaveJSONBody
+
+// OnMemberRemoveJSONRequestBody defines body for OnMemberRemove for application/json ContentType.
+type OnMemberRemoveJSONRequestBody OnMemberRemoveJSONBody
+
+// OnMemberUpdateRoleJSONRequestBody defines body for OnMemberUpdateRole for application/json ContentType.
+type OnMemberUpdateRoleJSONRequestBody OnMemberUpdateRoleJSONBody
+
+// OnOauthConsentGrantJSONRequestBody defines body for OnOauthConsentGrant for application/json ContentType.
+type OnOauthConsentGrantJSONRequestBody OnOauthConsentGrantJSONBody
+
+// OnOidcClientCreateJSONRequestBody defines body for OnOidcClientCreate for application/json ContentType.
+type OnOidcClientCreateJSONRequestBody OnOidcClientCreateJSONBody
+
+// OnOidcClientDisableJSONRequestBody defines body for OnOidcClientDisable for application/json ContentType.
+type OnOidcClientDisableJSONRequestBody OnOidcClientDisableJSONBody
+
+// OnOidcClientEnableJSONRequestBody defines body for OnOidcClientEnable for application/json ContentType.
+type OnOidcClientEnableJSONRequestBody OnOidcClientEnableJSONBody
+
+// OnOidcClientRotateSecretJSONRequestBody defines body for OnOidcClientRotateSecret for application/json ContentType.
+type OnOidcClientRotateSecretJSONRequestBody OnOidcClientRotateSecretJSONBody
+
+// OnOrgRoleCreateJSONRequestBody defines body for OnOrgRoleCreate for application/json ContentType.
+type OnOrgRoleCreateJSONRequestBody OnOrgRoleCreateJSONBody
+
+// OnOrgRoleDeleteJSONRequestBody defines body for OnOrgRoleDelete for application/json ContentType.
+type OnOrgRoleDeleteJSONRequestBody OnOrgRoleDeleteJSONBody
+
+// OnOrgRoleUpdateJSONRequestBody defines body for OnOrgRoleUpdate for application/json ContentType.
+type OnOrgRoleUpdateJSONRequestBody OnOrgRoleUpdateJSONBody
+
+// OnOrganizationArchiveJSONRequestBody defines body for OnOrganizationArchive for application/json ContentType.
+type OnOrganizationArchiveJSONRequestBody OnOrganizationArchiveJSONBody
+
+// OnOrganizationCreateJSONRequestBody defines body for OnOrganizationCreate for application/json ContentType.
+type OnOrganizationCreateJSONRequestBody OnOrganizationCreateJSONBody
+
+// OnOrganizationRestoreJSONRequestBody defines body for OnOrganizationRestore for application/json ContentType.
+type OnOrganizationRestoreJSONRequestBody OnOrganizationRestoreJSONBody
+
+// OnOrganizationUpdateJSONRequestBody defines body for OnOrganizationUpdate for application/json ContentType.
+type OnOrganizationUpdateJSONRequestBody OnOrganizationUpdateJSONBody
+
+// OnPingJSONRequestBody defines body for OnPing for application/json ContentType.
+type OnPingJSONRequestBody OnPingJSONBody
+
+// OnProcessorConnectionDeleteJSONRequestBody defines body for OnProcessorConnectionDelete for application/json ContentType.
+type OnProcessorConnectionDeleteJSONRequestBody OnProcessorConnectionDeleteJSONBody
+
+// OnProcessorConnectionUpdateJSONRequestBody defines body for OnProcessorConnectionUpdate for application/json ContentType.
+type OnProcessorConnectionUpdateJSONRequestBody OnProcessorConnectionUpdateJSONBody
+
+// OnProjectArchiveJSONRequestBody defines body for OnProjectArchive for application/json ContentType.
+type OnProjectArchiveJSONRequestBody OnProjectArchiveJSONBody
+
+// OnProjectCreateJSONRequestBody defines body for OnProjectCreate for application/json ContentType.
+type OnProjectCreateJSONRequestBody OnProjectCreateJSONBody
+
+// OnProjectRestoreJSONRequestBody defines body for OnProjectRestore for application/json ContentType.
+type OnProjectRestoreJSONRequestBody OnProjectRestoreJSONBody
+
+// OnProjectUpdateJSONRequestBody defines body for OnProjectUpdate for application/json ContentType.
+type OnProjectUpdateJSONRequestBody OnProjectUpdateJSONBody
+
+// OnProjectRoleCreateJSONRequestBody defines body for OnProjectRoleCreate for application/json ContentType.
+type OnProjectRoleCreateJSONRequestBody OnProjectRoleCreateJSONBody
+
+// OnProjectRoleDeleteJSONRequestBody defines body for OnProjectRoleDelete for application/json ContentType.
+type OnProjectRoleDeleteJSONRequestBody OnProjectRoleDeleteJSONBody
+
+// OnProjectRoleUpdateJSONRequestBody defines body for OnProjectRoleUpdate for application/json ContentType.
+type OnProjectRoleUpdateJSONRequestBody OnProjectRoleUpdateJSONBody
+
+// OnRoleBindingCreateJSONRequestBody defines body for OnRoleBindingCreate for application/json ContentType.
+type OnRoleBindingCreateJSONRequestBody OnRoleBindingCreateJSONBody
+
+// OnRoleBindingDeleteJSONRequestBody defines body for OnRoleBindingDelete for application/json ContentType.
+type OnRoleBindingDeleteJSONRequestBody OnRoleBindingDeleteJSONBody
+
+// OnServiceAccountCreateJSONRequestBody defines body for OnServiceAccountCreate for application/json ContentType.
+type OnServiceAccountCreateJSONRequestBody OnServiceAccountCreateJSONBody
+
+// OnServiceAccountDisableJSONRequestBody defines body for OnServiceAccountDisable for application/json ContentType.
+type OnServiceAccountDisableJSONRequestBody OnServiceAccountDisableJSONBody
+
+// OnServiceAccountEnableJSONRequestBody defines body for OnServiceAccountEnable for application/json ContentType.
+type OnServiceAccountEnableJSONRequestBody OnServiceAccountEnableJSONBody
+
+// OnSessionRevokeOthersJSONRequestBody defines body for OnSessionRevokeOthers for application/json ContentType.
+type OnSessionRevokeOthersJSONRequestBody OnSessionRevokeOthersJSONBody
+
+// OnSubjectDeleteJSONRequestBody defines body for OnSubjectDelete for application/json ContentType.
+type OnSubjectDeleteJSONRequestBody OnSubjectDeleteJSONBody
+
+// OnSubscriptionCanceledJSONRequestBody defines body for OnSubscriptionCanceled for application/json ContentType.
+type OnSubscriptionCanceledJSONRequestBody OnSubscriptionCanceledJSONBody
+
+// OnSubscriptionCreatedJSONRequestBody defines body for OnSubscriptionCreated for application/json ContentType.
+type OnSubscriptionCreatedJSONRequestBody OnSubscriptionCreatedJSONBody
+
+// OnSubscriptionUpdatedJSONRequestBody defines body for OnSubscriptionUpdated for application/json ContentType.
+type OnSubscriptionUpdatedJSONRequestBody OnSubscriptionUpdatedJSONBody
+
+// OnUserDeleteJSONRequestBody defines body for OnUserDelete for application/json ContentType.
+type OnUserDeleteJSONRequestBody OnUserDeleteJSONBody
+
+// OnUserEmailClaimJSONRequestBody defines body for OnUserEmailClaim for application/json ContentType.
+type OnUserEmailClaimJSONRequestBody OnUserEmailClaimJSONBody
+
+// OnUserPasswordChangeJSONRequestBody defines body for OnUserPasswordChange for application/json ContentType.
+type OnUserPasswordChangeJSONRequestBody OnUserPasswordChangeJSONBody
+
+// OnUserPasswordResetJSONRequestBody defines body for OnUserPasswordReset for application/json ContentType.
+type OnUserPasswordResetJSONRequestBody OnUserPasswordResetJSONBody
+
+// OnUserSignUpJSONRequestBody defines body for OnUserSignUp for application/json ContentType.
+type OnUserSignUpJSONRequestBody OnUserSignUpJSONBody
+
+// OnWebhookEndpointCreateJSONRequestBody defines body for OnWebhookEndpointCreate for application/json ContentType.
+type OnWebhookEndpointCreateJSONRequestBody OnWebhookEndpointCreateJSONBody
+
+// OnWebhookEndpointDeleteJSONRequestBody defines body for OnWebhookEndpointDelete for application/json ContentType.
+type OnWebhookEndpointDeleteJSONRequestBody OnWebhookEndpointDeleteJSONBody
+
+// OnWebhookEndpointDisableJSONRequestBody defines body for OnWebhookEndpointDisable for application/json ContentType.
+type OnWebhookEndpointDisableJSONRequestBody OnWebhookEndpointDisableJSONBody
+
+// OnWebhookEndpointEnableJSONRequestBody defines body for OnWebhookEndpointEnable for application/json ContentType.
+type OnWebhookEndpointEnableJSONRequestBody OnWebhookEndpointEnableJSONBody
+
+// OnWebhookEndpointRotateSecretJSONRequestBody defines body for OnWebhookEndpointRotateSecret for application/json ContentType.
+type OnWebhookEndpointRotateSecretJSONRequestBody OnWebhookEndpointRotateSecretJSONBody
+
+// OnWebhookEndpointUpdateJSONRequestBody defines body for OnWebhookEndpointUpdate for application/json ContentType.
+type OnWebhookEndpointUpdateJSONRequestBody OnWebhookEndpointUpdateJSONBody
 
 // AsAuthRoleName returns the union data inside the AuthRoleInput as a AuthRoleName
 func (t AuthRoleInput) AsAuthRoleName() (AuthRoleName, error) {
@@ -3578,6 +6186,60 @@ type ClientInterface interface {
 	// Corresponds with GET /.well-known/openid-configuration (the `GetOpenidConfiguration` operationId).
 	GetOpenidConfiguration(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// InvitationPage Open an invitation (the hosted accept-invitation page)
+	//
+	// The default `GATEHOUSE_INVITATION_URL`: the link of an invitation mail. A pending,
+	// unexpired invitation in an active organization shows the organization, and then
+	// depends on who opens it:
+	// - signed out: a sign-in form with the invited address filled in (it posts to
+	//   `POST /api/auth/sign-in/email` and comes back here; `login_error` is the code a failed
+	//   sign-in came back with), and, unless `GATEHOUSE_SIGN_UP` is `closed`, a link to the
+	//   hosted sign-up page with the address filled in, which comes back here too;
+	// - signed in with another address: says so, naming both addresses, with a button that
+	//   signs out and comes back here;
+	// - signed in as the invited address: the organization and the role, with Accept and
+	//   Decline buttons (`POST` to this path).
+	//
+	// An unknown invitation is 404, and one that has expired, was withdrawn or was already
+	// answered is 410, each with a sentence for a person.
+	//
+	// Corresponds with GET /accept-invitation/{id} (the `InvitationPage` operationId).
+	InvitationPage(ctx context.Context, id string, params *InvitationPageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AnswerInvitationWithBody Answer an invitation from its hosted page
+	//
+	// The hosted accept-invitation page's buttons (a form post with the page's origin:
+	// 403 `MISSING_OR_NULL_ORIGIN` without a trusted `Origin` or `Referer`, and 403
+	// `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED` with `Sec-Fetch-Site: cross-site`). `accept`
+	// makes the signed-in recipient a member with the invited role and makes the organization
+	// active (as `POST /api/auth/organization/accept-invitation`, audited as
+	// `invitation.accept`); `decline` declines it (`invitation.reject`); both answer with a
+	// page. `switch-account` signs the browser out and goes back to the invitation (303).
+	// When the invitation cannot be answered by this visitor (signed out, another address,
+	// not pending), the answer is the invitation's page as `GET` shows it, and nothing changes.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /accept-invitation/{id} (the `AnswerInvitation` operationId).
+	AnswerInvitationWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AnswerInvitationWithFormdataBody Answer an invitation from its hosted page
+	//
+	// The hosted accept-invitation page's buttons (a form post with the page's origin:
+	// 403 `MISSING_OR_NULL_ORIGIN` without a trusted `Origin` or `Referer`, and 403
+	// `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED` with `Sec-Fetch-Site: cross-site`). `accept`
+	// makes the signed-in recipient a member with the invited role and makes the organization
+	// active (as `POST /api/auth/organization/accept-invitation`, audited as
+	// `invitation.accept`); `decline` declines it (`invitation.reject`); both answer with a
+	// page. `switch-account` signs the browser out and goes back to the invitation (303).
+	// When the invitation cannot be answered by this visitor (signed out, another address,
+	// not pending), the answer is the invitation's page as `GET` shows it, and nothing changes.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /accept-invitation/{id} (the `AnswerInvitation` operationId).
+	AnswerInvitationWithFormdataBody(ctx context.Context, id string, body AnswerInvitationFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// AccountPage The hosted account page (second factor)
 	//
 	// For the signed-in user: whether two-factor authentication is on, with forms to turn it on
@@ -3667,6 +6329,16 @@ type ClientInterface interface {
 	// Corresponds with POST /api/auth/change-password (the `ChangePassword` operationId).
 	ChangePassword(ctx context.Context, body ChangePasswordJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// CheckInboxPage Open the hosted "check your inbox" page
+	//
+	// Where the hosted sign-up (`for=verify-email`, the default) and "forgot password"
+	// (`for=reset-password`) forms send the browser: the link is on its way, how long it
+	// works, and, with a `callbackURL`, a way back to the sign-in page. It names no address
+	// and says the same whether or not an account has one.
+	//
+	// Corresponds with GET /api/auth/check-inbox (the `CheckInboxPage` operationId).
+	CheckInboxPage(ctx context.Context, params *CheckInboxPageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// DeleteUserWithBody Delete the signed-in user's own account
 	//
 	// Deletes the caller's account the way subject deletion does, in one transaction: the user
@@ -3714,6 +6386,17 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/auth/delete-user (the `DeleteUser` operationId).
 	DeleteUser(ctx context.Context, body DeleteUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ForgotPasswordPage Open the hosted "forgot password" page
+	//
+	// The hosted page to ask for a password reset link, linked from the hosted sign-in page.
+	// Its form posts to `POST /api/auth/request-password-reset` with `callbackURL` as
+	// `redirectTo`: when that is the authorization request the sign-in page was showing (or an
+	// invitation's page), the mailed link opens the hosted reset form, which continues there
+	// afterwards. `email` fills in the form (the sign-in page passes the email typed there).
+	//
+	// Corresponds with GET /api/auth/forgot-password (the `ForgotPasswordPage` operationId).
+	ForgotPasswordPage(ctx context.Context, params *ForgotPasswordPageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetSession Get the current session
 	//
@@ -4385,6 +7068,9 @@ type ClientInterface interface {
 	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
 	// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
 	// dropped without changing the answer.
+	// The hosted "forgot password" page posts the same request as a form
+	// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+	// on to the hosted "check your inbox" page, the same whether or not the address exists.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -4404,11 +7090,36 @@ type ClientInterface interface {
 	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
 	// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
 	// dropped without changing the answer.
+	// The hosted "forgot password" page posts the same request as a form
+	// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+	// on to the hosted "check your inbox" page, the same whether or not the address exists.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
 	RequestPasswordReset(ctx context.Context, body RequestPasswordResetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RequestPasswordResetWithFormdataBody Request a password reset link
+	//
+	// Mails a password reset link to the account with `email` (better-auth's
+	// `requestPasswordReset`), an account without a password (social sign-in only) included.
+	// The answer is the same whether or not an account has the address, after the same work
+	// (a token and its message are made, stored and queued either way; for an address without
+	// an account they are decoys that never work and are never sent), so neither the answer
+	// nor its timing tells who has an account. The link
+	// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+	// must be a path on this site or a URL on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+	// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+	// dropped without changing the answer.
+	// The hosted "forgot password" page posts the same request as a form
+	// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+	// on to the hosted "check your inbox" page, the same whether or not the address exists.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+	RequestPasswordResetWithFormdataBody(ctx context.Context, body RequestPasswordResetFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ResetPasswordWithBody Set a new password with a reset token
 	//
@@ -4422,7 +7133,8 @@ type ClientInterface interface {
 	// provider links and consents go too; audited as `user.email_claim`). Audited as
 	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-	// page back. A bad token is 400 `INVALID_TOKEN`.
+	// page back, which links to `callbackURL` when the form carried one (an authorization
+	// request to continue). A bad token is 400 `INVALID_TOKEN`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -4441,7 +7153,8 @@ type ClientInterface interface {
 	// provider links and consents go too; audited as `user.email_claim`). Audited as
 	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-	// page back. A bad token is 400 `INVALID_TOKEN`.
+	// page back, which links to `callbackURL` when the form carried one (an authorization
+	// request to continue). A bad token is 400 `INVALID_TOKEN`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4460,7 +7173,8 @@ type ClientInterface interface {
 	// provider links and consents go too; audited as `user.email_claim`). Audited as
 	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-	// page back. A bad token is 400 `INVALID_TOKEN`.
+	// page back, which links to `callbackURL` when the form carried one (an authorization
+	// request to continue). A bad token is 400 `INVALID_TOKEN`.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
@@ -4476,6 +7190,11 @@ type ClientInterface interface {
 	// `error=INVALID_TOKEN` when the token is unknown, used or expired. Without one, the hosted
 	// reset page: a form for the new password (400 with an error page for a bad token). The
 	// token in the path is never logged.
+	// A `callbackURL` that is one of this site's hosted sign-in places — a path to
+	// `/api/auth/oauth2/authorize` (an authorization request whose sign-in page led to "forgot
+	// password") or to `/accept-invitation/{id}` — is not a product's page: the link opens the
+	// hosted form, which carries the `callbackURL` and, once the password is set, offers to
+	// continue there.
 	//
 	// Corresponds with GET /api/auth/reset-password/{token} (the `ResetPasswordCallback` operationId).
 	ResetPasswordCallback(ctx context.Context, token string, params *ResetPasswordCallbackParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4681,6 +7400,22 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/auth/sign-out (the `SignOut` operationId).
 	SignOut(ctx context.Context, body SignOutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SignUpPage Open the hosted sign-up page
+	//
+	// The hosted page to create an account, linked from the hosted sign-in page while
+	// `GATEHOUSE_SIGN_UP` is `open`. Its form posts to `POST /api/auth/sign-up/email` (a form
+	// post with the page's origin) and carries `callbackURL`: the authorization request the
+	// sign-in page was showing, so that signing up returns to it (directly, or through the
+	// verification link when `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true`). `email` and `name`
+	// fill in the form (an invitation's page passes the invited address); `error` is the code
+	// a refused sign-up came back with, shown as a sentence. Under `invite-only` the page says
+	// that only an invited address can sign up; under `closed` it shows no form. Like every
+	// hosted page it loads nothing from elsewhere (a per-response CSP nonce), is never cached
+	// and never framed.
+	//
+	// Corresponds with GET /api/auth/sign-up (the `SignUpPage` operationId).
+	SignUpPage(ctx context.Context, params *SignUpPageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SignUpEmailWithBody Sign up with email and password
 	//
@@ -5239,8 +7974,14 @@ type ClientInterface interface {
 	//
 	// The latest 100 entries of the organization and its projects, newest first.
 	//
+	// Paged by cursor: when older entries match too, the answer carries the header
+	// `x-next-cursor`; send its value back as `cursor` (with the same filters) for the next
+	// page of up to 100. The last page has no `x-next-cursor`. A cursor is opaque; one that was
+	// not issued here is a 400. Filters combine (all must match): `action` (exact), `actorId`,
+	// `targetId`, `since` (inclusive) and `until` (exclusive).
+	//
 	// Corresponds with GET /api/v1/organizations/{organizationId}/audit-logs (the `ListOrganizationAuditLogs` operationId).
-	ListOrganizationAuditLogs(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ListOrganizationAuditLogs(ctx context.Context, organizationId OrganizationId, params *ListOrganizationAuditLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListProjects List an organization's projects
 	//
@@ -5341,8 +8082,14 @@ type ClientInterface interface {
 	//
 	// The latest 100 entries of the project, newest first.
 	//
+	// Paged by cursor: when older entries match too, the answer carries the header
+	// `x-next-cursor`; send its value back as `cursor` (with the same filters) for the next
+	// page of up to 100. The last page has no `x-next-cursor`. A cursor is opaque; one that was
+	// not issued here is a 400. Filters combine (all must match): `action` (exact), `actorId`,
+	// `targetId`, `since` (inclusive) and `until` (exclusive).
+	//
 	// Corresponds with GET /api/v1/projects/{projectId}/audit-logs (the `ListProjectAuditLogs` operationId).
-	ListProjectAuditLogs(ctx context.Context, projectId ProjectId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ListProjectAuditLogs(ctx context.Context, projectId ProjectId, params *ListProjectAuditLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateCheckoutWithBody Start a Stripe Checkout for a subject
 	//
@@ -5882,6 +8629,132 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/projects/{projectId}/usage-events/batch (the `IngestUsageEventBatch` operationId).
 	IngestUsageEventBatch(ctx context.Context, projectId ProjectId, body IngestUsageEventBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListWebhookEndpoints List a project's webhook endpoints
+	//
+	// Each endpoint's registration and state, oldest first — never a secret.
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/webhook-endpoints (the `ListWebhookEndpoints` operationId).
+	ListWebhookEndpoints(ctx context.Context, projectId ProjectId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateWebhookEndpointWithBody Register a webhook endpoint
+	//
+	// Registers a receiver of the project's events and returns its signing secret (`whsec_…`)
+	// in `data.secret` exactly once; it is stored sealed. `eventTypes: ["*"]` subscribes to
+	// every type. With `environmentId`, only that environment's events are sent.
+	//
+	// The `url` must be `https` and must not resolve to a loopback, private, link-local or
+	// metadata address (checked now and again at every connection, against DNS rebinding);
+	// `GATEHOUSE_WEBHOOK_ALLOW_PRIVATE=true` lifts both rules for development. Refusals are
+	// 400 on `[body, url]`. Redirects are never followed.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
+	CreateWebhookEndpointWithBody(ctx context.Context, projectId ProjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateWebhookEndpoint Register a webhook endpoint
+	//
+	// Registers a receiver of the project's events and returns its signing secret (`whsec_…`)
+	// in `data.secret` exactly once; it is stored sealed. `eventTypes: ["*"]` subscribes to
+	// every type. With `environmentId`, only that environment's events are sent.
+	//
+	// The `url` must be `https` and must not resolve to a loopback, private, link-local or
+	// metadata address (checked now and again at every connection, against DNS rebinding);
+	// `GATEHOUSE_WEBHOOK_ALLOW_PRIVATE=true` lifts both rules for development. Refusals are
+	// 400 on `[body, url]`. Redirects are never followed.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
+	CreateWebhookEndpoint(ctx context.Context, projectId ProjectId, body CreateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteWebhookEndpoint Delete a webhook endpoint
+	//
+	// Deletes the endpoint and its delivery history; queued deliveries to it are dropped.
+	//
+	// Corresponds with DELETE /api/v1/projects/{projectId}/webhook-endpoints/{endpointId} (the `DeleteWebhookEndpoint` operationId).
+	DeleteWebhookEndpoint(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetWebhookEndpoint Get a webhook endpoint
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/webhook-endpoints/{endpointId} (the `GetWebhookEndpoint` operationId).
+	GetWebhookEndpoint(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateWebhookEndpointWithBody Change a webhook endpoint
+	//
+	// Changes the given fields; `environmentId: null` makes the endpoint receive every
+	// environment's events. A new `url` is checked as at creation. Deliveries already queued
+	// go to the endpoint as it is when they are attempted.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /api/v1/projects/{projectId}/webhook-endpoints/{endpointId} (the `UpdateWebhookEndpoint` operationId).
+	UpdateWebhookEndpointWithBody(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateWebhookEndpoint Change a webhook endpoint
+	//
+	// Changes the given fields; `environmentId: null` makes the endpoint receive every
+	// environment's events. A new `url` is checked as at creation. Deliveries already queued
+	// go to the endpoint as it is when they are attempted.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /api/v1/projects/{projectId}/webhook-endpoints/{endpointId} (the `UpdateWebhookEndpoint` operationId).
+	UpdateWebhookEndpoint(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, body UpdateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListWebhookDeliveries List an endpoint's delivery attempts
+	//
+	// One item per attempt, newest first: `pending` is an attempt due at `nextAttemptAt`;
+	// `succeeded` and `failed` ones carry the response code (`null` when there was no
+	// response), the latency and, for a failed one followed by another attempt, when that is
+	// due. Paged by cursor: when older attempts follow, the answer carries `x-next-cursor`;
+	// send it back as `cursor`. A cursor that was not issued here is a 400.
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/deliveries (the `ListWebhookDeliveries` operationId).
+	ListWebhookDeliveries(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, params *ListWebhookDeliveriesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RedeliverWebhookDelivery Deliver an event again
+	//
+	// Queues the attempt's event to the endpoint again, as a new delivery with a fresh retry
+	// schedule and the same `webhook-id`. 409 when the endpoint is disabled.
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/deliveries/{deliveryId}/redeliver (the `RedeliverWebhookDelivery` operationId).
+	RedeliverWebhookDelivery(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, deliveryId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DisableWebhookEndpoint Disable a webhook endpoint
+	//
+	// Events are no longer queued for the endpoint, and queued deliveries to it fail without
+	// being sent. Disabling again keeps the first `disabledAt`.
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/disable (the `DisableWebhookEndpoint` operationId).
+	DisableWebhookEndpoint(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EnableWebhookEndpoint Re-enable a webhook endpoint
+	//
+	// Events are queued for the endpoint again (those that happened meanwhile are not), and its
+	// run of failures starts over.
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/enable (the `EnableWebhookEndpoint` operationId).
+	EnableWebhookEndpoint(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotateWebhookEndpointSecret Rotate a webhook endpoint's signing secret
+	//
+	// Draws a new secret and returns it in `data.secret` exactly once. For 24 hours the previous
+	// secret keeps signing too: each delivery carries one `v1,` signature per secret in
+	// `webhook-signature`, so receivers can switch without missing a delivery. Rotating again
+	// within those 24 hours drops the oldest secret.
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/rotate-secret (the `RotateWebhookEndpointSecret` operationId).
+	RotateWebhookEndpointSecret(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TestWebhookEndpoint Send a ping
+	//
+	// Queues a `ping` event for this endpoint alone (even while it is disabled) and answers at
+	// once; its delivery shows in the endpoint's deliveries.
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/test (the `TestWebhookEndpoint` operationId).
+	TestWebhookEndpoint(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ReceiveProcessorWebhookWithBody Receive a Stripe webhook event
 	//
 	// Unauthenticated: the `Stripe-Signature` header is verified against the environment's
@@ -5992,6 +8865,90 @@ func (c *Client) GetOauthAuthorizationServer(ctx context.Context, reqEditors ...
 // Corresponds with GET /.well-known/openid-configuration (the `GetOpenidConfiguration` operationId).
 func (c *Client) GetOpenidConfiguration(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetOpenidConfigurationRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// InvitationPage Open an invitation (the hosted accept-invitation page)
+//
+// The default `GATEHOUSE_INVITATION_URL`: the link of an invitation mail. A pending,
+// unexpired invitation in an active organization shows the organization, and then
+// depends on who opens it:
+//   - signed out: a sign-in form with the invited address filled in (it posts to
+//     `POST /api/auth/sign-in/email` and comes back here; `login_error` is the code a failed
+//     sign-in came back with), and, unless `GATEHOUSE_SIGN_UP` is `closed`, a link to the
+//     hosted sign-up page with the address filled in, which comes back here too;
+//   - signed in with another address: says so, naming both addresses, with a button that
+//     signs out and comes back here;
+//   - signed in as the invited address: the organization and the role, with Accept and
+//     Decline buttons (`POST` to this path).
+//
+// An unknown invitation is 404, and one that has expired, was withdrawn or was already
+// answered is 410, each with a sentence for a person.
+//
+// Corresponds with GET /accept-invitation/{id} (the `InvitationPage` operationId).
+func (c *Client) InvitationPage(ctx context.Context, id string, params *InvitationPageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewInvitationPageRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AnswerInvitationWithBody Answer an invitation from its hosted page
+//
+// The hosted accept-invitation page's buttons (a form post with the page's origin:
+// 403 `MISSING_OR_NULL_ORIGIN` without a trusted `Origin` or `Referer`, and 403
+// `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED` with `Sec-Fetch-Site: cross-site`). `accept`
+// makes the signed-in recipient a member with the invited role and makes the organization
+// active (as `POST /api/auth/organization/accept-invitation`, audited as
+// `invitation.accept`); `decline` declines it (`invitation.reject`); both answer with a
+// page. `switch-account` signs the browser out and goes back to the invitation (303).
+// When the invitation cannot be answered by this visitor (signed out, another address,
+// not pending), the answer is the invitation's page as `GET` shows it, and nothing changes.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /accept-invitation/{id} (the `AnswerInvitation` operationId).
+func (c *Client) AnswerInvitationWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAnswerInvitationRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AnswerInvitationWithFormdataBody Answer an invitation from its hosted page
+//
+// The hosted accept-invitation page's buttons (a form post with the page's origin:
+// 403 `MISSING_OR_NULL_ORIGIN` without a trusted `Origin` or `Referer`, and 403
+// `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED` with `Sec-Fetch-Site: cross-site`). `accept`
+// makes the signed-in recipient a member with the invited role and makes the organization
+// active (as `POST /api/auth/organization/accept-invitation`, audited as
+// `invitation.accept`); `decline` declines it (`invitation.reject`); both answer with a
+// page. `switch-account` signs the browser out and goes back to the invitation (303).
+// When the invitation cannot be answered by this visitor (signed out, another address,
+// not pending), the answer is the invitation's page as `GET` shows it, and nothing changes.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /accept-invitation/{id} (the `AnswerInvitation` operationId).
+func (c *Client) AnswerInvitationWithFormdataBody(ctx context.Context, id string, body AnswerInvitationFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAnswerInvitationRequestWithFormdataBody(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6151,6 +9108,26 @@ func (c *Client) ChangePassword(ctx context.Context, body ChangePasswordJSONRequ
 	return c.Client.Do(req)
 }
 
+// CheckInboxPage Open the hosted "check your inbox" page
+//
+// Where the hosted sign-up (`for=verify-email`, the default) and "forgot password"
+// (`for=reset-password`) forms send the browser: the link is on its way, how long it
+// works, and, with a `callbackURL`, a way back to the sign-in page. It names no address
+// and says the same whether or not an account has one.
+//
+// Corresponds with GET /api/auth/check-inbox (the `CheckInboxPage` operationId).
+func (c *Client) CheckInboxPage(ctx context.Context, params *CheckInboxPageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCheckInboxPageRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // DeleteUserWithBody Delete the signed-in user's own account
 //
 // Deletes the caller's account the way subject deletion does, in one transaction: the user
@@ -6209,6 +9186,27 @@ func (c *Client) DeleteUserWithBody(ctx context.Context, contentType string, bod
 // Corresponds with POST /api/auth/delete-user (the `DeleteUser` operationId).
 func (c *Client) DeleteUser(ctx context.Context, body DeleteUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteUserRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ForgotPasswordPage Open the hosted "forgot password" page
+//
+// The hosted page to ask for a password reset link, linked from the hosted sign-in page.
+// Its form posts to `POST /api/auth/request-password-reset` with `callbackURL` as
+// `redirectTo`: when that is the authorization request the sign-in page was showing (or an
+// invitation's page), the mailed link opens the hosted reset form, which continues there
+// afterwards. `email` fills in the form (the sign-in page passes the email typed there).
+//
+// Corresponds with GET /api/auth/forgot-password (the `ForgotPasswordPage` operationId).
+func (c *Client) ForgotPasswordPage(ctx context.Context, params *ForgotPasswordPageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewForgotPasswordPageRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -7489,6 +10487,9 @@ func (c *Client) ListSocialProviders(ctx context.Context, reqEditors ...RequestE
 // `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
 // limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
 // dropped without changing the answer.
+// The hosted "forgot password" page posts the same request as a form
+// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+// on to the hosted "check your inbox" page, the same whether or not the address exists.
 //
 // Takes any type of body and a specified content type.
 //
@@ -7518,12 +10519,47 @@ func (c *Client) RequestPasswordResetWithBody(ctx context.Context, contentType s
 // `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
 // limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
 // dropped without changing the answer.
+// The hosted "forgot password" page posts the same request as a form
+// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+// on to the hosted "check your inbox" page, the same whether or not the address exists.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
 func (c *Client) RequestPasswordReset(ctx context.Context, body RequestPasswordResetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRequestPasswordResetRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RequestPasswordResetWithFormdataBody Request a password reset link
+//
+// Mails a password reset link to the account with `email` (better-auth's
+// `requestPasswordReset`), an account without a password (social sign-in only) included.
+// The answer is the same whether or not an account has the address, after the same work
+// (a token and its message are made, stored and queued either way; for an address without
+// an account they are decoys that never work and are never sent), so neither the answer
+// nor its timing tells who has an account. The link
+// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+// must be a path on this site or a URL on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+// dropped without changing the answer.
+// The hosted "forgot password" page posts the same request as a form
+// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+// on to the hosted "check your inbox" page, the same whether or not the address exists.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+func (c *Client) RequestPasswordResetWithFormdataBody(ctx context.Context, body RequestPasswordResetFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRequestPasswordResetRequestWithFormdataBody(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7546,7 +10582,8 @@ func (c *Client) RequestPasswordReset(ctx context.Context, body RequestPasswordR
 // provider links and consents go too; audited as `user.email_claim`). Audited as
 // `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 // The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-// page back. A bad token is 400 `INVALID_TOKEN`.
+// page back, which links to `callbackURL` when the form carried one (an authorization
+// request to continue). A bad token is 400 `INVALID_TOKEN`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -7575,7 +10612,8 @@ func (c *Client) ResetPasswordWithBody(ctx context.Context, params *ResetPasswor
 // provider links and consents go too; audited as `user.email_claim`). Audited as
 // `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 // The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-// page back. A bad token is 400 `INVALID_TOKEN`.
+// page back, which links to `callbackURL` when the form carried one (an authorization
+// request to continue). A bad token is 400 `INVALID_TOKEN`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7604,7 +10642,8 @@ func (c *Client) ResetPassword(ctx context.Context, params *ResetPasswordParams,
 // provider links and consents go too; audited as `user.email_claim`). Audited as
 // `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 // The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-// page back. A bad token is 400 `INVALID_TOKEN`.
+// page back, which links to `callbackURL` when the form carried one (an authorization
+// request to continue). A bad token is 400 `INVALID_TOKEN`.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
@@ -7630,6 +10669,11 @@ func (c *Client) ResetPasswordWithFormdataBody(ctx context.Context, params *Rese
 // `error=INVALID_TOKEN` when the token is unknown, used or expired. Without one, the hosted
 // reset page: a form for the new password (400 with an error page for a bad token). The
 // token in the path is never logged.
+// A `callbackURL` that is one of this site's hosted sign-in places — a path to
+// `/api/auth/oauth2/authorize` (an authorization request whose sign-in page led to "forgot
+// password") or to `/accept-invitation/{id}` — is not a product's page: the link opens the
+// hosted form, which carries the `callbackURL` and, once the password is set, offers to
+// continue there.
 //
 // Corresponds with GET /api/auth/reset-password/{token} (the `ResetPasswordCallback` operationId).
 func (c *Client) ResetPasswordCallback(ctx context.Context, token string, params *ResetPasswordCallbackParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7976,6 +11020,32 @@ func (c *Client) SignOutWithBody(ctx context.Context, contentType string, body i
 // Corresponds with POST /api/auth/sign-out (the `SignOut` operationId).
 func (c *Client) SignOut(ctx context.Context, body SignOutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSignOutRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SignUpPage Open the hosted sign-up page
+//
+// The hosted page to create an account, linked from the hosted sign-in page while
+// `GATEHOUSE_SIGN_UP` is `open`. Its form posts to `POST /api/auth/sign-up/email` (a form
+// post with the page's origin) and carries `callbackURL`: the authorization request the
+// sign-in page was showing, so that signing up returns to it (directly, or through the
+// verification link when `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true`). `email` and `name`
+// fill in the form (an invitation's page passes the invited address); `error` is the code
+// a refused sign-up came back with, shown as a sentence. Under `invite-only` the page says
+// that only an invited address can sign up; under `closed` it shows no form. Like every
+// hosted page it loads nothing from elsewhere (a per-response CSP nonce), is never cached
+// and never framed.
+//
+// Corresponds with GET /api/auth/sign-up (the `SignUpPage` operationId).
+func (c *Client) SignUpPage(ctx context.Context, params *SignUpPageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSignUpPageRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -9003,9 +12073,15 @@ func (c *Client) UpdateOrganization(ctx context.Context, organizationId Organiza
 //
 // The latest 100 entries of the organization and its projects, newest first.
 //
+// Paged by cursor: when older entries match too, the answer carries the header
+// `x-next-cursor`; send its value back as `cursor` (with the same filters) for the next
+// page of up to 100. The last page has no `x-next-cursor`. A cursor is opaque; one that was
+// not issued here is a 400. Filters combine (all must match): `action` (exact), `actorId`,
+// `targetId`, `since` (inclusive) and `until` (exclusive).
+//
 // Corresponds with GET /api/v1/organizations/{organizationId}/audit-logs (the `ListOrganizationAuditLogs` operationId).
-func (c *Client) ListOrganizationAuditLogs(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListOrganizationAuditLogsRequest(c.Server, organizationId)
+func (c *Client) ListOrganizationAuditLogs(ctx context.Context, organizationId OrganizationId, params *ListOrganizationAuditLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListOrganizationAuditLogsRequest(c.Server, organizationId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -9225,9 +12301,15 @@ func (c *Client) GetAnalyticsSummary(ctx context.Context, projectId ProjectId, p
 //
 // The latest 100 entries of the project, newest first.
 //
+// Paged by cursor: when older entries match too, the answer carries the header
+// `x-next-cursor`; send its value back as `cursor` (with the same filters) for the next
+// page of up to 100. The last page has no `x-next-cursor`. A cursor is opaque; one that was
+// not issued here is a 400. Filters combine (all must match): `action` (exact), `actorId`,
+// `targetId`, `since` (inclusive) and `until` (exclusive).
+//
 // Corresponds with GET /api/v1/projects/{projectId}/audit-logs (the `ListProjectAuditLogs` operationId).
-func (c *Client) ListProjectAuditLogs(ctx context.Context, projectId ProjectId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListProjectAuditLogsRequest(c.Server, projectId)
+func (c *Client) ListProjectAuditLogs(ctx context.Context, projectId ProjectId, params *ListProjectAuditLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListProjectAuditLogsRequest(c.Server, projectId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -10226,6 +13308,262 @@ func (c *Client) IngestUsageEventBatch(ctx context.Context, projectId ProjectId,
 	return c.Client.Do(req)
 }
 
+// ListWebhookEndpoints List a project's webhook endpoints
+//
+// Each endpoint's registration and state, oldest first — never a secret.
+//
+// Corresponds with GET /api/v1/projects/{projectId}/webhook-endpoints (the `ListWebhookEndpoints` operationId).
+func (c *Client) ListWebhookEndpoints(ctx context.Context, projectId ProjectId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListWebhookEndpointsRequest(c.Server, projectId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateWebhookEndpointWithBody Register a webhook endpoint
+//
+// Registers a receiver of the project's events and returns its signing secret (`whsec_…`)
+// in `data.secret` exactly once; it is stored sealed. `eventTypes: ["*"]` subscribes to
+// every type. With `environmentId`, only that environment's events are sent.
+//
+// The `url` must be `https` and must not resolve to a loopback, private, link-local or
+// metadata address (checked now and again at every connection, against DNS rebinding);
+// `GATEHOUSE_WEBHOOK_ALLOW_PRIVATE=true` lifts both rules for development. Refusals are
+// 400 on `[body, url]`. Redirects are never followed.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
+func (c *Client) CreateWebhookEndpointWithBody(ctx context.Context, projectId ProjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateWebhookEndpointRequestWithBody(c.Server, projectId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateWebhookEndpoint Register a webhook endpoint
+//
+// Registers a receiver of the project's events and returns its signing secret (`whsec_…`)
+// in `data.secret` exactly once; it is stored sealed. `eventTypes: ["*"]` subscribes to
+// every type. With `environmentId`, only that environment's events are sent.
+//
+// The `url` must be `https` and must not resolve to a loopback, private, link-local or
+// metadata address (checked now and again at every connection, against DNS rebinding);
+// `GATEHOUSE_WEBHOOK_ALLOW_PRIVATE=true` lifts both rules for development. Refusals are
+// 400 on `[body, url]`. Redirects are never followed.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
+func (c *Client) CreateWebhookEndpoint(ctx context.Context, projectId ProjectId, body CreateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateWebhookEndpointRequest(c.Server, projectId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteWebhookEndpoint Delete a webhook endpoint
+//
+// Deletes the endpoint and its delivery history; queued deliveries to it are dropped.
+//
+// Corresponds with DELETE /api/v1/projects/{projectId}/webhook-endpoints/{endpointId} (the `DeleteWebhookEndpoint` operationId).
+func (c *Client) DeleteWebhookEndpoint(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteWebhookEndpointRequest(c.Server, projectId, endpointId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetWebhookEndpoint Get a webhook endpoint
+//
+// Corresponds with GET /api/v1/projects/{projectId}/webhook-endpoints/{endpointId} (the `GetWebhookEndpoint` operationId).
+func (c *Client) GetWebhookEndpoint(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetWebhookEndpointRequest(c.Server, projectId, endpointId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateWebhookEndpointWithBody Change a webhook endpoint
+//
+// Changes the given fields; `environmentId: null` makes the endpoint receive every
+// environment's events. A new `url` is checked as at creation. Deliveries already queued
+// go to the endpoint as it is when they are attempted.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /api/v1/projects/{projectId}/webhook-endpoints/{endpointId} (the `UpdateWebhookEndpoint` operationId).
+func (c *Client) UpdateWebhookEndpointWithBody(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateWebhookEndpointRequestWithBody(c.Server, projectId, endpointId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateWebhookEndpoint Change a webhook endpoint
+//
+// Changes the given fields; `environmentId: null` makes the endpoint receive every
+// environment's events. A new `url` is checked as at creation. Deliveries already queued
+// go to the endpoint as it is when they are attempted.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /api/v1/projects/{projectId}/webhook-endpoints/{endpointId} (the `UpdateWebhookEndpoint` operationId).
+func (c *Client) UpdateWebhookEndpoint(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, body UpdateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateWebhookEndpointRequest(c.Server, projectId, endpointId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListWebhookDeliveries List an endpoint's delivery attempts
+//
+// One item per attempt, newest first: `pending` is an attempt due at `nextAttemptAt`;
+// `succeeded` and `failed` ones carry the response code (`null` when there was no
+// response), the latency and, for a failed one followed by another attempt, when that is
+// due. Paged by cursor: when older attempts follow, the answer carries `x-next-cursor`;
+// send it back as `cursor`. A cursor that was not issued here is a 400.
+//
+// Corresponds with GET /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/deliveries (the `ListWebhookDeliveries` operationId).
+func (c *Client) ListWebhookDeliveries(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, params *ListWebhookDeliveriesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListWebhookDeliveriesRequest(c.Server, projectId, endpointId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RedeliverWebhookDelivery Deliver an event again
+//
+// Queues the attempt's event to the endpoint again, as a new delivery with a fresh retry
+// schedule and the same `webhook-id`. 409 when the endpoint is disabled.
+//
+// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/deliveries/{deliveryId}/redeliver (the `RedeliverWebhookDelivery` operationId).
+func (c *Client) RedeliverWebhookDelivery(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, deliveryId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRedeliverWebhookDeliveryRequest(c.Server, projectId, endpointId, deliveryId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DisableWebhookEndpoint Disable a webhook endpoint
+//
+// Events are no longer queued for the endpoint, and queued deliveries to it fail without
+// being sent. Disabling again keeps the first `disabledAt`.
+//
+// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/disable (the `DisableWebhookEndpoint` operationId).
+func (c *Client) DisableWebhookEndpoint(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDisableWebhookEndpointRequest(c.Server, projectId, endpointId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EnableWebhookEndpoint Re-enable a webhook endpoint
+//
+// Events are queued for the endpoint again (those that happened meanwhile are not), and its
+// run of failures starts over.
+//
+// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/enable (the `EnableWebhookEndpoint` operationId).
+func (c *Client) EnableWebhookEndpoint(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEnableWebhookEndpointRequest(c.Server, projectId, endpointId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotateWebhookEndpointSecret Rotate a webhook endpoint's signing secret
+//
+// Draws a new secret and returns it in `data.secret` exactly once. For 24 hours the previous
+// secret keeps signing too: each delivery carries one `v1,` signature per secret in
+// `webhook-signature`, so receivers can switch without missing a delivery. Rotating again
+// within those 24 hours drops the oldest secret.
+//
+// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/rotate-secret (the `RotateWebhookEndpointSecret` operationId).
+func (c *Client) RotateWebhookEndpointSecret(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateWebhookEndpointSecretRequest(c.Server, projectId, endpointId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TestWebhookEndpoint Send a ping
+//
+// Queues a `ping` event for this endpoint alone (even while it is disabled) and answers at
+// once; its delivery shows in the endpoint's deliveries.
+//
+// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/test (the `TestWebhookEndpoint` operationId).
+func (c *Client) TestWebhookEndpoint(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTestWebhookEndpointRequest(c.Server, projectId, endpointId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ReceiveProcessorWebhookWithBody Receive a Stripe webhook event
 //
 // Unauthenticated: the `Stripe-Signature` header is verified against the environment's
@@ -10401,6 +13739,114 @@ func NewGetOpenidConfigurationRequest(server string) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewInvitationPageRequest constructs an http.Request for the InvitationPage method
+func NewInvitationPageRequest(server string, id string, params *InvitationPageParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/accept-invitation/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.LoginError != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "login_error", *params.LoginError, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAnswerInvitationRequestWithFormdataBody calls the generic AnswerInvitation builder with application/x-www-form-urlencoded body
+func NewAnswerInvitationRequestWithFormdataBody(server string, id string, body AnswerInvitationFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewAnswerInvitationRequestWithBody(server, id, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewAnswerInvitationRequestWithBody constructs an http.Request for the AnswerInvitation method, with any body, and a specified content type
+func NewAnswerInvitationRequestWithBody(server string, id string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/accept-invitation/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -10663,6 +14109,72 @@ func NewChangePasswordRequestWithBody(server string, contentType string, body io
 	return req, nil
 }
 
+// NewCheckInboxPageRequest constructs an http.Request for the CheckInboxPage method
+func NewCheckInboxPageRequest(server string, params *CheckInboxPageParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/check-inbox")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.For != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "for", *params.For, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CallbackURL != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "callbackURL", *params.CallbackURL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewDeleteUserRequest calls the generic DeleteUser builder with application/json body
 func NewDeleteUserRequest(server string, body DeleteUserJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -10699,6 +14211,72 @@ func NewDeleteUserRequestWithBody(server string, contentType string, body io.Rea
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewForgotPasswordPageRequest constructs an http.Request for the ForgotPasswordPage method
+func NewForgotPasswordPageRequest(server string, params *ForgotPasswordPageParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/forgot-password")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.CallbackURL != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "callbackURL", *params.CallbackURL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Email != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "email", *params.Email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -12583,6 +16161,17 @@ func NewRequestPasswordResetRequest(server string, body RequestPasswordResetJSON
 	return NewRequestPasswordResetRequestWithBody(server, "application/json", bodyReader)
 }
 
+// NewRequestPasswordResetRequestWithFormdataBody calls the generic RequestPasswordReset builder with application/x-www-form-urlencoded body
+func NewRequestPasswordResetRequestWithFormdataBody(server string, body RequestPasswordResetFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewRequestPasswordResetRequestWithBody(server, "application/x-www-form-urlencoded", bodyReader)
+}
+
 // NewRequestPasswordResetRequestWithBody constructs an http.Request for the RequestPasswordReset method, with any body, and a specified content type
 func NewRequestPasswordResetRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
@@ -13009,6 +16598,96 @@ func NewSignOutRequestWithBody(server string, contentType string, body io.Reader
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSignUpPageRequest constructs an http.Request for the SignUpPage method
+func NewSignUpPageRequest(server string, params *SignUpPageParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/sign-up")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.CallbackURL != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "callbackURL", *params.CallbackURL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Email != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "email", *params.Email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Name != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "name", *params.Name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Error != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "error", *params.Error, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -14271,7 +17950,7 @@ func NewUpdateOrganizationRequestWithBody(server string, organizationId Organiza
 }
 
 // NewListOrganizationAuditLogsRequest constructs an http.Request for the ListOrganizationAuditLogs method
-func NewListOrganizationAuditLogsRequest(server string, organizationId OrganizationId) (*http.Request, error) {
+func NewListOrganizationAuditLogsRequest(server string, organizationId OrganizationId, params *ListOrganizationAuditLogsParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -14294,6 +17973,93 @@ func NewListOrganizationAuditLogsRequest(server string, organizationId Organizat
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Action != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "action", *params.Action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ActorId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "actorId", *params.ActorId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.TargetId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "targetId", *params.TargetId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Since != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "since", *params.Since, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Until != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "until", *params.Until, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -14817,7 +18583,7 @@ func NewGetAnalyticsSummaryRequest(server string, projectId ProjectId, params *G
 }
 
 // NewListProjectAuditLogsRequest constructs an http.Request for the ListProjectAuditLogs method
-func NewListProjectAuditLogsRequest(server string, projectId ProjectId) (*http.Request, error) {
+func NewListProjectAuditLogsRequest(server string, projectId ProjectId, params *ListProjectAuditLogsParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -14840,6 +18606,93 @@ func NewListProjectAuditLogsRequest(server string, projectId ProjectId) (*http.R
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Action != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "action", *params.Action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ActorId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "actorId", *params.ActorId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.TargetId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "targetId", *params.TargetId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Since != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "since", *params.Since, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Until != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "until", *params.Until, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -16535,6 +20388,515 @@ func NewIngestUsageEventBatchRequestWithBody(server string, projectId ProjectId,
 	return req, nil
 }
 
+// NewListWebhookEndpointsRequest constructs an http.Request for the ListWebhookEndpoints method
+func NewListWebhookEndpointsRequest(server string, projectId ProjectId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/webhook-endpoints", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateWebhookEndpointRequest calls the generic CreateWebhookEndpoint builder with application/json body
+func NewCreateWebhookEndpointRequest(server string, projectId ProjectId, body CreateWebhookEndpointJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateWebhookEndpointRequestWithBody(server, projectId, "application/json", bodyReader)
+}
+
+// NewCreateWebhookEndpointRequestWithBody constructs an http.Request for the CreateWebhookEndpoint method, with any body, and a specified content type
+func NewCreateWebhookEndpointRequestWithBody(server string, projectId ProjectId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/webhook-endpoints", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteWebhookEndpointRequest constructs an http.Request for the DeleteWebhookEndpoint method
+func NewDeleteWebhookEndpointRequest(server string, projectId ProjectId, endpointId WebhookEndpointId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "endpointId", endpointId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/webhook-endpoints/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetWebhookEndpointRequest constructs an http.Request for the GetWebhookEndpoint method
+func NewGetWebhookEndpointRequest(server string, projectId ProjectId, endpointId WebhookEndpointId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "endpointId", endpointId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/webhook-endpoints/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUpdateWebhookEndpointRequest calls the generic UpdateWebhookEndpoint builder with application/json body
+func NewUpdateWebhookEndpointRequest(server string, projectId ProjectId, endpointId WebhookEndpointId, body UpdateWebhookEndpointJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateWebhookEndpointRequestWithBody(server, projectId, endpointId, "application/json", bodyReader)
+}
+
+// NewUpdateWebhookEndpointRequestWithBody constructs an http.Request for the UpdateWebhookEndpoint method, with any body, and a specified content type
+func NewUpdateWebhookEndpointRequestWithBody(server string, projectId ProjectId, endpointId WebhookEndpointId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "endpointId", endpointId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/webhook-endpoints/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListWebhookDeliveriesRequest constructs an http.Request for the ListWebhookDeliveries method
+func NewListWebhookDeliveriesRequest(server string, projectId ProjectId, endpointId WebhookEndpointId, params *ListWebhookDeliveriesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "endpointId", endpointId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/webhook-endpoints/%s/deliveries", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRedeliverWebhookDeliveryRequest constructs an http.Request for the RedeliverWebhookDelivery method
+func NewRedeliverWebhookDeliveryRequest(server string, projectId ProjectId, endpointId WebhookEndpointId, deliveryId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "endpointId", endpointId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "deliveryId", deliveryId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/webhook-endpoints/%s/deliveries/%s/redeliver", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDisableWebhookEndpointRequest constructs an http.Request for the DisableWebhookEndpoint method
+func NewDisableWebhookEndpointRequest(server string, projectId ProjectId, endpointId WebhookEndpointId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "endpointId", endpointId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/webhook-endpoints/%s/disable", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewEnableWebhookEndpointRequest constructs an http.Request for the EnableWebhookEndpoint method
+func NewEnableWebhookEndpointRequest(server string, projectId ProjectId, endpointId WebhookEndpointId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "endpointId", endpointId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/webhook-endpoints/%s/enable", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRotateWebhookEndpointSecretRequest constructs an http.Request for the RotateWebhookEndpointSecret method
+func NewRotateWebhookEndpointSecretRequest(server string, projectId ProjectId, endpointId WebhookEndpointId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "endpointId", endpointId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/webhook-endpoints/%s/rotate-secret", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewTestWebhookEndpointRequest constructs an http.Request for the TestWebhookEndpoint method
+func NewTestWebhookEndpointRequest(server string, projectId ProjectId, endpointId WebhookEndpointId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "endpointId", endpointId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/webhook-endpoints/%s/test", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewReceiveProcessorWebhookRequest calls the generic ReceiveProcessorWebhook builder with application/json body
 func NewReceiveProcessorWebhookRequest(server string, environmentId EnvironmentId, params *ReceiveProcessorWebhookParams, body ReceiveProcessorWebhookJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -16732,6 +21094,62 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /.well-known/openid-configuration (the `GetOpenidConfiguration` operationId).
 	GetOpenidConfigurationWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenidConfigurationResponse, error)
 
+	// InvitationPageWithResponse Open an invitation (the hosted accept-invitation page)
+	//
+	// The default `GATEHOUSE_INVITATION_URL`: the link of an invitation mail. A pending,
+	// unexpired invitation in an active organization shows the organization, and then
+	// depends on who opens it:
+	// - signed out: a sign-in form with the invited address filled in (it posts to
+	//   `POST /api/auth/sign-in/email` and comes back here; `login_error` is the code a failed
+	//   sign-in came back with), and, unless `GATEHOUSE_SIGN_UP` is `closed`, a link to the
+	//   hosted sign-up page with the address filled in, which comes back here too;
+	// - signed in with another address: says so, naming both addresses, with a button that
+	//   signs out and comes back here;
+	// - signed in as the invited address: the organization and the role, with Accept and
+	//   Decline buttons (`POST` to this path).
+	//
+	// An unknown invitation is 404, and one that has expired, was withdrawn or was already
+	// answered is 410, each with a sentence for a person.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /accept-invitation/{id} (the `InvitationPage` operationId).
+	InvitationPageWithResponse(ctx context.Context, id string, params *InvitationPageParams, reqEditors ...RequestEditorFn) (*InvitationPageResponse, error)
+
+	// AnswerInvitationWithBodyWithResponse Answer an invitation from its hosted page
+	//
+	// The hosted accept-invitation page's buttons (a form post with the page's origin:
+	// 403 `MISSING_OR_NULL_ORIGIN` without a trusted `Origin` or `Referer`, and 403
+	// `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED` with `Sec-Fetch-Site: cross-site`). `accept`
+	// makes the signed-in recipient a member with the invited role and makes the organization
+	// active (as `POST /api/auth/organization/accept-invitation`, audited as
+	// `invitation.accept`); `decline` declines it (`invitation.reject`); both answer with a
+	// page. `switch-account` signs the browser out and goes back to the invitation (303).
+	// When the invitation cannot be answered by this visitor (signed out, another address,
+	// not pending), the answer is the invitation's page as `GET` shows it, and nothing changes.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /accept-invitation/{id} (the `AnswerInvitation` operationId).
+	AnswerInvitationWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AnswerInvitationResponse, error)
+
+	// AnswerInvitationWithFormdataBodyWithResponse Answer an invitation from its hosted page
+	//
+	// The hosted accept-invitation page's buttons (a form post with the page's origin:
+	// 403 `MISSING_OR_NULL_ORIGIN` without a trusted `Origin` or `Referer`, and 403
+	// `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED` with `Sec-Fetch-Site: cross-site`). `accept`
+	// makes the signed-in recipient a member with the invited role and makes the organization
+	// active (as `POST /api/auth/organization/accept-invitation`, audited as
+	// `invitation.accept`); `decline` declines it (`invitation.reject`); both answer with a
+	// page. `switch-account` signs the browser out and goes back to the invitation (303).
+	// When the invitation cannot be answered by this visitor (signed out, another address,
+	// not pending), the answer is the invitation's page as `GET` shows it, and nothing changes.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /accept-invitation/{id} (the `AnswerInvitation` operationId).
+	AnswerInvitationWithFormdataBodyWithResponse(ctx context.Context, id string, body AnswerInvitationFormdataRequestBody, reqEditors ...RequestEditorFn) (*AnswerInvitationResponse, error)
+
 	// AccountPageWithResponse The hosted account page (second factor)
 	//
 	// For the signed-in user: whether two-factor authentication is on, with forms to turn it on
@@ -16825,6 +21243,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/auth/change-password (the `ChangePassword` operationId).
 	ChangePasswordWithResponse(ctx context.Context, body ChangePasswordJSONRequestBody, reqEditors ...RequestEditorFn) (*ChangePasswordResponse, error)
 
+	// CheckInboxPageWithResponse Open the hosted "check your inbox" page
+	//
+	// Where the hosted sign-up (`for=verify-email`, the default) and "forgot password"
+	// (`for=reset-password`) forms send the browser: the link is on its way, how long it
+	// works, and, with a `callbackURL`, a way back to the sign-in page. It names no address
+	// and says the same whether or not an account has one.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/check-inbox (the `CheckInboxPage` operationId).
+	CheckInboxPageWithResponse(ctx context.Context, params *CheckInboxPageParams, reqEditors ...RequestEditorFn) (*CheckInboxPageResponse, error)
+
 	// DeleteUserWithBodyWithResponse Delete the signed-in user's own account
 	//
 	// Deletes the caller's account the way subject deletion does, in one transaction: the user
@@ -16872,6 +21302,19 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/auth/delete-user (the `DeleteUser` operationId).
 	DeleteUserWithResponse(ctx context.Context, body DeleteUserJSONRequestBody, reqEditors ...RequestEditorFn) (*DeleteUserResponse, error)
+
+	// ForgotPasswordPageWithResponse Open the hosted "forgot password" page
+	//
+	// The hosted page to ask for a password reset link, linked from the hosted sign-in page.
+	// Its form posts to `POST /api/auth/request-password-reset` with `callbackURL` as
+	// `redirectTo`: when that is the authorization request the sign-in page was showing (or an
+	// invitation's page), the mailed link opens the hosted reset form, which continues there
+	// afterwards. `email` fills in the form (the sign-in page passes the email typed there).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/forgot-password (the `ForgotPasswordPage` operationId).
+	ForgotPasswordPageWithResponse(ctx context.Context, params *ForgotPasswordPageParams, reqEditors ...RequestEditorFn) (*ForgotPasswordPageResponse, error)
 
 	// GetSessionWithResponse Get the current session
 	//
@@ -17571,6 +22014,9 @@ type ClientWithResponsesInterface interface {
 	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
 	// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
 	// dropped without changing the answer.
+	// The hosted "forgot password" page posts the same request as a form
+	// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+	// on to the hosted "check your inbox" page, the same whether or not the address exists.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -17590,11 +22036,36 @@ type ClientWithResponsesInterface interface {
 	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
 	// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
 	// dropped without changing the answer.
+	// The hosted "forgot password" page posts the same request as a form
+	// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+	// on to the hosted "check your inbox" page, the same whether or not the address exists.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
 	RequestPasswordResetWithResponse(ctx context.Context, body RequestPasswordResetJSONRequestBody, reqEditors ...RequestEditorFn) (*RequestPasswordResetResponse, error)
+
+	// RequestPasswordResetWithFormdataBodyWithResponse Request a password reset link
+	//
+	// Mails a password reset link to the account with `email` (better-auth's
+	// `requestPasswordReset`), an account without a password (social sign-in only) included.
+	// The answer is the same whether or not an account has the address, after the same work
+	// (a token and its message are made, stored and queued either way; for an address without
+	// an account they are decoys that never work and are never sent), so neither the answer
+	// nor its timing tells who has an account. The link
+	// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+	// must be a path on this site or a URL on the base URL or a trusted origin (403
+	// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+	// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+	// dropped without changing the answer.
+	// The hosted "forgot password" page posts the same request as a form
+	// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+	// on to the hosted "check your inbox" page, the same whether or not the address exists.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+	RequestPasswordResetWithFormdataBodyWithResponse(ctx context.Context, body RequestPasswordResetFormdataRequestBody, reqEditors ...RequestEditorFn) (*RequestPasswordResetResponse, error)
 
 	// ResetPasswordWithBodyWithResponse Set a new password with a reset token
 	//
@@ -17608,7 +22079,8 @@ type ClientWithResponsesInterface interface {
 	// provider links and consents go too; audited as `user.email_claim`). Audited as
 	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-	// page back. A bad token is 400 `INVALID_TOKEN`.
+	// page back, which links to `callbackURL` when the form carried one (an authorization
+	// request to continue). A bad token is 400 `INVALID_TOKEN`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -17627,7 +22099,8 @@ type ClientWithResponsesInterface interface {
 	// provider links and consents go too; audited as `user.email_claim`). Audited as
 	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-	// page back. A bad token is 400 `INVALID_TOKEN`.
+	// page back, which links to `callbackURL` when the form carried one (an authorization
+	// request to continue). A bad token is 400 `INVALID_TOKEN`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -17646,7 +22119,8 @@ type ClientWithResponsesInterface interface {
 	// provider links and consents go too; audited as `user.email_claim`). Audited as
 	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 	// The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-	// page back. A bad token is 400 `INVALID_TOKEN`.
+	// page back, which links to `callbackURL` when the form carried one (an authorization
+	// request to continue). A bad token is 400 `INVALID_TOKEN`.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -17662,6 +22136,11 @@ type ClientWithResponsesInterface interface {
 	// `error=INVALID_TOKEN` when the token is unknown, used or expired. Without one, the hosted
 	// reset page: a form for the new password (400 with an error page for a bad token). The
 	// token in the path is never logged.
+	// A `callbackURL` that is one of this site's hosted sign-in places — a path to
+	// `/api/auth/oauth2/authorize` (an authorization request whose sign-in page led to "forgot
+	// password") or to `/accept-invitation/{id}` — is not a product's page: the link opens the
+	// hosted form, which carries the `callbackURL` and, once the password is set, offers to
+	// continue there.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -17869,6 +22348,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/auth/sign-out (the `SignOut` operationId).
 	SignOutWithResponse(ctx context.Context, body SignOutJSONRequestBody, reqEditors ...RequestEditorFn) (*SignOutResponse, error)
+
+	// SignUpPageWithResponse Open the hosted sign-up page
+	//
+	// The hosted page to create an account, linked from the hosted sign-in page while
+	// `GATEHOUSE_SIGN_UP` is `open`. Its form posts to `POST /api/auth/sign-up/email` (a form
+	// post with the page's origin) and carries `callbackURL`: the authorization request the
+	// sign-in page was showing, so that signing up returns to it (directly, or through the
+	// verification link when `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true`). `email` and `name`
+	// fill in the form (an invitation's page passes the invited address); `error` is the code
+	// a refused sign-up came back with, shown as a sentence. Under `invite-only` the page says
+	// that only an invited address can sign up; under `closed` it shows no form. Like every
+	// hosted page it loads nothing from elsewhere (a per-response CSP nonce), is never cached
+	// and never framed.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/sign-up (the `SignUpPage` operationId).
+	SignUpPageWithResponse(ctx context.Context, params *SignUpPageParams, reqEditors ...RequestEditorFn) (*SignUpPageResponse, error)
 
 	// SignUpEmailWithBodyWithResponse Sign up with email and password
 	//
@@ -18457,10 +22954,16 @@ type ClientWithResponsesInterface interface {
 	//
 	// The latest 100 entries of the organization and its projects, newest first.
 	//
+	// Paged by cursor: when older entries match too, the answer carries the header
+	// `x-next-cursor`; send its value back as `cursor` (with the same filters) for the next
+	// page of up to 100. The last page has no `x-next-cursor`. A cursor is opaque; one that was
+	// not issued here is a 400. Filters combine (all must match): `action` (exact), `actorId`,
+	// `targetId`, `since` (inclusive) and `until` (exclusive).
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/organizations/{organizationId}/audit-logs (the `ListOrganizationAuditLogs` operationId).
-	ListOrganizationAuditLogsWithResponse(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*ListOrganizationAuditLogsResponse, error)
+	ListOrganizationAuditLogsWithResponse(ctx context.Context, organizationId OrganizationId, params *ListOrganizationAuditLogsParams, reqEditors ...RequestEditorFn) (*ListOrganizationAuditLogsResponse, error)
 
 	// ListProjectsWithResponse List an organization's projects
 	//
@@ -18575,10 +23078,16 @@ type ClientWithResponsesInterface interface {
 	//
 	// The latest 100 entries of the project, newest first.
 	//
+	// Paged by cursor: when older entries match too, the answer carries the header
+	// `x-next-cursor`; send its value back as `cursor` (with the same filters) for the next
+	// page of up to 100. The last page has no `x-next-cursor`. A cursor is opaque; one that was
+	// not issued here is a 400. Filters combine (all must match): `action` (exact), `actorId`,
+	// `targetId`, `since` (inclusive) and `until` (exclusive).
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/projects/{projectId}/audit-logs (the `ListProjectAuditLogs` operationId).
-	ListProjectAuditLogsWithResponse(ctx context.Context, projectId ProjectId, reqEditors ...RequestEditorFn) (*ListProjectAuditLogsResponse, error)
+	ListProjectAuditLogsWithResponse(ctx context.Context, projectId ProjectId, params *ListProjectAuditLogsParams, reqEditors ...RequestEditorFn) (*ListProjectAuditLogsResponse, error)
 
 	// CreateCheckoutWithBodyWithResponse Start a Stripe Checkout for a subject
 	//
@@ -19160,6 +23669,150 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/projects/{projectId}/usage-events/batch (the `IngestUsageEventBatch` operationId).
 	IngestUsageEventBatchWithResponse(ctx context.Context, projectId ProjectId, body IngestUsageEventBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*IngestUsageEventBatchResponse, error)
 
+	// ListWebhookEndpointsWithResponse List a project's webhook endpoints
+	//
+	// Each endpoint's registration and state, oldest first — never a secret.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/webhook-endpoints (the `ListWebhookEndpoints` operationId).
+	ListWebhookEndpointsWithResponse(ctx context.Context, projectId ProjectId, reqEditors ...RequestEditorFn) (*ListWebhookEndpointsResponse, error)
+
+	// CreateWebhookEndpointWithBodyWithResponse Register a webhook endpoint
+	//
+	// Registers a receiver of the project's events and returns its signing secret (`whsec_…`)
+	// in `data.secret` exactly once; it is stored sealed. `eventTypes: ["*"]` subscribes to
+	// every type. With `environmentId`, only that environment's events are sent.
+	//
+	// The `url` must be `https` and must not resolve to a loopback, private, link-local or
+	// metadata address (checked now and again at every connection, against DNS rebinding);
+	// `GATEHOUSE_WEBHOOK_ALLOW_PRIVATE=true` lifts both rules for development. Refusals are
+	// 400 on `[body, url]`. Redirects are never followed.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
+	CreateWebhookEndpointWithBodyWithResponse(ctx context.Context, projectId ProjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateWebhookEndpointResponse, error)
+
+	// CreateWebhookEndpointWithResponse Register a webhook endpoint
+	//
+	// Registers a receiver of the project's events and returns its signing secret (`whsec_…`)
+	// in `data.secret` exactly once; it is stored sealed. `eventTypes: ["*"]` subscribes to
+	// every type. With `environmentId`, only that environment's events are sent.
+	//
+	// The `url` must be `https` and must not resolve to a loopback, private, link-local or
+	// metadata address (checked now and again at every connection, against DNS rebinding);
+	// `GATEHOUSE_WEBHOOK_ALLOW_PRIVATE=true` lifts both rules for development. Refusals are
+	// 400 on `[body, url]`. Redirects are never followed.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
+	CreateWebhookEndpointWithResponse(ctx context.Context, projectId ProjectId, body CreateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWebhookEndpointResponse, error)
+
+	// DeleteWebhookEndpointWithResponse Delete a webhook endpoint
+	//
+	// Deletes the endpoint and its delivery history; queued deliveries to it are dropped.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/projects/{projectId}/webhook-endpoints/{endpointId} (the `DeleteWebhookEndpoint` operationId).
+	DeleteWebhookEndpointWithResponse(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*DeleteWebhookEndpointResponse, error)
+
+	// GetWebhookEndpointWithResponse Get a webhook endpoint
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/webhook-endpoints/{endpointId} (the `GetWebhookEndpoint` operationId).
+	GetWebhookEndpointWithResponse(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*GetWebhookEndpointResponse, error)
+
+	// UpdateWebhookEndpointWithBodyWithResponse Change a webhook endpoint
+	//
+	// Changes the given fields; `environmentId: null` makes the endpoint receive every
+	// environment's events. A new `url` is checked as at creation. Deliveries already queued
+	// go to the endpoint as it is when they are attempted.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/v1/projects/{projectId}/webhook-endpoints/{endpointId} (the `UpdateWebhookEndpoint` operationId).
+	UpdateWebhookEndpointWithBodyWithResponse(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateWebhookEndpointResponse, error)
+
+	// UpdateWebhookEndpointWithResponse Change a webhook endpoint
+	//
+	// Changes the given fields; `environmentId: null` makes the endpoint receive every
+	// environment's events. A new `url` is checked as at creation. Deliveries already queued
+	// go to the endpoint as it is when they are attempted.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/v1/projects/{projectId}/webhook-endpoints/{endpointId} (the `UpdateWebhookEndpoint` operationId).
+	UpdateWebhookEndpointWithResponse(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, body UpdateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateWebhookEndpointResponse, error)
+
+	// ListWebhookDeliveriesWithResponse List an endpoint's delivery attempts
+	//
+	// One item per attempt, newest first: `pending` is an attempt due at `nextAttemptAt`;
+	// `succeeded` and `failed` ones carry the response code (`null` when there was no
+	// response), the latency and, for a failed one followed by another attempt, when that is
+	// due. Paged by cursor: when older attempts follow, the answer carries `x-next-cursor`;
+	// send it back as `cursor`. A cursor that was not issued here is a 400.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/deliveries (the `ListWebhookDeliveries` operationId).
+	ListWebhookDeliveriesWithResponse(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, params *ListWebhookDeliveriesParams, reqEditors ...RequestEditorFn) (*ListWebhookDeliveriesResponse, error)
+
+	// RedeliverWebhookDeliveryWithResponse Deliver an event again
+	//
+	// Queues the attempt's event to the endpoint again, as a new delivery with a fresh retry
+	// schedule and the same `webhook-id`. 409 when the endpoint is disabled.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/deliveries/{deliveryId}/redeliver (the `RedeliverWebhookDelivery` operationId).
+	RedeliverWebhookDeliveryWithResponse(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, deliveryId string, reqEditors ...RequestEditorFn) (*RedeliverWebhookDeliveryResponse, error)
+
+	// DisableWebhookEndpointWithResponse Disable a webhook endpoint
+	//
+	// Events are no longer queued for the endpoint, and queued deliveries to it fail without
+	// being sent. Disabling again keeps the first `disabledAt`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/disable (the `DisableWebhookEndpoint` operationId).
+	DisableWebhookEndpointWithResponse(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*DisableWebhookEndpointResponse, error)
+
+	// EnableWebhookEndpointWithResponse Re-enable a webhook endpoint
+	//
+	// Events are queued for the endpoint again (those that happened meanwhile are not), and its
+	// run of failures starts over.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/enable (the `EnableWebhookEndpoint` operationId).
+	EnableWebhookEndpointWithResponse(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*EnableWebhookEndpointResponse, error)
+
+	// RotateWebhookEndpointSecretWithResponse Rotate a webhook endpoint's signing secret
+	//
+	// Draws a new secret and returns it in `data.secret` exactly once. For 24 hours the previous
+	// secret keeps signing too: each delivery carries one `v1,` signature per secret in
+	// `webhook-signature`, so receivers can switch without missing a delivery. Rotating again
+	// within those 24 hours drops the oldest secret.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/rotate-secret (the `RotateWebhookEndpointSecret` operationId).
+	RotateWebhookEndpointSecretWithResponse(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*RotateWebhookEndpointSecretResponse, error)
+
+	// TestWebhookEndpointWithResponse Send a ping
+	//
+	// Queues a `ping` event for this endpoint alone (even while it is disabled) and answers at
+	// once; its delivery shows in the endpoint's deliveries.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/test (the `TestWebhookEndpoint` operationId).
+	TestWebhookEndpointWithResponse(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*TestWebhookEndpointResponse, error)
+
 	// ReceiveProcessorWebhookWithBodyWithResponse Receive a Stripe webhook event
 	//
 	// Unauthenticated: the `Stripe-Signature` header is verified against the environment's
@@ -19387,6 +24040,131 @@ func (r GetOpenidConfigurationResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetOpenidConfigurationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// InvitationPageResponse503Headers the declared response headers of an HTTP 503 response for InvitationPage
+type InvitationPageResponse503Headers struct {
+	RetryAfter *int
+}
+
+type InvitationPageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *InvitationPageResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r InvitationPageResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r InvitationPageResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r InvitationPageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r InvitationPageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r InvitationPageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r InvitationPageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AnswerInvitationResponse303Headers the declared response headers of an HTTP 303 response for AnswerInvitation
+type AnswerInvitationResponse303Headers struct {
+	Location  *string
+	SetCookie *string
+}
+
+// AnswerInvitationResponse503Headers the declared response headers of an HTTP 503 response for AnswerInvitation
+type AnswerInvitationResponse503Headers struct {
+	RetryAfter *int
+}
+
+type AnswerInvitationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *AnswerInvitationResponse303Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AnswerInvitationResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r AnswerInvitationResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AnswerInvitationResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AnswerInvitationResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AnswerInvitationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AnswerInvitationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AnswerInvitationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AnswerInvitationResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -19669,6 +24447,68 @@ func (r ChangePasswordResponse) ContentType() string {
 	return ""
 }
 
+// CheckInboxPageResponse503Headers the declared response headers of an HTTP 503 response for CheckInboxPage
+type CheckInboxPageResponse503Headers struct {
+	RetryAfter *int
+}
+
+type CheckInboxPageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CheckInboxPageResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CheckInboxPageResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CheckInboxPageResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CheckInboxPageResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CheckInboxPageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CheckInboxPageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CheckInboxPageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CheckInboxPageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // DeleteUserResponse200Headers the declared response headers of an HTTP 200 response for DeleteUser
 type DeleteUserResponse200Headers struct {
 	SetCookie *string
@@ -19773,6 +24613,68 @@ func (r DeleteUserResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r DeleteUserResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ForgotPasswordPageResponse503Headers the declared response headers of an HTTP 503 response for ForgotPasswordPage
+type ForgotPasswordPageResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ForgotPasswordPageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ForgotPasswordPageResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ForgotPasswordPageResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ForgotPasswordPageResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ForgotPasswordPageResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ForgotPasswordPageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ForgotPasswordPageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ForgotPasswordPageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ForgotPasswordPageResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -22063,6 +26965,11 @@ func (r ListSocialProvidersResponse) ContentType() string {
 	return ""
 }
 
+// RequestPasswordResetResponse303Headers the declared response headers of an HTTP 303 response for RequestPasswordReset
+type RequestPasswordResetResponse303Headers struct {
+	Location *string
+}
+
 // RequestPasswordResetResponse503Headers the declared response headers of an HTTP 503 response for RequestPasswordReset
 type RequestPasswordResetResponse503Headers struct {
 	RetryAfter *int
@@ -22079,6 +26986,8 @@ type RequestPasswordResetResponse struct {
 	ApplicationproblemJSON403 *AuthForbidden
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *RequestPasswordResetResponse303Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *RequestPasswordResetResponse503Headers
 }
@@ -22699,8 +27608,76 @@ func (r SignOutResponse) ContentType() string {
 	return ""
 }
 
+// SignUpPageResponse503Headers the declared response headers of an HTTP 503 response for SignUpPage
+type SignUpPageResponse503Headers struct {
+	RetryAfter *int
+}
+
+type SignUpPageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SignUpPageResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SignUpPageResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SignUpPageResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r SignUpPageResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r SignUpPageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SignUpPageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SignUpPageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SignUpPageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // SignUpEmailResponse200Headers the declared response headers of an HTTP 200 response for SignUpEmail
 type SignUpEmailResponse200Headers struct {
+	SetCookie *string
+}
+
+// SignUpEmailResponse303Headers the declared response headers of an HTTP 303 response for SignUpEmail
+type SignUpEmailResponse303Headers struct {
+	Location  *string
 	SetCookie *string
 }
 
@@ -22731,6 +27708,8 @@ type SignUpEmailResponse struct {
 	ApplicationproblemJSON503 *AuthUnavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *SignUpEmailResponse200Headers
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *SignUpEmailResponse303Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *SignUpEmailResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -24846,22 +29825,36 @@ func (r UpdateOrganizationResponse) ContentType() string {
 	return ""
 }
 
+// ListOrganizationAuditLogsResponse200Headers the declared response headers of an HTTP 200 response for ListOrganizationAuditLogs
+type ListOrganizationAuditLogsResponse200Headers struct {
+	XNextCursor *string
+}
+
 type ListOrganizationAuditLogsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *AuditLogList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthenticated
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListOrganizationAuditLogsResponse200Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListOrganizationAuditLogsResponse) GetJSON200() *AuditLogList {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListOrganizationAuditLogsResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -25538,22 +30531,36 @@ func (r GetAnalyticsSummaryResponse) ContentType() string {
 	return ""
 }
 
+// ListProjectAuditLogsResponse200Headers the declared response headers of an HTTP 200 response for ListProjectAuditLogs
+type ListProjectAuditLogsResponse200Headers struct {
+	XNextCursor *string
+}
+
 type ListProjectAuditLogsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *AuditLogList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthenticated
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListProjectAuditLogsResponse200Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListProjectAuditLogsResponse) GetJSON200() *AuditLogList {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListProjectAuditLogsResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -28110,6 +33117,724 @@ func (r IngestUsageEventBatchResponse) ContentType() string {
 	return ""
 }
 
+type ListWebhookEndpointsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Data []WebhookEndpoint `json:"data"`
+	}
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListWebhookEndpointsResponse) GetJSON200() *struct {
+	Data []WebhookEndpoint `json:"data"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListWebhookEndpointsResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListWebhookEndpointsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListWebhookEndpointsResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ListWebhookEndpointsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListWebhookEndpointsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListWebhookEndpointsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListWebhookEndpointsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateWebhookEndpointResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *WebhookEndpointWithSecretResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateWebhookEndpointResponse) GetJSON201() *WebhookEndpointWithSecretResponse {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateWebhookEndpointResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateWebhookEndpointResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateWebhookEndpointResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateWebhookEndpointResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateWebhookEndpointResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateWebhookEndpointResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateWebhookEndpointResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateWebhookEndpointResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteWebhookEndpointResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteWebhookEndpointResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteWebhookEndpointResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteWebhookEndpointResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteWebhookEndpointResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteWebhookEndpointResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteWebhookEndpointResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteWebhookEndpointResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetWebhookEndpointResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookEndpointResponse
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetWebhookEndpointResponse) GetJSON200() *WebhookEndpointResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetWebhookEndpointResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetWebhookEndpointResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetWebhookEndpointResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetWebhookEndpointResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetWebhookEndpointResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetWebhookEndpointResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetWebhookEndpointResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type UpdateWebhookEndpointResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookEndpointResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateWebhookEndpointResponse) GetJSON200() *WebhookEndpointResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r UpdateWebhookEndpointResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r UpdateWebhookEndpointResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r UpdateWebhookEndpointResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r UpdateWebhookEndpointResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateWebhookEndpointResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateWebhookEndpointResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateWebhookEndpointResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateWebhookEndpointResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListWebhookDeliveriesResponse200Headers the declared response headers of an HTTP 200 response for ListWebhookDeliveries
+type ListWebhookDeliveriesResponse200Headers struct {
+	XNextCursor *string
+}
+
+type ListWebhookDeliveriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Data []WebhookDelivery `json:"data"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListWebhookDeliveriesResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListWebhookDeliveriesResponse) GetJSON200() *struct {
+	Data []WebhookDelivery `json:"data"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ListWebhookDeliveriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListWebhookDeliveriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListWebhookDeliveriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListWebhookDeliveriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RedeliverWebhookDeliveryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *WebhookQueuedResponse
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r RedeliverWebhookDeliveryResponse) GetJSON202() *WebhookQueuedResponse {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RedeliverWebhookDeliveryResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RedeliverWebhookDeliveryResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RedeliverWebhookDeliveryResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RedeliverWebhookDeliveryResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetBody returns the raw response body bytes
+func (r RedeliverWebhookDeliveryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RedeliverWebhookDeliveryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RedeliverWebhookDeliveryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RedeliverWebhookDeliveryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DisableWebhookEndpointResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookEndpointResponse
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DisableWebhookEndpointResponse) GetJSON200() *WebhookEndpointResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DisableWebhookEndpointResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DisableWebhookEndpointResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DisableWebhookEndpointResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r DisableWebhookEndpointResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DisableWebhookEndpointResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DisableWebhookEndpointResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DisableWebhookEndpointResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type EnableWebhookEndpointResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookEndpointResponse
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EnableWebhookEndpointResponse) GetJSON200() *WebhookEndpointResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r EnableWebhookEndpointResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r EnableWebhookEndpointResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r EnableWebhookEndpointResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r EnableWebhookEndpointResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EnableWebhookEndpointResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EnableWebhookEndpointResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EnableWebhookEndpointResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RotateWebhookEndpointSecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookEndpointWithSecretResponse
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RotateWebhookEndpointSecretResponse) GetJSON200() *WebhookEndpointWithSecretResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RotateWebhookEndpointSecretResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RotateWebhookEndpointSecretResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RotateWebhookEndpointSecretResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r RotateWebhookEndpointSecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RotateWebhookEndpointSecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RotateWebhookEndpointSecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RotateWebhookEndpointSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type TestWebhookEndpointResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *WebhookQueuedResponse
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r TestWebhookEndpointResponse) GetJSON202() *WebhookQueuedResponse {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r TestWebhookEndpointResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r TestWebhookEndpointResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r TestWebhookEndpointResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r TestWebhookEndpointResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TestWebhookEndpointResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TestWebhookEndpointResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TestWebhookEndpointResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ReceiveProcessorWebhookResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -28316,6 +34041,80 @@ func (c *ClientWithResponses) GetOpenidConfigurationWithResponse(ctx context.Con
 	return ParseGetOpenidConfigurationResponse(rsp)
 }
 
+// InvitationPageWithResponse Open an invitation (the hosted accept-invitation page)
+//
+// The default `GATEHOUSE_INVITATION_URL`: the link of an invitation mail. A pending,
+// unexpired invitation in an active organization shows the organization, and then
+// depends on who opens it:
+//   - signed out: a sign-in form with the invited address filled in (it posts to
+//     `POST /api/auth/sign-in/email` and comes back here; `login_error` is the code a failed
+//     sign-in came back with), and, unless `GATEHOUSE_SIGN_UP` is `closed`, a link to the
+//     hosted sign-up page with the address filled in, which comes back here too;
+//   - signed in with another address: says so, naming both addresses, with a button that
+//     signs out and comes back here;
+//   - signed in as the invited address: the organization and the role, with Accept and
+//     Decline buttons (`POST` to this path).
+//
+// An unknown invitation is 404, and one that has expired, was withdrawn or was already
+// answered is 410, each with a sentence for a person.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /accept-invitation/{id} (the `InvitationPage` operationId).
+func (c *ClientWithResponses) InvitationPageWithResponse(ctx context.Context, id string, params *InvitationPageParams, reqEditors ...RequestEditorFn) (*InvitationPageResponse, error) {
+	rsp, err := c.InvitationPage(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseInvitationPageResponse(rsp)
+}
+
+// AnswerInvitationWithBodyWithResponse Answer an invitation from its hosted page
+//
+// The hosted accept-invitation page's buttons (a form post with the page's origin:
+// 403 `MISSING_OR_NULL_ORIGIN` without a trusted `Origin` or `Referer`, and 403
+// `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED` with `Sec-Fetch-Site: cross-site`). `accept`
+// makes the signed-in recipient a member with the invited role and makes the organization
+// active (as `POST /api/auth/organization/accept-invitation`, audited as
+// `invitation.accept`); `decline` declines it (`invitation.reject`); both answer with a
+// page. `switch-account` signs the browser out and goes back to the invitation (303).
+// When the invitation cannot be answered by this visitor (signed out, another address,
+// not pending), the answer is the invitation's page as `GET` shows it, and nothing changes.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /accept-invitation/{id} (the `AnswerInvitation` operationId).
+func (c *ClientWithResponses) AnswerInvitationWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AnswerInvitationResponse, error) {
+	rsp, err := c.AnswerInvitationWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAnswerInvitationResponse(rsp)
+}
+
+// AnswerInvitationWithFormdataBodyWithResponse Answer an invitation from its hosted page
+//
+// The hosted accept-invitation page's buttons (a form post with the page's origin:
+// 403 `MISSING_OR_NULL_ORIGIN` without a trusted `Origin` or `Referer`, and 403
+// `CROSS_SITE_NAVIGATION_LOGIN_BLOCKED` with `Sec-Fetch-Site: cross-site`). `accept`
+// makes the signed-in recipient a member with the invited role and makes the organization
+// active (as `POST /api/auth/organization/accept-invitation`, audited as
+// `invitation.accept`); `decline` declines it (`invitation.reject`); both answer with a
+// page. `switch-account` signs the browser out and goes back to the invitation (303).
+// When the invitation cannot be answered by this visitor (signed out, another address,
+// not pending), the answer is the invitation's page as `GET` shows it, and nothing changes.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /accept-invitation/{id} (the `AnswerInvitation` operationId).
+func (c *ClientWithResponses) AnswerInvitationWithFormdataBodyWithResponse(ctx context.Context, id string, body AnswerInvitationFormdataRequestBody, reqEditors ...RequestEditorFn) (*AnswerInvitationResponse, error) {
+	rsp, err := c.AnswerInvitationWithFormdataBody(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAnswerInvitationResponse(rsp)
+}
+
 // AccountPageWithResponse The hosted account page (second factor)
 //
 // For the signed-in user: whether two-factor authentication is on, with forms to turn it on
@@ -28445,6 +34244,24 @@ func (c *ClientWithResponses) ChangePasswordWithResponse(ctx context.Context, bo
 	return ParseChangePasswordResponse(rsp)
 }
 
+// CheckInboxPageWithResponse Open the hosted "check your inbox" page
+//
+// Where the hosted sign-up (`for=verify-email`, the default) and "forgot password"
+// (`for=reset-password`) forms send the browser: the link is on its way, how long it
+// works, and, with a `callbackURL`, a way back to the sign-in page. It names no address
+// and says the same whether or not an account has one.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/check-inbox (the `CheckInboxPage` operationId).
+func (c *ClientWithResponses) CheckInboxPageWithResponse(ctx context.Context, params *CheckInboxPageParams, reqEditors ...RequestEditorFn) (*CheckInboxPageResponse, error) {
+	rsp, err := c.CheckInboxPage(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCheckInboxPageResponse(rsp)
+}
+
 // DeleteUserWithBodyWithResponse Delete the signed-in user's own account
 //
 // Deletes the caller's account the way subject deletion does, in one transaction: the user
@@ -28503,6 +34320,25 @@ func (c *ClientWithResponses) DeleteUserWithResponse(ctx context.Context, body D
 		return nil, err
 	}
 	return ParseDeleteUserResponse(rsp)
+}
+
+// ForgotPasswordPageWithResponse Open the hosted "forgot password" page
+//
+// The hosted page to ask for a password reset link, linked from the hosted sign-in page.
+// Its form posts to `POST /api/auth/request-password-reset` with `callbackURL` as
+// `redirectTo`: when that is the authorization request the sign-in page was showing (or an
+// invitation's page), the mailed link opens the hosted reset form, which continues there
+// afterwards. `email` fills in the form (the sign-in page passes the email typed there).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/forgot-password (the `ForgotPasswordPage` operationId).
+func (c *ClientWithResponses) ForgotPasswordPageWithResponse(ctx context.Context, params *ForgotPasswordPageParams, reqEditors ...RequestEditorFn) (*ForgotPasswordPageResponse, error) {
+	rsp, err := c.ForgotPasswordPage(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseForgotPasswordPageResponse(rsp)
 }
 
 // GetSessionWithResponse Get the current session
@@ -29563,6 +35399,9 @@ func (c *ClientWithResponses) ListSocialProvidersWithResponse(ctx context.Contex
 // `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
 // limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
 // dropped without changing the answer.
+// The hosted "forgot password" page posts the same request as a form
+// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+// on to the hosted "check your inbox" page, the same whether or not the address exists.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -29588,12 +35427,43 @@ func (c *ClientWithResponses) RequestPasswordResetWithBodyWithResponse(ctx conte
 // `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
 // limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
 // dropped without changing the answer.
+// The hosted "forgot password" page posts the same request as a form
+// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+// on to the hosted "check your inbox" page, the same whether or not the address exists.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
 func (c *ClientWithResponses) RequestPasswordResetWithResponse(ctx context.Context, body RequestPasswordResetJSONRequestBody, reqEditors ...RequestEditorFn) (*RequestPasswordResetResponse, error) {
 	rsp, err := c.RequestPasswordReset(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRequestPasswordResetResponse(rsp)
+}
+
+// RequestPasswordResetWithFormdataBodyWithResponse Request a password reset link
+//
+// Mails a password reset link to the account with `email` (better-auth's
+// `requestPasswordReset`), an account without a password (social sign-in only) included.
+// The answer is the same whether or not an account has the address, after the same work
+// (a token and its message are made, stored and queued either way; for an address without
+// an account they are decoys that never work and are never sent), so neither the answer
+// nor its timing tells who has an account. The link
+// (`/api/auth/reset-password/{token}?callbackURL=…`) works once, for one hour; `redirectTo`
+// must be a path on this site or a URL on the base URL or a trusted origin (403
+// `INVALID_CALLBACK_URL`). The mail is queued in the outbox and counted against the send
+// limits (5 per address per 15 minutes, 30 per client IP per hour); one over a limit is
+// dropped without changing the answer.
+// The hosted "forgot password" page posts the same request as a form
+// (`application/x-www-form-urlencoded`, with a trusted `Origin` or `Referer`) and is sent
+// on to the hosted "check your inbox" page, the same whether or not the address exists.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/request-password-reset (the `RequestPasswordReset` operationId).
+func (c *ClientWithResponses) RequestPasswordResetWithFormdataBodyWithResponse(ctx context.Context, body RequestPasswordResetFormdataRequestBody, reqEditors ...RequestEditorFn) (*RequestPasswordResetResponse, error) {
+	rsp, err := c.RequestPasswordResetWithFormdataBody(ctx, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -29612,7 +35482,8 @@ func (c *ClientWithResponses) RequestPasswordResetWithResponse(ctx context.Conte
 // provider links and consents go too; audited as `user.email_claim`). Audited as
 // `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 // The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-// page back. A bad token is 400 `INVALID_TOKEN`.
+// page back, which links to `callbackURL` when the form carried one (an authorization
+// request to continue). A bad token is 400 `INVALID_TOKEN`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -29637,7 +35508,8 @@ func (c *ClientWithResponses) ResetPasswordWithBodyWithResponse(ctx context.Cont
 // provider links and consents go too; audited as `user.email_claim`). Audited as
 // `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 // The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-// page back. A bad token is 400 `INVALID_TOKEN`.
+// page back, which links to `callbackURL` when the form carried one (an authorization
+// request to continue). A bad token is 400 `INVALID_TOKEN`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -29662,7 +35534,8 @@ func (c *ClientWithResponses) ResetPasswordWithResponse(ctx context.Context, par
 // provider links and consents go too; audited as `user.email_claim`). Audited as
 // `user.password_reset`. Nobody is signed in: the user signs in with the new password.
 // The hosted reset page posts the form (`application/x-www-form-urlencoded`) and gets a
-// page back. A bad token is 400 `INVALID_TOKEN`.
+// page back, which links to `callbackURL` when the form carried one (an authorization
+// request to continue). A bad token is 400 `INVALID_TOKEN`.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -29684,6 +35557,11 @@ func (c *ClientWithResponses) ResetPasswordWithFormdataBodyWithResponse(ctx cont
 // `error=INVALID_TOKEN` when the token is unknown, used or expired. Without one, the hosted
 // reset page: a form for the new password (400 with an error page for a bad token). The
 // token in the path is never logged.
+// A `callbackURL` that is one of this site's hosted sign-in places — a path to
+// `/api/auth/oauth2/authorize` (an authorization request whose sign-in page led to "forgot
+// password") or to `/accept-invitation/{id}` — is not a product's page: the link opens the
+// hosted form, which carries the `callbackURL` and, once the password is set, offers to
+// continue there.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -29980,6 +35858,30 @@ func (c *ClientWithResponses) SignOutWithResponse(ctx context.Context, body Sign
 		return nil, err
 	}
 	return ParseSignOutResponse(rsp)
+}
+
+// SignUpPageWithResponse Open the hosted sign-up page
+//
+// The hosted page to create an account, linked from the hosted sign-in page while
+// `GATEHOUSE_SIGN_UP` is `open`. Its form posts to `POST /api/auth/sign-up/email` (a form
+// post with the page's origin) and carries `callbackURL`: the authorization request the
+// sign-in page was showing, so that signing up returns to it (directly, or through the
+// verification link when `GATEHOUSE_REQUIRE_EMAIL_VERIFICATION=true`). `email` and `name`
+// fill in the form (an invitation's page passes the invited address); `error` is the code
+// a refused sign-up came back with, shown as a sentence. Under `invite-only` the page says
+// that only an invited address can sign up; under `closed` it shows no form. Like every
+// hosted page it loads nothing from elsewhere (a per-response CSP nonce), is never cached
+// and never framed.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/sign-up (the `SignUpPage` operationId).
+func (c *ClientWithResponses) SignUpPageWithResponse(ctx context.Context, params *SignUpPageParams, reqEditors ...RequestEditorFn) (*SignUpPageResponse, error) {
+	rsp, err := c.SignUpPage(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSignUpPageResponse(rsp)
 }
 
 // SignUpEmailWithBodyWithResponse Sign up with email and password
@@ -30845,11 +36747,17 @@ func (c *ClientWithResponses) UpdateOrganizationWithResponse(ctx context.Context
 //
 // The latest 100 entries of the organization and its projects, newest first.
 //
+// Paged by cursor: when older entries match too, the answer carries the header
+// `x-next-cursor`; send its value back as `cursor` (with the same filters) for the next
+// page of up to 100. The last page has no `x-next-cursor`. A cursor is opaque; one that was
+// not issued here is a 400. Filters combine (all must match): `action` (exact), `actorId`,
+// `targetId`, `since` (inclusive) and `until` (exclusive).
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/organizations/{organizationId}/audit-logs (the `ListOrganizationAuditLogs` operationId).
-func (c *ClientWithResponses) ListOrganizationAuditLogsWithResponse(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*ListOrganizationAuditLogsResponse, error) {
-	rsp, err := c.ListOrganizationAuditLogs(ctx, organizationId, reqEditors...)
+func (c *ClientWithResponses) ListOrganizationAuditLogsWithResponse(ctx context.Context, organizationId OrganizationId, params *ListOrganizationAuditLogsParams, reqEditors ...RequestEditorFn) (*ListOrganizationAuditLogsResponse, error) {
+	rsp, err := c.ListOrganizationAuditLogs(ctx, organizationId, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -31035,11 +36943,17 @@ func (c *ClientWithResponses) GetAnalyticsSummaryWithResponse(ctx context.Contex
 //
 // The latest 100 entries of the project, newest first.
 //
+// Paged by cursor: when older entries match too, the answer carries the header
+// `x-next-cursor`; send its value back as `cursor` (with the same filters) for the next
+// page of up to 100. The last page has no `x-next-cursor`. A cursor is opaque; one that was
+// not issued here is a 400. Filters combine (all must match): `action` (exact), `actorId`,
+// `targetId`, `since` (inclusive) and `until` (exclusive).
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/projects/{projectId}/audit-logs (the `ListProjectAuditLogs` operationId).
-func (c *ClientWithResponses) ListProjectAuditLogsWithResponse(ctx context.Context, projectId ProjectId, reqEditors ...RequestEditorFn) (*ListProjectAuditLogsResponse, error) {
-	rsp, err := c.ListProjectAuditLogs(ctx, projectId, reqEditors...)
+func (c *ClientWithResponses) ListProjectAuditLogsWithResponse(ctx context.Context, projectId ProjectId, params *ListProjectAuditLogsParams, reqEditors ...RequestEditorFn) (*ListProjectAuditLogsResponse, error) {
+	rsp, err := c.ListProjectAuditLogs(ctx, projectId, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -31896,6 +37810,228 @@ func (c *ClientWithResponses) IngestUsageEventBatchWithResponse(ctx context.Cont
 	return ParseIngestUsageEventBatchResponse(rsp)
 }
 
+// ListWebhookEndpointsWithResponse List a project's webhook endpoints
+//
+// Each endpoint's registration and state, oldest first — never a secret.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/projects/{projectId}/webhook-endpoints (the `ListWebhookEndpoints` operationId).
+func (c *ClientWithResponses) ListWebhookEndpointsWithResponse(ctx context.Context, projectId ProjectId, reqEditors ...RequestEditorFn) (*ListWebhookEndpointsResponse, error) {
+	rsp, err := c.ListWebhookEndpoints(ctx, projectId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListWebhookEndpointsResponse(rsp)
+}
+
+// CreateWebhookEndpointWithBodyWithResponse Register a webhook endpoint
+//
+// Registers a receiver of the project's events and returns its signing secret (`whsec_…`)
+// in `data.secret` exactly once; it is stored sealed. `eventTypes: ["*"]` subscribes to
+// every type. With `environmentId`, only that environment's events are sent.
+//
+// The `url` must be `https` and must not resolve to a loopback, private, link-local or
+// metadata address (checked now and again at every connection, against DNS rebinding);
+// `GATEHOUSE_WEBHOOK_ALLOW_PRIVATE=true` lifts both rules for development. Refusals are
+// 400 on `[body, url]`. Redirects are never followed.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
+func (c *ClientWithResponses) CreateWebhookEndpointWithBodyWithResponse(ctx context.Context, projectId ProjectId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateWebhookEndpointResponse, error) {
+	rsp, err := c.CreateWebhookEndpointWithBody(ctx, projectId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateWebhookEndpointResponse(rsp)
+}
+
+// CreateWebhookEndpointWithResponse Register a webhook endpoint
+//
+// Registers a receiver of the project's events and returns its signing secret (`whsec_…`)
+// in `data.secret` exactly once; it is stored sealed. `eventTypes: ["*"]` subscribes to
+// every type. With `environmentId`, only that environment's events are sent.
+//
+// The `url` must be `https` and must not resolve to a loopback, private, link-local or
+// metadata address (checked now and again at every connection, against DNS rebinding);
+// `GATEHOUSE_WEBHOOK_ALLOW_PRIVATE=true` lifts both rules for development. Refusals are
+// 400 on `[body, url]`. Redirects are never followed.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints (the `CreateWebhookEndpoint` operationId).
+func (c *ClientWithResponses) CreateWebhookEndpointWithResponse(ctx context.Context, projectId ProjectId, body CreateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWebhookEndpointResponse, error) {
+	rsp, err := c.CreateWebhookEndpoint(ctx, projectId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateWebhookEndpointResponse(rsp)
+}
+
+// DeleteWebhookEndpointWithResponse Delete a webhook endpoint
+//
+// Deletes the endpoint and its delivery history; queued deliveries to it are dropped.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/projects/{projectId}/webhook-endpoints/{endpointId} (the `DeleteWebhookEndpoint` operationId).
+func (c *ClientWithResponses) DeleteWebhookEndpointWithResponse(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*DeleteWebhookEndpointResponse, error) {
+	rsp, err := c.DeleteWebhookEndpoint(ctx, projectId, endpointId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteWebhookEndpointResponse(rsp)
+}
+
+// GetWebhookEndpointWithResponse Get a webhook endpoint
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/projects/{projectId}/webhook-endpoints/{endpointId} (the `GetWebhookEndpoint` operationId).
+func (c *ClientWithResponses) GetWebhookEndpointWithResponse(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*GetWebhookEndpointResponse, error) {
+	rsp, err := c.GetWebhookEndpoint(ctx, projectId, endpointId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetWebhookEndpointResponse(rsp)
+}
+
+// UpdateWebhookEndpointWithBodyWithResponse Change a webhook endpoint
+//
+// Changes the given fields; `environmentId: null` makes the endpoint receive every
+// environment's events. A new `url` is checked as at creation. Deliveries already queued
+// go to the endpoint as it is when they are attempted.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/v1/projects/{projectId}/webhook-endpoints/{endpointId} (the `UpdateWebhookEndpoint` operationId).
+func (c *ClientWithResponses) UpdateWebhookEndpointWithBodyWithResponse(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateWebhookEndpointResponse, error) {
+	rsp, err := c.UpdateWebhookEndpointWithBody(ctx, projectId, endpointId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateWebhookEndpointResponse(rsp)
+}
+
+// UpdateWebhookEndpointWithResponse Change a webhook endpoint
+//
+// Changes the given fields; `environmentId: null` makes the endpoint receive every
+// environment's events. A new `url` is checked as at creation. Deliveries already queued
+// go to the endpoint as it is when they are attempted.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/v1/projects/{projectId}/webhook-endpoints/{endpointId} (the `UpdateWebhookEndpoint` operationId).
+func (c *ClientWithResponses) UpdateWebhookEndpointWithResponse(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, body UpdateWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateWebhookEndpointResponse, error) {
+	rsp, err := c.UpdateWebhookEndpoint(ctx, projectId, endpointId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateWebhookEndpointResponse(rsp)
+}
+
+// ListWebhookDeliveriesWithResponse List an endpoint's delivery attempts
+//
+// One item per attempt, newest first: `pending` is an attempt due at `nextAttemptAt`;
+// `succeeded` and `failed` ones carry the response code (`null` when there was no
+// response), the latency and, for a failed one followed by another attempt, when that is
+// due. Paged by cursor: when older attempts follow, the answer carries `x-next-cursor`;
+// send it back as `cursor`. A cursor that was not issued here is a 400.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/deliveries (the `ListWebhookDeliveries` operationId).
+func (c *ClientWithResponses) ListWebhookDeliveriesWithResponse(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, params *ListWebhookDeliveriesParams, reqEditors ...RequestEditorFn) (*ListWebhookDeliveriesResponse, error) {
+	rsp, err := c.ListWebhookDeliveries(ctx, projectId, endpointId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListWebhookDeliveriesResponse(rsp)
+}
+
+// RedeliverWebhookDeliveryWithResponse Deliver an event again
+//
+// Queues the attempt's event to the endpoint again, as a new delivery with a fresh retry
+// schedule and the same `webhook-id`. 409 when the endpoint is disabled.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/deliveries/{deliveryId}/redeliver (the `RedeliverWebhookDelivery` operationId).
+func (c *ClientWithResponses) RedeliverWebhookDeliveryWithResponse(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, deliveryId string, reqEditors ...RequestEditorFn) (*RedeliverWebhookDeliveryResponse, error) {
+	rsp, err := c.RedeliverWebhookDelivery(ctx, projectId, endpointId, deliveryId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRedeliverWebhookDeliveryResponse(rsp)
+}
+
+// DisableWebhookEndpointWithResponse Disable a webhook endpoint
+//
+// Events are no longer queued for the endpoint, and queued deliveries to it fail without
+// being sent. Disabling again keeps the first `disabledAt`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/disable (the `DisableWebhookEndpoint` operationId).
+func (c *ClientWithResponses) DisableWebhookEndpointWithResponse(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*DisableWebhookEndpointResponse, error) {
+	rsp, err := c.DisableWebhookEndpoint(ctx, projectId, endpointId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDisableWebhookEndpointResponse(rsp)
+}
+
+// EnableWebhookEndpointWithResponse Re-enable a webhook endpoint
+//
+// Events are queued for the endpoint again (those that happened meanwhile are not), and its
+// run of failures starts over.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/enable (the `EnableWebhookEndpoint` operationId).
+func (c *ClientWithResponses) EnableWebhookEndpointWithResponse(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*EnableWebhookEndpointResponse, error) {
+	rsp, err := c.EnableWebhookEndpoint(ctx, projectId, endpointId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEnableWebhookEndpointResponse(rsp)
+}
+
+// RotateWebhookEndpointSecretWithResponse Rotate a webhook endpoint's signing secret
+//
+// Draws a new secret and returns it in `data.secret` exactly once. For 24 hours the previous
+// secret keeps signing too: each delivery carries one `v1,` signature per secret in
+// `webhook-signature`, so receivers can switch without missing a delivery. Rotating again
+// within those 24 hours drops the oldest secret.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/rotate-secret (the `RotateWebhookEndpointSecret` operationId).
+func (c *ClientWithResponses) RotateWebhookEndpointSecretWithResponse(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*RotateWebhookEndpointSecretResponse, error) {
+	rsp, err := c.RotateWebhookEndpointSecret(ctx, projectId, endpointId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateWebhookEndpointSecretResponse(rsp)
+}
+
+// TestWebhookEndpointWithResponse Send a ping
+//
+// Queues a `ping` event for this endpoint alone (even while it is disabled) and answers at
+// once; its delivery shows in the endpoint's deliveries.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/test (the `TestWebhookEndpoint` operationId).
+func (c *ClientWithResponses) TestWebhookEndpointWithResponse(ctx context.Context, projectId ProjectId, endpointId WebhookEndpointId, reqEditors ...RequestEditorFn) (*TestWebhookEndpointResponse, error) {
+	rsp, err := c.TestWebhookEndpoint(ctx, projectId, endpointId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTestWebhookEndpointResponse(rsp)
+}
+
 // ReceiveProcessorWebhookWithBodyWithResponse Receive a Stripe webhook event
 //
 // Unauthenticated: the `Stripe-Signature` header is verified against the environment's
@@ -32102,6 +38238,125 @@ func ParseGetOpenidConfigurationResponse(rsp *http.Response) (*GetOpenidConfigur
 		}
 		response.JSON500 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseInvitationPageResponse parses an HTTP response from a InvitationPageWithResponse call
+func ParseInvitationPageResponse(rsp *http.Response) (*InvitationPageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &InvitationPageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers InvitationPageResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAnswerInvitationResponse parses an HTTP response from a AnswerInvitationWithResponse call
+func ParseAnswerInvitationResponse(rsp *http.Response) (*AnswerInvitationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AnswerInvitationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
+		var headers AnswerInvitationResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers303 = &headers
+	case rsp.StatusCode == 503:
+		var headers AnswerInvitationResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -32359,6 +38614,59 @@ func ParseChangePasswordResponse(rsp *http.Response) (*ChangePasswordResponse, e
 	return response, nil
 }
 
+// ParseCheckInboxPageResponse parses an HTTP response from a CheckInboxPageWithResponse call
+func ParseCheckInboxPageResponse(rsp *http.Response) (*CheckInboxPageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CheckInboxPageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers CheckInboxPageResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseDeleteUserResponse parses an HTTP response from a DeleteUserWithResponse call
 func ParseDeleteUserResponse(rsp *http.Response) (*DeleteUserResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -32450,6 +38758,59 @@ func ParseDeleteUserResponse(rsp *http.Response) (*DeleteUserResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers DeleteUserResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseForgotPasswordPageResponse parses an HTTP response from a ForgotPasswordPageWithResponse call
+func ParseForgotPasswordPageResponse(rsp *http.Response) (*ForgotPasswordPageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ForgotPasswordPageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ForgotPasswordPageResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -34247,6 +40608,9 @@ func ParseRequestPasswordResetResponse(rsp *http.Response) (*RequestPasswordRese
 		}
 		response.JSON200 = &dest
 
+	case rsp.StatusCode == 303:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest AuthBadRequest
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -34271,6 +40635,16 @@ func ParseRequestPasswordResetResponse(rsp *http.Response) (*RequestPasswordRese
 	}
 
 	switch {
+	case rsp.StatusCode == 303:
+		var headers RequestPasswordResetResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers303 = &headers
 	case rsp.StatusCode == 503:
 		var headers RequestPasswordResetResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -34808,6 +41182,59 @@ func ParseSignOutResponse(rsp *http.Response) (*SignOutResponse, error) {
 	return response, nil
 }
 
+// ParseSignUpPageResponse parses an HTTP response from a SignUpPageWithResponse call
+func ParseSignUpPageResponse(rsp *http.Response) (*SignUpPageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SignUpPageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers SignUpPageResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseSignUpEmailResponse parses an HTTP response from a SignUpEmailWithResponse call
 func ParseSignUpEmailResponse(rsp *http.Response) (*SignUpEmailResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -34828,6 +41255,9 @@ func ParseSignUpEmailResponse(rsp *http.Response) (*SignUpEmailResponse, error) 
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case rsp.StatusCode == 303:
+		break // No content-type
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest AuthBadRequest
@@ -34877,6 +41307,23 @@ func ParseSignUpEmailResponse(rsp *http.Response) (*SignUpEmailResponse, error) 
 			headers.SetCookie = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 303:
+		var headers SignUpEmailResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers303 = &headers
 	case rsp.StatusCode == 429:
 		var headers SignUpEmailResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -36669,6 +43116,13 @@ func ParseListOrganizationAuditLogsResponse(rsp *http.Response) (*ListOrganizati
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthenticated
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -36690,6 +43144,19 @@ func ParseListOrganizationAuditLogsResponse(rsp *http.Response) (*ListOrganizati
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListOrganizationAuditLogsResponse200Headers
+		if values := rsp.Header.Values("x-next-cursor"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-next-cursor", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XNextCursor = &value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil
@@ -37203,6 +43670,13 @@ func ParseListProjectAuditLogsResponse(rsp *http.Response) (*ListProjectAuditLog
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthenticated
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -37224,6 +43698,19 @@ func ParseListProjectAuditLogsResponse(rsp *http.Response) (*ListProjectAuditLog
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListProjectAuditLogsResponse200Headers
+		if values := rsp.Header.Values("x-next-cursor"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-next-cursor", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XNextCursor = &value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil
@@ -39123,6 +45610,564 @@ func ParseIngestUsageEventBatchResponse(rsp *http.Response) (*IngestUsageEventBa
 	return response, nil
 }
 
+// ParseListWebhookEndpointsResponse parses an HTTP response from a ListWebhookEndpointsWithResponse call
+func ParseListWebhookEndpointsResponse(rsp *http.Response) (*ListWebhookEndpointsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListWebhookEndpointsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Data []WebhookEndpoint `json:"data"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateWebhookEndpointResponse parses an HTTP response from a CreateWebhookEndpointWithResponse call
+func ParseCreateWebhookEndpointResponse(rsp *http.Response) (*CreateWebhookEndpointResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateWebhookEndpointResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest WebhookEndpointWithSecretResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeleteWebhookEndpointResponse parses an HTTP response from a DeleteWebhookEndpointWithResponse call
+func ParseDeleteWebhookEndpointResponse(rsp *http.Response) (*DeleteWebhookEndpointResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteWebhookEndpointResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetWebhookEndpointResponse parses an HTTP response from a GetWebhookEndpointWithResponse call
+func ParseGetWebhookEndpointResponse(rsp *http.Response) (*GetWebhookEndpointResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetWebhookEndpointResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookEndpointResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseUpdateWebhookEndpointResponse parses an HTTP response from a UpdateWebhookEndpointWithResponse call
+func ParseUpdateWebhookEndpointResponse(rsp *http.Response) (*UpdateWebhookEndpointResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateWebhookEndpointResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookEndpointResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListWebhookDeliveriesResponse parses an HTTP response from a ListWebhookDeliveriesWithResponse call
+func ParseListWebhookDeliveriesResponse(rsp *http.Response) (*ListWebhookDeliveriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListWebhookDeliveriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Data []WebhookDelivery `json:"data"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListWebhookDeliveriesResponse200Headers
+		if values := rsp.Header.Values("x-next-cursor"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-next-cursor", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XNextCursor = &value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRedeliverWebhookDeliveryResponse parses an HTTP response from a RedeliverWebhookDeliveryWithResponse call
+func ParseRedeliverWebhookDeliveryResponse(rsp *http.Response) (*RedeliverWebhookDeliveryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RedeliverWebhookDeliveryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest WebhookQueuedResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDisableWebhookEndpointResponse parses an HTTP response from a DisableWebhookEndpointWithResponse call
+func ParseDisableWebhookEndpointResponse(rsp *http.Response) (*DisableWebhookEndpointResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DisableWebhookEndpointResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookEndpointResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseEnableWebhookEndpointResponse parses an HTTP response from a EnableWebhookEndpointWithResponse call
+func ParseEnableWebhookEndpointResponse(rsp *http.Response) (*EnableWebhookEndpointResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EnableWebhookEndpointResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookEndpointResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRotateWebhookEndpointSecretResponse parses an HTTP response from a RotateWebhookEndpointSecretWithResponse call
+func ParseRotateWebhookEndpointSecretResponse(rsp *http.Response) (*RotateWebhookEndpointSecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RotateWebhookEndpointSecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookEndpointWithSecretResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseTestWebhookEndpointResponse parses an HTTP response from a TestWebhookEndpointWithResponse call
+func ParseTestWebhookEndpointResponse(rsp *http.Response) (*TestWebhookEndpointResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TestWebhookEndpointResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest WebhookQueuedResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseReceiveProcessorWebhookResponse parses an HTTP response from a ReceiveProcessorWebhookWithResponse call
 func ParseReceiveProcessorWebhookResponse(rsp *http.Response) (*ReceiveProcessorWebhookResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -39236,4 +46281,5921 @@ func ParseGetDocsOpenApiDocumentResponse(rsp *http.Response) (*GetDocsOpenApiDoc
 	}
 
 	return response, nil
+}
+
+// WebhookInitiator sends OpenAPI 3.1 webhook requests to target URLs.
+// Modeled on the generated Client, but with no stored Server -- the full
+// target URL is provided per-call by the caller (typically discovered
+// from a subscription registration).
+type WebhookInitiator struct {
+	// Doer for performing requests, typically a *http.Client with any
+	// customized settings, such as certificate chains.
+	Client HttpRequestDoer
+
+	// A list of callbacks for modifying requests which are generated before sending over
+	// the network.
+	RequestEditors []RequestEditorFn
+}
+
+// WebhookInitiatorOption allows setting custom parameters during construction.
+type WebhookInitiatorOption func(*WebhookInitiator) error
+
+// NewWebhookInitiator creates a new WebhookInitiator with reasonable defaults.
+func NewWebhookInitiator(opts ...WebhookInitiatorOption) (*WebhookInitiator, error) {
+	initiator := WebhookInitiator{}
+	for _, o := range opts {
+		if err := o(&initiator); err != nil {
+			return nil, err
+		}
+	}
+	if initiator.Client == nil {
+		initiator.Client = &http.Client{}
+	}
+	return &initiator, nil
+}
+
+// WithWebhookHTTPClient allows overriding the default Doer, which is
+// automatically created using http.Client. This is useful for tests.
+func WithWebhookHTTPClient(doer HttpRequestDoer) WebhookInitiatorOption {
+	return func(p *WebhookInitiator) error {
+		p.Client = doer
+		return nil
+	}
+}
+
+// WithWebhookRequestEditorFn allows setting up a callback function, which
+// will be called right before sending the webhook request. This can be
+// used to mutate the request, e.g. to add signature headers.
+func WithWebhookRequestEditorFn(fn RequestEditorFn) WebhookInitiatorOption {
+	return func(p *WebhookInitiator) error {
+		p.RequestEditors = append(p.RequestEditors, fn)
+		return nil
+	}
+}
+
+func (p *WebhookInitiator) applyWebhookEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
+	for _, r := range p.RequestEditors {
+		if err := r(ctx, req); err != nil {
+			return err
+		}
+	}
+	for _, r := range additionalEditors {
+		if err := r(ctx, req); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WebhookInitiatorInterface is the interface specification for the webhook initiator.
+type WebhookInitiatorInterface interface {
+	// OnAccountLinkWithBody fires the account.link webhook with any body
+	OnAccountLinkWithBody(ctx context.Context, targetURL string, params *OnAccountLinkParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnAccountLink(ctx context.Context, targetURL string, params *OnAccountLinkParams, body OnAccountLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnApiKeyCreateWithBody fires the api_key.create webhook with any body
+	OnApiKeyCreateWithBody(ctx context.Context, targetURL string, params *OnApiKeyCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnApiKeyCreate(ctx context.Context, targetURL string, params *OnApiKeyCreateParams, body OnApiKeyCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnApiKeyRevokeWithBody fires the api_key.revoke webhook with any body
+	OnApiKeyRevokeWithBody(ctx context.Context, targetURL string, params *OnApiKeyRevokeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnApiKeyRevoke(ctx context.Context, targetURL string, params *OnApiKeyRevokeParams, body OnApiKeyRevokeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnBillingCheckoutWithBody fires the billing.checkout webhook with any body
+	OnBillingCheckoutWithBody(ctx context.Context, targetURL string, params *OnBillingCheckoutParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnBillingCheckout(ctx context.Context, targetURL string, params *OnBillingCheckoutParams, body OnBillingCheckoutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnBillingPlanArchiveWithBody fires the billing_plan.archive webhook with any body
+	OnBillingPlanArchiveWithBody(ctx context.Context, targetURL string, params *OnBillingPlanArchiveParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnBillingPlanArchive(ctx context.Context, targetURL string, params *OnBillingPlanArchiveParams, body OnBillingPlanArchiveJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnBillingPlanCreateWithBody fires the billing_plan.create webhook with any body
+	OnBillingPlanCreateWithBody(ctx context.Context, targetURL string, params *OnBillingPlanCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnBillingPlanCreate(ctx context.Context, targetURL string, params *OnBillingPlanCreateParams, body OnBillingPlanCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnBillingPlanRestoreWithBody fires the billing_plan.restore webhook with any body
+	OnBillingPlanRestoreWithBody(ctx context.Context, targetURL string, params *OnBillingPlanRestoreParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnBillingPlanRestore(ctx context.Context, targetURL string, params *OnBillingPlanRestoreParams, body OnBillingPlanRestoreJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnBillingPlanUpdateWithBody fires the billing_plan.update webhook with any body
+	OnBillingPlanUpdateWithBody(ctx context.Context, targetURL string, params *OnBillingPlanUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnBillingPlanUpdate(ctx context.Context, targetURL string, params *OnBillingPlanUpdateParams, body OnBillingPlanUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnConfigArchiveWithBody fires the config.archive webhook with any body
+	OnConfigArchiveWithBody(ctx context.Context, targetURL string, params *OnConfigArchiveParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnConfigArchive(ctx context.Context, targetURL string, params *OnConfigArchiveParams, body OnConfigArchiveJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnConfigRestoreWithBody fires the config.restore webhook with any body
+	OnConfigRestoreWithBody(ctx context.Context, targetURL string, params *OnConfigRestoreParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnConfigRestore(ctx context.Context, targetURL string, params *OnConfigRestoreParams, body OnConfigRestoreJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnConfigRevealWithBody fires the config.reveal webhook with any body
+	OnConfigRevealWithBody(ctx context.Context, targetURL string, params *OnConfigRevealParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnConfigReveal(ctx context.Context, targetURL string, params *OnConfigRevealParams, body OnConfigRevealJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnConfigUpdateWithBody fires the config.update webhook with any body
+	OnConfigUpdateWithBody(ctx context.Context, targetURL string, params *OnConfigUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnConfigUpdate(ctx context.Context, targetURL string, params *OnConfigUpdateParams, body OnConfigUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnEntitlementGrantCreateWithBody fires the entitlement_grant.create webhook with any body
+	OnEntitlementGrantCreateWithBody(ctx context.Context, targetURL string, params *OnEntitlementGrantCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnEntitlementGrantCreate(ctx context.Context, targetURL string, params *OnEntitlementGrantCreateParams, body OnEntitlementGrantCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnEntitlementsChangedWithBody fires the entitlements.changed webhook with any body
+	OnEntitlementsChangedWithBody(ctx context.Context, targetURL string, params *OnEntitlementsChangedParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnEntitlementsChanged(ctx context.Context, targetURL string, params *OnEntitlementsChangedParams, body OnEntitlementsChangedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnInvitationAcceptWithBody fires the invitation.accept webhook with any body
+	OnInvitationAcceptWithBody(ctx context.Context, targetURL string, params *OnInvitationAcceptParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnInvitationAccept(ctx context.Context, targetURL string, params *OnInvitationAcceptParams, body OnInvitationAcceptJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnInvitationCancelWithBody fires the invitation.cancel webhook with any body
+	OnInvitationCancelWithBody(ctx context.Context, targetURL string, params *OnInvitationCancelParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnInvitationCancel(ctx context.Context, targetURL string, params *OnInvitationCancelParams, body OnInvitationCancelJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnInvitationRejectWithBody fires the invitation.reject webhook with any body
+	OnInvitationRejectWithBody(ctx context.Context, targetURL string, params *OnInvitationRejectParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnInvitationReject(ctx context.Context, targetURL string, params *OnInvitationRejectParams, body OnInvitationRejectJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnInvoicePaidWithBody fires the invoice.paid webhook with any body
+	OnInvoicePaidWithBody(ctx context.Context, targetURL string, params *OnInvoicePaidParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnInvoicePaid(ctx context.Context, targetURL string, params *OnInvoicePaidParams, body OnInvoicePaidJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnMemberInviteWithBody fires the member.invite webhook with any body
+	OnMemberInviteWithBody(ctx context.Context, targetURL string, params *OnMemberInviteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnMemberInvite(ctx context.Context, targetURL string, params *OnMemberInviteParams, body OnMemberInviteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnMemberLeaveWithBody fires the member.leave webhook with any body
+	OnMemberLeaveWithBody(ctx context.Context, targetURL string, params *OnMemberLeaveParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnMemberLeave(ctx context.Context, targetURL string, params *OnMemberLeaveParams, body OnMemberLeaveJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnMemberRemoveWithBody fires the member.remove webhook with any body
+	OnMemberRemoveWithBody(ctx context.Context, targetURL string, params *OnMemberRemoveParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnMemberRemove(ctx context.Context, targetURL string, params *OnMemberRemoveParams, body OnMemberRemoveJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnMemberUpdateRoleWithBody fires the member.update_role webhook with any body
+	OnMemberUpdateRoleWithBody(ctx context.Context, targetURL string, params *OnMemberUpdateRoleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnMemberUpdateRole(ctx context.Context, targetURL string, params *OnMemberUpdateRoleParams, body OnMemberUpdateRoleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnOauthConsentGrantWithBody fires the oauth_consent.grant webhook with any body
+	OnOauthConsentGrantWithBody(ctx context.Context, targetURL string, params *OnOauthConsentGrantParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnOauthConsentGrant(ctx context.Context, targetURL string, params *OnOauthConsentGrantParams, body OnOauthConsentGrantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnOidcClientCreateWithBody fires the oidc_client.create webhook with any body
+	OnOidcClientCreateWithBody(ctx context.Context, targetURL string, params *OnOidcClientCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnOidcClientCreate(ctx context.Context, targetURL string, params *OnOidcClientCreateParams, body OnOidcClientCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnOidcClientDisableWithBody fires the oidc_client.disable webhook with any body
+	OnOidcClientDisableWithBody(ctx context.Context, targetURL string, params *OnOidcClientDisableParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnOidcClientDisable(ctx context.Context, targetURL string, params *OnOidcClientDisableParams, body OnOidcClientDisableJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnOidcClientEnableWithBody fires the oidc_client.enable webhook with any body
+	OnOidcClientEnableWithBody(ctx context.Context, targetURL string, params *OnOidcClientEnableParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnOidcClientEnable(ctx context.Context, targetURL string, params *OnOidcClientEnableParams, body OnOidcClientEnableJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnOidcClientRotateSecretWithBody fires the oidc_client.rotate_secret webhook with any body
+	OnOidcClientRotateSecretWithBody(ctx context.Context, targetURL string, params *OnOidcClientRotateSecretParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnOidcClientRotateSecret(ctx context.Context, targetURL string, params *OnOidcClientRotateSecretParams, body OnOidcClientRotateSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnOrgRoleCreateWithBody fires the org_role.create webhook with any body
+	OnOrgRoleCreateWithBody(ctx context.Context, targetURL string, params *OnOrgRoleCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnOrgRoleCreate(ctx context.Context, targetURL string, params *OnOrgRoleCreateParams, body OnOrgRoleCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnOrgRoleDeleteWithBody fires the org_role.delete webhook with any body
+	OnOrgRoleDeleteWithBody(ctx context.Context, targetURL string, params *OnOrgRoleDeleteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnOrgRoleDelete(ctx context.Context, targetURL string, params *OnOrgRoleDeleteParams, body OnOrgRoleDeleteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnOrgRoleUpdateWithBody fires the org_role.update webhook with any body
+	OnOrgRoleUpdateWithBody(ctx context.Context, targetURL string, params *OnOrgRoleUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnOrgRoleUpdate(ctx context.Context, targetURL string, params *OnOrgRoleUpdateParams, body OnOrgRoleUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnOrganizationArchiveWithBody fires the organization.archive webhook with any body
+	OnOrganizationArchiveWithBody(ctx context.Context, targetURL string, params *OnOrganizationArchiveParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnOrganizationArchive(ctx context.Context, targetURL string, params *OnOrganizationArchiveParams, body OnOrganizationArchiveJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnOrganizationCreateWithBody fires the organization.create webhook with any body
+	OnOrganizationCreateWithBody(ctx context.Context, targetURL string, params *OnOrganizationCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnOrganizationCreate(ctx context.Context, targetURL string, params *OnOrganizationCreateParams, body OnOrganizationCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnOrganizationRestoreWithBody fires the organization.restore webhook with any body
+	OnOrganizationRestoreWithBody(ctx context.Context, targetURL string, params *OnOrganizationRestoreParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnOrganizationRestore(ctx context.Context, targetURL string, params *OnOrganizationRestoreParams, body OnOrganizationRestoreJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnOrganizationUpdateWithBody fires the organization.update webhook with any body
+	OnOrganizationUpdateWithBody(ctx context.Context, targetURL string, params *OnOrganizationUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnOrganizationUpdate(ctx context.Context, targetURL string, params *OnOrganizationUpdateParams, body OnOrganizationUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnPingWithBody fires the ping webhook with any body
+	OnPingWithBody(ctx context.Context, targetURL string, params *OnPingParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnPing(ctx context.Context, targetURL string, params *OnPingParams, body OnPingJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnProcessorConnectionDeleteWithBody fires the processor_connection.delete webhook with any body
+	OnProcessorConnectionDeleteWithBody(ctx context.Context, targetURL string, params *OnProcessorConnectionDeleteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnProcessorConnectionDelete(ctx context.Context, targetURL string, params *OnProcessorConnectionDeleteParams, body OnProcessorConnectionDeleteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnProcessorConnectionUpdateWithBody fires the processor_connection.update webhook with any body
+	OnProcessorConnectionUpdateWithBody(ctx context.Context, targetURL string, params *OnProcessorConnectionUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnProcessorConnectionUpdate(ctx context.Context, targetURL string, params *OnProcessorConnectionUpdateParams, body OnProcessorConnectionUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnProjectArchiveWithBody fires the project.archive webhook with any body
+	OnProjectArchiveWithBody(ctx context.Context, targetURL string, params *OnProjectArchiveParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnProjectArchive(ctx context.Context, targetURL string, params *OnProjectArchiveParams, body OnProjectArchiveJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnProjectCreateWithBody fires the project.create webhook with any body
+	OnProjectCreateWithBody(ctx context.Context, targetURL string, params *OnProjectCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnProjectCreate(ctx context.Context, targetURL string, params *OnProjectCreateParams, body OnProjectCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnProjectRestoreWithBody fires the project.restore webhook with any body
+	OnProjectRestoreWithBody(ctx context.Context, targetURL string, params *OnProjectRestoreParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnProjectRestore(ctx context.Context, targetURL string, params *OnProjectRestoreParams, body OnProjectRestoreJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnProjectUpdateWithBody fires the project.update webhook with any body
+	OnProjectUpdateWithBody(ctx context.Context, targetURL string, params *OnProjectUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnProjectUpdate(ctx context.Context, targetURL string, params *OnProjectUpdateParams, body OnProjectUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnProjectRoleCreateWithBody fires the project_role.create webhook with any body
+	OnProjectRoleCreateWithBody(ctx context.Context, targetURL string, params *OnProjectRoleCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnProjectRoleCreate(ctx context.Context, targetURL string, params *OnProjectRoleCreateParams, body OnProjectRoleCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnProjectRoleDeleteWithBody fires the project_role.delete webhook with any body
+	OnProjectRoleDeleteWithBody(ctx context.Context, targetURL string, params *OnProjectRoleDeleteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnProjectRoleDelete(ctx context.Context, targetURL string, params *OnProjectRoleDeleteParams, body OnProjectRoleDeleteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnProjectRoleUpdateWithBody fires the project_role.update webhook with any body
+	OnProjectRoleUpdateWithBody(ctx context.Context, targetURL string, params *OnProjectRoleUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnProjectRoleUpdate(ctx context.Context, targetURL string, params *OnProjectRoleUpdateParams, body OnProjectRoleUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnRoleBindingCreateWithBody fires the role_binding.create webhook with any body
+	OnRoleBindingCreateWithBody(ctx context.Context, targetURL string, params *OnRoleBindingCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnRoleBindingCreate(ctx context.Context, targetURL string, params *OnRoleBindingCreateParams, body OnRoleBindingCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnRoleBindingDeleteWithBody fires the role_binding.delete webhook with any body
+	OnRoleBindingDeleteWithBody(ctx context.Context, targetURL string, params *OnRoleBindingDeleteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnRoleBindingDelete(ctx context.Context, targetURL string, params *OnRoleBindingDeleteParams, body OnRoleBindingDeleteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnServiceAccountCreateWithBody fires the service_account.create webhook with any body
+	OnServiceAccountCreateWithBody(ctx context.Context, targetURL string, params *OnServiceAccountCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnServiceAccountCreate(ctx context.Context, targetURL string, params *OnServiceAccountCreateParams, body OnServiceAccountCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnServiceAccountDisableWithBody fires the service_account.disable webhook with any body
+	OnServiceAccountDisableWithBody(ctx context.Context, targetURL string, params *OnServiceAccountDisableParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnServiceAccountDisable(ctx context.Context, targetURL string, params *OnServiceAccountDisableParams, body OnServiceAccountDisableJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnServiceAccountEnableWithBody fires the service_account.enable webhook with any body
+	OnServiceAccountEnableWithBody(ctx context.Context, targetURL string, params *OnServiceAccountEnableParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnServiceAccountEnable(ctx context.Context, targetURL string, params *OnServiceAccountEnableParams, body OnServiceAccountEnableJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnSessionRevokeOthersWithBody fires the session.revoke_others webhook with any body
+	OnSessionRevokeOthersWithBody(ctx context.Context, targetURL string, params *OnSessionRevokeOthersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnSessionRevokeOthers(ctx context.Context, targetURL string, params *OnSessionRevokeOthersParams, body OnSessionRevokeOthersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnSubjectDeleteWithBody fires the subject.delete webhook with any body
+	OnSubjectDeleteWithBody(ctx context.Context, targetURL string, params *OnSubjectDeleteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnSubjectDelete(ctx context.Context, targetURL string, params *OnSubjectDeleteParams, body OnSubjectDeleteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnSubscriptionCanceledWithBody fires the subscription.canceled webhook with any body
+	OnSubscriptionCanceledWithBody(ctx context.Context, targetURL string, params *OnSubscriptionCanceledParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnSubscriptionCanceled(ctx context.Context, targetURL string, params *OnSubscriptionCanceledParams, body OnSubscriptionCanceledJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnSubscriptionCreatedWithBody fires the subscription.created webhook with any body
+	OnSubscriptionCreatedWithBody(ctx context.Context, targetURL string, params *OnSubscriptionCreatedParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnSubscriptionCreated(ctx context.Context, targetURL string, params *OnSubscriptionCreatedParams, body OnSubscriptionCreatedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnSubscriptionUpdatedWithBody fires the subscription.updated webhook with any body
+	OnSubscriptionUpdatedWithBody(ctx context.Context, targetURL string, params *OnSubscriptionUpdatedParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnSubscriptionUpdated(ctx context.Context, targetURL string, params *OnSubscriptionUpdatedParams, body OnSubscriptionUpdatedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnUserDeleteWithBody fires the user.delete webhook with any body
+	OnUserDeleteWithBody(ctx context.Context, targetURL string, params *OnUserDeleteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnUserDelete(ctx context.Context, targetURL string, params *OnUserDeleteParams, body OnUserDeleteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnUserEmailClaimWithBody fires the user.email_claim webhook with any body
+	OnUserEmailClaimWithBody(ctx context.Context, targetURL string, params *OnUserEmailClaimParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnUserEmailClaim(ctx context.Context, targetURL string, params *OnUserEmailClaimParams, body OnUserEmailClaimJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnUserPasswordChangeWithBody fires the user.password_change webhook with any body
+	OnUserPasswordChangeWithBody(ctx context.Context, targetURL string, params *OnUserPasswordChangeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnUserPasswordChange(ctx context.Context, targetURL string, params *OnUserPasswordChangeParams, body OnUserPasswordChangeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnUserPasswordResetWithBody fires the user.password_reset webhook with any body
+	OnUserPasswordResetWithBody(ctx context.Context, targetURL string, params *OnUserPasswordResetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnUserPasswordReset(ctx context.Context, targetURL string, params *OnUserPasswordResetParams, body OnUserPasswordResetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnUserSignUpWithBody fires the user.sign_up webhook with any body
+	OnUserSignUpWithBody(ctx context.Context, targetURL string, params *OnUserSignUpParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnUserSignUp(ctx context.Context, targetURL string, params *OnUserSignUpParams, body OnUserSignUpJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnWebhookEndpointCreateWithBody fires the webhook_endpoint.create webhook with any body
+	OnWebhookEndpointCreateWithBody(ctx context.Context, targetURL string, params *OnWebhookEndpointCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnWebhookEndpointCreate(ctx context.Context, targetURL string, params *OnWebhookEndpointCreateParams, body OnWebhookEndpointCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnWebhookEndpointDeleteWithBody fires the webhook_endpoint.delete webhook with any body
+	OnWebhookEndpointDeleteWithBody(ctx context.Context, targetURL string, params *OnWebhookEndpointDeleteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnWebhookEndpointDelete(ctx context.Context, targetURL string, params *OnWebhookEndpointDeleteParams, body OnWebhookEndpointDeleteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnWebhookEndpointDisableWithBody fires the webhook_endpoint.disable webhook with any body
+	OnWebhookEndpointDisableWithBody(ctx context.Context, targetURL string, params *OnWebhookEndpointDisableParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnWebhookEndpointDisable(ctx context.Context, targetURL string, params *OnWebhookEndpointDisableParams, body OnWebhookEndpointDisableJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnWebhookEndpointEnableWithBody fires the webhook_endpoint.enable webhook with any body
+	OnWebhookEndpointEnableWithBody(ctx context.Context, targetURL string, params *OnWebhookEndpointEnableParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnWebhookEndpointEnable(ctx context.Context, targetURL string, params *OnWebhookEndpointEnableParams, body OnWebhookEndpointEnableJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnWebhookEndpointRotateSecretWithBody fires the webhook_endpoint.rotate_secret webhook with any body
+	OnWebhookEndpointRotateSecretWithBody(ctx context.Context, targetURL string, params *OnWebhookEndpointRotateSecretParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnWebhookEndpointRotateSecret(ctx context.Context, targetURL string, params *OnWebhookEndpointRotateSecretParams, body OnWebhookEndpointRotateSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OnWebhookEndpointUpdateWithBody fires the webhook_endpoint.update webhook with any body
+	OnWebhookEndpointUpdateWithBody(ctx context.Context, targetURL string, params *OnWebhookEndpointUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnWebhookEndpointUpdate(ctx context.Context, targetURL string, params *OnWebhookEndpointUpdateParams, body OnWebhookEndpointUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+func (p *WebhookInitiator) OnAccountLinkWithBody(ctx context.Context, targetURL string, params *OnAccountLinkParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnAccountLinkWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnAccountLink(ctx context.Context, targetURL string, params *OnAccountLinkParams, body OnAccountLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnAccountLinkWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnApiKeyCreateWithBody(ctx context.Context, targetURL string, params *OnApiKeyCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnApiKeyCreateWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnApiKeyCreate(ctx context.Context, targetURL string, params *OnApiKeyCreateParams, body OnApiKeyCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnApiKeyCreateWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnApiKeyRevokeWithBody(ctx context.Context, targetURL string, params *OnApiKeyRevokeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnApiKeyRevokeWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnApiKeyRevoke(ctx context.Context, targetURL string, params *OnApiKeyRevokeParams, body OnApiKeyRevokeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnApiKeyRevokeWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnBillingCheckoutWithBody(ctx context.Context, targetURL string, params *OnBillingCheckoutParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnBillingCheckoutWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnBillingCheckout(ctx context.Context, targetURL string, params *OnBillingCheckoutParams, body OnBillingCheckoutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnBillingCheckoutWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnBillingPlanArchiveWithBody(ctx context.Context, targetURL string, params *OnBillingPlanArchiveParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnBillingPlanArchiveWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnBillingPlanArchive(ctx context.Context, targetURL string, params *OnBillingPlanArchiveParams, body OnBillingPlanArchiveJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnBillingPlanArchiveWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnBillingPlanCreateWithBody(ctx context.Context, targetURL string, params *OnBillingPlanCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnBillingPlanCreateWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnBillingPlanCreate(ctx context.Context, targetURL string, params *OnBillingPlanCreateParams, body OnBillingPlanCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnBillingPlanCreateWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnBillingPlanRestoreWithBody(ctx context.Context, targetURL string, params *OnBillingPlanRestoreParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnBillingPlanRestoreWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnBillingPlanRestore(ctx context.Context, targetURL string, params *OnBillingPlanRestoreParams, body OnBillingPlanRestoreJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnBillingPlanRestoreWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnBillingPlanUpdateWithBody(ctx context.Context, targetURL string, params *OnBillingPlanUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnBillingPlanUpdateWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnBillingPlanUpdate(ctx context.Context, targetURL string, params *OnBillingPlanUpdateParams, body OnBillingPlanUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnBillingPlanUpdateWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnConfigArchiveWithBody(ctx context.Context, targetURL string, params *OnConfigArchiveParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnConfigArchiveWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnConfigArchive(ctx context.Context, targetURL string, params *OnConfigArchiveParams, body OnConfigArchiveJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnConfigArchiveWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnConfigRestoreWithBody(ctx context.Context, targetURL string, params *OnConfigRestoreParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnConfigRestoreWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnConfigRestore(ctx context.Context, targetURL string, params *OnConfigRestoreParams, body OnConfigRestoreJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnConfigRestoreWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnConfigRevealWithBody(ctx context.Context, targetURL string, params *OnConfigRevealParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnConfigRevealWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnConfigReveal(ctx context.Context, targetURL string, params *OnConfigRevealParams, body OnConfigRevealJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnConfigRevealWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnConfigUpdateWithBody(ctx context.Context, targetURL string, params *OnConfigUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnConfigUpdateWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnConfigUpdate(ctx context.Context, targetURL string, params *OnConfigUpdateParams, body OnConfigUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnConfigUpdateWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnEntitlementGrantCreateWithBody(ctx context.Context, targetURL string, params *OnEntitlementGrantCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnEntitlementGrantCreateWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnEntitlementGrantCreate(ctx context.Context, targetURL string, params *OnEntitlementGrantCreateParams, body OnEntitlementGrantCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnEntitlementGrantCreateWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnEntitlementsChangedWithBody(ctx context.Context, targetURL string, params *OnEntitlementsChangedParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnEntitlementsChangedWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnEntitlementsChanged(ctx context.Context, targetURL string, params *OnEntitlementsChangedParams, body OnEntitlementsChangedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnEntitlementsChangedWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnInvitationAcceptWithBody(ctx context.Context, targetURL string, params *OnInvitationAcceptParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnInvitationAcceptWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnInvitationAccept(ctx context.Context, targetURL string, params *OnInvitationAcceptParams, body OnInvitationAcceptJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnInvitationAcceptWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnInvitationCancelWithBody(ctx context.Context, targetURL string, params *OnInvitationCancelParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnInvitationCancelWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnInvitationCancel(ctx context.Context, targetURL string, params *OnInvitationCancelParams, body OnInvitationCancelJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnInvitationCancelWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnInvitationRejectWithBody(ctx context.Context, targetURL string, params *OnInvitationRejectParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnInvitationRejectWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnInvitationReject(ctx context.Context, targetURL string, params *OnInvitationRejectParams, body OnInvitationRejectJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnInvitationRejectWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnInvoicePaidWithBody(ctx context.Context, targetURL string, params *OnInvoicePaidParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnInvoicePaidWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnInvoicePaid(ctx context.Context, targetURL string, params *OnInvoicePaidParams, body OnInvoicePaidJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnInvoicePaidWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnMemberInviteWithBody(ctx context.Context, targetURL string, params *OnMemberInviteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnMemberInviteWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnMemberInvite(ctx context.Context, targetURL string, params *OnMemberInviteParams, body OnMemberInviteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnMemberInviteWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnMemberLeaveWithBody(ctx context.Context, targetURL string, params *OnMemberLeaveParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnMemberLeaveWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnMemberLeave(ctx context.Context, targetURL string, params *OnMemberLeaveParams, body OnMemberLeaveJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnMemberLeaveWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnMemberRemoveWithBody(ctx context.Context, targetURL string, params *OnMemberRemoveParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnMemberRemoveWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnMemberRemove(ctx context.Context, targetURL string, params *OnMemberRemoveParams, body OnMemberRemoveJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnMemberRemoveWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnMemberUpdateRoleWithBody(ctx context.Context, targetURL string, params *OnMemberUpdateRoleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnMemberUpdateRoleWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnMemberUpdateRole(ctx context.Context, targetURL string, params *OnMemberUpdateRoleParams, body OnMemberUpdateRoleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnMemberUpdateRoleWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOauthConsentGrantWithBody(ctx context.Context, targetURL string, params *OnOauthConsentGrantParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOauthConsentGrantWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOauthConsentGrant(ctx context.Context, targetURL string, params *OnOauthConsentGrantParams, body OnOauthConsentGrantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOauthConsentGrantWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOidcClientCreateWithBody(ctx context.Context, targetURL string, params *OnOidcClientCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOidcClientCreateWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOidcClientCreate(ctx context.Context, targetURL string, params *OnOidcClientCreateParams, body OnOidcClientCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOidcClientCreateWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOidcClientDisableWithBody(ctx context.Context, targetURL string, params *OnOidcClientDisableParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOidcClientDisableWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOidcClientDisable(ctx context.Context, targetURL string, params *OnOidcClientDisableParams, body OnOidcClientDisableJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOidcClientDisableWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOidcClientEnableWithBody(ctx context.Context, targetURL string, params *OnOidcClientEnableParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOidcClientEnableWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOidcClientEnable(ctx context.Context, targetURL string, params *OnOidcClientEnableParams, body OnOidcClientEnableJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOidcClientEnableWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOidcClientRotateSecretWithBody(ctx context.Context, targetURL string, params *OnOidcClientRotateSecretParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOidcClientRotateSecretWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOidcClientRotateSecret(ctx context.Context, targetURL string, params *OnOidcClientRotateSecretParams, body OnOidcClientRotateSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOidcClientRotateSecretWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOrgRoleCreateWithBody(ctx context.Context, targetURL string, params *OnOrgRoleCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOrgRoleCreateWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOrgRoleCreate(ctx context.Context, targetURL string, params *OnOrgRoleCreateParams, body OnOrgRoleCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOrgRoleCreateWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOrgRoleDeleteWithBody(ctx context.Context, targetURL string, params *OnOrgRoleDeleteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOrgRoleDeleteWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOrgRoleDelete(ctx context.Context, targetURL string, params *OnOrgRoleDeleteParams, body OnOrgRoleDeleteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOrgRoleDeleteWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOrgRoleUpdateWithBody(ctx context.Context, targetURL string, params *OnOrgRoleUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOrgRoleUpdateWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOrgRoleUpdate(ctx context.Context, targetURL string, params *OnOrgRoleUpdateParams, body OnOrgRoleUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOrgRoleUpdateWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOrganizationArchiveWithBody(ctx context.Context, targetURL string, params *OnOrganizationArchiveParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOrganizationArchiveWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOrganizationArchive(ctx context.Context, targetURL string, params *OnOrganizationArchiveParams, body OnOrganizationArchiveJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOrganizationArchiveWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOrganizationCreateWithBody(ctx context.Context, targetURL string, params *OnOrganizationCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOrganizationCreateWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOrganizationCreate(ctx context.Context, targetURL string, params *OnOrganizationCreateParams, body OnOrganizationCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOrganizationCreateWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOrganizationRestoreWithBody(ctx context.Context, targetURL string, params *OnOrganizationRestoreParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOrganizationRestoreWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOrganizationRestore(ctx context.Context, targetURL string, params *OnOrganizationRestoreParams, body OnOrganizationRestoreJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOrganizationRestoreWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOrganizationUpdateWithBody(ctx context.Context, targetURL string, params *OnOrganizationUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOrganizationUpdateWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOrganizationUpdate(ctx context.Context, targetURL string, params *OnOrganizationUpdateParams, body OnOrganizationUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOrganizationUpdateWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnPingWithBody(ctx context.Context, targetURL string, params *OnPingParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnPingWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnPing(ctx context.Context, targetURL string, params *OnPingParams, body OnPingJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnPingWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnProcessorConnectionDeleteWithBody(ctx context.Context, targetURL string, params *OnProcessorConnectionDeleteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnProcessorConnectionDeleteWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnProcessorConnectionDelete(ctx context.Context, targetURL string, params *OnProcessorConnectionDeleteParams, body OnProcessorConnectionDeleteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnProcessorConnectionDeleteWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnProcessorConnectionUpdateWithBody(ctx context.Context, targetURL string, params *OnProcessorConnectionUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnProcessorConnectionUpdateWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnProcessorConnectionUpdate(ctx context.Context, targetURL string, params *OnProcessorConnectionUpdateParams, body OnProcessorConnectionUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnProcessorConnectionUpdateWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnProjectArchiveWithBody(ctx context.Context, targetURL string, params *OnProjectArchiveParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnProjectArchiveWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnProjectArchive(ctx context.Context, targetURL string, params *OnProjectArchiveParams, body OnProjectArchiveJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnProjectArchiveWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnProjectCreateWithBody(ctx context.Context, targetURL string, params *OnProjectCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnProjectCreateWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnProjectCreate(ctx context.Context, targetURL string, params *OnProjectCreateParams, body OnProjectCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnProjectCreateWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnProjectRestoreWithBody(ctx context.Context, targetURL string, params *OnProjectRestoreParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnProjectRestoreWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnProjectRestore(ctx context.Context, targetURL string, params *OnProjectRestoreParams, body OnProjectRestoreJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnProjectRestoreWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnProjectUpdateWithBody(ctx context.Context, targetURL string, params *OnProjectUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnProjectUpdateWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnProjectUpdate(ctx context.Context, targetURL string, params *OnProjectUpdateParams, body OnProjectUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnProjectUpdateWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnProjectRoleCreateWithBody(ctx context.Context, targetURL string, params *OnProjectRoleCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnProjectRoleCreateWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnProjectRoleCreate(ctx context.Context, targetURL string, params *OnProjectRoleCreateParams, body OnProjectRoleCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnProjectRoleCreateWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnProjectRoleDeleteWithBody(ctx context.Context, targetURL string, params *OnProjectRoleDeleteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnProjectRoleDeleteWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnProjectRoleDelete(ctx context.Context, targetURL string, params *OnProjectRoleDeleteParams, body OnProjectRoleDeleteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnProjectRoleDeleteWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnProjectRoleUpdateWithBody(ctx context.Context, targetURL string, params *OnProjectRoleUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnProjectRoleUpdateWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnProjectRoleUpdate(ctx context.Context, targetURL string, params *OnProjectRoleUpdateParams, body OnProjectRoleUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnProjectRoleUpdateWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnRoleBindingCreateWithBody(ctx context.Context, targetURL string, params *OnRoleBindingCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnRoleBindingCreateWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnRoleBindingCreate(ctx context.Context, targetURL string, params *OnRoleBindingCreateParams, body OnRoleBindingCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnRoleBindingCreateWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnRoleBindingDeleteWithBody(ctx context.Context, targetURL string, params *OnRoleBindingDeleteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnRoleBindingDeleteWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnRoleBindingDelete(ctx context.Context, targetURL string, params *OnRoleBindingDeleteParams, body OnRoleBindingDeleteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnRoleBindingDeleteWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnServiceAccountCreateWithBody(ctx context.Context, targetURL string, params *OnServiceAccountCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnServiceAccountCreateWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnServiceAccountCreate(ctx context.Context, targetURL string, params *OnServiceAccountCreateParams, body OnServiceAccountCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnServiceAccountCreateWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnServiceAccountDisableWithBody(ctx context.Context, targetURL string, params *OnServiceAccountDisableParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnServiceAccountDisableWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnServiceAccountDisable(ctx context.Context, targetURL string, params *OnServiceAccountDisableParams, body OnServiceAccountDisableJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnServiceAccountDisableWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnServiceAccountEnableWithBody(ctx context.Context, targetURL string, params *OnServiceAccountEnableParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnServiceAccountEnableWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnServiceAccountEnable(ctx context.Context, targetURL string, params *OnServiceAccountEnableParams, body OnServiceAccountEnableJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnServiceAccountEnableWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnSessionRevokeOthersWithBody(ctx context.Context, targetURL string, params *OnSessionRevokeOthersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnSessionRevokeOthersWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnSessionRevokeOthers(ctx context.Context, targetURL string, params *OnSessionRevokeOthersParams, body OnSessionRevokeOthersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnSessionRevokeOthersWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnSubjectDeleteWithBody(ctx context.Context, targetURL string, params *OnSubjectDeleteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnSubjectDeleteWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnSubjectDelete(ctx context.Context, targetURL string, params *OnSubjectDeleteParams, body OnSubjectDeleteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnSubjectDeleteWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnSubscriptionCanceledWithBody(ctx context.Context, targetURL string, params *OnSubscriptionCanceledParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnSubscriptionCanceledWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnSubscriptionCanceled(ctx context.Context, targetURL string, params *OnSubscriptionCanceledParams, body OnSubscriptionCanceledJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnSubscriptionCanceledWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnSubscriptionCreatedWithBody(ctx context.Context, targetURL string, params *OnSubscriptionCreatedParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnSubscriptionCreatedWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnSubscriptionCreated(ctx context.Context, targetURL string, params *OnSubscriptionCreatedParams, body OnSubscriptionCreatedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnSubscriptionCreatedWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnSubscriptionUpdatedWithBody(ctx context.Context, targetURL string, params *OnSubscriptionUpdatedParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnSubscriptionUpdatedWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnSubscriptionUpdated(ctx context.Context, targetURL string, params *OnSubscriptionUpdatedParams, body OnSubscriptionUpdatedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnSubscriptionUpdatedWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnUserDeleteWithBody(ctx context.Context, targetURL string, params *OnUserDeleteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnUserDeleteWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnUserDelete(ctx context.Context, targetURL string, params *OnUserDeleteParams, body OnUserDeleteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnUserDeleteWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnUserEmailClaimWithBody(ctx context.Context, targetURL string, params *OnUserEmailClaimParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnUserEmailClaimWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnUserEmailClaim(ctx context.Context, targetURL string, params *OnUserEmailClaimParams, body OnUserEmailClaimJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnUserEmailClaimWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnUserPasswordChangeWithBody(ctx context.Context, targetURL string, params *OnUserPasswordChangeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnUserPasswordChangeWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnUserPasswordChange(ctx context.Context, targetURL string, params *OnUserPasswordChangeParams, body OnUserPasswordChangeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnUserPasswordChangeWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnUserPasswordResetWithBody(ctx context.Context, targetURL string, params *OnUserPasswordResetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnUserPasswordResetWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnUserPasswordReset(ctx context.Context, targetURL string, params *OnUserPasswordResetParams, body OnUserPasswordResetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnUserPasswordResetWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnUserSignUpWithBody(ctx context.Context, targetURL string, params *OnUserSignUpParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnUserSignUpWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnUserSignUp(ctx context.Context, targetURL string, params *OnUserSignUpParams, body OnUserSignUpJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnUserSignUpWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnWebhookEndpointCreateWithBody(ctx context.Context, targetURL string, params *OnWebhookEndpointCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnWebhookEndpointCreateWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnWebhookEndpointCreate(ctx context.Context, targetURL string, params *OnWebhookEndpointCreateParams, body OnWebhookEndpointCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnWebhookEndpointCreateWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnWebhookEndpointDeleteWithBody(ctx context.Context, targetURL string, params *OnWebhookEndpointDeleteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnWebhookEndpointDeleteWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnWebhookEndpointDelete(ctx context.Context, targetURL string, params *OnWebhookEndpointDeleteParams, body OnWebhookEndpointDeleteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnWebhookEndpointDeleteWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnWebhookEndpointDisableWithBody(ctx context.Context, targetURL string, params *OnWebhookEndpointDisableParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnWebhookEndpointDisableWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnWebhookEndpointDisable(ctx context.Context, targetURL string, params *OnWebhookEndpointDisableParams, body OnWebhookEndpointDisableJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnWebhookEndpointDisableWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnWebhookEndpointEnableWithBody(ctx context.Context, targetURL string, params *OnWebhookEndpointEnableParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnWebhookEndpointEnableWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnWebhookEndpointEnable(ctx context.Context, targetURL string, params *OnWebhookEndpointEnableParams, body OnWebhookEndpointEnableJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnWebhookEndpointEnableWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnWebhookEndpointRotateSecretWithBody(ctx context.Context, targetURL string, params *OnWebhookEndpointRotateSecretParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnWebhookEndpointRotateSecretWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnWebhookEndpointRotateSecret(ctx context.Context, targetURL string, params *OnWebhookEndpointRotateSecretParams, body OnWebhookEndpointRotateSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnWebhookEndpointRotateSecretWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnWebhookEndpointUpdateWithBody(ctx context.Context, targetURL string, params *OnWebhookEndpointUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnWebhookEndpointUpdateWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnWebhookEndpointUpdate(ctx context.Context, targetURL string, params *OnWebhookEndpointUpdateParams, body OnWebhookEndpointUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnWebhookEndpointUpdateWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+// NewOnAccountLinkWebhookRequest builds a application/json POST request for the account.link webhook
+func NewOnAccountLinkWebhookRequest(targetURL string, params *OnAccountLinkParams, body OnAccountLinkJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnAccountLinkWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnAccountLinkWebhookRequestWithBody builds a POST request for the account.link webhook with any body
+func NewOnAccountLinkWebhookRequestWithBody(targetURL string, params *OnAccountLinkParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnApiKeyCreateWebhookRequest builds a application/json POST request for the api_key.create webhook
+func NewOnApiKeyCreateWebhookRequest(targetURL string, params *OnApiKeyCreateParams, body OnApiKeyCreateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnApiKeyCreateWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnApiKeyCreateWebhookRequestWithBody builds a POST request for the api_key.create webhook with any body
+func NewOnApiKeyCreateWebhookRequestWithBody(targetURL string, params *OnApiKeyCreateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnApiKeyRevokeWebhookRequest builds a application/json POST request for the api_key.revoke webhook
+func NewOnApiKeyRevokeWebhookRequest(targetURL string, params *OnApiKeyRevokeParams, body OnApiKeyRevokeJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnApiKeyRevokeWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnApiKeyRevokeWebhookRequestWithBody builds a POST request for the api_key.revoke webhook with any body
+func NewOnApiKeyRevokeWebhookRequestWithBody(targetURL string, params *OnApiKeyRevokeParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnBillingCheckoutWebhookRequest builds a application/json POST request for the billing.checkout webhook
+func NewOnBillingCheckoutWebhookRequest(targetURL string, params *OnBillingCheckoutParams, body OnBillingCheckoutJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnBillingCheckoutWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnBillingCheckoutWebhookRequestWithBody builds a POST request for the billing.checkout webhook with any body
+func NewOnBillingCheckoutWebhookRequestWithBody(targetURL string, params *OnBillingCheckoutParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnBillingPlanArchiveWebhookRequest builds a application/json POST request for the billing_plan.archive webhook
+func NewOnBillingPlanArchiveWebhookRequest(targetURL string, params *OnBillingPlanArchiveParams, body OnBillingPlanArchiveJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnBillingPlanArchiveWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnBillingPlanArchiveWebhookRequestWithBody builds a POST request for the billing_plan.archive webhook with any body
+func NewOnBillingPlanArchiveWebhookRequestWithBody(targetURL string, params *OnBillingPlanArchiveParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnBillingPlanCreateWebhookRequest builds a application/json POST request for the billing_plan.create webhook
+func NewOnBillingPlanCreateWebhookRequest(targetURL string, params *OnBillingPlanCreateParams, body OnBillingPlanCreateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnBillingPlanCreateWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnBillingPlanCreateWebhookRequestWithBody builds a POST request for the billing_plan.create webhook with any body
+func NewOnBillingPlanCreateWebhookRequestWithBody(targetURL string, params *OnBillingPlanCreateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnBillingPlanRestoreWebhookRequest builds a application/json POST request for the billing_plan.restore webhook
+func NewOnBillingPlanRestoreWebhookRequest(targetURL string, params *OnBillingPlanRestoreParams, body OnBillingPlanRestoreJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnBillingPlanRestoreWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnBillingPlanRestoreWebhookRequestWithBody builds a POST request for the billing_plan.restore webhook with any body
+func NewOnBillingPlanRestoreWebhookRequestWithBody(targetURL string, params *OnBillingPlanRestoreParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnBillingPlanUpdateWebhookRequest builds a application/json POST request for the billing_plan.update webhook
+func NewOnBillingPlanUpdateWebhookRequest(targetURL string, params *OnBillingPlanUpdateParams, body OnBillingPlanUpdateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnBillingPlanUpdateWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnBillingPlanUpdateWebhookRequestWithBody builds a POST request for the billing_plan.update webhook with any body
+func NewOnBillingPlanUpdateWebhookRequestWithBody(targetURL string, params *OnBillingPlanUpdateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnConfigArchiveWebhookRequest builds a application/json POST request for the config.archive webhook
+func NewOnConfigArchiveWebhookRequest(targetURL string, params *OnConfigArchiveParams, body OnConfigArchiveJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnConfigArchiveWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnConfigArchiveWebhookRequestWithBody builds a POST request for the config.archive webhook with any body
+func NewOnConfigArchiveWebhookRequestWithBody(targetURL string, params *OnConfigArchiveParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnConfigRestoreWebhookRequest builds a application/json POST request for the config.restore webhook
+func NewOnConfigRestoreWebhookRequest(targetURL string, params *OnConfigRestoreParams, body OnConfigRestoreJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnConfigRestoreWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnConfigRestoreWebhookRequestWithBody builds a POST request for the config.restore webhook with any body
+func NewOnConfigRestoreWebhookRequestWithBody(targetURL string, params *OnConfigRestoreParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnConfigRevealWebhookRequest builds a application/json POST request for the config.reveal webhook
+func NewOnConfigRevealWebhookRequest(targetURL string, params *OnConfigRevealParams, body OnConfigRevealJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnConfigRevealWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnConfigRevealWebhookRequestWithBody builds a POST request for the config.reveal webhook with any body
+func NewOnConfigRevealWebhookRequestWithBody(targetURL string, params *OnConfigRevealParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnConfigUpdateWebhookRequest builds a application/json POST request for the config.update webhook
+func NewOnConfigUpdateWebhookRequest(targetURL string, params *OnConfigUpdateParams, body OnConfigUpdateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnConfigUpdateWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnConfigUpdateWebhookRequestWithBody builds a POST request for the config.update webhook with any body
+func NewOnConfigUpdateWebhookRequestWithBody(targetURL string, params *OnConfigUpdateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnEntitlementGrantCreateWebhookRequest builds a application/json POST request for the entitlement_grant.create webhook
+func NewOnEntitlementGrantCreateWebhookRequest(targetURL string, params *OnEntitlementGrantCreateParams, body OnEntitlementGrantCreateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnEntitlementGrantCreateWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnEntitlementGrantCreateWebhookRequestWithBody builds a POST request for the entitlement_grant.create webhook with any body
+func NewOnEntitlementGrantCreateWebhookRequestWithBody(targetURL string, params *OnEntitlementGrantCreateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnEntitlementsChangedWebhookRequest builds a application/json POST request for the entitlements.changed webhook
+func NewOnEntitlementsChangedWebhookRequest(targetURL string, params *OnEntitlementsChangedParams, body OnEntitlementsChangedJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnEntitlementsChangedWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnEntitlementsChangedWebhookRequestWithBody builds a POST request for the entitlements.changed webhook with any body
+func NewOnEntitlementsChangedWebhookRequestWithBody(targetURL string, params *OnEntitlementsChangedParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnInvitationAcceptWebhookRequest builds a application/json POST request for the invitation.accept webhook
+func NewOnInvitationAcceptWebhookRequest(targetURL string, params *OnInvitationAcceptParams, body OnInvitationAcceptJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnInvitationAcceptWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnInvitationAcceptWebhookRequestWithBody builds a POST request for the invitation.accept webhook with any body
+func NewOnInvitationAcceptWebhookRequestWithBody(targetURL string, params *OnInvitationAcceptParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnInvitationCancelWebhookRequest builds a application/json POST request for the invitation.cancel webhook
+func NewOnInvitationCancelWebhookRequest(targetURL string, params *OnInvitationCancelParams, body OnInvitationCancelJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnInvitationCancelWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnInvitationCancelWebhookRequestWithBody builds a POST request for the invitation.cancel webhook with any body
+func NewOnInvitationCancelWebhookRequestWithBody(targetURL string, params *OnInvitationCancelParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnInvitationRejectWebhookRequest builds a application/json POST request for the invitation.reject webhook
+func NewOnInvitationRejectWebhookRequest(targetURL string, params *OnInvitationRejectParams, body OnInvitationRejectJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnInvitationRejectWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnInvitationRejectWebhookRequestWithBody builds a POST request for the invitation.reject webhook with any body
+func NewOnInvitationRejectWebhookRequestWithBody(targetURL string, params *OnInvitationRejectParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnInvoicePaidWebhookRequest builds a application/json POST request for the invoice.paid webhook
+func NewOnInvoicePaidWebhookRequest(targetURL string, params *OnInvoicePaidParams, body OnInvoicePaidJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnInvoicePaidWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnInvoicePaidWebhookRequestWithBody builds a POST request for the invoice.paid webhook with any body
+func NewOnInvoicePaidWebhookRequestWithBody(targetURL string, params *OnInvoicePaidParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnMemberInviteWebhookRequest builds a application/json POST request for the member.invite webhook
+func NewOnMemberInviteWebhookRequest(targetURL string, params *OnMemberInviteParams, body OnMemberInviteJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnMemberInviteWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnMemberInviteWebhookRequestWithBody builds a POST request for the member.invite webhook with any body
+func NewOnMemberInviteWebhookRequestWithBody(targetURL string, params *OnMemberInviteParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnMemberLeaveWebhookRequest builds a application/json POST request for the member.leave webhook
+func NewOnMemberLeaveWebhookRequest(targetURL string, params *OnMemberLeaveParams, body OnMemberLeaveJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnMemberLeaveWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnMemberLeaveWebhookRequestWithBody builds a POST request for the member.leave webhook with any body
+func NewOnMemberLeaveWebhookRequestWithBody(targetURL string, params *OnMemberLeaveParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnMemberRemoveWebhookRequest builds a application/json POST request for the member.remove webhook
+func NewOnMemberRemoveWebhookRequest(targetURL string, params *OnMemberRemoveParams, body OnMemberRemoveJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnMemberRemoveWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnMemberRemoveWebhookRequestWithBody builds a POST request for the member.remove webhook with any body
+func NewOnMemberRemoveWebhookRequestWithBody(targetURL string, params *OnMemberRemoveParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnMemberUpdateRoleWebhookRequest builds a application/json POST request for the member.update_role webhook
+func NewOnMemberUpdateRoleWebhookRequest(targetURL string, params *OnMemberUpdateRoleParams, body OnMemberUpdateRoleJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnMemberUpdateRoleWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnMemberUpdateRoleWebhookRequestWithBody builds a POST request for the member.update_role webhook with any body
+func NewOnMemberUpdateRoleWebhookRequestWithBody(targetURL string, params *OnMemberUpdateRoleParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnOauthConsentGrantWebhookRequest builds a application/json POST request for the oauth_consent.grant webhook
+func NewOnOauthConsentGrantWebhookRequest(targetURL string, params *OnOauthConsentGrantParams, body OnOauthConsentGrantJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnOauthConsentGrantWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnOauthConsentGrantWebhookRequestWithBody builds a POST request for the oauth_consent.grant webhook with any body
+func NewOnOauthConsentGrantWebhookRequestWithBody(targetURL string, params *OnOauthConsentGrantParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnOidcClientCreateWebhookRequest builds a application/json POST request for the oidc_client.create webhook
+func NewOnOidcClientCreateWebhookRequest(targetURL string, params *OnOidcClientCreateParams, body OnOidcClientCreateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnOidcClientCreateWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnOidcClientCreateWebhookRequestWithBody builds a POST request for the oidc_client.create webhook with any body
+func NewOnOidcClientCreateWebhookRequestWithBody(targetURL string, params *OnOidcClientCreateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnOidcClientDisableWebhookRequest builds a application/json POST request for the oidc_client.disable webhook
+func NewOnOidcClientDisableWebhookRequest(targetURL string, params *OnOidcClientDisableParams, body OnOidcClientDisableJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnOidcClientDisableWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnOidcClientDisableWebhookRequestWithBody builds a POST request for the oidc_client.disable webhook with any body
+func NewOnOidcClientDisableWebhookRequestWithBody(targetURL string, params *OnOidcClientDisableParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnOidcClientEnableWebhookRequest builds a application/json POST request for the oidc_client.enable webhook
+func NewOnOidcClientEnableWebhookRequest(targetURL string, params *OnOidcClientEnableParams, body OnOidcClientEnableJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnOidcClientEnableWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnOidcClientEnableWebhookRequestWithBody builds a POST request for the oidc_client.enable webhook with any body
+func NewOnOidcClientEnableWebhookRequestWithBody(targetURL string, params *OnOidcClientEnableParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnOidcClientRotateSecretWebhookRequest builds a application/json POST request for the oidc_client.rotate_secret webhook
+func NewOnOidcClientRotateSecretWebhookRequest(targetURL string, params *OnOidcClientRotateSecretParams, body OnOidcClientRotateSecretJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnOidcClientRotateSecretWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnOidcClientRotateSecretWebhookRequestWithBody builds a POST request for the oidc_client.rotate_secret webhook with any body
+func NewOnOidcClientRotateSecretWebhookRequestWithBody(targetURL string, params *OnOidcClientRotateSecretParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnOrgRoleCreateWebhookRequest builds a application/json POST request for the org_role.create webhook
+func NewOnOrgRoleCreateWebhookRequest(targetURL string, params *OnOrgRoleCreateParams, body OnOrgRoleCreateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnOrgRoleCreateWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnOrgRoleCreateWebhookRequestWithBody builds a POST request for the org_role.create webhook with any body
+func NewOnOrgRoleCreateWebhookRequestWithBody(targetURL string, params *OnOrgRoleCreateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnOrgRoleDeleteWebhookRequest builds a application/json POST request for the org_role.delete webhook
+func NewOnOrgRoleDeleteWebhookRequest(targetURL string, params *OnOrgRoleDeleteParams, body OnOrgRoleDeleteJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnOrgRoleDeleteWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnOrgRoleDeleteWebhookRequestWithBody builds a POST request for the org_role.delete webhook with any body
+func NewOnOrgRoleDeleteWebhookRequestWithBody(targetURL string, params *OnOrgRoleDeleteParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnOrgRoleUpdateWebhookRequest builds a application/json POST request for the org_role.update webhook
+func NewOnOrgRoleUpdateWebhookRequest(targetURL string, params *OnOrgRoleUpdateParams, body OnOrgRoleUpdateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnOrgRoleUpdateWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnOrgRoleUpdateWebhookRequestWithBody builds a POST request for the org_role.update webhook with any body
+func NewOnOrgRoleUpdateWebhookRequestWithBody(targetURL string, params *OnOrgRoleUpdateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnOrganizationArchiveWebhookRequest builds a application/json POST request for the organization.archive webhook
+func NewOnOrganizationArchiveWebhookRequest(targetURL string, params *OnOrganizationArchiveParams, body OnOrganizationArchiveJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnOrganizationArchiveWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnOrganizationArchiveWebhookRequestWithBody builds a POST request for the organization.archive webhook with any body
+func NewOnOrganizationArchiveWebhookRequestWithBody(targetURL string, params *OnOrganizationArchiveParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnOrganizationCreateWebhookRequest builds a application/json POST request for the organization.create webhook
+func NewOnOrganizationCreateWebhookRequest(targetURL string, params *OnOrganizationCreateParams, body OnOrganizationCreateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnOrganizationCreateWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnOrganizationCreateWebhookRequestWithBody builds a POST request for the organization.create webhook with any body
+func NewOnOrganizationCreateWebhookRequestWithBody(targetURL string, params *OnOrganizationCreateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnOrganizationRestoreWebhookRequest builds a application/json POST request for the organization.restore webhook
+func NewOnOrganizationRestoreWebhookRequest(targetURL string, params *OnOrganizationRestoreParams, body OnOrganizationRestoreJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnOrganizationRestoreWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnOrganizationRestoreWebhookRequestWithBody builds a POST request for the organization.restore webhook with any body
+func NewOnOrganizationRestoreWebhookRequestWithBody(targetURL string, params *OnOrganizationRestoreParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnOrganizationUpdateWebhookRequest builds a application/json POST request for the organization.update webhook
+func NewOnOrganizationUpdateWebhookRequest(targetURL string, params *OnOrganizationUpdateParams, body OnOrganizationUpdateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnOrganizationUpdateWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnOrganizationUpdateWebhookRequestWithBody builds a POST request for the organization.update webhook with any body
+func NewOnOrganizationUpdateWebhookRequestWithBody(targetURL string, params *OnOrganizationUpdateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnPingWebhookRequest builds a application/json POST request for the ping webhook
+func NewOnPingWebhookRequest(targetURL string, params *OnPingParams, body OnPingJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnPingWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnPingWebhookRequestWithBody builds a POST request for the ping webhook with any body
+func NewOnPingWebhookRequestWithBody(targetURL string, params *OnPingParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnProcessorConnectionDeleteWebhookRequest builds a application/json POST request for the processor_connection.delete webhook
+func NewOnProcessorConnectionDeleteWebhookRequest(targetURL string, params *OnProcessorConnectionDeleteParams, body OnProcessorConnectionDeleteJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnProcessorConnectionDeleteWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnProcessorConnectionDeleteWebhookRequestWithBody builds a POST request for the processor_connection.delete webhook with any body
+func NewOnProcessorConnectionDeleteWebhookRequestWithBody(targetURL string, params *OnProcessorConnectionDeleteParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnProcessorConnectionUpdateWebhookRequest builds a application/json POST request for the processor_connection.update webhook
+func NewOnProcessorConnectionUpdateWebhookRequest(targetURL string, params *OnProcessorConnectionUpdateParams, body OnProcessorConnectionUpdateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnProcessorConnectionUpdateWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnProcessorConnectionUpdateWebhookRequestWithBody builds a POST request for the processor_connection.update webhook with any body
+func NewOnProcessorConnectionUpdateWebhookRequestWithBody(targetURL string, params *OnProcessorConnectionUpdateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnProjectArchiveWebhookRequest builds a application/json POST request for the project.archive webhook
+func NewOnProjectArchiveWebhookRequest(targetURL string, params *OnProjectArchiveParams, body OnProjectArchiveJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnProjectArchiveWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnProjectArchiveWebhookRequestWithBody builds a POST request for the project.archive webhook with any body
+func NewOnProjectArchiveWebhookRequestWithBody(targetURL string, params *OnProjectArchiveParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnProjectCreateWebhookRequest builds a application/json POST request for the project.create webhook
+func NewOnProjectCreateWebhookRequest(targetURL string, params *OnProjectCreateParams, body OnProjectCreateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnProjectCreateWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnProjectCreateWebhookRequestWithBody builds a POST request for the project.create webhook with any body
+func NewOnProjectCreateWebhookRequestWithBody(targetURL string, params *OnProjectCreateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnProjectRestoreWebhookRequest builds a application/json POST request for the project.restore webhook
+func NewOnProjectRestoreWebhookRequest(targetURL string, params *OnProjectRestoreParams, body OnProjectRestoreJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnProjectRestoreWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnProjectRestoreWebhookRequestWithBody builds a POST request for the project.restore webhook with any body
+func NewOnProjectRestoreWebhookRequestWithBody(targetURL string, params *OnProjectRestoreParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnProjectUpdateWebhookRequest builds a application/json POST request for the project.update webhook
+func NewOnProjectUpdateWebhookRequest(targetURL string, params *OnProjectUpdateParams, body OnProjectUpdateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnProjectUpdateWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnProjectUpdateWebhookRequestWithBody builds a POST request for the project.update webhook with any body
+func NewOnProjectUpdateWebhookRequestWithBody(targetURL string, params *OnProjectUpdateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnProjectRoleCreateWebhookRequest builds a application/json POST request for the project_role.create webhook
+func NewOnProjectRoleCreateWebhookRequest(targetURL string, params *OnProjectRoleCreateParams, body OnProjectRoleCreateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnProjectRoleCreateWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnProjectRoleCreateWebhookRequestWithBody builds a POST request for the project_role.create webhook with any body
+func NewOnProjectRoleCreateWebhookRequestWithBody(targetURL string, params *OnProjectRoleCreateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnProjectRoleDeleteWebhookRequest builds a application/json POST request for the project_role.delete webhook
+func NewOnProjectRoleDeleteWebhookRequest(targetURL string, params *OnProjectRoleDeleteParams, body OnProjectRoleDeleteJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnProjectRoleDeleteWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnProjectRoleDeleteWebhookRequestWithBody builds a POST request for the project_role.delete webhook with any body
+func NewOnProjectRoleDeleteWebhookRequestWithBody(targetURL string, params *OnProjectRoleDeleteParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnProjectRoleUpdateWebhookRequest builds a application/json POST request for the project_role.update webhook
+func NewOnProjectRoleUpdateWebhookRequest(targetURL string, params *OnProjectRoleUpdateParams, body OnProjectRoleUpdateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnProjectRoleUpdateWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnProjectRoleUpdateWebhookRequestWithBody builds a POST request for the project_role.update webhook with any body
+func NewOnProjectRoleUpdateWebhookRequestWithBody(targetURL string, params *OnProjectRoleUpdateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnRoleBindingCreateWebhookRequest builds a application/json POST request for the role_binding.create webhook
+func NewOnRoleBindingCreateWebhookRequest(targetURL string, params *OnRoleBindingCreateParams, body OnRoleBindingCreateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnRoleBindingCreateWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnRoleBindingCreateWebhookRequestWithBody builds a POST request for the role_binding.create webhook with any body
+func NewOnRoleBindingCreateWebhookRequestWithBody(targetURL string, params *OnRoleBindingCreateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnRoleBindingDeleteWebhookRequest builds a application/json POST request for the role_binding.delete webhook
+func NewOnRoleBindingDeleteWebhookRequest(targetURL string, params *OnRoleBindingDeleteParams, body OnRoleBindingDeleteJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnRoleBindingDeleteWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnRoleBindingDeleteWebhookRequestWithBody builds a POST request for the role_binding.delete webhook with any body
+func NewOnRoleBindingDeleteWebhookRequestWithBody(targetURL string, params *OnRoleBindingDeleteParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnServiceAccountCreateWebhookRequest builds a application/json POST request for the service_account.create webhook
+func NewOnServiceAccountCreateWebhookRequest(targetURL string, params *OnServiceAccountCreateParams, body OnServiceAccountCreateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnServiceAccountCreateWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnServiceAccountCreateWebhookRequestWithBody builds a POST request for the service_account.create webhook with any body
+func NewOnServiceAccountCreateWebhookRequestWithBody(targetURL string, params *OnServiceAccountCreateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnServiceAccountDisableWebhookRequest builds a application/json POST request for the service_account.disable webhook
+func NewOnServiceAccountDisableWebhookRequest(targetURL string, params *OnServiceAccountDisableParams, body OnServiceAccountDisableJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnServiceAccountDisableWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnServiceAccountDisableWebhookRequestWithBody builds a POST request for the service_account.disable webhook with any body
+func NewOnServiceAccountDisableWebhookRequestWithBody(targetURL string, params *OnServiceAccountDisableParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnServiceAccountEnableWebhookRequest builds a application/json POST request for the service_account.enable webhook
+func NewOnServiceAccountEnableWebhookRequest(targetURL string, params *OnServiceAccountEnableParams, body OnServiceAccountEnableJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnServiceAccountEnableWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnServiceAccountEnableWebhookRequestWithBody builds a POST request for the service_account.enable webhook with any body
+func NewOnServiceAccountEnableWebhookRequestWithBody(targetURL string, params *OnServiceAccountEnableParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnSessionRevokeOthersWebhookRequest builds a application/json POST request for the session.revoke_others webhook
+func NewOnSessionRevokeOthersWebhookRequest(targetURL string, params *OnSessionRevokeOthersParams, body OnSessionRevokeOthersJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnSessionRevokeOthersWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnSessionRevokeOthersWebhookRequestWithBody builds a POST request for the session.revoke_others webhook with any body
+func NewOnSessionRevokeOthersWebhookRequestWithBody(targetURL string, params *OnSessionRevokeOthersParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnSubjectDeleteWebhookRequest builds a application/json POST request for the subject.delete webhook
+func NewOnSubjectDeleteWebhookRequest(targetURL string, params *OnSubjectDeleteParams, body OnSubjectDeleteJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnSubjectDeleteWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnSubjectDeleteWebhookRequestWithBody builds a POST request for the subject.delete webhook with any body
+func NewOnSubjectDeleteWebhookRequestWithBody(targetURL string, params *OnSubjectDeleteParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnSubscriptionCanceledWebhookRequest builds a application/json POST request for the subscription.canceled webhook
+func NewOnSubscriptionCanceledWebhookRequest(targetURL string, params *OnSubscriptionCanceledParams, body OnSubscriptionCanceledJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnSubscriptionCanceledWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnSubscriptionCanceledWebhookRequestWithBody builds a POST request for the subscription.canceled webhook with any body
+func NewOnSubscriptionCanceledWebhookRequestWithBody(targetURL string, params *OnSubscriptionCanceledParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnSubscriptionCreatedWebhookRequest builds a application/json POST request for the subscription.created webhook
+func NewOnSubscriptionCreatedWebhookRequest(targetURL string, params *OnSubscriptionCreatedParams, body OnSubscriptionCreatedJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnSubscriptionCreatedWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnSubscriptionCreatedWebhookRequestWithBody builds a POST request for the subscription.created webhook with any body
+func NewOnSubscriptionCreatedWebhookRequestWithBody(targetURL string, params *OnSubscriptionCreatedParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnSubscriptionUpdatedWebhookRequest builds a application/json POST request for the subscription.updated webhook
+func NewOnSubscriptionUpdatedWebhookRequest(targetURL string, params *OnSubscriptionUpdatedParams, body OnSubscriptionUpdatedJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnSubscriptionUpdatedWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnSubscriptionUpdatedWebhookRequestWithBody builds a POST request for the subscription.updated webhook with any body
+func NewOnSubscriptionUpdatedWebhookRequestWithBody(targetURL string, params *OnSubscriptionUpdatedParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnUserDeleteWebhookRequest builds a application/json POST request for the user.delete webhook
+func NewOnUserDeleteWebhookRequest(targetURL string, params *OnUserDeleteParams, body OnUserDeleteJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnUserDeleteWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnUserDeleteWebhookRequestWithBody builds a POST request for the user.delete webhook with any body
+func NewOnUserDeleteWebhookRequestWithBody(targetURL string, params *OnUserDeleteParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnUserEmailClaimWebhookRequest builds a application/json POST request for the user.email_claim webhook
+func NewOnUserEmailClaimWebhookRequest(targetURL string, params *OnUserEmailClaimParams, body OnUserEmailClaimJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnUserEmailClaimWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnUserEmailClaimWebhookRequestWithBody builds a POST request for the user.email_claim webhook with any body
+func NewOnUserEmailClaimWebhookRequestWithBody(targetURL string, params *OnUserEmailClaimParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnUserPasswordChangeWebhookRequest builds a application/json POST request for the user.password_change webhook
+func NewOnUserPasswordChangeWebhookRequest(targetURL string, params *OnUserPasswordChangeParams, body OnUserPasswordChangeJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnUserPasswordChangeWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnUserPasswordChangeWebhookRequestWithBody builds a POST request for the user.password_change webhook with any body
+func NewOnUserPasswordChangeWebhookRequestWithBody(targetURL string, params *OnUserPasswordChangeParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnUserPasswordResetWebhookRequest builds a application/json POST request for the user.password_reset webhook
+func NewOnUserPasswordResetWebhookRequest(targetURL string, params *OnUserPasswordResetParams, body OnUserPasswordResetJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnUserPasswordResetWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnUserPasswordResetWebhookRequestWithBody builds a POST request for the user.password_reset webhook with any body
+func NewOnUserPasswordResetWebhookRequestWithBody(targetURL string, params *OnUserPasswordResetParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnUserSignUpWebhookRequest builds a application/json POST request for the user.sign_up webhook
+func NewOnUserSignUpWebhookRequest(targetURL string, params *OnUserSignUpParams, body OnUserSignUpJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnUserSignUpWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnUserSignUpWebhookRequestWithBody builds a POST request for the user.sign_up webhook with any body
+func NewOnUserSignUpWebhookRequestWithBody(targetURL string, params *OnUserSignUpParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnWebhookEndpointCreateWebhookRequest builds a application/json POST request for the webhook_endpoint.create webhook
+func NewOnWebhookEndpointCreateWebhookRequest(targetURL string, params *OnWebhookEndpointCreateParams, body OnWebhookEndpointCreateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnWebhookEndpointCreateWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnWebhookEndpointCreateWebhookRequestWithBody builds a POST request for the webhook_endpoint.create webhook with any body
+func NewOnWebhookEndpointCreateWebhookRequestWithBody(targetURL string, params *OnWebhookEndpointCreateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnWebhookEndpointDeleteWebhookRequest builds a application/json POST request for the webhook_endpoint.delete webhook
+func NewOnWebhookEndpointDeleteWebhookRequest(targetURL string, params *OnWebhookEndpointDeleteParams, body OnWebhookEndpointDeleteJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnWebhookEndpointDeleteWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnWebhookEndpointDeleteWebhookRequestWithBody builds a POST request for the webhook_endpoint.delete webhook with any body
+func NewOnWebhookEndpointDeleteWebhookRequestWithBody(targetURL string, params *OnWebhookEndpointDeleteParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnWebhookEndpointDisableWebhookRequest builds a application/json POST request for the webhook_endpoint.disable webhook
+func NewOnWebhookEndpointDisableWebhookRequest(targetURL string, params *OnWebhookEndpointDisableParams, body OnWebhookEndpointDisableJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnWebhookEndpointDisableWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnWebhookEndpointDisableWebhookRequestWithBody builds a POST request for the webhook_endpoint.disable webhook with any body
+func NewOnWebhookEndpointDisableWebhookRequestWithBody(targetURL string, params *OnWebhookEndpointDisableParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnWebhookEndpointEnableWebhookRequest builds a application/json POST request for the webhook_endpoint.enable webhook
+func NewOnWebhookEndpointEnableWebhookRequest(targetURL string, params *OnWebhookEndpointEnableParams, body OnWebhookEndpointEnableJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnWebhookEndpointEnableWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnWebhookEndpointEnableWebhookRequestWithBody builds a POST request for the webhook_endpoint.enable webhook with any body
+func NewOnWebhookEndpointEnableWebhookRequestWithBody(targetURL string, params *OnWebhookEndpointEnableParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnWebhookEndpointRotateSecretWebhookRequest builds a application/json POST request for the webhook_endpoint.rotate_secret webhook
+func NewOnWebhookEndpointRotateSecretWebhookRequest(targetURL string, params *OnWebhookEndpointRotateSecretParams, body OnWebhookEndpointRotateSecretJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnWebhookEndpointRotateSecretWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnWebhookEndpointRotateSecretWebhookRequestWithBody builds a POST request for the webhook_endpoint.rotate_secret webhook with any body
+func NewOnWebhookEndpointRotateSecretWebhookRequestWithBody(targetURL string, params *OnWebhookEndpointRotateSecretParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnWebhookEndpointUpdateWebhookRequest builds a application/json POST request for the webhook_endpoint.update webhook
+func NewOnWebhookEndpointUpdateWebhookRequest(targetURL string, params *OnWebhookEndpointUpdateParams, body OnWebhookEndpointUpdateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnWebhookEndpointUpdateWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnWebhookEndpointUpdateWebhookRequestWithBody builds a POST request for the webhook_endpoint.update webhook with any body
+func NewOnWebhookEndpointUpdateWebhookRequestWithBody(targetURL string, params *OnWebhookEndpointUpdateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
 }

@@ -68,12 +68,18 @@ func New(ring *seal.Keyring) *Outbox {
 // Enqueue writes payload as a message of kind in tx, due at once, and returns its id. It is
 // delivered only if tx commits.
 func (o *Outbox) Enqueue(ctx context.Context, tx *store.Tx, kind string, payload []byte) (string, error) {
+	return o.EnqueueOrdered(ctx, tx, kind, "", payload)
+}
+
+// EnqueueOrdered is Enqueue with a partition key: the worker attempts the messages of one key
+// one after the other, oldest first (a webhook endpoint's deliveries).
+func (o *Outbox) EnqueueOrdered(ctx context.Context, tx *store.Tx, kind, partitionKey string, payload []byte) (string, error) {
 	id := store.NewOutboxID()
 	sealed, err := o.ring.Seal(payload, store.OutboxPayloadAAD(id, kind))
 	if err != nil {
 		return "", fmt.Errorf("outbox: enqueue %s: %w", kind, err)
 	}
-	if err := tx.EnqueueOutbox(ctx, &store.OutboxMessage{ID: id, Kind: kind, Payload: sealed}); err != nil {
+	if err := tx.EnqueueOutbox(ctx, &store.OutboxMessage{ID: id, Kind: kind, Payload: sealed, PartitionKey: partitionKey}); err != nil {
 		return "", err
 	}
 	return id, nil

@@ -50,8 +50,23 @@ type WorkerConfig struct {
 	// RetryBase, RetryMax and MaxAttempts shape the retries.
 	RetryBase, RetryMax time.Duration
 	MaxAttempts         int
+	// Schedule, when set, replaces the exponential backoff: the n-th failed attempt waits
+	// Schedule[n-1], and a message is given up after len(Schedule)+1 attempts (MaxAttempts is
+	// then ignored).
+	Schedule []time.Duration
+	// Lease, when set, is how long a claim holds a message: a worker renews the lease of each
+	// message right before attempting it, so Lease need only cover one attempt (AttemptTimeout
+	// plus a margin), and a replica that dies holds its claim no longer than Lease. Without it
+	// the lease is BatchSize attempts long (plus a minute).
+	Lease time.Duration
+	// Concurrency is how many partitions (rows of one PartitionKey, or single rows without
+	// one) one worker attempts at the same time; default 1. A slow receiver holds one slot.
+	Concurrency int
 	// Retention is how long finished rows are kept.
 	Retention time.Duration
+	// OnSweep, when set, runs with each sweep of finished rows (at most hourly): a kind's own
+	// history is swept there (webhook events and attempts).
+	OnSweep func(ctx context.Context, now time.Time)
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// Log receives one line per failed attempt and per message given up (never a payload).
@@ -67,6 +82,12 @@ type Worker struct {
 	kinds []string
 	lease time.Duration
 	poke  chan struct{}
+	// slots bounds the partitions in flight; busy holds their keys, so that a claim skips
+	// them and a partition is never attempted by two goroutines at once.
+	slots    chan struct{}
+	busyMu   sync.Mutex
+	busy     map[string]bool
+	inflight sync.WaitGroup
 	// nextSweep is when the next sweep of finished rows is due.
 	mu        sync.Mutex
 	nextSweep time.Time
@@ -85,6 +106,10 @@ func NewWorker(st *store.Store, ring *seal.Keyring, cfg WorkerConfig) *Worker {
 	cfg.Retention = orDefault(cfg.Retention, DefaultRetention)
 	cfg.BatchSize = orDefault(cfg.BatchSize, DefaultBatchSize)
 	cfg.MaxAttempts = orDefault(cfg.MaxAttempts, DefaultMaxAttempts)
+	if len(cfg.Schedule) > 0 {
+		cfg.MaxAttempts = len(cfg.Schedule) + 1
+	}
+	cfg.Concurrency = orDefault(cfg.Concurrency, 1)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -97,7 +122,17 @@ func NewWorker(st *store.Store, ring *seal.Keyring, cfg WorkerConfig) *Worker {
 	}
 	slices.Sort(kinds)
 	return &Worker{st: st, ring: ring, cfg: cfg, kinds: kinds, poke: make(chan struct{}, 1),
-		lease: time.Duration(cfg.BatchSize)*cfg.AttemptTimeout + time.Minute}
+		slots: make(chan struct{}, cfg.Concurrency), busy: map[string]bool{},
+		lease: leaseOf(cfg)}
+}
+
+// leaseOf is cfg's claim lease: cfg.Lease (at least AttemptTimeout plus 10 s), else BatchSize
+// attempts plus a minute.
+func leaseOf(cfg WorkerConfig) time.Duration {
+	if cfg.Lease > 0 {
+		return max(cfg.Lease, cfg.AttemptTimeout+10*time.Second)
+	}
+	return time.Duration(cfg.BatchSize)*cfg.AttemptTimeout + time.Minute
 }
 
 func orDefault[T int | time.Duration](v, def T) T {
@@ -113,6 +148,7 @@ func orDefault[T int | time.Duration](v, def T) T {
 func (w *Worker) Run(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	defer w.inflight.Wait()
 	for {
 		select {
 		case <-ctx.Done():
@@ -121,7 +157,7 @@ func (w *Worker) Run(ctx context.Context) {
 		case <-w.poke:
 		}
 		for {
-			n, err := w.RunOnce(ctx)
+			n, err := w.claimAndDispatch(ctx)
 			if err != nil && ctx.Err() == nil {
 				w.cfg.Log.Warn("outbox: poll", "err", err)
 			}
@@ -142,32 +178,147 @@ func (w *Worker) Poke() {
 	}
 }
 
-// RunOnce claims the messages due now (one batch) and attempts each, and returns how many it
-// claimed. When ctx ends meanwhile, the messages not yet attempted are handed back.
+// RunOnce claims the messages due now (one batch), attempts each, waits for the attempts and
+// returns how many it claimed. When ctx ends meanwhile, the messages not yet attempted are
+// handed back.
 func (w *Worker) RunOnce(ctx context.Context) (int, error) {
+	n, err := w.claimAndDispatch(ctx)
+	w.inflight.Wait()
+	return n, err
+}
+
+// claimAndDispatch claims one batch of due messages, skipping the partitions in flight, and
+// starts attempting them: the rows of one partition one after the other in one goroutine, at
+// most Concurrency partitions at a time (it waits for a free slot; the claim's lease covers a
+// whole batch attempted one by one). It returns the number claimed without waiting for the
+// attempts.
+func (w *Worker) claimAndDispatch(ctx context.Context) (int, error) {
 	now := w.cfg.Now()
 	if due, err := w.st.OutboxDue(ctx, now, w.kinds); err != nil || !due {
 		return 0, err
 	}
-	claimed, err := w.st.ClaimOutbox(ctx, now, w.lease, w.cfg.BatchSize, w.kinds)
+	w.busyMu.Lock()
+	skip := make([]string, 0, len(w.busy))
+	for k := range w.busy {
+		skip = append(skip, k)
+	}
+	w.busyMu.Unlock()
+	claimed, err := w.st.ClaimOutbox(ctx, now, w.lease, w.cfg.BatchSize, w.kinds, skip...)
 	if err != nil {
 		return 0, err
 	}
-	for i, m := range claimed {
+	groups := partitions(claimed)
+	for i, g := range groups {
+		select {
+		case w.slots <- struct{}{}:
+		case <-ctx.Done():
+		}
 		if ctx.Err() != nil {
-			w.release(ctx, claimed[i:])
+			for _, rest := range groups[i:] {
+				w.release(ctx, rest)
+			}
 			break
 		}
-		w.attempt(ctx, m)
+		key := g[0].PartitionKey
+		if key != "" {
+			w.busyMu.Lock()
+			w.busy[key] = true
+			w.busyMu.Unlock()
+		}
+		w.inflight.Add(1)
+		go func() {
+			defer w.inflight.Done()
+			defer func() {
+				if key != "" {
+					w.busyMu.Lock()
+					delete(w.busy, key)
+					w.busyMu.Unlock()
+				}
+				<-w.slots
+				w.Poke()
+			}()
+			w.attemptInOrder(ctx, g)
+		}()
 	}
 	return len(claimed), nil
 }
 
-// attempt delivers m once and records the outcome. The attempt and its record outlive ctx (a
-// stopping worker finishes what it started), bounded by AttemptTimeout.
-func (w *Worker) attempt(ctx context.Context, m store.OutboxMessage) {
+// partitions groups claimed messages (oldest first) by PartitionKey, keeping their order; a
+// message without a key is a group of its own.
+func partitions(ms []store.OutboxMessage) [][]store.OutboxMessage {
+	var out [][]store.OutboxMessage
+	index := map[string]int{}
+	for _, m := range ms {
+		if m.PartitionKey == "" {
+			out = append(out, []store.OutboxMessage{m})
+			continue
+		}
+		if i, ok := index[m.PartitionKey]; ok {
+			out[i] = append(out[i], m)
+			continue
+		}
+		index[m.PartitionKey] = len(out)
+		out = append(out, []store.OutboxMessage{m})
+	}
+	return out
+}
+
+// attemptInOrder attempts the messages of one partition in order. After a failed attempt the
+// rest are handed back, due now, for a later claim (order is kept while the receiver accepts;
+// a failing receiver does not hold the others back for a whole schedule).
+func (w *Worker) attemptInOrder(ctx context.Context, ms []store.OutboxMessage) {
+	for i, m := range ms {
+		if ctx.Err() != nil {
+			w.release(ctx, ms[i:])
+			return
+		}
+		if w.cfg.Lease > 0 {
+			// Renew the claim for this attempt: the ones before may have used up the lease.
+			err := w.st.RenewOutbox(ctx, m.ID, m.Attempts, w.cfg.Now().Add(w.lease))
+			if err != nil {
+				// Another worker claimed it after the lease ended (or the store is out of
+				// reach): leave it, and the rest, to the lease.
+				w.cfg.Log.Warn("outbox: renew claim", "outbox_id", m.ID, "err", err)
+				return
+			}
+		}
+		if !w.attempt(ctx, m) {
+			w.release(ctx, ms[i+1:])
+			return
+		}
+	}
+}
+
+// Attempt describes the delivery attempt a Handler is called for (AttemptFrom).
+type Attempt struct {
+	// MessageID is the outbox row's id.
+	MessageID string
+	// Number counts the attempts of the message, from 1.
+	Number int
+	// RetryAt is when the message is attempted again if this attempt fails with an error that
+	// is not Permanent; zero when this is the last attempt.
+	RetryAt time.Time
+}
+
+type attemptKey struct{}
+
+// AttemptFrom returns the attempt a Handler's ctx belongs to.
+func AttemptFrom(ctx context.Context) (Attempt, bool) {
+	a, ok := ctx.Value(attemptKey{}).(Attempt)
+	return a, ok
+}
+
+// attempt delivers m once, records the outcome and reports whether it was delivered. The
+// attempt and its record outlive ctx (a stopping worker finishes what it started), bounded by
+// AttemptTimeout.
+func (w *Worker) attempt(ctx context.Context, m store.OutboxMessage) bool {
+	var retryAt time.Time
+	if m.Attempts < w.cfg.MaxAttempts {
+		retryAt = w.cfg.Now().Add(w.backoff(m.Attempts))
+	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.AttemptTimeout)
 	defer cancel()
+	actx = context.WithValue(actx, attemptKey{}, Attempt{MessageID: m.ID, Number: m.Attempts, RetryAt: retryAt})
 	err := w.deliver(actx, m)
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer rcancel()
@@ -177,11 +328,11 @@ func (w *Worker) attempt(ctx context.Context, m store.OutboxMessage) {
 	switch {
 	case err == nil:
 		rerr = w.st.CompleteOutbox(rctx, m.ID, m.Attempts, now)
-	case IsPermanent(err) || m.Attempts >= w.cfg.MaxAttempts:
+	case IsPermanent(err) || retryAt.IsZero():
 		log.Error("outbox: message given up", "err", err, "permanent", IsPermanent(err))
 		rerr = w.st.FailOutbox(rctx, m.ID, m.Attempts, now, errorText(err))
 	default:
-		next := now.Add(w.backoff(m.Attempts))
+		next := retryAt
 		log.Warn("outbox: attempt failed; retrying", "err", err, "next_attempt_at", next.UTC().Format(time.RFC3339))
 		rerr = w.st.RetryOutbox(rctx, m.ID, m.Attempts, next, errorText(err))
 	}
@@ -189,6 +340,7 @@ func (w *Worker) attempt(ctx context.Context, m store.OutboxMessage) {
 		// The lease ends and the message is attempted again: at least once, never lost.
 		log.Warn("outbox: record attempt", "err", rerr)
 	}
+	return err == nil
 }
 
 // deliver opens m's payload and hands it to its kind's handler.
@@ -219,7 +371,11 @@ func (w *Worker) release(ctx context.Context, ms []store.OutboxMessage) {
 // backoff is the wait after the attempts-th failed attempt: between half and all of
 // min(RetryBase × 2^(attempts-1), RetryMax), so that messages that failed together (a mail
 // server outage) do not all come back at the same moment.
+// With a Schedule, it is the schedule's entry for the attempt, as it stands.
 func (w *Worker) backoff(attempts int) time.Duration {
+	if len(w.cfg.Schedule) > 0 {
+		return w.cfg.Schedule[min(max(attempts, 1), len(w.cfg.Schedule))-1]
+	}
 	d := w.cfg.RetryMax
 	if attempts < 1 {
 		attempts = 1
@@ -244,6 +400,9 @@ func (w *Worker) sweep(ctx context.Context) {
 	w.mu.Unlock()
 	if !due {
 		return
+	}
+	if w.cfg.OnSweep != nil {
+		w.cfg.OnSweep(ctx, now)
 	}
 	for range 10 {
 		n, err := w.st.DeleteFinishedOutbox(ctx, now.Add(-w.cfg.Retention), 500)

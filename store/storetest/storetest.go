@@ -49,6 +49,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("EmailClaim", func(t *testing.T) { runEmailClaim(t, open) })
 	t.Run("AccountDeletion", func(t *testing.T) { runAccountDeletion(t, open) })
 	t.Run("Outbox", func(t *testing.T) { runOutbox(t, open) })
+	t.Run("Webhooks", func(t *testing.T) { runWebhooks(t, open) })
 	t.Run("EmailTokens", func(t *testing.T) { runEmailTokens(t, open) })
 	t.Run("TwoFactor", func(t *testing.T) { runTwoFactor(t, open) })
 	t.Run("Billing", func(t *testing.T) { runBilling(t, open) })
