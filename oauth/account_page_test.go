@@ -60,7 +60,8 @@ func TestAccountPageEnrolment(t *testing.T) {
 			WantPage(t, "enable with a wrong password", http.StatusBadRequest, `role="alert">The password is not correct.`)
 		page := post(url.Values{"action": {"enable"}, "password": {password}})
 		page.WantPage(t, "enable", http.StatusOK, `<p class="secret" aria-label="Setup key">`, `href="otpauth://totp/Gatehouse:bob-account@example.com?`,
-			"They are shown only now.", `name="action" value="confirm"`, `<label for="code">Code from your authenticator app</label>`)
+			"They are shown only now.", `name="action" value="confirm"`, `<label for="code">Code from your authenticator app</label>`,
+			`<svg class="qr" role="img" aria-label="QR code of the setup link" viewBox="0 0 57 57"`, `<path d="M4 4h1v1h-1zM5 4h1v1h-1z`)
 		uri := regexp.MustCompile(`href="(otpauth://[^"]+)"`).FindStringSubmatch(page.Body)
 		codes := regexp.MustCompile(`<li>([A-Za-z0-9]{5}-[A-Za-z0-9]{5})</li>`).FindAllStringSubmatch(page.Body, -1)
 		if uri == nil || len(codes) != 10 {

@@ -3,10 +3,13 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/boombuler/barcode/qr"
 
 	"github.com/gatehouse-dev/gatehouse/gen"
 )
@@ -30,6 +33,8 @@ type twoFactorView struct {
 	// otpauth: link, which html/template would otherwise refuse as an unsafe scheme.
 	URI    template.URL
 	Secret string
+	// QR is URI as an inline SVG QR code (qrSVG).
+	QR template.HTML
 	// Codes are backup codes made by this request.
 	Codes []string
 	// Continue is the callbackURL, offered once the factor is on; Reason says an organization
@@ -144,7 +149,7 @@ func (s *Server) AccountPageAction(ctx context.Context, request gen.AccountPageA
 				return nil, verr
 			}
 		}
-		view.URI, view.Secret = template.URL(uri), secretOf(uri)
+		view.URI, view.Secret, view.QR = template.URL(uri), secretOf(uri), qrSVG(uri)
 	}
 	page := s.accountView(callback, view)
 	if failure != "" {
@@ -228,4 +233,28 @@ func secretOf(uri string) string {
 		groups, secret = append(groups, secret[:4]), secret[4:]
 	}
 	return strings.Join(append(groups, secret), " ")
+}
+
+// qrSVG draws uri as a QR code (error correction M) in an inline SVG: one path of unit squares
+// with a four-module quiet zone, made here, so the page loads nothing. It returns "" when the
+// URI does not fit a QR code.
+func qrSVG(uri string) template.HTML {
+	code, err := qr.Encode(uri, qr.M, qr.Auto)
+	if err != nil {
+		return ""
+	}
+	size := code.Bounds().Dx()
+	const quiet = 4
+	var path strings.Builder
+	for y := range size {
+		for x := range size {
+			if r, _, _, _ := code.At(x, y).RGBA(); r == 0 {
+				fmt.Fprintf(&path, "M%d %dh1v1h-1z", x+quiet, y+quiet)
+			}
+		}
+	}
+	dim := size + 2*quiet
+	// Numbers only: safe to insert as HTML.
+	return template.HTML(fmt.Sprintf(`<svg class="qr" role="img" aria-label="QR code of the setup link" viewBox="0 0 %d %d" width="200" height="200" shape-rendering="crispEdges"><rect width="%d" height="%d" fill="#fff"/><path d="%s" fill="#000"/></svg>`,
+		dim, dim, dim, dim, path.String()))
 }
