@@ -41,6 +41,9 @@ func (f rotationFixture) withKeys(current, old string) func(string) string {
 	}
 }
 
+// fixturePassword is the rotation fixture user's password.
+const fixturePassword = "fixture-password-1"
+
 func newRotationFixture(t *testing.T) rotationFixture {
 	t.Helper()
 	env := testEnv(t, nil)
@@ -59,8 +62,12 @@ func newRotationFixture(t *testing.T) rotationFixture {
 	}
 	u := store.User{Name: "Owner", Email: "owner@example.com"}
 	p := store.Project{Name: "Shop", Slug: "shop"}
+	hash, err := identity.HashPassword(fixturePassword)
+	if err != nil {
+		t.Fatal(err)
+	}
 	err = st.InTx(ctx, func(tx *store.Tx) error {
-		if err := tx.CreateUser(ctx, &u, "!no-password"); err != nil {
+		if err := tx.CreateUser(ctx, &u, hash); err != nil {
 			return err
 		}
 		sess := store.Session{UserID: u.ID, TokenHash: identity.HashToken(token), ExpiresAt: time.Now().Add(time.Hour)}
@@ -134,6 +141,19 @@ func (f rotationFixture) call(t *testing.T, base string, master []byte, method, 
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	return res.StatusCode, b
+}
+
+// enableTOTP enrols the fixture's user in TOTP through the API and returns the otpauth URI.
+func (f rotationFixture) enableTOTP(t *testing.T, base string, master []byte) string {
+	t.Helper()
+	code, body := f.call(t, base, master, http.MethodPost, "/api/auth/two-factor/enable", `{"password":"`+fixturePassword+`"}`)
+	var e struct {
+		TotpURI string `json:"totpURI"`
+	}
+	if code != 200 || json.Unmarshal(body, &e) != nil || !strings.HasPrefix(e.TotpURI, "otpauth://totp/") {
+		t.Fatalf("enable: %d %s", code, body)
+	}
+	return strings.ReplaceAll(e.TotpURI, "&", `\u0026`)
 }
 
 // sealedKeyIDs returns the key id of every sealed value in the database.
@@ -216,6 +236,7 @@ func TestKeysRewrap(t *testing.T) {
 	_, c := newKey(t)
 	cText := base64.StdEncoding.EncodeToString(c)
 	path := "/api/v1/environments/" + f.envID + "/configs/"
+	var totpURI string
 
 	// Written under A: a secret with two versions and a plain value.
 	serveWith(t, f.withKeys(aText, ""), func(base string) {
@@ -227,10 +248,12 @@ func TestKeysRewrap(t *testing.T) {
 		if code, out := f.call(t, base, a, http.MethodPut, path+"PLAIN", `{"value":{"n":1}}`); code != 201 {
 			t.Fatalf("put plain: %d %s", code, out)
 		}
+		// The user's TOTP secret, sealed under A too.
+		totpURI = f.enableTOTP(t, base, a)
 	})
 	// Serving also created the token signing key, sealed under A.
-	if ids := sealedKeyIDs(t, f.env); len(ids) != 4 || !allEqual(ids, keyIDOf(t, a)) {
-		t.Fatalf("before rewrap: key ids %v, want 4 × %s", ids, keyIDOf(t, a))
+	if ids := sealedKeyIDs(t, f.env); len(ids) != 5 || !allEqual(ids, keyIDOf(t, a)) {
+		t.Fatalf("before rewrap: key ids %v, want 5 × %s", ids, keyIDOf(t, a))
 	}
 	signingKID := currentSigningKID(t, f.env, a)
 
@@ -252,13 +275,13 @@ func TestKeysRewrap(t *testing.T) {
 	}
 
 	code, out := rewrapWith(f.withKeys(bText, cText+", "+aText))
-	if code != 0 || !strings.Contains(out, "rewrapped 4 of 4 sealed values") {
+	if code != 0 || !strings.Contains(out, "rewrapped 5 of 5 sealed values") {
 		t.Fatalf("rewrap: exit %d: %s", code, out)
 	}
-	if ids := sealedKeyIDs(t, f.env); len(ids) != 4 || !allEqual(ids, keyIDOf(t, b)) {
-		t.Fatalf("after rewrap: key ids %v, want 4 × %s", ids, keyIDOf(t, b))
+	if ids := sealedKeyIDs(t, f.env); len(ids) != 5 || !allEqual(ids, keyIDOf(t, b)) {
+		t.Fatalf("after rewrap: key ids %v, want 5 × %s", ids, keyIDOf(t, b))
 	}
-	if code, out := rewrapWith(f.withKeys(bText, aText)); code != 0 || !strings.Contains(out, "rewrapped 0 of 4") {
+	if code, out := rewrapWith(f.withKeys(bText, aText)); code != 0 || !strings.Contains(out, "rewrapped 0 of 5") {
 		t.Fatalf("second rewrap: exit %d: %s", code, out)
 	}
 	// The signing key is the same key, now opened by B alone and no longer by A.
@@ -287,6 +310,11 @@ func TestKeysRewrap(t *testing.T) {
 		}
 		if code, body := f.call(t, base, b, http.MethodGet, path+"STRIPE_KEY/versions", ""); code != 200 || strings.Count(string(body), `"masked":true`) != 2 {
 			t.Fatalf("versions after rewrap: %d %s", code, body)
+		}
+		// The TOTP secret opens under B: the same otpauth URI as at enrolment.
+		if code, body := f.call(t, base, b, http.MethodPost, "/api/auth/two-factor/get-totp-uri", `{"password":"`+fixturePassword+`"}`); code != 200 ||
+			!strings.Contains(string(body), `"totpURI":"`+totpURI+`"`) {
+			t.Fatalf("get-totp-uri after rewrap: %d %s, want %s", code, body, totpURI)
 		}
 	})
 }

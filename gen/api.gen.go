@@ -185,6 +185,21 @@ func (e AuthTokenRequestGrantType) Valid() bool {
 	}
 }
 
+// Defines values for AuthTwoFactorRedirectTwoFactorMethods.
+const (
+	AuthTwoFactorRedirectTwoFactorMethodsTotp AuthTwoFactorRedirectTwoFactorMethods = "totp"
+)
+
+// Valid indicates whether the value is a known member of the AuthTwoFactorRedirectTwoFactorMethods enum.
+func (e AuthTwoFactorRedirectTwoFactorMethods) Valid() bool {
+	switch e {
+	case AuthTwoFactorRedirectTwoFactorMethodsTotp:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BillingPlanInterval.
 const (
 	BillingPlanIntervalMonth   BillingPlanInterval = "month"
@@ -839,6 +854,45 @@ func (e AnswerInvitationFormdataBodyDecision) Valid() bool {
 	}
 }
 
+// Defines values for AccountPageParamsReason.
+const (
+	AccountPageParamsReasonOrganization AccountPageParamsReason = "organization"
+)
+
+// Valid indicates whether the value is a known member of the AccountPageParamsReason enum.
+func (e AccountPageParamsReason) Valid() bool {
+	switch e {
+	case AccountPageParamsReasonOrganization:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AccountPageActionFormdataBodyAction.
+const (
+	BackupCodes AccountPageActionFormdataBodyAction = "backup-codes"
+	Confirm     AccountPageActionFormdataBodyAction = "confirm"
+	Disable     AccountPageActionFormdataBodyAction = "disable"
+	Enable      AccountPageActionFormdataBodyAction = "enable"
+)
+
+// Valid indicates whether the value is a known member of the AccountPageActionFormdataBodyAction enum.
+func (e AccountPageActionFormdataBodyAction) Valid() bool {
+	switch e {
+	case BackupCodes:
+		return true
+	case Confirm:
+		return true
+	case Disable:
+		return true
+	case Enable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CheckInboxPageParamsFor.
 const (
 	ResetPassword CheckInboxPageParamsFor = "reset-password"
@@ -953,6 +1007,72 @@ func (e AuthListMembersParamsFilterOperator) Valid() bool {
 	case Eq:
 		return true
 	case Ne:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TwoFactorPageParamsMethod.
+const (
+	TwoFactorPageParamsMethodBackup TwoFactorPageParamsMethod = "backup"
+	TwoFactorPageParamsMethodTotp   TwoFactorPageParamsMethod = "totp"
+)
+
+// Valid indicates whether the value is a known member of the TwoFactorPageParamsMethod enum.
+func (e TwoFactorPageParamsMethod) Valid() bool {
+	switch e {
+	case TwoFactorPageParamsMethodBackup:
+		return true
+	case TwoFactorPageParamsMethodTotp:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TwoFactorPageParamsError.
+const (
+	InvalidCode     TwoFactorPageParamsError = "invalid_code"
+	TooManyAttempts TwoFactorPageParamsError = "too_many_attempts"
+)
+
+// Valid indicates whether the value is a known member of the TwoFactorPageParamsError enum.
+func (e TwoFactorPageParamsError) Valid() bool {
+	switch e {
+	case InvalidCode:
+		return true
+	case TooManyAttempts:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EnableTwoFactorJSONBodyMethod.
+const (
+	EnableTwoFactorJSONBodyMethodTotp EnableTwoFactorJSONBodyMethod = "totp"
+)
+
+// Valid indicates whether the value is a known member of the EnableTwoFactorJSONBodyMethod enum.
+func (e EnableTwoFactorJSONBodyMethod) Valid() bool {
+	switch e {
+	case EnableTwoFactorJSONBodyMethodTotp:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EnableTwoFactor200JSONResponseBodyMethod.
+const (
+	EnableTwoFactor200JSONResponseBodyMethodTotp EnableTwoFactor200JSONResponseBodyMethod = "totp"
+)
+
+// Valid indicates whether the value is a known member of the EnableTwoFactor200JSONResponseBodyMethod enum.
+func (e EnableTwoFactor200JSONResponseBodyMethod) Valid() bool {
+	switch e {
+	case EnableTwoFactor200JSONResponseBodyMethodTotp:
 		return true
 	default:
 		return false
@@ -1366,6 +1486,11 @@ type AuthOrganization struct {
 	Slug      string                                    `json:"slug"`
 }
 
+// AuthPasswordBody defines model for AuthPasswordBody.
+type AuthPasswordBody struct {
+	Password string `json:"password"`
+}
+
 // AuthPasswordResetRequested defines model for AuthPasswordResetRequested.
 type AuthPasswordResetRequested struct {
 	Message string `json:"message"`
@@ -1402,6 +1527,7 @@ type AuthProblem struct {
 
 // AuthProviderMetadata OpenID Provider / OAuth 2.0 authorization server metadata.
 type AuthProviderMetadata struct {
+	AcrValuesSupported                         *[]string `json:"acr_values_supported,omitempty"`
 	AuthorizationEndpoint                      *string   `json:"authorization_endpoint,omitempty"`
 	AuthorizationResponseIssParameterSupported *bool     `json:"authorization_response_iss_parameter_supported,omitempty"`
 	CodeChallengeMethodsSupported              *[]string `json:"code_challenge_methods_supported,omitempty"`
@@ -1645,6 +1771,24 @@ type AuthTokenResponse struct {
 	TokenType string `json:"token_type"`
 }
 
+// AuthTwoFactorRedirect defines model for AuthTwoFactorRedirect.
+type AuthTwoFactorRedirect struct {
+	TwoFactorMethods []AuthTwoFactorRedirectTwoFactorMethods `json:"twoFactorMethods"`
+
+	// TwoFactorRedirect Always true: the second factor is due.
+	TwoFactorRedirect bool `json:"twoFactorRedirect"`
+}
+
+// AuthTwoFactorRedirectTwoFactorMethods defines model for AuthTwoFactorRedirect.TwoFactorMethods.
+type AuthTwoFactorRedirectTwoFactorMethods string
+
+// AuthTwoFactorVerified defines model for AuthTwoFactorVerified.
+type AuthTwoFactorVerified struct {
+	// Token The new session's token when the code completed a sign-in, else the caller's.
+	Token string   `json:"token"`
+	User  AuthUser `json:"user"`
+}
+
 // AuthUser defines model for AuthUser.
 type AuthUser struct {
 	// CreatedAt UTC, ISO 8601.
@@ -1679,12 +1823,30 @@ type AuthUserinfo struct {
 	UpdatedAt *int `json:"updated_at,omitempty"`
 }
 
+// AuthVerifyBackupCodeBody defines model for AuthVerifyBackupCodeBody.
+type AuthVerifyBackupCodeBody struct {
+	CallbackURL *string `json:"callbackURL,omitempty"`
+	Code        string  `json:"code"`
+
+	// DisableSession Accepted for better-auth clients; a completed sign-in always starts its session.
+	DisableSession *bool `json:"disableSession,omitempty"`
+	TrustDevice    *bool `json:"trustDevice,omitempty"`
+}
+
 // AuthVerifyEmailResponse defines model for AuthVerifyEmailResponse.
 type AuthVerifyEmailResponse struct {
 	Status bool `json:"status"`
 
 	// User Always null, as better-auth answers outside its change-email flow.
 	User nullable.Nullable[any] `json:"user"`
+}
+
+// AuthVerifyTotpBody defines model for AuthVerifyTotpBody.
+type AuthVerifyTotpBody struct {
+	// CallbackURL The hosted form's: where to go once signed in (a path on this site or a trusted origin).
+	CallbackURL *string `json:"callbackURL,omitempty"`
+	Code        string  `json:"code"`
+	TrustDevice *bool   `json:"trustDevice,omitempty"`
 }
 
 // AuthorizationBatch defines model for AuthorizationBatch.
@@ -2179,6 +2341,11 @@ type Organization struct {
 	Id        string    `json:"id"`
 	Name      string    `json:"name"`
 
+	// RequireTwoFactor Members without a second factor (TOTP) are refused on this organization's `/api/v1`
+	// routes with 403 `/problems/two-factor-required` until they enrol; service accounts
+	// are not affected. Default false.
+	RequireTwoFactor bool `json:"requireTwoFactor"`
+
 	// Role The caller's role in the organization: one of `owner`, `admin`, `developer`, `billing`,
 	// `viewer`, or several comma-joined (dynamic roles may appear but grant nothing here).
 	Role string `json:"role"`
@@ -2206,6 +2373,10 @@ type OrganizationResponse struct {
 // OrganizationUpdate defines model for OrganizationUpdate.
 type OrganizationUpdate struct {
 	Name *string `json:"name,omitempty"`
+
+	// RequireTwoFactor Require a second factor of every member. Only an owner changes it, and only an owner
+	// whose own second factor is on turns it on (else 403 `/problems/two-factor-required`).
+	RequireTwoFactor *bool `json:"requireTwoFactor,omitempty"`
 
 	// Slug Lower-case letters, digits and single hyphens.
 	Slug *Slug `json:"slug,omitempty"`
@@ -2961,6 +3132,30 @@ type AnswerInvitationFormdataBody struct {
 // AnswerInvitationFormdataBodyDecision defines parameters for AnswerInvitation.
 type AnswerInvitationFormdataBodyDecision string
 
+// AccountPageParams defines parameters for AccountPage.
+type AccountPageParams struct {
+	CallbackURL *string                  `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+	Reason      *AccountPageParamsReason `form:"reason,omitempty" json:"reason,omitempty"`
+}
+
+// AccountPageParamsReason defines parameters for AccountPage.
+type AccountPageParamsReason string
+
+// AccountPageActionFormdataBody defines parameters for AccountPageAction.
+type AccountPageActionFormdataBody struct {
+	Action   AccountPageActionFormdataBodyAction `form:"action" json:"action"`
+	Code     *string                             `form:"code,omitempty" json:"code,omitempty"`
+	Password *string                             `form:"password,omitempty" json:"password,omitempty"`
+}
+
+// AccountPageActionParams defines parameters for AccountPageAction.
+type AccountPageActionParams struct {
+	CallbackURL *string `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+}
+
+// AccountPageActionFormdataBodyAction defines parameters for AccountPageAction.
+type AccountPageActionFormdataBodyAction string
+
 // ChangeEmailJSONBody defines parameters for ChangeEmail.
 type ChangeEmailJSONBody struct {
 	// CallbackURL Where the link sends the browser after changing the address (with `error` on failure).
@@ -3188,6 +3383,11 @@ type SendVerificationEmailJSONBody struct {
 	Email       openapi_types.Email `json:"email"`
 }
 
+// SignInEmail200JSONResponseBody defines parameters for SignInEmail.
+type SignInEmail200JSONResponseBody struct {
+	union json.RawMessage
+}
+
 // SignOutJSONBody defines parameters for SignOut.
 type SignOutJSONBody map[string]interface{}
 
@@ -3198,6 +3398,34 @@ type SignUpPageParams struct {
 	Name        *string `form:"name,omitempty" json:"name,omitempty"`
 	Error       *string `form:"error,omitempty" json:"error,omitempty"`
 }
+
+// TwoFactorPageParams defines parameters for TwoFactorPage.
+type TwoFactorPageParams struct {
+	CallbackURL *string                    `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+	Method      *TwoFactorPageParamsMethod `form:"method,omitempty" json:"method,omitempty"`
+	Error       *TwoFactorPageParamsError  `form:"error,omitempty" json:"error,omitempty"`
+}
+
+// TwoFactorPageParamsMethod defines parameters for TwoFactorPage.
+type TwoFactorPageParamsMethod string
+
+// TwoFactorPageParamsError defines parameters for TwoFactorPage.
+type TwoFactorPageParamsError string
+
+// EnableTwoFactorJSONBody defines parameters for EnableTwoFactor.
+type EnableTwoFactorJSONBody struct {
+	Issuer *string `json:"issuer,omitempty"`
+
+	// Method Only `totp` (better-auth's email/SMS `otp` method is not offered).
+	Method   *EnableTwoFactorJSONBodyMethod `json:"method,omitempty"`
+	Password string                         `json:"password"`
+}
+
+// EnableTwoFactorJSONBodyMethod defines parameters for EnableTwoFactor.
+type EnableTwoFactorJSONBodyMethod string
+
+// EnableTwoFactor200JSONResponseBodyMethod defines parameters for EnableTwoFactor.
+type EnableTwoFactor200JSONResponseBodyMethod string
 
 // UpdateUserJSONBody defines parameters for UpdateUser.
 type UpdateUserJSONBody struct {
@@ -5146,6 +5374,9 @@ type OnWebhookEndpointUpdateParams struct {
 // AnswerInvitationFormdataRequestBody defines body for AnswerInvitation for application/x-www-form-urlencoded ContentType.
 type AnswerInvitationFormdataRequestBody AnswerInvitationFormdataBody
 
+// AccountPageActionFormdataRequestBody defines body for AccountPageAction for application/x-www-form-urlencoded ContentType.
+type AccountPageActionFormdataRequestBody AccountPageActionFormdataBody
+
 // ChangeEmailJSONRequestBody defines body for ChangeEmail for application/json ContentType.
 type ChangeEmailJSONRequestBody ChangeEmailJSONBody
 
@@ -5241,6 +5472,30 @@ type SignUpEmailJSONRequestBody = AuthSignUpEmailBody
 
 // SignUpEmailFormdataRequestBody defines body for SignUpEmail for application/x-www-form-urlencoded ContentType.
 type SignUpEmailFormdataRequestBody = AuthSignUpEmailBody
+
+// DisableTwoFactorJSONRequestBody defines body for DisableTwoFactor for application/json ContentType.
+type DisableTwoFactorJSONRequestBody = AuthPasswordBody
+
+// EnableTwoFactorJSONRequestBody defines body for EnableTwoFactor for application/json ContentType.
+type EnableTwoFactorJSONRequestBody EnableTwoFactorJSONBody
+
+// GenerateBackupCodesJSONRequestBody defines body for GenerateBackupCodes for application/json ContentType.
+type GenerateBackupCodesJSONRequestBody = AuthPasswordBody
+
+// GetTotpUriJSONRequestBody defines body for GetTotpUri for application/json ContentType.
+type GetTotpUriJSONRequestBody = AuthPasswordBody
+
+// VerifyBackupCodeJSONRequestBody defines body for VerifyBackupCode for application/json ContentType.
+type VerifyBackupCodeJSONRequestBody = AuthVerifyBackupCodeBody
+
+// VerifyBackupCodeFormdataRequestBody defines body for VerifyBackupCode for application/x-www-form-urlencoded ContentType.
+type VerifyBackupCodeFormdataRequestBody = AuthVerifyBackupCodeBody
+
+// VerifyTotpJSONRequestBody defines body for VerifyTotp for application/json ContentType.
+type VerifyTotpJSONRequestBody = AuthVerifyTotpBody
+
+// VerifyTotpFormdataRequestBody defines body for VerifyTotp for application/x-www-form-urlencoded ContentType.
+type VerifyTotpFormdataRequestBody = AuthVerifyTotpBody
 
 // UpdateUserJSONRequestBody defines body for UpdateUser for application/json ContentType.
 type UpdateUserJSONRequestBody UpdateUserJSONBody
@@ -5568,6 +5823,68 @@ func (t *AuthRoleInput) UnmarshalJSON(b []byte) error {
 	return err
 }
 
+// AsAuthSignInResponse returns the union data inside the SignInEmail200JSONResponseBody as a AuthSignInResponse
+func (t SignInEmail200JSONResponseBody) AsAuthSignInResponse() (AuthSignInResponse, error) {
+	var body AuthSignInResponse
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAuthSignInResponse overwrites any union data inside the SignInEmail200JSONResponseBody as the provided AuthSignInResponse
+func (t *SignInEmail200JSONResponseBody) FromAuthSignInResponse(v AuthSignInResponse) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAuthSignInResponse performs a merge with any union data inside the SignInEmail200JSONResponseBody, using the provided AuthSignInResponse
+func (t *SignInEmail200JSONResponseBody) MergeAuthSignInResponse(v AuthSignInResponse) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsAuthTwoFactorRedirect returns the union data inside the SignInEmail200JSONResponseBody as a AuthTwoFactorRedirect
+func (t SignInEmail200JSONResponseBody) AsAuthTwoFactorRedirect() (AuthTwoFactorRedirect, error) {
+	var body AuthTwoFactorRedirect
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAuthTwoFactorRedirect overwrites any union data inside the SignInEmail200JSONResponseBody as the provided AuthTwoFactorRedirect
+func (t *SignInEmail200JSONResponseBody) FromAuthTwoFactorRedirect(v AuthTwoFactorRedirect) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAuthTwoFactorRedirect performs a merge with any union data inside the SignInEmail200JSONResponseBody, using the provided AuthTwoFactorRedirect
+func (t *SignInEmail200JSONResponseBody) MergeAuthTwoFactorRedirect(v AuthTwoFactorRedirect) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t SignInEmail200JSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *SignInEmail200JSONResponseBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// InvitationPage Open an invitation (the hosted accept-invitation page)
@@ -5576,6 +5893,12 @@ type ServerInterface interface {
 	// AnswerInvitation Answer an invitation from its hosted page
 	// (POST /accept-invitation/{id})
 	AnswerInvitation(ctx echo.Context, id string) error
+	// AccountPage The hosted account page (second factor)
+	// (GET /api/auth/account)
+	AccountPage(ctx echo.Context, params AccountPageParams) error
+	// AccountPageAction A form of the hosted account page
+	// (POST /api/auth/account)
+	AccountPageAction(ctx echo.Context, params AccountPageActionParams) error
 	// ChangeEmail Change the email address (by a mailed link)
 	// (POST /api/auth/change-email)
 	ChangeEmail(ctx echo.Context) error
@@ -5699,6 +6022,27 @@ type ServerInterface interface {
 	// SignUpEmail Sign up with email and password
 	// (POST /api/auth/sign-up/email)
 	SignUpEmail(ctx echo.Context) error
+	// TwoFactorPage The hosted second step of sign-in
+	// (GET /api/auth/two-factor)
+	TwoFactorPage(ctx echo.Context, params TwoFactorPageParams) error
+	// DisableTwoFactor Turn the second factor off
+	// (POST /api/auth/two-factor/disable)
+	DisableTwoFactor(ctx echo.Context) error
+	// EnableTwoFactor Start TOTP enrolment
+	// (POST /api/auth/two-factor/enable)
+	EnableTwoFactor(ctx echo.Context) error
+	// GenerateBackupCodes Replace the backup codes
+	// (POST /api/auth/two-factor/generate-backup-codes)
+	GenerateBackupCodes(ctx echo.Context) error
+	// GetTotpUri Show the TOTP secret's URI again
+	// (POST /api/auth/two-factor/get-totp-uri)
+	GetTotpUri(ctx echo.Context) error
+	// VerifyBackupCode Spend a backup code
+	// (POST /api/auth/two-factor/verify-backup-code)
+	VerifyBackupCode(ctx echo.Context) error
+	// VerifyTotp Check a TOTP code
+	// (POST /api/auth/two-factor/verify-totp)
+	VerifyTotp(ctx echo.Context) error
 	// UpdateUser Update the user's name or picture
 	// (POST /api/auth/update-user)
 	UpdateUser(ctx echo.Context) error
@@ -5753,7 +6097,7 @@ type ServerInterface interface {
 	// GetOrganization Get an organization
 	// (GET /api/v1/organizations/{organizationId})
 	GetOrganization(ctx echo.Context, organizationId OrganizationId) error
-	// UpdateOrganization Rename an organization or change its slug
+	// UpdateOrganization Rename an organization, change its slug, or require a second factor
 	// (PATCH /api/v1/organizations/{organizationId})
 	UpdateOrganization(ctx echo.Context, organizationId OrganizationId) error
 	// ListOrganizationAuditLogs List an organization's audit log
@@ -5966,6 +6310,49 @@ func (w *ServerInterfaceWrapper) AnswerInvitation(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.AnswerInvitation(ctx, id)
+	return err
+}
+
+// AccountPage converts echo context to params.
+func (w *ServerInterfaceWrapper) AccountPage(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AccountPageParams
+	// ------------- Optional query parameter "callbackURL" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "callbackURL", ctx.QueryParams(), &params.CallbackURL, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter callbackURL: %s", err))
+	}
+
+	// ------------- Optional query parameter "reason" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "reason", ctx.QueryParams(), &params.Reason, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter reason: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AccountPage(ctx, params)
+	return err
+}
+
+// AccountPageAction converts echo context to params.
+func (w *ServerInterfaceWrapper) AccountPageAction(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AccountPageActionParams
+	// ------------- Optional query parameter "callbackURL" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "callbackURL", ctx.QueryParams(), &params.CallbackURL, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter callbackURL: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AccountPageAction(ctx, params)
 	return err
 }
 
@@ -6560,6 +6947,92 @@ func (w *ServerInterfaceWrapper) SignUpEmail(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.SignUpEmail(ctx)
+	return err
+}
+
+// TwoFactorPage converts echo context to params.
+func (w *ServerInterfaceWrapper) TwoFactorPage(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params TwoFactorPageParams
+	// ------------- Optional query parameter "callbackURL" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "callbackURL", ctx.QueryParams(), &params.CallbackURL, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter callbackURL: %s", err))
+	}
+
+	// ------------- Optional query parameter "method" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "method", ctx.QueryParams(), &params.Method, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter method: %s", err))
+	}
+
+	// ------------- Optional query parameter "error" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "error", ctx.QueryParams(), &params.Error, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter error: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.TwoFactorPage(ctx, params)
+	return err
+}
+
+// DisableTwoFactor converts echo context to params.
+func (w *ServerInterfaceWrapper) DisableTwoFactor(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DisableTwoFactor(ctx)
+	return err
+}
+
+// EnableTwoFactor converts echo context to params.
+func (w *ServerInterfaceWrapper) EnableTwoFactor(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.EnableTwoFactor(ctx)
+	return err
+}
+
+// GenerateBackupCodes converts echo context to params.
+func (w *ServerInterfaceWrapper) GenerateBackupCodes(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GenerateBackupCodes(ctx)
+	return err
+}
+
+// GetTotpUri converts echo context to params.
+func (w *ServerInterfaceWrapper) GetTotpUri(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetTotpUri(ctx)
+	return err
+}
+
+// VerifyBackupCode converts echo context to params.
+func (w *ServerInterfaceWrapper) VerifyBackupCode(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.VerifyBackupCode(ctx)
+	return err
+}
+
+// VerifyTotp converts echo context to params.
+func (w *ServerInterfaceWrapper) VerifyTotp(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.VerifyTotp(ctx)
 	return err
 }
 
@@ -8453,6 +8926,15 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/api/auth/revoke-session", wrapper.RevokeSession, options.OperationMiddlewares["revokeSession"]...)
 	router.POST(options.BaseURL+"/api/auth/revoke-other-sessions", wrapper.RevokeOtherSessions, options.OperationMiddlewares["revokeOtherSessions"]...)
 	router.POST(options.BaseURL+"/api/auth/change-password", wrapper.ChangePassword, options.OperationMiddlewares["changePassword"]...)
+	router.GET(options.BaseURL+"/api/auth/account", wrapper.AccountPage, options.OperationMiddlewares["accountPage"]...)
+	router.POST(options.BaseURL+"/api/auth/account", wrapper.AccountPageAction, options.OperationMiddlewares["accountPageAction"]...)
+	router.GET(options.BaseURL+"/api/auth/two-factor", wrapper.TwoFactorPage, options.OperationMiddlewares["twoFactorPage"]...)
+	router.POST(options.BaseURL+"/api/auth/two-factor/enable", wrapper.EnableTwoFactor, options.OperationMiddlewares["enableTwoFactor"]...)
+	router.POST(options.BaseURL+"/api/auth/two-factor/get-totp-uri", wrapper.GetTotpUri, options.OperationMiddlewares["getTotpUri"]...)
+	router.POST(options.BaseURL+"/api/auth/two-factor/verify-totp", wrapper.VerifyTotp, options.OperationMiddlewares["verifyTotp"]...)
+	router.POST(options.BaseURL+"/api/auth/two-factor/verify-backup-code", wrapper.VerifyBackupCode, options.OperationMiddlewares["verifyBackupCode"]...)
+	router.POST(options.BaseURL+"/api/auth/two-factor/generate-backup-codes", wrapper.GenerateBackupCodes, options.OperationMiddlewares["generateBackupCodes"]...)
+	router.POST(options.BaseURL+"/api/auth/two-factor/disable", wrapper.DisableTwoFactor, options.OperationMiddlewares["disableTwoFactor"]...)
 	router.POST(options.BaseURL+"/api/auth/update-user", wrapper.UpdateUser, options.OperationMiddlewares["updateUser"]...)
 	router.POST(options.BaseURL+"/api/auth/organization/create", wrapper.AuthCreateOrganization, options.OperationMiddlewares["authCreateOrganization"]...)
 	router.POST(options.BaseURL+"/api/auth/organization/check-slug", wrapper.AuthCheckOrganizationSlug, options.OperationMiddlewares["authCheckOrganizationSlug"]...)
@@ -13879,6 +14361,243 @@ func (response AnswerInvitation503ApplicationProblemPlusJSONResponse) VisitAnswe
 	return err
 }
 
+type AccountPageRequestObject struct {
+	Params AccountPageParams
+}
+
+type AccountPageResponseObject interface {
+	VisitAccountPageResponse(w http.ResponseWriter) error
+}
+
+type AccountPage200TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response AccountPage200TexthtmlResponse) VisitAccountPageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type AccountPage400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AccountPage400ApplicationProblemPlusJSONResponse) VisitAccountPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AccountPage401TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response AccountPage401TexthtmlResponse) VisitAccountPageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(401)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type AccountPage403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AccountPage403ApplicationProblemPlusJSONResponse) VisitAccountPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AccountPage503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AccountPage503ApplicationProblemPlusJSONResponse) VisitAccountPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AccountPageActionRequestObject struct {
+	Params AccountPageActionParams
+	Body   *AccountPageActionFormdataRequestBody
+}
+
+type AccountPageActionResponseObject interface {
+	VisitAccountPageActionResponse(w http.ResponseWriter) error
+}
+
+type AccountPageAction200TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response AccountPageAction200TexthtmlResponse) VisitAccountPageActionResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type AccountPageAction400ApplicationProblemPlusJSONResponse AuthProblem
+
+func (response AccountPageAction400ApplicationProblemPlusJSONResponse) VisitAccountPageActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AccountPageAction400TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response AccountPageAction400TexthtmlResponse) VisitAccountPageActionResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(400)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type AccountPageAction401TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response AccountPageAction401TexthtmlResponse) VisitAccountPageActionResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(401)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type AccountPageAction403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AccountPageAction403ApplicationProblemPlusJSONResponse) VisitAccountPageActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AccountPageAction429TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response AccountPageAction429TexthtmlResponse) VisitAccountPageActionResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(429)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type AccountPageAction503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AccountPageAction503ApplicationProblemPlusJSONResponse) VisitAccountPageActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ChangeEmailRequestObject struct {
 	Body *ChangeEmailJSONRequestBody
 }
@@ -16804,14 +17523,14 @@ type SignInEmail200ResponseHeaders struct {
 }
 
 type SignInEmail200JSONResponse struct {
-	Body    AuthSignInResponse
+	Body    SignInEmail200JSONResponseBody
 	Headers SignInEmail200ResponseHeaders
 }
 
 func (response SignInEmail200JSONResponse) VisitSignInEmailResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body.union); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -17278,6 +17997,822 @@ type SignUpEmail503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response SignUpEmail503ApplicationProblemPlusJSONResponse) VisitSignUpEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type TwoFactorPageRequestObject struct {
+	Params TwoFactorPageParams
+}
+
+type TwoFactorPageResponseObject interface {
+	VisitTwoFactorPageResponse(w http.ResponseWriter) error
+}
+
+type TwoFactorPage200TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response TwoFactorPage200TexthtmlResponse) VisitTwoFactorPageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type TwoFactorPage400ApplicationProblemPlusJSONResponse AuthProblem
+
+func (response TwoFactorPage400ApplicationProblemPlusJSONResponse) VisitTwoFactorPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type TwoFactorPage400TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response TwoFactorPage400TexthtmlResponse) VisitTwoFactorPageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(400)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type TwoFactorPage403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response TwoFactorPage403ApplicationProblemPlusJSONResponse) VisitTwoFactorPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type TwoFactorPage503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response TwoFactorPage503ApplicationProblemPlusJSONResponse) VisitTwoFactorPageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableTwoFactorRequestObject struct {
+	Body *DisableTwoFactorJSONRequestBody
+}
+
+type DisableTwoFactorResponseObject interface {
+	VisitDisableTwoFactorResponse(w http.ResponseWriter) error
+}
+
+type DisableTwoFactor200JSONResponse AuthStatus
+
+func (response DisableTwoFactor200JSONResponse) VisitDisableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableTwoFactor400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DisableTwoFactor400ApplicationProblemPlusJSONResponse) VisitDisableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableTwoFactor401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DisableTwoFactor401ApplicationProblemPlusJSONResponse) VisitDisableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableTwoFactor403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DisableTwoFactor403ApplicationProblemPlusJSONResponse) VisitDisableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableTwoFactor429ApplicationProblemPlusJSONResponse struct {
+	AuthTooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response DisableTwoFactor429ApplicationProblemPlusJSONResponse) VisitDisableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableTwoFactor503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DisableTwoFactor503ApplicationProblemPlusJSONResponse) VisitDisableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableTwoFactorRequestObject struct {
+	Body *EnableTwoFactorJSONRequestBody
+}
+
+type EnableTwoFactorResponseObject interface {
+	VisitEnableTwoFactorResponse(w http.ResponseWriter) error
+}
+
+type EnableTwoFactor200JSONResponse struct {
+	BackupCodes []string                                 `json:"backupCodes"`
+	Method      EnableTwoFactor200JSONResponseBodyMethod `json:"method"`
+	TotpURI     string                                   `json:"totpURI"`
+}
+
+func (response EnableTwoFactor200JSONResponse) VisitEnableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableTwoFactor400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response EnableTwoFactor400ApplicationProblemPlusJSONResponse) VisitEnableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableTwoFactor401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response EnableTwoFactor401ApplicationProblemPlusJSONResponse) VisitEnableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableTwoFactor403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response EnableTwoFactor403ApplicationProblemPlusJSONResponse) VisitEnableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableTwoFactor429ApplicationProblemPlusJSONResponse struct {
+	AuthTooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response EnableTwoFactor429ApplicationProblemPlusJSONResponse) VisitEnableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnableTwoFactor503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response EnableTwoFactor503ApplicationProblemPlusJSONResponse) VisitEnableTwoFactorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GenerateBackupCodesRequestObject struct {
+	Body *GenerateBackupCodesJSONRequestBody
+}
+
+type GenerateBackupCodesResponseObject interface {
+	VisitGenerateBackupCodesResponse(w http.ResponseWriter) error
+}
+
+type GenerateBackupCodes200JSONResponse struct {
+	BackupCodes []string `json:"backupCodes"`
+	Status      bool     `json:"status"`
+}
+
+func (response GenerateBackupCodes200JSONResponse) VisitGenerateBackupCodesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GenerateBackupCodes400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GenerateBackupCodes400ApplicationProblemPlusJSONResponse) VisitGenerateBackupCodesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GenerateBackupCodes401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GenerateBackupCodes401ApplicationProblemPlusJSONResponse) VisitGenerateBackupCodesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GenerateBackupCodes403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GenerateBackupCodes403ApplicationProblemPlusJSONResponse) VisitGenerateBackupCodesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GenerateBackupCodes429ApplicationProblemPlusJSONResponse struct {
+	AuthTooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response GenerateBackupCodes429ApplicationProblemPlusJSONResponse) VisitGenerateBackupCodesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GenerateBackupCodes503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GenerateBackupCodes503ApplicationProblemPlusJSONResponse) VisitGenerateBackupCodesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTotpUriRequestObject struct {
+	Body *GetTotpUriJSONRequestBody
+}
+
+type GetTotpUriResponseObject interface {
+	VisitGetTotpUriResponse(w http.ResponseWriter) error
+}
+
+type GetTotpUri200JSONResponse struct {
+	TotpURI string `json:"totpURI"`
+}
+
+func (response GetTotpUri200JSONResponse) VisitGetTotpUriResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTotpUri400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetTotpUri400ApplicationProblemPlusJSONResponse) VisitGetTotpUriResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTotpUri401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetTotpUri401ApplicationProblemPlusJSONResponse) VisitGetTotpUriResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTotpUri403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetTotpUri403ApplicationProblemPlusJSONResponse) VisitGetTotpUriResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTotpUri429ApplicationProblemPlusJSONResponse struct {
+	AuthTooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response GetTotpUri429ApplicationProblemPlusJSONResponse) VisitGetTotpUriResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTotpUri503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetTotpUri503ApplicationProblemPlusJSONResponse) VisitGetTotpUriResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyBackupCodeRequestObject struct {
+	JSONBody     *VerifyBackupCodeJSONRequestBody
+	FormdataBody *VerifyBackupCodeFormdataRequestBody
+}
+
+type VerifyBackupCodeResponseObject interface {
+	VisitVerifyBackupCodeResponse(w http.ResponseWriter) error
+}
+
+type VerifyBackupCode200ResponseHeaders struct {
+	SetCookie *string
+}
+
+type VerifyBackupCode200JSONResponse struct {
+	Body    AuthTwoFactorVerified
+	Headers VerifyBackupCode200ResponseHeaders
+}
+
+func (response VerifyBackupCode200JSONResponse) VisitVerifyBackupCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyBackupCode303ResponseHeaders struct {
+	Location  *string
+	SetCookie *string
+}
+
+type VerifyBackupCode303Response struct {
+	Headers VerifyBackupCode303ResponseHeaders
+}
+
+func (response VerifyBackupCode303Response) VisitVerifyBackupCodeResponse(w http.ResponseWriter) error {
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(303)
+	return nil
+}
+
+type VerifyBackupCode400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyBackupCode400ApplicationProblemPlusJSONResponse) VisitVerifyBackupCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyBackupCode401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyBackupCode401ApplicationProblemPlusJSONResponse) VisitVerifyBackupCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyBackupCode403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyBackupCode403ApplicationProblemPlusJSONResponse) VisitVerifyBackupCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyBackupCode429ApplicationProblemPlusJSONResponse struct {
+	AuthTooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyBackupCode429ApplicationProblemPlusJSONResponse) VisitVerifyBackupCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyBackupCode503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyBackupCode503ApplicationProblemPlusJSONResponse) VisitVerifyBackupCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyTotpRequestObject struct {
+	JSONBody     *VerifyTotpJSONRequestBody
+	FormdataBody *VerifyTotpFormdataRequestBody
+}
+
+type VerifyTotpResponseObject interface {
+	VisitVerifyTotpResponse(w http.ResponseWriter) error
+}
+
+type VerifyTotp200ResponseHeaders struct {
+	SetCookie *string
+}
+
+type VerifyTotp200JSONResponse struct {
+	Body    AuthTwoFactorVerified
+	Headers VerifyTotp200ResponseHeaders
+}
+
+func (response VerifyTotp200JSONResponse) VisitVerifyTotpResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyTotp303ResponseHeaders struct {
+	Location  *string
+	SetCookie *string
+}
+
+type VerifyTotp303Response struct {
+	Headers VerifyTotp303ResponseHeaders
+}
+
+func (response VerifyTotp303Response) VisitVerifyTotpResponse(w http.ResponseWriter) error {
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(303)
+	return nil
+}
+
+type VerifyTotp400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyTotp400ApplicationProblemPlusJSONResponse) VisitVerifyTotpResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyTotp401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyTotp401ApplicationProblemPlusJSONResponse) VisitVerifyTotpResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyTotp403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyTotp403ApplicationProblemPlusJSONResponse) VisitVerifyTotpResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyTotp429ApplicationProblemPlusJSONResponse struct {
+	AuthTooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyTotp429ApplicationProblemPlusJSONResponse) VisitVerifyTotpResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyTotp503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyTotp503ApplicationProblemPlusJSONResponse) VisitVerifyTotpResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -23691,6 +25226,12 @@ type StrictServerInterface interface {
 	// AnswerInvitation Answer an invitation from its hosted page
 	// (POST /accept-invitation/{id})
 	AnswerInvitation(ctx context.Context, request AnswerInvitationRequestObject) (AnswerInvitationResponseObject, error)
+	// AccountPage The hosted account page (second factor)
+	// (GET /api/auth/account)
+	AccountPage(ctx context.Context, request AccountPageRequestObject) (AccountPageResponseObject, error)
+	// AccountPageAction A form of the hosted account page
+	// (POST /api/auth/account)
+	AccountPageAction(ctx context.Context, request AccountPageActionRequestObject) (AccountPageActionResponseObject, error)
 	// ChangeEmail Change the email address (by a mailed link)
 	// (POST /api/auth/change-email)
 	ChangeEmail(ctx context.Context, request ChangeEmailRequestObject) (ChangeEmailResponseObject, error)
@@ -23814,6 +25355,27 @@ type StrictServerInterface interface {
 	// SignUpEmail Sign up with email and password
 	// (POST /api/auth/sign-up/email)
 	SignUpEmail(ctx context.Context, request SignUpEmailRequestObject) (SignUpEmailResponseObject, error)
+	// TwoFactorPage The hosted second step of sign-in
+	// (GET /api/auth/two-factor)
+	TwoFactorPage(ctx context.Context, request TwoFactorPageRequestObject) (TwoFactorPageResponseObject, error)
+	// DisableTwoFactor Turn the second factor off
+	// (POST /api/auth/two-factor/disable)
+	DisableTwoFactor(ctx context.Context, request DisableTwoFactorRequestObject) (DisableTwoFactorResponseObject, error)
+	// EnableTwoFactor Start TOTP enrolment
+	// (POST /api/auth/two-factor/enable)
+	EnableTwoFactor(ctx context.Context, request EnableTwoFactorRequestObject) (EnableTwoFactorResponseObject, error)
+	// GenerateBackupCodes Replace the backup codes
+	// (POST /api/auth/two-factor/generate-backup-codes)
+	GenerateBackupCodes(ctx context.Context, request GenerateBackupCodesRequestObject) (GenerateBackupCodesResponseObject, error)
+	// GetTotpUri Show the TOTP secret's URI again
+	// (POST /api/auth/two-factor/get-totp-uri)
+	GetTotpUri(ctx context.Context, request GetTotpUriRequestObject) (GetTotpUriResponseObject, error)
+	// VerifyBackupCode Spend a backup code
+	// (POST /api/auth/two-factor/verify-backup-code)
+	VerifyBackupCode(ctx context.Context, request VerifyBackupCodeRequestObject) (VerifyBackupCodeResponseObject, error)
+	// VerifyTotp Check a TOTP code
+	// (POST /api/auth/two-factor/verify-totp)
+	VerifyTotp(ctx context.Context, request VerifyTotpRequestObject) (VerifyTotpResponseObject, error)
 	// UpdateUser Update the user's name or picture
 	// (POST /api/auth/update-user)
 	UpdateUser(ctx context.Context, request UpdateUserRequestObject) (UpdateUserResponseObject, error)
@@ -23868,7 +25430,7 @@ type StrictServerInterface interface {
 	// GetOrganization Get an organization
 	// (GET /api/v1/organizations/{organizationId})
 	GetOrganization(ctx context.Context, request GetOrganizationRequestObject) (GetOrganizationResponseObject, error)
-	// UpdateOrganization Rename an organization or change its slug
+	// UpdateOrganization Rename an organization, change its slug, or require a second factor
 	// (PATCH /api/v1/organizations/{organizationId})
 	UpdateOrganization(ctx context.Context, request UpdateOrganizationRequestObject) (UpdateOrganizationResponseObject, error)
 	// ListOrganizationAuditLogs List an organization's audit log
@@ -24105,6 +25667,66 @@ func (sh *strictHandler) AnswerInvitation(ctx echo.Context, id string) error {
 		return err
 	} else if validResponse, ok := response.(AnswerInvitationResponseObject); ok {
 		return validResponse.VisitAnswerInvitationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AccountPage operation middleware
+func (sh *strictHandler) AccountPage(ctx echo.Context, params AccountPageParams) error {
+	var request AccountPageRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AccountPage(ctx.Request().Context(), request.(AccountPageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AccountPage")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AccountPageResponseObject); ok {
+		return validResponse.VisitAccountPageResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AccountPageAction operation middleware
+func (sh *strictHandler) AccountPageAction(ctx echo.Context, params AccountPageActionParams) error {
+	var request AccountPageActionRequestObject
+
+	request.Params = params
+
+	if form, err := ctx.FormParams(); err == nil {
+		var body AccountPageActionFormdataRequestBody
+		if err := runtime.BindForm(&body, form, nil, nil); err != nil {
+			return err
+		}
+		request.Body = &body
+	} else {
+		return err
+	}
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AccountPageAction(ctx.Request().Context(), request.(AccountPageActionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AccountPageAction")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AccountPageActionResponseObject); ok {
+		return validResponse.VisitAccountPageActionResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -25770,6 +27392,335 @@ func (sh *strictHandler) SignUpEmail(ctx echo.Context) error {
 		return err
 	} else if validResponse, ok := response.(SignUpEmailResponseObject); ok {
 		return validResponse.VisitSignUpEmailResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// TwoFactorPage operation middleware
+func (sh *strictHandler) TwoFactorPage(ctx echo.Context, params TwoFactorPageParams) error {
+	var request TwoFactorPageRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.TwoFactorPage(ctx.Request().Context(), request.(TwoFactorPageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "TwoFactorPage")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(TwoFactorPageResponseObject); ok {
+		return validResponse.VisitTwoFactorPageResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DisableTwoFactor operation middleware
+func (sh *strictHandler) DisableTwoFactor(ctx echo.Context) error {
+	var request DisableTwoFactorRequestObject
+
+	var body DisableTwoFactorJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DisableTwoFactor(ctx.Request().Context(), request.(DisableTwoFactorRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DisableTwoFactor")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DisableTwoFactorResponseObject); ok {
+		return validResponse.VisitDisableTwoFactorResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// EnableTwoFactor operation middleware
+func (sh *strictHandler) EnableTwoFactor(ctx echo.Context) error {
+	var request EnableTwoFactorRequestObject
+
+	var body EnableTwoFactorJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.EnableTwoFactor(ctx.Request().Context(), request.(EnableTwoFactorRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EnableTwoFactor")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(EnableTwoFactorResponseObject); ok {
+		return validResponse.VisitEnableTwoFactorResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GenerateBackupCodes operation middleware
+func (sh *strictHandler) GenerateBackupCodes(ctx echo.Context) error {
+	var request GenerateBackupCodesRequestObject
+
+	var body GenerateBackupCodesJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GenerateBackupCodes(ctx.Request().Context(), request.(GenerateBackupCodesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GenerateBackupCodes")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GenerateBackupCodesResponseObject); ok {
+		return validResponse.VisitGenerateBackupCodesResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetTotpUri operation middleware
+func (sh *strictHandler) GetTotpUri(ctx echo.Context) error {
+	var request GetTotpUriRequestObject
+
+	var body GetTotpUriJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetTotpUri(ctx.Request().Context(), request.(GetTotpUriRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetTotpUri")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetTotpUriResponseObject); ok {
+		return validResponse.VisitGetTotpUriResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// VerifyBackupCode operation middleware
+func (sh *strictHandler) VerifyBackupCode(ctx echo.Context) error {
+	var request VerifyBackupCodeRequestObject
+
+	if strings.HasPrefix(ctx.Request().Header.Get("Content-Type"), "application/json") {
+		var body VerifyBackupCodeJSONRequestBody
+		var err error
+		if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+			// A request validator built on kin-openapi's openapi3filter with
+			// KeepValidatedValue leaves the value it validated on the body. Bind
+			// that value, matching member names exactly, so the handler receives
+			// what was validated instead of a second, case-insensitive decode.
+			// Otherwise bind only the request body, so that path and query
+			// parameters are not also bound into the body struct.
+			if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+				err = binder.BindBody(ctx, &body)
+			}
+		} else {
+			// A custom binder is installed on the Echo instance; defer to it
+			// entirely, since echo.Binder does not expose body-only binding and
+			// the binder may do more than decode (for example call ctx.Validate).
+			err = ctx.Bind(&body)
+		}
+		if err != nil {
+			return err
+		}
+		request.JSONBody = &body
+
+	}
+	if strings.HasPrefix(ctx.Request().Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		if form, err := ctx.FormParams(); err == nil {
+			var body VerifyBackupCodeFormdataRequestBody
+			if err := runtime.BindForm(&body, form, nil, nil); err != nil {
+				return err
+			}
+			request.FormdataBody = &body
+		} else {
+			return err
+		}
+	}
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.VerifyBackupCode(ctx.Request().Context(), request.(VerifyBackupCodeRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "VerifyBackupCode")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(VerifyBackupCodeResponseObject); ok {
+		return validResponse.VisitVerifyBackupCodeResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// VerifyTotp operation middleware
+func (sh *strictHandler) VerifyTotp(ctx echo.Context) error {
+	var request VerifyTotpRequestObject
+
+	if strings.HasPrefix(ctx.Request().Header.Get("Content-Type"), "application/json") {
+		var body VerifyTotpJSONRequestBody
+		var err error
+		if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+			// A request validator built on kin-openapi's openapi3filter with
+			// KeepValidatedValue leaves the value it validated on the body. Bind
+			// that value, matching member names exactly, so the handler receives
+			// what was validated instead of a second, case-insensitive decode.
+			// Otherwise bind only the request body, so that path and query
+			// parameters are not also bound into the body struct.
+			if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+				err = binder.BindBody(ctx, &body)
+			}
+		} else {
+			// A custom binder is installed on the Echo instance; defer to it
+			// entirely, since echo.Binder does not expose body-only binding and
+			// the binder may do more than decode (for example call ctx.Validate).
+			err = ctx.Bind(&body)
+		}
+		if err != nil {
+			return err
+		}
+		request.JSONBody = &body
+
+	}
+	if strings.HasPrefix(ctx.Request().Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		if form, err := ctx.FormParams(); err == nil {
+			var body VerifyTotpFormdataRequestBody
+			if err := runtime.BindForm(&body, form, nil, nil); err != nil {
+				return err
+			}
+			request.FormdataBody = &body
+		} else {
+			return err
+		}
+	}
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.VerifyTotp(ctx.Request().Context(), request.(VerifyTotpRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "VerifyTotp")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(VerifyTotpResponseObject); ok {
+		return validResponse.VisitVerifyTotpResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

@@ -16,7 +16,10 @@ type EmailClaim struct {
 	Claimed         bool
 	PasswordRemoved bool
 	// PasswordKept: the proof vouched for the password, which stays (VerifyEmail).
-	PasswordKept         bool
+	PasswordKept bool
+	// TwoFactorRemoved: the second factor (TOTP, backup codes, trusted devices) went with the
+	// password.
+	TwoFactorRemoved     bool
 	ProviderLinksRemoved int64
 	SessionsEnded        int64
 	Grants               store.OAuthGrantRevocation
@@ -30,7 +33,8 @@ type EmailClaim struct {
 // in tx, ClaimEmail marks the email verified and, when it was not verified before, removes
 // every way anyone else had into the account —
 //
-//   - the password (the credential account) and every linked provider account,
+//   - the password (the credential account), the second factor set up with it, and every
+//     linked provider account,
 //   - every session,
 //   - every OAuth grant: refresh tokens and unredeemed codes revoked, access tokens deleted,
 //     consents deleted (store.Tx.RevokeUserOAuthGrants),
@@ -74,6 +78,10 @@ func claimEmail(ctx context.Context, tx *store.Tx, userID, proof, vouched string
 		c.ProviderLinksRemoved, err = tx.RemoveProviderLinks(ctx, userID)
 	} else {
 		c.PasswordRemoved, c.ProviderLinksRemoved, err = tx.RemoveSignInMethods(ctx, userID)
+		if err == nil {
+			// A second factor set up with the removed password goes with it.
+			c.TwoFactorRemoved, err = tx.DeleteTwoFactor(ctx, userID)
+		}
 	}
 	if err != nil {
 		return c, err
@@ -95,6 +103,9 @@ func claimEmail(ctx context.Context, tx *store.Tx, userID, proof, vouched string
 	}
 	if vouched != "" {
 		record.Metadata["passwordKept"] = c.PasswordKept
+	}
+	if c.TwoFactorRemoved {
+		record.Metadata["twoFactorRemoved"] = true
 	}
 	return c, tx.AppendAudit(ctx, &record)
 }

@@ -73,6 +73,20 @@ func (b *browserProvider) authorize(w http.ResponseWriter, r *http.Request) {
 	if maxAge, ok := maxAgeOf(r.Form); ok && signedIn && time.Since(sess.CreatedAt) > time.Duration(maxAge)*time.Second {
 		needLogin = true
 	}
+	if wantsMultiFactor(r.Form) && signedIn && !slices.Contains(sess.AMR, "mfa") {
+		// A session without a second factor: the user signs in again, with the factor, or the
+		// request fails when there is none to ask for.
+		on, err := b.twoFactorOn(ctx, user.ID)
+		if err != nil {
+			b.authorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
+			return
+		}
+		if !on {
+			b.authorizeError(w, ar, errUnmetAuthenticationRequirements)
+			return
+		}
+		needLogin = true
+	}
 	client, err := b.store.OIDCClientByID(ctx, ar.GetClient().GetID())
 	if err != nil {
 		b.authorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
@@ -177,6 +191,30 @@ func checkAuthorizeParams(form url.Values) error {
 	return nil
 }
 
+// errUnmetAuthenticationRequirements (OpenID Connect Core 1.0, errata set 2) answers a request
+// for acr urn:gatehouse:mfa from a user without a second factor to ask for.
+var errUnmetAuthenticationRequirements = &fosite.RFC6749Error{ErrorField: "unmet_authentication_requirements",
+	DescriptionField: "The request asks for a second factor (acr_values=" + ACRMultiFactor + ") and the user has none.",
+	CodeField:        http.StatusBadRequest}
+
+// wantsMultiFactor reports whether the request's acr_values ask for ACRMultiFactor.
+func wantsMultiFactor(form url.Values) bool {
+	return slices.Contains(strings.Fields(form.Get("acr_values")), ACRMultiFactor)
+}
+
+// WantsMultiFactor reports whether callbackURL is this provider's authorization endpoint asking
+// for acr urn:gatehouse:mfa: a sign-in continuing such a request must ask for the second factor
+// even on a trusted device.
+func WantsMultiFactor(callbackURL string) bool {
+	u, err := url.Parse(callbackURL)
+	return err == nil && u.Path == AuthorizePath && wantsMultiFactor(u.Query())
+}
+
+// twoFactorOn reports whether userID's second factor is on.
+func (b *browserProvider) twoFactorOn(ctx context.Context, userID string) (bool, error) {
+	return identity.TwoFactorOn(ctx, b.store, userID)
+}
+
 func promptSet(raw string) map[string]bool {
 	out := map[string]bool{}
 	for _, p := range strings.Fields(raw) {
@@ -221,6 +259,8 @@ func (b *browserProvider) signInPage(w http.ResponseWriter, r *http.Request, cli
 		message = "Confirm your email address first: we have sent you a new link."
 	case "social":
 		message = "Signing in with that provider did not work. Try again or use another way."
+	case "two_factor_expired":
+		message = "The second step of your sign-in expired or took too many wrong codes. Sign in again."
 	default:
 		message = "The email or password is not correct."
 	}
@@ -254,8 +294,8 @@ func (b *browserProvider) signInPage(w http.ResponseWriter, r *http.Request, cli
 
 // grant issues the authorization code for the signed-in user and redirects to the client
 // with code, state and iss. The session carries what the ID token needs (auth_time: when the
-// browser session signed in; azp; the nonce comes from the request) and the active
-// organization for userinfo.
+// browser session signed in; amr: how; acr urn:gatehouse:mfa when that was with a second
+// factor; azp; the nonce comes from the request) and the active organization for userinfo.
 func (b *browserProvider) grant(ctx context.Context, w http.ResponseWriter, ar fosite.AuthorizeRequester, sess store.Session, user store.User) {
 	clientID := ar.GetClient().GetID()
 	for _, scope := range ar.GetRequestedScopes() {
@@ -269,6 +309,10 @@ func (b *browserProvider) grant(ctx context.Context, w http.ResponseWriter, ar f
 		fs.OrganizationID = *sess.ActiveOrganizationID
 	}
 	fs.Claims.AuthTime = sess.CreatedAt.UTC().Truncate(time.Second)
+	fs.Claims.AuthenticationMethodsReferences = slices.Clone(sess.AMR)
+	if slices.Contains(sess.AMR, "mfa") {
+		fs.Claims.AuthenticationContextClassReference = ACRMultiFactor
+	}
 	fs.Claims.RequestedAt = ar.GetRequestedAt()
 	fs.Claims.Extra = map[string]interface{}{"azp": clientID}
 	resp, err := b.p.NewAuthorizeResponse(ctx, ar, fs)

@@ -18,6 +18,7 @@ type Metadata struct {
 	EndSessionEndpoint                         string   `json:"end_session_endpoint"`
 	PromptValuesSupported                      []string `json:"prompt_values_supported"`
 	ClaimsSupported                            []string `json:"claims_supported"`
+	ACRValuesSupported                         []string `json:"acr_values_supported"`
 	TokenEndpoint                              string   `json:"token_endpoint"`
 	IntrospectionEndpoint                      string   `json:"introspection_endpoint"`
 	RevocationEndpoint                         string   `json:"revocation_endpoint"`
@@ -48,6 +49,7 @@ func (p *Provider) Metadata() Metadata {
 		EndSessionEndpoint:                         b + EndSessionPath,
 		PromptValuesSupported:                      []string{"none", "login", "consent"},
 		ClaimsSupported:                            ClaimsSupported,
+		ACRValuesSupported:                         []string{ACRMultiFactor},
 		TokenEndpoint:                              b + TokenPath,
 		IntrospectionEndpoint:                      b + IntrospectPath,
 		RevocationEndpoint:                         b + RevokePath,

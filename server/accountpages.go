@@ -48,7 +48,7 @@ type accountPage struct {
 	// Action is the page's form target; Token the reset form's token.
 	Action, Token string
 	// CallbackURL is where the page's form leads afterwards (an authorization request, an
-	// invitation page), carried in a hidden field.
+	// invitation page), carried in a hidden field; the second step's (two-factor.html) too.
 	CallbackURL string
 	// Email and Name fill in the page's form.
 	Email, Name string
@@ -59,8 +59,14 @@ type accountPage struct {
 	Link pageLink
 	// Invitation is what the accept-invitation page shows.
 	Invitation invitationFacts
-	Brand      mail.Brand
-	Nonce      string
+	// Backup, AltURL and AltText are the second step's: whether it asks for a backup code,
+	// and the link to the other form.
+	Backup          bool
+	AltURL, AltText string
+	// TwoFactor is the account page's (account.html).
+	TwoFactor *twoFactorView
+	Brand     mail.Brand
+	Nonce     string
 }
 
 // pageLink is a link with its words.

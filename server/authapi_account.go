@@ -14,6 +14,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/gen"
 	"github.com/gatehouse-dev/gatehouse/identity"
+	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/store"
 )
 
@@ -141,11 +142,21 @@ func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequest
 		}
 		return nil, err
 	}
+	forceSecond := body.CallbackURL != nil && oauth.WantsMultiFactor(*body.CallbackURL)
+	if due, err := s.secondStepDue(ctx, user, rememberMe(body.RememberMe), forceSecond); err != nil {
+		return nil, err
+	} else if due {
+		if browser {
+			loc := twoFactorPageURL(*body.CallbackURL, false, "")
+			return gen.SignInEmail303Response{Headers: gen.SignInEmail303ResponseHeaders{Location: &loc}}, nil
+		}
+		return twoFactorRedirect()
+	}
 	var sess store.Session
 	var token string
 	err = s.store.InTx(ctx, func(tx *store.Tx) error {
 		var err error
-		sess, token, err = s.createSession(ctx, tx, user.ID, rememberMe(body.RememberMe), nil)
+		sess, token, err = s.createSession(ctx, tx, user.ID, rememberMe(body.RememberMe), nil, amrPassword)
 		return err
 	})
 	if err != nil {
@@ -153,11 +164,11 @@ func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequest
 	}
 	s.setSessionCookie(ctx, token, sess.RememberMe)
 	if browser {
-		return gen.SignInEmail303Response{Headers: gen.SignInEmail303ResponseHeaders{Location: body.CallbackURL}}, nil
+		return s.signedInRedirect(ctx, user.ID, *body.CallbackURL)
 	}
 	// better-auth answers redirect: true with the callbackURL as url, which its client follows.
-	return gen.SignInEmail200JSONResponse{Body: gen.AuthSignInResponse{
-		Redirect: body.CallbackURL != nil, Token: token, Url: nullableOf(body.CallbackURL), User: toAuthUser(user)}}, nil
+	return signedIn(gen.AuthSignInResponse{
+		Redirect: body.CallbackURL != nil, Token: token, Url: nullableOf(body.CallbackURL), User: toAuthUser(user)})
 }
 
 // SignOut deletes the caller's session, if any, and expires the cookie.
@@ -302,7 +313,7 @@ func (s *Server) ChangePassword(ctx context.Context, request gen.ChangePasswordR
 			}
 			metadata["revokedRefreshTokens"], metadata["revokedAccessTokens"] = r.RefreshTokens, r.AccessTokens
 		}
-		if sess, token, err = s.createSession(ctx, tx, p.ID(), p.Session.RememberMe, p.Session.ActiveOrganizationID); err != nil {
+		if sess, token, err = s.createSession(ctx, tx, p.ID(), p.Session.RememberMe, p.Session.ActiveOrganizationID, p.Session.AMR); err != nil {
 			return err
 		}
 		return audit(ctx, tx, auditEvent{Action: "user.password_change", TargetType: "user", TargetID: p.ID(),
@@ -437,8 +448,9 @@ type throttleKey struct {
 }
 
 // createSession starts a session for userID (see identity.Sessions.Create), recording the
-// request's IP and user agent. It returns the session and its raw token.
-func (s *Server) createSession(ctx context.Context, tx *store.Tx, userID string, remember bool, activeOrg *string) (store.Session, string, error) {
+// request's IP and user agent and amr, how the user signed in. It returns the session and its
+// raw token.
+func (s *Server) createSession(ctx context.Context, tx *store.Tx, userID string, remember bool, activeOrg *string, amr []string) (store.Session, string, error) {
 	meta := requestMetaFrom(ctx)
 	return s.sessions.Create(ctx, tx, store.Session{
 		UserID:               userID,
@@ -446,6 +458,7 @@ func (s *Server) createSession(ctx context.Context, tx *store.Tx, userID string,
 		IPAddress:            meta.IP,
 		UserAgent:            meta.UserAgent,
 		ActiveOrganizationID: activeOrg,
+		AMR:                  amr,
 	})
 }
 

@@ -120,7 +120,7 @@ func (s *Server) createUser(ctx context.Context, u *store.User, password string,
 		}
 		var err error
 		if !s.cfg.RequireEmailVerification {
-			if sess, token, err = s.createSession(ctx, tx, u.ID, remember, nil); err != nil {
+			if sess, token, err = s.createSession(ctx, tx, u.ID, remember, nil, amrPassword); err != nil {
 				return err
 			}
 		}

@@ -324,7 +324,7 @@ func (s *Server) socialSignIn(ctx context.Context, provider string, id identity.
 				return err
 			}
 		}
-		_, token, err = s.createSession(ctx, tx, user.ID, true, nil)
+		_, token, err = s.createSession(ctx, tx, user.ID, true, nil, []string{provider})
 		return err
 	})
 	return user, created, token, err

@@ -91,7 +91,7 @@ func (s *Server) VerifyEmail(ctx context.Context, request gen.VerifyEmailRequest
 		if err != nil || !v.Claim.Claimed || p == nil || p.Kind != PrincipalUser || p.ID() != v.User.ID {
 			return err
 		}
-		sess, token, err = s.createSession(ctx, tx, v.User.ID, p.Session.RememberMe, p.Session.ActiveOrganizationID)
+		sess, token, err = s.createSession(ctx, tx, v.User.ID, p.Session.RememberMe, p.Session.ActiveOrganizationID, p.Session.AMR)
 		return err
 	})
 	var failure *Error

@@ -13,7 +13,8 @@ import (
 // authorize enforces the operation's policy on /api/v1: user-only routes, then the addressed
 // organization, project or environment resolved in one query (a user who is not a member gets
 // 404, archived records 404 unless the operation restores them), then — for service accounts —
-// the own-project and environment-pin checks, then the permissions.
+// the own-project and environment-pin checks, for users the organization's second-factor rule
+// (403 two-factor-required), then the permissions.
 func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		m := routeOf(c)
@@ -64,6 +65,9 @@ func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
 				return err
 			}
 		} else {
+			if scope.TwoFactorRequired && !scope.MemberTwoFactor {
+				return ErrTwoFactorRequired
+			}
 			for _, perm := range m.policy.permissions {
 				if !roleGrants(scope.MemberRole, perm) {
 					return ErrPermission

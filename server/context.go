@@ -22,6 +22,9 @@ type requestMeta struct {
 	DecisionID string
 	// header is the response's header map: strict handlers set cookies through it.
 	header http.Header
+	// reqHeader is the request's header map: strict handlers read cookies through it
+	// (requestOf).
+	reqHeader http.Header
 }
 
 func withRequestMeta(ctx context.Context, m *requestMeta) context.Context {
@@ -33,6 +36,16 @@ func requestMetaFrom(ctx context.Context) *requestMeta {
 		return m
 	}
 	return &requestMeta{header: http.Header{}}
+}
+
+// requestOf returns a request carrying the headers of the request ctx belongs to (none
+// outside a request), with ctx, for the readers of cookies that take an *http.Request.
+func requestOf(ctx context.Context) *http.Request {
+	r, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+	if h := requestMetaFrom(ctx).reqHeader; h != nil {
+		r.Header = h
+	}
+	return r
 }
 
 // RequestID returns the id of the request ctx belongs to, or "" outside a request.

@@ -46,7 +46,7 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 		req := c.Request()
 		meta := &requestMeta{
 			ID: id, IP: c.RealIP(), UserAgent: recordedText(req.UserAgent(), 512), Accept: req.Header.Get(echo.HeaderAccept),
-			header: c.Response().Header(),
+			header: c.Response().Header(), reqHeader: req.Header,
 		}
 		ctx, cancel := context.WithTimeout(withRequestMeta(req.Context(), meta), RequestTimeout)
 		defer cancel()

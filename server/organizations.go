@@ -46,7 +46,8 @@ func (s *Server) updateOrganization(ctx context.Context, orgID string, u store.O
 		}
 		return audit(ctx, tx, auditEvent{Action: "organization.update", TargetType: "organization", TargetID: orgID,
 			OrganizationID: orgID, Metadata: changedFields(map[string]bool{
-				"name": u.Name != nil, "slug": u.Slug != nil, "logo": u.Logo != nil, "metadata": u.Metadata != nil})})
+				"name": u.Name != nil, "slug": u.Slug != nil, "logo": u.Logo != nil, "metadata": u.Metadata != nil,
+				"requireTwoFactor": u.RequireTwoFactor != nil})})
 	})
 	if errors.Is(err, store.ErrConflict) {
 		return org, errOrgSlugTaken
@@ -78,7 +79,7 @@ func (s *Server) setOrganizationArchived(ctx context.Context, orgID string, arch
 // changedFields lists, as audit metadata, which fields an update touched (never their values).
 func changedFields(touched map[string]bool) map[string]any {
 	var fields []any
-	for _, f := range []string{"name", "slug", "description", "logo", "metadata", "permissions"} {
+	for _, f := range []string{"name", "slug", "description", "logo", "metadata", "permissions", "requireTwoFactor"} {
 		if touched[f] {
 			fields = append(fields, f)
 		}

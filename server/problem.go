@@ -26,6 +26,8 @@ const (
 	kindClientError  = "http-4xx"
 	kindUnavailable  = "unavailable"
 	kindInternal     = "internal"
+	// kindTwoFactorRequired: the organization requires a second factor the user has not enrolled.
+	kindTwoFactorRequired = "two-factor-required"
 )
 
 // Titles fixed by the interface. Clients match on type and status, never on title.
@@ -44,6 +46,7 @@ const (
 	titleInvalid           = "Invalid request"
 	titleBodyTooLarge      = "Request body too large"
 	titleInternal          = "Internal server error"
+	titleTwoFactorRequired = "Two-factor authentication required"
 )
 
 // FieldError is one validation issue: where (path segments starting with body, query, path or
@@ -80,8 +83,12 @@ var (
 	ErrPermission      = &Error{Status: http.StatusForbidden, Kind: kindForbidden, Title: titlePermissionDenied}
 	ErrUserRequired    = &Error{Status: http.StatusForbidden, Kind: kindForbidden, Title: titleUserRequired}
 	ErrEnvScoped       = &Error{Status: http.StatusForbidden, Kind: kindForbidden, Title: titleEnvironmentScoped}
-	ErrNotFound        = &Error{Status: http.StatusNotFound, Kind: kindNotFound, Title: titleNotFound}
-	ErrUnavailable     = &Error{Status: http.StatusServiceUnavailable, Kind: kindUnavailable, Title: titleUnavailable,
+	// ErrTwoFactorRequired refuses a member without a second factor in an organization that
+	// requires one.
+	ErrTwoFactorRequired = &Error{Status: http.StatusForbidden, Kind: kindTwoFactorRequired, Title: titleTwoFactorRequired,
+		Detail: "This organization requires two-factor authentication: enable it at /api/auth/two-factor/enable, then try again."}
+	ErrNotFound    = &Error{Status: http.StatusNotFound, Kind: kindNotFound, Title: titleNotFound}
+	ErrUnavailable = &Error{Status: http.StatusServiceUnavailable, Kind: kindUnavailable, Title: titleUnavailable,
 		Header: http.Header{"Retry-After": []string{"5"}}}
 )
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -62,6 +63,8 @@ type Server struct {
 	accountThrottle *identity.Throttle
 	ipThrottle      *identity.Throttle
 	signUpThrottle  *identity.Throttle
+	// twoFactors are users' TOTP secrets, backup codes and second sign-in steps.
+	twoFactors *identity.TwoFactors
 	// hashLimiter bounds the memory of concurrent password hashing (cfg.HashConcurrency).
 	hashLimiter *identity.HashLimiter
 	// mailer writes the messages of invitations and the account flows to the outbox, within
@@ -163,6 +166,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		ipThrottle:         acc.IPThrottle,
 		signUpThrottle:     acc.SignUpThrottle,
 		hashLimiter:        acc.Passwords,
+		twoFactors:         identity.NewTwoFactors(deps.Store, deps.Keyring, cfg.SecretKey, strings.HasPrefix(cfg.BaseURL, "https:")),
 		metrics:            deps.Metrics,
 	}
 

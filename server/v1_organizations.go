@@ -48,9 +48,21 @@ func (s *Server) GetOrganization(ctx context.Context, req gen.GetOrganizationReq
 	return gen.GetOrganization200JSONResponse{Data: organizationJSON(org, ScopeFrom(ctx).MemberRole)}, nil
 }
 
-// UpdateOrganization renames an organization or changes its slug.
+// UpdateOrganization renames an organization, changes its slug or whether it requires a second
+// factor of its members: that only an owner changes, and only an owner whose own factor is on
+// turns it on.
 func (s *Server) UpdateOrganization(ctx context.Context, req gen.UpdateOrganizationRequestObject) (gen.UpdateOrganizationResponseObject, error) {
-	org, err := s.updateOrganization(ctx, req.OrganizationId, store.OrganizationUpdate{Name: req.Body.Name, Slug: req.Body.Slug})
+	if rt := req.Body.RequireTwoFactor; rt != nil {
+		scope := ScopeFrom(ctx)
+		if !hasRole(scope.MemberRole, RoleOwner) {
+			return nil, ErrPermission
+		}
+		if *rt && !scope.MemberTwoFactor {
+			return nil, ErrTwoFactorRequired
+		}
+	}
+	org, err := s.updateOrganization(ctx, req.OrganizationId, store.OrganizationUpdate{Name: req.Body.Name, Slug: req.Body.Slug,
+		RequireTwoFactor: req.Body.RequireTwoFactor})
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +115,7 @@ func slugOrName(slug *string, name string) (string, error) {
 
 func organizationJSON(o store.Organization, role string) gen.Organization {
 	return gen.Organization{
-		Id: o.ID, Name: o.Name, Slug: o.Slug, Role: role,
+		Id: o.ID, Name: o.Name, Slug: o.Slug, Role: role, RequireTwoFactor: o.RequireTwoFactor,
 		CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt, ArchivedAt: nullableOf(o.ArchivedAt),
 	}
 }

@@ -246,8 +246,8 @@ type SealedValue struct {
 
 // ResealValues calls fn for every sealed value in the database — the secret values of
 // config_entries and config_versions, the private keys of signing_keys, the secret keys
-// and webhook secrets of processor_connections, then the payloads of pending outbox rows, in
-// that order,
+// and webhook secrets of processor_connections, the TOTP secrets of two_factors, then the
+// payloads of pending outbox rows, in that order,
 // each by id — and stores the new sealed string for each call that reports changed, in tx. It
 // returns how many values it replaced. Re-sealing changes neither UpdatedAt nor Version: the
 // plaintext is the same.
@@ -283,6 +283,9 @@ func (tx *Tx) ResealValues(ctx context.Context, fn func(v SealedValue) (newSeale
 		{"webhook_endpoints", `SELECT id, '' AS environment_id, '' AS key, previous_secret AS value
 			FROM webhook_endpoints WHERE previous_secret IS NOT NULL ORDER BY id`, "previous_secret", nil,
 			func(_, _, id string) []byte { return WebhookPreviousSecretAAD(id) }},
+		{"two_factors", `SELECT id, user_id AS environment_id, '' AS key, secret AS value
+			FROM two_factors ORDER BY id`, "secret", nil,
+			func(user, _, _ string) []byte { return TwoFactorSecretAAD(user) }},
 		{"outbox", `SELECT id, kind AS environment_id, '' AS key, payload AS value FROM outbox
 			WHERE sent_at IS NULL AND failed_at IS NULL ORDER BY id`, "payload", nil,
 			func(kind, _, id string) []byte { return OutboxPayloadAAD(id, kind) }},

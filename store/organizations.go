@@ -48,14 +48,17 @@ func (st State) condition(column string) (string, error) {
 // back as nil, and numbers read back as float64. ArchivedAt is nil unless
 // the organization is archived.
 type Organization struct {
-	ID         string
-	Name       string
-	Slug       string
-	Logo       *string
-	Metadata   map[string]any
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
-	ArchivedAt *time.Time
+	ID       string
+	Name     string
+	Slug     string
+	Logo     *string
+	Metadata map[string]any
+	// RequireTwoFactor refuses the organization's /api/v1 routes to members without a second
+	// factor (the server enforces it; see Scope).
+	RequireTwoFactor bool
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	ArchivedAt       *time.Time
 }
 
 // OrganizationMembership is an organization as one of its members sees it:
@@ -73,6 +76,8 @@ type OrganizationUpdate struct {
 	Slug     *string
 	Logo     *string
 	Metadata *map[string]any
+	// RequireTwoFactor, when set, sets Organization.RequireTwoFactor.
+	RequireTwoFactor *bool
 }
 
 // CreateOrganization inserts o and makes ownerUserID its first member with
@@ -204,6 +209,9 @@ func (tx *Tx) UpdateOrganization(ctx context.Context, id string, u OrganizationU
 		}
 		sets, args = append(sets, "metadata = ?"), append(args, metadata)
 	}
+	if u.RequireTwoFactor != nil {
+		sets, args = append(sets, "require_two_factor = ?"), append(args, *u.RequireTwoFactor)
+	}
 	sets, args = append(sets, "updated_at = ?"), append(args, sqlTime(tx.store.Now()))
 	return tx.updateOrganization(ctx, op, id, strings.Join(sets, ", "), args...)
 }
@@ -254,7 +262,7 @@ func (tx *Tx) lockOrganization(ctx context.Context, orgID string) error {
 }
 
 // organizationColumns are the columns organizationRow scans.
-const organizationColumns = "id, name, slug, logo, metadata, created_at, updated_at, archived_at"
+const organizationColumns = "id, name, slug, logo, metadata, require_two_factor, created_at, updated_at, archived_at"
 
 // organizationRow is an organizations row as scanned.
 type organizationRow struct {
@@ -263,6 +271,7 @@ type organizationRow struct {
 	Slug       string         `db:"slug"`
 	Logo       sql.NullString `db:"logo"`
 	Metadata   sql.NullString `db:"metadata"`
+	TwoFactor  bool           `db:"require_two_factor"`
 	CreatedAt  sqlTime        `db:"created_at"`
 	UpdatedAt  sqlTime        `db:"updated_at"`
 	ArchivedAt *sqlTime       `db:"archived_at"`
@@ -270,13 +279,14 @@ type organizationRow struct {
 
 func (r organizationRow) organization() (Organization, error) {
 	o := Organization{
-		ID:         r.ID,
-		Name:       r.Name,
-		Slug:       r.Slug,
-		CreatedAt:  time.Time(r.CreatedAt),
-		UpdatedAt:  time.Time(r.UpdatedAt),
-		Logo:       nullStringPtr(r.Logo),
-		ArchivedAt: timePtr(r.ArchivedAt),
+		ID:               r.ID,
+		Name:             r.Name,
+		Slug:             r.Slug,
+		CreatedAt:        time.Time(r.CreatedAt),
+		RequireTwoFactor: r.TwoFactor,
+		UpdatedAt:        time.Time(r.UpdatedAt),
+		Logo:             nullStringPtr(r.Logo),
+		ArchivedAt:       timePtr(r.ArchivedAt),
 	}
 	if r.Metadata.Valid {
 		if err := json.Unmarshal([]byte(r.Metadata.String), &o.Metadata); err != nil {

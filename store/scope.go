@@ -31,6 +31,10 @@ type Scope struct {
 	OrganizationArchived bool
 	ProjectArchived      bool
 	MemberRole           string
+	// TwoFactorRequired is the organization's RequireTwoFactor; MemberTwoFactor whether the
+	// user is a member whose second factor is on.
+	TwoFactorRequired bool
+	MemberTwoFactor   bool
 }
 
 // Resolution queries, one per kind of ref. Each is the only query
@@ -40,26 +44,35 @@ const (
 	resolveEnvironmentQuery = `SELECT o.id AS organization_id, p.id AS project_id, e.id AS environment_id,
 			o.archived_at IS NOT NULL AS organization_archived,
 			p.archived_at IS NOT NULL AS project_archived,
-			COALESCE(m.role, '') AS member_role
+			COALESCE(m.role, '') AS member_role,
+			o.require_two_factor AS two_factor_required,
+			COALESCE(tf.verified, 1 = 0) AS member_two_factor
 		FROM environments e
 		JOIN projects p ON p.id = e.project_id
 		JOIN organizations o ON o.id = p.organization_id
 		LEFT JOIN members m ON m.organization_id = o.id AND m.user_id = ?
+		LEFT JOIN two_factors tf ON tf.user_id = m.user_id
 		WHERE e.id = ?`
 	resolveProjectQuery = `SELECT o.id AS organization_id, p.id AS project_id, '' AS environment_id,
 			o.archived_at IS NOT NULL AS organization_archived,
 			p.archived_at IS NOT NULL AS project_archived,
-			COALESCE(m.role, '') AS member_role
+			COALESCE(m.role, '') AS member_role,
+			o.require_two_factor AS two_factor_required,
+			COALESCE(tf.verified, 1 = 0) AS member_two_factor
 		FROM projects p
 		JOIN organizations o ON o.id = p.organization_id
 		LEFT JOIN members m ON m.organization_id = o.id AND m.user_id = ?
+		LEFT JOIN two_factors tf ON tf.user_id = m.user_id
 		WHERE p.id = ?`
 	resolveOrganizationQuery = `SELECT o.id AS organization_id, '' AS project_id, '' AS environment_id,
 			o.archived_at IS NOT NULL AS organization_archived,
 			1 = 0 AS project_archived,
-			COALESCE(m.role, '') AS member_role
+			COALESCE(m.role, '') AS member_role,
+			o.require_two_factor AS two_factor_required,
+			COALESCE(tf.verified, 1 = 0) AS member_two_factor
 		FROM organizations o
 		LEFT JOIN members m ON m.organization_id = o.id AND m.user_id = ?
+		LEFT JOIN two_factors tf ON tf.user_id = m.user_id
 		WHERE o.id = ?`
 )
 
@@ -94,6 +107,8 @@ func (s *Store) ResolveScope(ctx context.Context, ref ScopeRef, userID string) (
 		OrganizationArchived bool   `db:"organization_archived"`
 		ProjectArchived      bool   `db:"project_archived"`
 		MemberRole           string `db:"member_role"`
+		TwoFactorRequired    bool   `db:"two_factor_required"`
+		MemberTwoFactor      bool   `db:"member_two_factor"`
 	}
 	stmt, err := s.readStatement(ctx, query)
 	if err != nil {

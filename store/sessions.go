@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -21,14 +22,17 @@ type Session struct {
 	IPAddress            string
 	UserAgent            string
 	ActiveOrganizationID *string
-	CreatedAt            time.Time
-	UpdatedAt            time.Time
+	// AMR is how the user signed in: RFC 8176 method references ("pwd", "otp", "mfa", a social
+	// provider's id, …), in the order used; empty for sessions started before it was recorded.
+	AMR       []string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // sessionColumns lists sessions' columns in sessionRow order, qualified by
 // the alias s.
 const sessionColumns = `s.id, s.token_hash, s.user_id, s.expires_at, s.remember_me, s.ip_address,
-	s.user_agent, s.active_organization_id, s.created_at, s.updated_at`
+	s.user_agent, s.active_organization_id, s.amr, s.created_at, s.updated_at`
 
 // CreateSession inserts s. It fills in an empty s.ID (NewID("ses")) and zero
 // CreatedAt/UpdatedAt (Store.Now; UpdatedAt defaults to CreatedAt), and
@@ -55,11 +59,11 @@ func (tx *Tx) CreateSession(ctx context.Context, s *Session) error {
 	expires := s.ExpiresAt.UTC().Truncate(time.Microsecond)
 
 	const query = `INSERT INTO sessions (id, token_hash, user_id, expires_at, remember_me, ip_address,
-		user_agent, active_organization_id, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		user_agent, active_organization_id, amr, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	_, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(query),
 		id, s.TokenHash, s.UserID, sqlTime(expires), s.RememberMe, s.IPAddress,
-		s.UserAgent, s.ActiveOrganizationID, sqlTime(created), sqlTime(updated))
+		s.UserAgent, s.ActiveOrganizationID, strings.Join(s.AMR, " "), sqlTime(created), sqlTime(updated))
 	if err != nil {
 		if isMissingReference(err) {
 			return fmt.Errorf("store: %s: user %s: %w", op, s.UserID, ErrNotFound)
@@ -215,8 +219,17 @@ type sessionRow struct {
 	IPAddress            string         `db:"ip_address"`
 	UserAgent            string         `db:"user_agent"`
 	ActiveOrganizationID sql.NullString `db:"active_organization_id"`
+	AMR                  string         `db:"amr"`
 	CreatedAt            sqlTime        `db:"created_at"`
 	UpdatedAt            sqlTime        `db:"updated_at"`
+}
+
+// amrOf is a stored amr list; nil when empty.
+func amrOf(stored string) []string {
+	if stored == "" {
+		return nil
+	}
+	return strings.Fields(stored)
 }
 
 func (r sessionRow) session() Session {
@@ -229,6 +242,7 @@ func (r sessionRow) session() Session {
 		IPAddress:            r.IPAddress,
 		UserAgent:            r.UserAgent,
 		ActiveOrganizationID: nullStringPtr(r.ActiveOrganizationID),
+		AMR:                  amrOf(r.AMR),
 		CreatedAt:            time.Time(r.CreatedAt),
 		UpdatedAt:            time.Time(r.UpdatedAt),
 	}

@@ -184,6 +184,21 @@ func (e AuthTokenRequestGrantType) Valid() bool {
 	}
 }
 
+// Defines values for AuthTwoFactorRedirectTwoFactorMethods.
+const (
+	AuthTwoFactorRedirectTwoFactorMethodsTotp AuthTwoFactorRedirectTwoFactorMethods = "totp"
+)
+
+// Valid indicates whether the value is a known member of the AuthTwoFactorRedirectTwoFactorMethods enum.
+func (e AuthTwoFactorRedirectTwoFactorMethods) Valid() bool {
+	switch e {
+	case AuthTwoFactorRedirectTwoFactorMethodsTotp:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BillingPlanInterval.
 const (
 	BillingPlanIntervalMonth   BillingPlanInterval = "month"
@@ -838,6 +853,45 @@ func (e AnswerInvitationFormdataBodyDecision) Valid() bool {
 	}
 }
 
+// Defines values for AccountPageParamsReason.
+const (
+	AccountPageParamsReasonOrganization AccountPageParamsReason = "organization"
+)
+
+// Valid indicates whether the value is a known member of the AccountPageParamsReason enum.
+func (e AccountPageParamsReason) Valid() bool {
+	switch e {
+	case AccountPageParamsReasonOrganization:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AccountPageActionFormdataBodyAction.
+const (
+	BackupCodes AccountPageActionFormdataBodyAction = "backup-codes"
+	Confirm     AccountPageActionFormdataBodyAction = "confirm"
+	Disable     AccountPageActionFormdataBodyAction = "disable"
+	Enable      AccountPageActionFormdataBodyAction = "enable"
+)
+
+// Valid indicates whether the value is a known member of the AccountPageActionFormdataBodyAction enum.
+func (e AccountPageActionFormdataBodyAction) Valid() bool {
+	switch e {
+	case BackupCodes:
+		return true
+	case Confirm:
+		return true
+	case Disable:
+		return true
+	case Enable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SocialCallbackParamsProvider.
 const (
 	Github SocialCallbackParamsProvider = "github"
@@ -1033,6 +1087,72 @@ func (e AuthListMembersParamsFilterOperator) Valid() bool {
 	case Eq:
 		return true
 	case Ne:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TwoFactorPageParamsMethod.
+const (
+	TwoFactorPageParamsMethodBackup TwoFactorPageParamsMethod = "backup"
+	TwoFactorPageParamsMethodTotp   TwoFactorPageParamsMethod = "totp"
+)
+
+// Valid indicates whether the value is a known member of the TwoFactorPageParamsMethod enum.
+func (e TwoFactorPageParamsMethod) Valid() bool {
+	switch e {
+	case TwoFactorPageParamsMethodBackup:
+		return true
+	case TwoFactorPageParamsMethodTotp:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TwoFactorPageParamsError.
+const (
+	InvalidCode     TwoFactorPageParamsError = "invalid_code"
+	TooManyAttempts TwoFactorPageParamsError = "too_many_attempts"
+)
+
+// Valid indicates whether the value is a known member of the TwoFactorPageParamsError enum.
+func (e TwoFactorPageParamsError) Valid() bool {
+	switch e {
+	case InvalidCode:
+		return true
+	case TooManyAttempts:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EnableTwoFactorJSONBodyMethod.
+const (
+	EnableTwoFactorJSONBodyMethodTotp EnableTwoFactorJSONBodyMethod = "totp"
+)
+
+// Valid indicates whether the value is a known member of the EnableTwoFactorJSONBodyMethod enum.
+func (e EnableTwoFactorJSONBodyMethod) Valid() bool {
+	switch e {
+	case EnableTwoFactorJSONBodyMethodTotp:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EnableTwoFactor200JSONResponseBodyMethod.
+const (
+	EnableTwoFactor200JSONResponseBodyMethodTotp EnableTwoFactor200JSONResponseBodyMethod = "totp"
+)
+
+// Valid indicates whether the value is a known member of the EnableTwoFactor200JSONResponseBodyMethod enum.
+func (e EnableTwoFactor200JSONResponseBodyMethod) Valid() bool {
+	switch e {
+	case EnableTwoFactor200JSONResponseBodyMethodTotp:
 		return true
 	default:
 		return false
@@ -1446,6 +1566,11 @@ type AuthOrganization struct {
 	Slug      string                                    `json:"slug"`
 }
 
+// AuthPasswordBody defines model for AuthPasswordBody.
+type AuthPasswordBody struct {
+	Password string `json:"password"`
+}
+
 // AuthPasswordResetRequested defines model for AuthPasswordResetRequested.
 type AuthPasswordResetRequested struct {
 	Message string `json:"message"`
@@ -1482,6 +1607,7 @@ type AuthProblem struct {
 
 // AuthProviderMetadata OpenID Provider / OAuth 2.0 authorization server metadata.
 type AuthProviderMetadata struct {
+	AcrValuesSupported                         *[]string `json:"acr_values_supported,omitempty"`
 	AuthorizationEndpoint                      *string   `json:"authorization_endpoint,omitempty"`
 	AuthorizationResponseIssParameterSupported *bool     `json:"authorization_response_iss_parameter_supported,omitempty"`
 	CodeChallengeMethodsSupported              *[]string `json:"code_challenge_methods_supported,omitempty"`
@@ -1725,6 +1851,24 @@ type AuthTokenResponse struct {
 	TokenType string `json:"token_type"`
 }
 
+// AuthTwoFactorRedirect defines model for AuthTwoFactorRedirect.
+type AuthTwoFactorRedirect struct {
+	TwoFactorMethods []AuthTwoFactorRedirectTwoFactorMethods `json:"twoFactorMethods"`
+
+	// TwoFactorRedirect Always true: the second factor is due.
+	TwoFactorRedirect bool `json:"twoFactorRedirect"`
+}
+
+// AuthTwoFactorRedirectTwoFactorMethods defines model for AuthTwoFactorRedirect.TwoFactorMethods.
+type AuthTwoFactorRedirectTwoFactorMethods string
+
+// AuthTwoFactorVerified defines model for AuthTwoFactorVerified.
+type AuthTwoFactorVerified struct {
+	// Token The new session's token when the code completed a sign-in, else the caller's.
+	Token string   `json:"token"`
+	User  AuthUser `json:"user"`
+}
+
 // AuthUser defines model for AuthUser.
 type AuthUser struct {
 	// CreatedAt UTC, ISO 8601.
@@ -1759,12 +1903,30 @@ type AuthUserinfo struct {
 	UpdatedAt *int `json:"updated_at,omitempty"`
 }
 
+// AuthVerifyBackupCodeBody defines model for AuthVerifyBackupCodeBody.
+type AuthVerifyBackupCodeBody struct {
+	CallbackURL *string `json:"callbackURL,omitempty"`
+	Code        string  `json:"code"`
+
+	// DisableSession Accepted for better-auth clients; a completed sign-in always starts its session.
+	DisableSession *bool `json:"disableSession,omitempty"`
+	TrustDevice    *bool `json:"trustDevice,omitempty"`
+}
+
 // AuthVerifyEmailResponse defines model for AuthVerifyEmailResponse.
 type AuthVerifyEmailResponse struct {
 	Status bool `json:"status"`
 
 	// User Always null, as better-auth answers outside its change-email flow.
 	User nullable.Nullable[any] `json:"user"`
+}
+
+// AuthVerifyTotpBody defines model for AuthVerifyTotpBody.
+type AuthVerifyTotpBody struct {
+	// CallbackURL The hosted form's: where to go once signed in (a path on this site or a trusted origin).
+	CallbackURL *string `json:"callbackURL,omitempty"`
+	Code        string  `json:"code"`
+	TrustDevice *bool   `json:"trustDevice,omitempty"`
 }
 
 // AuthorizationBatch defines model for AuthorizationBatch.
@@ -2259,6 +2421,11 @@ type Organization struct {
 	Id        string    `json:"id"`
 	Name      string    `json:"name"`
 
+	// RequireTwoFactor Members without a second factor (TOTP) are refused on this organization's `/api/v1`
+	// routes with 403 `/problems/two-factor-required` until they enrol; service accounts
+	// are not affected. Default false.
+	RequireTwoFactor bool `json:"requireTwoFactor"`
+
 	// Role The caller's role in the organization: one of `owner`, `admin`, `developer`, `billing`,
 	// `viewer`, or several comma-joined (dynamic roles may appear but grant nothing here).
 	Role string `json:"role"`
@@ -2286,6 +2453,10 @@ type OrganizationResponse struct {
 // OrganizationUpdate defines model for OrganizationUpdate.
 type OrganizationUpdate struct {
 	Name *string `json:"name,omitempty"`
+
+	// RequireTwoFactor Require a second factor of every member. Only an owner changes it, and only an owner
+	// whose own second factor is on turns it on (else 403 `/problems/two-factor-required`).
+	RequireTwoFactor *bool `json:"requireTwoFactor,omitempty"`
 
 	// Slug Lower-case letters, digits and single hyphens.
 	Slug *Slug `json:"slug,omitempty"`
@@ -3041,6 +3212,30 @@ type AnswerInvitationFormdataBody struct {
 // AnswerInvitationFormdataBodyDecision defines parameters for AnswerInvitation.
 type AnswerInvitationFormdataBodyDecision string
 
+// AccountPageParams defines parameters for AccountPage.
+type AccountPageParams struct {
+	CallbackURL *string                  `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+	Reason      *AccountPageParamsReason `form:"reason,omitempty" json:"reason,omitempty"`
+}
+
+// AccountPageParamsReason defines parameters for AccountPage.
+type AccountPageParamsReason string
+
+// AccountPageActionFormdataBody defines parameters for AccountPageAction.
+type AccountPageActionFormdataBody struct {
+	Action   AccountPageActionFormdataBodyAction `form:"action" json:"action"`
+	Code     *string                             `form:"code,omitempty" json:"code,omitempty"`
+	Password *string                             `form:"password,omitempty" json:"password,omitempty"`
+}
+
+// AccountPageActionParams defines parameters for AccountPageAction.
+type AccountPageActionParams struct {
+	CallbackURL *string `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+}
+
+// AccountPageActionFormdataBodyAction defines parameters for AccountPageAction.
+type AccountPageActionFormdataBodyAction string
+
 // SocialCallbackParams defines parameters for SocialCallback.
 type SocialCallbackParams struct {
 	Code  *string `form:"code,omitempty" json:"code,omitempty"`
@@ -3123,8 +3318,11 @@ type GetOauth2AuthorizeParams struct {
 	Nonce               *string                                      `form:"nonce,omitempty" json:"nonce,omitempty"`
 
 	// Prompt `none`, `login`, `consent`, or `login consent`.
-	Prompt    *string `form:"prompt,omitempty" json:"prompt,omitempty"`
-	MaxAge    *int    `form:"max_age,omitempty" json:"max_age,omitempty"`
+	Prompt *string `form:"prompt,omitempty" json:"prompt,omitempty"`
+	MaxAge *int    `form:"max_age,omitempty" json:"max_age,omitempty"`
+
+	// AcrValues `urn:gatehouse:mfa` asks for a sign-in with a second factor; other values are ignored.
+	AcrValues *string `form:"acr_values,omitempty" json:"acr_values,omitempty"`
 	LoginHint *string `form:"login_hint,omitempty" json:"login_hint,omitempty"`
 }
 
@@ -3355,6 +3553,11 @@ type SendVerificationEmailJSONBody struct {
 	Email       openapi_types.Email `json:"email"`
 }
 
+// SignInEmail200JSONResponseBody defines parameters for SignInEmail.
+type SignInEmail200JSONResponseBody struct {
+	union json.RawMessage
+}
+
 // SignOutJSONBody defines parameters for SignOut.
 type SignOutJSONBody map[string]interface{}
 
@@ -3365,6 +3568,34 @@ type SignUpPageParams struct {
 	Name        *string `form:"name,omitempty" json:"name,omitempty"`
 	Error       *string `form:"error,omitempty" json:"error,omitempty"`
 }
+
+// TwoFactorPageParams defines parameters for TwoFactorPage.
+type TwoFactorPageParams struct {
+	CallbackURL *string                    `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+	Method      *TwoFactorPageParamsMethod `form:"method,omitempty" json:"method,omitempty"`
+	Error       *TwoFactorPageParamsError  `form:"error,omitempty" json:"error,omitempty"`
+}
+
+// TwoFactorPageParamsMethod defines parameters for TwoFactorPage.
+type TwoFactorPageParamsMethod string
+
+// TwoFactorPageParamsError defines parameters for TwoFactorPage.
+type TwoFactorPageParamsError string
+
+// EnableTwoFactorJSONBody defines parameters for EnableTwoFactor.
+type EnableTwoFactorJSONBody struct {
+	Issuer *string `json:"issuer,omitempty"`
+
+	// Method Only `totp` (better-auth's email/SMS `otp` method is not offered).
+	Method   *EnableTwoFactorJSONBodyMethod `json:"method,omitempty"`
+	Password string                         `json:"password"`
+}
+
+// EnableTwoFactorJSONBodyMethod defines parameters for EnableTwoFactor.
+type EnableTwoFactorJSONBodyMethod string
+
+// EnableTwoFactor200JSONResponseBodyMethod defines parameters for EnableTwoFactor.
+type EnableTwoFactor200JSONResponseBodyMethod string
 
 // UpdateUserJSONBody defines parameters for UpdateUser.
 type UpdateUserJSONBody struct {
@@ -5322,6 +5553,9 @@ type OnWebhookEndpointUpdateParams struct {
 // AnswerInvitationFormdataRequestBody defines body for AnswerInvitation for application/x-www-form-urlencoded ContentType.
 type AnswerInvitationFormdataRequestBody AnswerInvitationFormdataBody
 
+// AccountPageActionFormdataRequestBody defines body for AccountPageAction for application/x-www-form-urlencoded ContentType.
+type AccountPageActionFormdataRequestBody AccountPageActionFormdataBody
+
 // ChangeEmailJSONRequestBody defines body for ChangeEmail for application/json ContentType.
 type ChangeEmailJSONRequestBody ChangeEmailJSONBody
 
@@ -5441,6 +5675,30 @@ type SignUpEmailJSONRequestBody = AuthSignUpEmailBody
 
 // SignUpEmailFormdataRequestBody defines body for SignUpEmail for application/x-www-form-urlencoded ContentType.
 type SignUpEmailFormdataRequestBody = AuthSignUpEmailBody
+
+// DisableTwoFactorJSONRequestBody defines body for DisableTwoFactor for application/json ContentType.
+type DisableTwoFactorJSONRequestBody = AuthPasswordBody
+
+// EnableTwoFactorJSONRequestBody defines body for EnableTwoFactor for application/json ContentType.
+type EnableTwoFactorJSONRequestBody EnableTwoFactorJSONBody
+
+// GenerateBackupCodesJSONRequestBody defines body for GenerateBackupCodes for application/json ContentType.
+type GenerateBackupCodesJSONRequestBody = AuthPasswordBody
+
+// GetTotpUriJSONRequestBody defines body for GetTotpUri for application/json ContentType.
+type GetTotpUriJSONRequestBody = AuthPasswordBody
+
+// VerifyBackupCodeJSONRequestBody defines body for VerifyBackupCode for application/json ContentType.
+type VerifyBackupCodeJSONRequestBody = AuthVerifyBackupCodeBody
+
+// VerifyBackupCodeFormdataRequestBody defines body for VerifyBackupCode for application/x-www-form-urlencoded ContentType.
+type VerifyBackupCodeFormdataRequestBody = AuthVerifyBackupCodeBody
+
+// VerifyTotpJSONRequestBody defines body for VerifyTotp for application/json ContentType.
+type VerifyTotpJSONRequestBody = AuthVerifyTotpBody
+
+// VerifyTotpFormdataRequestBody defines body for VerifyTotp for application/x-www-form-urlencoded ContentType.
+type VerifyTotpFormdataRequestBody = AuthVerifyTotpBody
 
 // UpdateUserJSONRequestBody defines body for UpdateUser for application/json ContentType.
 type UpdateUserJSONRequestBody UpdateUserJSONBody
@@ -5771,6 +6029,68 @@ func (t *AuthRoleInput) UnmarshalJSON(b []byte) error {
 	return err
 }
 
+// AsAuthSignInResponse returns the union data inside the SignInEmail200JSONResponseBody as a AuthSignInResponse
+func (t SignInEmail200JSONResponseBody) AsAuthSignInResponse() (AuthSignInResponse, error) {
+	var body AuthSignInResponse
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAuthSignInResponse overwrites any union data inside the SignInEmail200JSONResponseBody as the provided AuthSignInResponse
+func (t *SignInEmail200JSONResponseBody) FromAuthSignInResponse(v AuthSignInResponse) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAuthSignInResponse performs a merge with any union data inside the SignInEmail200JSONResponseBody, using the provided AuthSignInResponse
+func (t *SignInEmail200JSONResponseBody) MergeAuthSignInResponse(v AuthSignInResponse) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsAuthTwoFactorRedirect returns the union data inside the SignInEmail200JSONResponseBody as a AuthTwoFactorRedirect
+func (t SignInEmail200JSONResponseBody) AsAuthTwoFactorRedirect() (AuthTwoFactorRedirect, error) {
+	var body AuthTwoFactorRedirect
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAuthTwoFactorRedirect overwrites any union data inside the SignInEmail200JSONResponseBody as the provided AuthTwoFactorRedirect
+func (t *SignInEmail200JSONResponseBody) FromAuthTwoFactorRedirect(v AuthTwoFactorRedirect) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAuthTwoFactorRedirect performs a merge with any union data inside the SignInEmail200JSONResponseBody, using the provided AuthTwoFactorRedirect
+func (t *SignInEmail200JSONResponseBody) MergeAuthTwoFactorRedirect(v AuthTwoFactorRedirect) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t SignInEmail200JSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *SignInEmail200JSONResponseBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
 
@@ -5929,6 +6249,47 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /accept-invitation/{id} (the `AnswerInvitation` operationId).
 	AnswerInvitationWithFormdataBody(ctx context.Context, id string, body AnswerInvitationFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AccountPage The hosted account page (second factor)
+	//
+	// For the signed-in user: whether two-factor authentication is on, with forms to turn it on
+	// (password), confirm it (a code), make new backup codes (password) and turn it off
+	// (password); the forms post to this path. Signed out, a page that says to sign in first
+	// (401). `callbackURL` (a path on this site or a trusted origin) is offered as "Continue"
+	// once the factor is on; `reason=organization` says that an organization requires it (the
+	// browser sign-in sends members of such organizations here). Same headers as the other
+	// hosted pages (CSP with a nonce, no framing, no-store).
+	//
+	// Corresponds with GET /api/auth/account (the `AccountPage` operationId).
+	AccountPage(ctx context.Context, params *AccountPageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AccountPageActionWithBody A form of the hosted account page
+	//
+	// `enable` (`password`): a new secret, shown as text and as an `otpauth://` link, and 10
+	// backup codes shown this once, with a form for the first code; `confirm` (`code`): turns
+	// the factor on; `backup-codes` (`password`): 10 new backup codes, shown once; `disable`
+	// (`password`): turns it off. Each answers the page again (200), with a message when the
+	// password or the code was wrong (400); wrong passwords and codes are throttled like the
+	// JSON routes (429 page). The post must carry a trusted `Origin`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/account (the `AccountPageAction` operationId).
+	AccountPageActionWithBody(ctx context.Context, params *AccountPageActionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AccountPageActionWithFormdataBody A form of the hosted account page
+	//
+	// `enable` (`password`): a new secret, shown as text and as an `otpauth://` link, and 10
+	// backup codes shown this once, with a form for the first code; `confirm` (`code`): turns
+	// the factor on; `backup-codes` (`password`): 10 new backup codes, shown once; `disable`
+	// (`password`): turns it off. Each answers the page again (200), with a message when the
+	// password or the code was wrong (400); wrong passwords and codes are throttled like the
+	// JSON routes (429 page). The post must carry a trusted `Origin`.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /api/auth/account (the `AccountPageAction` operationId).
+	AccountPageActionWithFormdataBody(ctx context.Context, params *AccountPageActionParams, body AccountPageActionFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SocialCallback Social sign-in callback
 	//
@@ -6149,6 +6510,12 @@ type ClientInterface interface {
 	// the scopes (or `prompt=consent`), the browser is sent to the consent page; with
 	// `prompt=none` that is `consent_required`. `skipConsent` clients ask only with
 	// `prompt=consent` (and keep no consent rows).
+	//
+	// ID tokens say how the user signed in: `auth_time`, and `amr` (RFC 8176: `["pwd"]`,
+	// `["pwd","otp","mfa"]` with a TOTP or backup code, a social provider's id), with `acr`
+	// `urn:gatehouse:mfa` when a second factor was used. `acr_values=urn:gatehouse:mfa` makes a
+	// session without a second factor sign in again, with the factor (a trusted device does not
+	// skip it then); a user without a factor gets `unmet_authentication_requirements`.
 	//
 	// A client with `requirePushedAuthorizationRequests` must push its requests to
 	// `/api/auth/oauth2/par` and send the `request_uri` here; a plain request of such a client
@@ -7189,6 +7556,194 @@ type ClientInterface interface {
 	// Corresponds with POST /api/auth/sign-up/email (the `SignUpEmail` operationId).
 	SignUpEmailWithFormdataBody(ctx context.Context, body SignUpEmailFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// TwoFactorPage The hosted second step of sign-in
+	//
+	// Where a browser's sign-in form post goes when the second factor is due: a form for the
+	// code of the authenticator app (`method=backup`: for a backup code, linked from the
+	// first), which posts to `/api/auth/two-factor/verify-totp` (or `verify-backup-code`) with
+	// the `callbackURL`. Without a pending sign-in (the `gatehouse.two_factor` cookie) the page
+	// says to sign in again (400). `error` (`invalid_code`, `too_many_attempts`) shows why the
+	// last code was refused. Same headers as the other hosted pages (CSP with a nonce, no
+	// framing, no-store).
+	//
+	// Corresponds with GET /api/auth/two-factor (the `TwoFactorPage` operationId).
+	TwoFactorPage(ctx context.Context, params *TwoFactorPageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DisableTwoFactorWithBody Turn the second factor off
+	//
+	// Checks the password and removes the user's TOTP secret, backup codes, pending sign-ins
+	// and trusted devices; the trusted-device cookie is expired.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/disable (the `DisableTwoFactor` operationId).
+	DisableTwoFactorWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DisableTwoFactor Turn the second factor off
+	//
+	// Checks the password and removes the user's TOTP secret, backup codes, pending sign-ins
+	// and trusted devices; the trusted-device cookie is expired.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/disable (the `DisableTwoFactor` operationId).
+	DisableTwoFactor(ctx context.Context, body DisableTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EnableTwoFactorWithBody Start TOTP enrolment
+	//
+	// Checks the password and gives the user a new TOTP secret (RFC 6238: SHA-1, 6 digits,
+	// 30-second steps) and 10 new single-use backup codes, shown this once; the secret is sealed
+	// at rest and the codes are stored hashed. The factor is off until the first code is accepted
+	// by `/api/auth/two-factor/verify-totp`; a user whose factor is on keeps it on under the new
+	// secret. `issuer` names the account in authenticator apps (default `Gatehouse`). A wrong
+	// password is 400 `INVALID_PASSWORD`, throttled per user like change-password.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/enable (the `EnableTwoFactor` operationId).
+	EnableTwoFactorWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EnableTwoFactor Start TOTP enrolment
+	//
+	// Checks the password and gives the user a new TOTP secret (RFC 6238: SHA-1, 6 digits,
+	// 30-second steps) and 10 new single-use backup codes, shown this once; the secret is sealed
+	// at rest and the codes are stored hashed. The factor is off until the first code is accepted
+	// by `/api/auth/two-factor/verify-totp`; a user whose factor is on keeps it on under the new
+	// secret. `issuer` names the account in authenticator apps (default `Gatehouse`). A wrong
+	// password is 400 `INVALID_PASSWORD`, throttled per user like change-password.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/enable (the `EnableTwoFactor` operationId).
+	EnableTwoFactor(ctx context.Context, body EnableTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GenerateBackupCodesWithBody Replace the backup codes
+	//
+	// Checks the password and replaces the user's backup codes with 10 new ones, shown this
+	// once; the old ones stop working. Needs the factor on (400 `TWO_FACTOR_NOT_ENABLED`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/generate-backup-codes (the `GenerateBackupCodes` operationId).
+	GenerateBackupCodesWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GenerateBackupCodes Replace the backup codes
+	//
+	// Checks the password and replaces the user's backup codes with 10 new ones, shown this
+	// once; the old ones stop working. Needs the factor on (400 `TWO_FACTOR_NOT_ENABLED`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/generate-backup-codes (the `GenerateBackupCodes` operationId).
+	GenerateBackupCodes(ctx context.Context, body GenerateBackupCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetTotpUriWithBody Show the TOTP secret's URI again
+	//
+	// Checks the password and returns the otpauth URI of the user's TOTP secret. Without an
+	// enrolment it is 400 `TOTP_NOT_ENABLED`; a wrong password is 400 `INVALID_PASSWORD`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/get-totp-uri (the `GetTotpUri` operationId).
+	GetTotpUriWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetTotpUri Show the TOTP secret's URI again
+	//
+	// Checks the password and returns the otpauth URI of the user's TOTP secret. Without an
+	// enrolment it is 400 `TOTP_NOT_ENABLED`; a wrong password is 400 `INVALID_PASSWORD`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/get-totp-uri (the `GetTotpUri` operationId).
+	GetTotpUri(ctx context.Context, body GetTotpUriJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// VerifyBackupCodeWithBody Spend a backup code
+	//
+	// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+	// TOTP code. Each backup code works once. A wrong or used code is 401
+	// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+	VerifyBackupCodeWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// VerifyBackupCode Spend a backup code
+	//
+	// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+	// TOTP code. Each backup code works once. A wrong or used code is 401
+	// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+	VerifyBackupCode(ctx context.Context, body VerifyBackupCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// VerifyBackupCodeWithFormdataBody Spend a backup code
+	//
+	// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+	// TOTP code. Each backup code works once. A wrong or used code is 401
+	// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+	VerifyBackupCodeWithFormdataBody(ctx context.Context, body VerifyBackupCodeFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// VerifyTotpWithBody Check a TOTP code
+	//
+	// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+	// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+	// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+	// cookie and expires the pending one; `trustDevice: true` also sets
+	// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+	// next sign-ins. A code is accepted for the current 30-second step or one either side,
+	// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+	// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+	// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+	// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+	VerifyTotpWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// VerifyTotp Check a TOTP code
+	//
+	// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+	// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+	// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+	// cookie and expires the pending one; `trustDevice: true` also sets
+	// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+	// next sign-ins. A code is accepted for the current 30-second step or one either side,
+	// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+	// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+	// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+	// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+	VerifyTotp(ctx context.Context, body VerifyTotpJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// VerifyTotpWithFormdataBody Check a TOTP code
+	//
+	// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+	// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+	// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+	// cookie and expires the pending one; `trustDevice: true` also sets
+	// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+	// next sign-ins. A code is accepted for the current 30-second step or one either side,
+	// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+	// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+	// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+	// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+	VerifyTotpWithFormdataBody(ctx context.Context, body VerifyTotpFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// UpdateUserWithBody Update the user's name or picture
 	//
 	// Takes any type of body and a specified content type.
@@ -7470,14 +8025,18 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/organizations/{organizationId} (the `GetOrganization` operationId).
 	GetOrganization(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateOrganizationWithBody Rename an organization or change its slug
+	// UpdateOrganizationWithBody Rename an organization, change its slug, or require a second factor
+	//
+	// `requireTwoFactor` is the owner's: an admin who sends it gets 403 `Permission denied`.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PATCH /api/v1/organizations/{organizationId} (the `UpdateOrganization` operationId).
 	UpdateOrganizationWithBody(ctx context.Context, organizationId OrganizationId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateOrganization Rename an organization or change its slug
+	// UpdateOrganization Rename an organization, change its slug, or require a second factor
+	//
+	// `requireTwoFactor` is the owner's: an admin who sends it gets 403 `Permission denied`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -8473,6 +9032,77 @@ func (c *Client) AnswerInvitationWithFormdataBody(ctx context.Context, id string
 	return c.Client.Do(req)
 }
 
+// AccountPage The hosted account page (second factor)
+//
+// For the signed-in user: whether two-factor authentication is on, with forms to turn it on
+// (password), confirm it (a code), make new backup codes (password) and turn it off
+// (password); the forms post to this path. Signed out, a page that says to sign in first
+// (401). `callbackURL` (a path on this site or a trusted origin) is offered as "Continue"
+// once the factor is on; `reason=organization` says that an organization requires it (the
+// browser sign-in sends members of such organizations here). Same headers as the other
+// hosted pages (CSP with a nonce, no framing, no-store).
+//
+// Corresponds with GET /api/auth/account (the `AccountPage` operationId).
+func (c *Client) AccountPage(ctx context.Context, params *AccountPageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAccountPageRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AccountPageActionWithBody A form of the hosted account page
+//
+// `enable` (`password`): a new secret, shown as text and as an `otpauth://` link, and 10
+// backup codes shown this once, with a form for the first code; `confirm` (`code`): turns
+// the factor on; `backup-codes` (`password`): 10 new backup codes, shown once; `disable`
+// (`password`): turns it off. Each answers the page again (200), with a message when the
+// password or the code was wrong (400); wrong passwords and codes are throttled like the
+// JSON routes (429 page). The post must carry a trusted `Origin`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/account (the `AccountPageAction` operationId).
+func (c *Client) AccountPageActionWithBody(ctx context.Context, params *AccountPageActionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAccountPageActionRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AccountPageActionWithFormdataBody A form of the hosted account page
+//
+// `enable` (`password`): a new secret, shown as text and as an `otpauth://` link, and 10
+// backup codes shown this once, with a form for the first code; `confirm` (`code`): turns
+// the factor on; `backup-codes` (`password`): 10 new backup codes, shown once; `disable`
+// (`password`): turns it off. Each answers the page again (200), with a message when the
+// password or the code was wrong (400); wrong passwords and codes are throttled like the
+// JSON routes (429 page). The post must carry a trusted `Origin`.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /api/auth/account (the `AccountPageAction` operationId).
+func (c *Client) AccountPageActionWithFormdataBody(ctx context.Context, params *AccountPageActionParams, body AccountPageActionFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAccountPageActionRequestWithFormdataBody(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // SocialCallback Social sign-in callback
 //
 // Where GitHub or Google sends the browser back. The `state` must equal the flow cookie's,
@@ -8812,6 +9442,12 @@ func (c *Client) ListSessions(ctx context.Context, reqEditors ...RequestEditorFn
 // the scopes (or `prompt=consent`), the browser is sent to the consent page; with
 // `prompt=none` that is `consent_required`. `skipConsent` clients ask only with
 // `prompt=consent` (and keep no consent rows).
+//
+// ID tokens say how the user signed in: `auth_time`, and `amr` (RFC 8176: `["pwd"]`,
+// `["pwd","otp","mfa"]` with a TOTP or backup code, a social provider's id), with `acr`
+// `urn:gatehouse:mfa` when a second factor was used. `acr_values=urn:gatehouse:mfa` makes a
+// session without a second factor sign in again, with the factor (a trusted device does not
+// skip it then); a user without a factor gets `unmet_authentication_requirements`.
 //
 // A client with `requirePushedAuthorizationRequests` must push its requests to
 // `/api/auth/oauth2/par` and send the `request_uri` here; a plain request of such a client
@@ -10672,6 +11308,344 @@ func (c *Client) SignUpEmailWithFormdataBody(ctx context.Context, body SignUpEma
 	return c.Client.Do(req)
 }
 
+// TwoFactorPage The hosted second step of sign-in
+//
+// Where a browser's sign-in form post goes when the second factor is due: a form for the
+// code of the authenticator app (`method=backup`: for a backup code, linked from the
+// first), which posts to `/api/auth/two-factor/verify-totp` (or `verify-backup-code`) with
+// the `callbackURL`. Without a pending sign-in (the `gatehouse.two_factor` cookie) the page
+// says to sign in again (400). `error` (`invalid_code`, `too_many_attempts`) shows why the
+// last code was refused. Same headers as the other hosted pages (CSP with a nonce, no
+// framing, no-store).
+//
+// Corresponds with GET /api/auth/two-factor (the `TwoFactorPage` operationId).
+func (c *Client) TwoFactorPage(ctx context.Context, params *TwoFactorPageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTwoFactorPageRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DisableTwoFactorWithBody Turn the second factor off
+//
+// Checks the password and removes the user's TOTP secret, backup codes, pending sign-ins
+// and trusted devices; the trusted-device cookie is expired.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/two-factor/disable (the `DisableTwoFactor` operationId).
+func (c *Client) DisableTwoFactorWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDisableTwoFactorRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DisableTwoFactor Turn the second factor off
+//
+// Checks the password and removes the user's TOTP secret, backup codes, pending sign-ins
+// and trusted devices; the trusted-device cookie is expired.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/two-factor/disable (the `DisableTwoFactor` operationId).
+func (c *Client) DisableTwoFactor(ctx context.Context, body DisableTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDisableTwoFactorRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EnableTwoFactorWithBody Start TOTP enrolment
+//
+// Checks the password and gives the user a new TOTP secret (RFC 6238: SHA-1, 6 digits,
+// 30-second steps) and 10 new single-use backup codes, shown this once; the secret is sealed
+// at rest and the codes are stored hashed. The factor is off until the first code is accepted
+// by `/api/auth/two-factor/verify-totp`; a user whose factor is on keeps it on under the new
+// secret. `issuer` names the account in authenticator apps (default `Gatehouse`). A wrong
+// password is 400 `INVALID_PASSWORD`, throttled per user like change-password.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/two-factor/enable (the `EnableTwoFactor` operationId).
+func (c *Client) EnableTwoFactorWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEnableTwoFactorRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EnableTwoFactor Start TOTP enrolment
+//
+// Checks the password and gives the user a new TOTP secret (RFC 6238: SHA-1, 6 digits,
+// 30-second steps) and 10 new single-use backup codes, shown this once; the secret is sealed
+// at rest and the codes are stored hashed. The factor is off until the first code is accepted
+// by `/api/auth/two-factor/verify-totp`; a user whose factor is on keeps it on under the new
+// secret. `issuer` names the account in authenticator apps (default `Gatehouse`). A wrong
+// password is 400 `INVALID_PASSWORD`, throttled per user like change-password.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/two-factor/enable (the `EnableTwoFactor` operationId).
+func (c *Client) EnableTwoFactor(ctx context.Context, body EnableTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEnableTwoFactorRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GenerateBackupCodesWithBody Replace the backup codes
+//
+// Checks the password and replaces the user's backup codes with 10 new ones, shown this
+// once; the old ones stop working. Needs the factor on (400 `TWO_FACTOR_NOT_ENABLED`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/two-factor/generate-backup-codes (the `GenerateBackupCodes` operationId).
+func (c *Client) GenerateBackupCodesWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGenerateBackupCodesRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GenerateBackupCodes Replace the backup codes
+//
+// Checks the password and replaces the user's backup codes with 10 new ones, shown this
+// once; the old ones stop working. Needs the factor on (400 `TWO_FACTOR_NOT_ENABLED`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/two-factor/generate-backup-codes (the `GenerateBackupCodes` operationId).
+func (c *Client) GenerateBackupCodes(ctx context.Context, body GenerateBackupCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGenerateBackupCodesRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetTotpUriWithBody Show the TOTP secret's URI again
+//
+// Checks the password and returns the otpauth URI of the user's TOTP secret. Without an
+// enrolment it is 400 `TOTP_NOT_ENABLED`; a wrong password is 400 `INVALID_PASSWORD`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/two-factor/get-totp-uri (the `GetTotpUri` operationId).
+func (c *Client) GetTotpUriWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTotpUriRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetTotpUri Show the TOTP secret's URI again
+//
+// Checks the password and returns the otpauth URI of the user's TOTP secret. Without an
+// enrolment it is 400 `TOTP_NOT_ENABLED`; a wrong password is 400 `INVALID_PASSWORD`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/two-factor/get-totp-uri (the `GetTotpUri` operationId).
+func (c *Client) GetTotpUri(ctx context.Context, body GetTotpUriJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTotpUriRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// VerifyBackupCodeWithBody Spend a backup code
+//
+// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+// TOTP code. Each backup code works once. A wrong or used code is 401
+// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+func (c *Client) VerifyBackupCodeWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVerifyBackupCodeRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// VerifyBackupCode Spend a backup code
+//
+// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+// TOTP code. Each backup code works once. A wrong or used code is 401
+// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+func (c *Client) VerifyBackupCode(ctx context.Context, body VerifyBackupCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVerifyBackupCodeRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// VerifyBackupCodeWithFormdataBody Spend a backup code
+//
+// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+// TOTP code. Each backup code works once. A wrong or used code is 401
+// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+func (c *Client) VerifyBackupCodeWithFormdataBody(ctx context.Context, body VerifyBackupCodeFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVerifyBackupCodeRequestWithFormdataBody(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// VerifyTotpWithBody Check a TOTP code
+//
+// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+// cookie and expires the pending one; `trustDevice: true` also sets
+// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+// next sign-ins. A code is accepted for the current 30-second step or one either side,
+// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+func (c *Client) VerifyTotpWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVerifyTotpRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// VerifyTotp Check a TOTP code
+//
+// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+// cookie and expires the pending one; `trustDevice: true` also sets
+// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+// next sign-ins. A code is accepted for the current 30-second step or one either side,
+// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+func (c *Client) VerifyTotp(ctx context.Context, body VerifyTotpJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVerifyTotpRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// VerifyTotpWithFormdataBody Check a TOTP code
+//
+// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+// cookie and expires the pending one; `trustDevice: true` also sets
+// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+// next sign-ins. A code is accepted for the current 30-second step or one either side,
+// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+func (c *Client) VerifyTotpWithFormdataBody(ctx context.Context, body VerifyTotpFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVerifyTotpRequestWithFormdataBody(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // UpdateUserWithBody Update the user's name or picture
 //
 // Takes any type of body and a specified content type.
@@ -11213,7 +12187,9 @@ func (c *Client) GetOrganization(ctx context.Context, organizationId Organizatio
 	return c.Client.Do(req)
 }
 
-// UpdateOrganizationWithBody Rename an organization or change its slug
+// UpdateOrganizationWithBody Rename an organization, change its slug, or require a second factor
+//
+// `requireTwoFactor` is the owner's: an admin who sends it gets 403 `Permission denied`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -11230,7 +12206,9 @@ func (c *Client) UpdateOrganizationWithBody(ctx context.Context, organizationId 
 	return c.Client.Do(req)
 }
 
-// UpdateOrganization Rename an organization or change its slug
+// UpdateOrganization Rename an organization, change its slug, or require a second factor
+//
+// `requireTwoFactor` is the owner's: an admin who sends it gets 403 `Permission denied`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -13029,6 +14007,139 @@ func NewAnswerInvitationRequestWithBody(server string, id string, contentType st
 	return req, nil
 }
 
+// NewAccountPageRequest constructs an http.Request for the AccountPage method
+func NewAccountPageRequest(server string, params *AccountPageParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/account")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.CallbackURL != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "callbackURL", *params.CallbackURL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Reason != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "reason", *params.Reason, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAccountPageActionRequestWithFormdataBody calls the generic AccountPageAction builder with application/x-www-form-urlencoded body
+func NewAccountPageActionRequestWithFormdataBody(server string, params *AccountPageActionParams, body AccountPageActionFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewAccountPageActionRequestWithBody(server, params, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewAccountPageActionRequestWithBody constructs an http.Request for the AccountPageAction method, with any body, and a specified content type
+func NewAccountPageActionRequestWithBody(server string, params *AccountPageActionParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/account")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.CallbackURL != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "callbackURL", *params.CallbackURL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewSocialCallbackRequest constructs an http.Request for the SocialCallback method
 func NewSocialCallbackRequest(server string, provider SocialCallbackParamsProvider, params *SocialCallbackParams) (*http.Request, error) {
 	var err error
@@ -13645,6 +14756,18 @@ func NewGetOauth2AuthorizeRequest(server string, params *GetOauth2AuthorizeParam
 		if params.MaxAge != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "max_age", *params.MaxAge, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.AcrValues != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "acr_values", *params.AcrValues, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -15797,6 +16920,346 @@ func NewSignUpEmailRequestWithBody(server string, contentType string, body io.Re
 	}
 
 	operationPath := fmt.Sprintf("/api/auth/sign-up/email")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewTwoFactorPageRequest constructs an http.Request for the TwoFactorPage method
+func NewTwoFactorPageRequest(server string, params *TwoFactorPageParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/two-factor")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.CallbackURL != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "callbackURL", *params.CallbackURL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Method != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "method", *params.Method, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Error != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "error", *params.Error, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDisableTwoFactorRequest calls the generic DisableTwoFactor builder with application/json body
+func NewDisableTwoFactorRequest(server string, body DisableTwoFactorJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDisableTwoFactorRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewDisableTwoFactorRequestWithBody constructs an http.Request for the DisableTwoFactor method, with any body, and a specified content type
+func NewDisableTwoFactorRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/two-factor/disable")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewEnableTwoFactorRequest calls the generic EnableTwoFactor builder with application/json body
+func NewEnableTwoFactorRequest(server string, body EnableTwoFactorJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewEnableTwoFactorRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewEnableTwoFactorRequestWithBody constructs an http.Request for the EnableTwoFactor method, with any body, and a specified content type
+func NewEnableTwoFactorRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/two-factor/enable")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGenerateBackupCodesRequest calls the generic GenerateBackupCodes builder with application/json body
+func NewGenerateBackupCodesRequest(server string, body GenerateBackupCodesJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewGenerateBackupCodesRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewGenerateBackupCodesRequestWithBody constructs an http.Request for the GenerateBackupCodes method, with any body, and a specified content type
+func NewGenerateBackupCodesRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/two-factor/generate-backup-codes")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetTotpUriRequest calls the generic GetTotpUri builder with application/json body
+func NewGetTotpUriRequest(server string, body GetTotpUriJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewGetTotpUriRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewGetTotpUriRequestWithBody constructs an http.Request for the GetTotpUri method, with any body, and a specified content type
+func NewGetTotpUriRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/two-factor/get-totp-uri")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewVerifyBackupCodeRequest calls the generic VerifyBackupCode builder with application/json body
+func NewVerifyBackupCodeRequest(server string, body VerifyBackupCodeJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewVerifyBackupCodeRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewVerifyBackupCodeRequestWithFormdataBody calls the generic VerifyBackupCode builder with application/x-www-form-urlencoded body
+func NewVerifyBackupCodeRequestWithFormdataBody(server string, body VerifyBackupCodeFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewVerifyBackupCodeRequestWithBody(server, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewVerifyBackupCodeRequestWithBody constructs an http.Request for the VerifyBackupCode method, with any body, and a specified content type
+func NewVerifyBackupCodeRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/two-factor/verify-backup-code")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewVerifyTotpRequest calls the generic VerifyTotp builder with application/json body
+func NewVerifyTotpRequest(server string, body VerifyTotpJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewVerifyTotpRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewVerifyTotpRequestWithFormdataBody calls the generic VerifyTotp builder with application/x-www-form-urlencoded body
+func NewVerifyTotpRequestWithFormdataBody(server string, body VerifyTotpFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewVerifyTotpRequestWithBody(server, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewVerifyTotpRequestWithBody constructs an http.Request for the VerifyTotp method, with any body, and a specified content type
+func NewVerifyTotpRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/two-factor/verify-totp")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -19883,6 +21346,49 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /accept-invitation/{id} (the `AnswerInvitation` operationId).
 	AnswerInvitationWithFormdataBodyWithResponse(ctx context.Context, id string, body AnswerInvitationFormdataRequestBody, reqEditors ...RequestEditorFn) (*AnswerInvitationResponse, error)
 
+	// AccountPageWithResponse The hosted account page (second factor)
+	//
+	// For the signed-in user: whether two-factor authentication is on, with forms to turn it on
+	// (password), confirm it (a code), make new backup codes (password) and turn it off
+	// (password); the forms post to this path. Signed out, a page that says to sign in first
+	// (401). `callbackURL` (a path on this site or a trusted origin) is offered as "Continue"
+	// once the factor is on; `reason=organization` says that an organization requires it (the
+	// browser sign-in sends members of such organizations here). Same headers as the other
+	// hosted pages (CSP with a nonce, no framing, no-store).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/account (the `AccountPage` operationId).
+	AccountPageWithResponse(ctx context.Context, params *AccountPageParams, reqEditors ...RequestEditorFn) (*AccountPageResponse, error)
+
+	// AccountPageActionWithBodyWithResponse A form of the hosted account page
+	//
+	// `enable` (`password`): a new secret, shown as text and as an `otpauth://` link, and 10
+	// backup codes shown this once, with a form for the first code; `confirm` (`code`): turns
+	// the factor on; `backup-codes` (`password`): 10 new backup codes, shown once; `disable`
+	// (`password`): turns it off. Each answers the page again (200), with a message when the
+	// password or the code was wrong (400); wrong passwords and codes are throttled like the
+	// JSON routes (429 page). The post must carry a trusted `Origin`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/account (the `AccountPageAction` operationId).
+	AccountPageActionWithBodyWithResponse(ctx context.Context, params *AccountPageActionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AccountPageActionResponse, error)
+
+	// AccountPageActionWithFormdataBodyWithResponse A form of the hosted account page
+	//
+	// `enable` (`password`): a new secret, shown as text and as an `otpauth://` link, and 10
+	// backup codes shown this once, with a form for the first code; `confirm` (`code`): turns
+	// the factor on; `backup-codes` (`password`): 10 new backup codes, shown once; `disable`
+	// (`password`): turns it off. Each answers the page again (200), with a message when the
+	// password or the code was wrong (400); wrong passwords and codes are throttled like the
+	// JSON routes (429 page). The post must carry a trusted `Origin`.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/account (the `AccountPageAction` operationId).
+	AccountPageActionWithFormdataBodyWithResponse(ctx context.Context, params *AccountPageActionParams, body AccountPageActionFormdataRequestBody, reqEditors ...RequestEditorFn) (*AccountPageActionResponse, error)
+
 	// SocialCallbackWithResponse Social sign-in callback
 	//
 	// Where GitHub or Google sends the browser back. The `state` must equal the flow cookie's,
@@ -20114,6 +21620,12 @@ type ClientWithResponsesInterface interface {
 	// the scopes (or `prompt=consent`), the browser is sent to the consent page; with
 	// `prompt=none` that is `consent_required`. `skipConsent` clients ask only with
 	// `prompt=consent` (and keep no consent rows).
+	//
+	// ID tokens say how the user signed in: `auth_time`, and `amr` (RFC 8176: `["pwd"]`,
+	// `["pwd","otp","mfa"]` with a TOTP or backup code, a social provider's id), with `acr`
+	// `urn:gatehouse:mfa` when a second factor was used. `acr_values=urn:gatehouse:mfa` makes a
+	// session without a second factor sign in again, with the factor (a trusted device does not
+	// skip it then); a user without a factor gets `unmet_authentication_requirements`.
 	//
 	// A client with `requirePushedAuthorizationRequests` must push its requests to
 	// `/api/auth/oauth2/par` and send the `request_uri` here; a plain request of such a client
@@ -21180,6 +22692,196 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/auth/sign-up/email (the `SignUpEmail` operationId).
 	SignUpEmailWithFormdataBodyWithResponse(ctx context.Context, body SignUpEmailFormdataRequestBody, reqEditors ...RequestEditorFn) (*SignUpEmailResponse, error)
 
+	// TwoFactorPageWithResponse The hosted second step of sign-in
+	//
+	// Where a browser's sign-in form post goes when the second factor is due: a form for the
+	// code of the authenticator app (`method=backup`: for a backup code, linked from the
+	// first), which posts to `/api/auth/two-factor/verify-totp` (or `verify-backup-code`) with
+	// the `callbackURL`. Without a pending sign-in (the `gatehouse.two_factor` cookie) the page
+	// says to sign in again (400). `error` (`invalid_code`, `too_many_attempts`) shows why the
+	// last code was refused. Same headers as the other hosted pages (CSP with a nonce, no
+	// framing, no-store).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/two-factor (the `TwoFactorPage` operationId).
+	TwoFactorPageWithResponse(ctx context.Context, params *TwoFactorPageParams, reqEditors ...RequestEditorFn) (*TwoFactorPageResponse, error)
+
+	// DisableTwoFactorWithBodyWithResponse Turn the second factor off
+	//
+	// Checks the password and removes the user's TOTP secret, backup codes, pending sign-ins
+	// and trusted devices; the trusted-device cookie is expired.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/disable (the `DisableTwoFactor` operationId).
+	DisableTwoFactorWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DisableTwoFactorResponse, error)
+
+	// DisableTwoFactorWithResponse Turn the second factor off
+	//
+	// Checks the password and removes the user's TOTP secret, backup codes, pending sign-ins
+	// and trusted devices; the trusted-device cookie is expired.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/disable (the `DisableTwoFactor` operationId).
+	DisableTwoFactorWithResponse(ctx context.Context, body DisableTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*DisableTwoFactorResponse, error)
+
+	// EnableTwoFactorWithBodyWithResponse Start TOTP enrolment
+	//
+	// Checks the password and gives the user a new TOTP secret (RFC 6238: SHA-1, 6 digits,
+	// 30-second steps) and 10 new single-use backup codes, shown this once; the secret is sealed
+	// at rest and the codes are stored hashed. The factor is off until the first code is accepted
+	// by `/api/auth/two-factor/verify-totp`; a user whose factor is on keeps it on under the new
+	// secret. `issuer` names the account in authenticator apps (default `Gatehouse`). A wrong
+	// password is 400 `INVALID_PASSWORD`, throttled per user like change-password.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/enable (the `EnableTwoFactor` operationId).
+	EnableTwoFactorWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EnableTwoFactorResponse, error)
+
+	// EnableTwoFactorWithResponse Start TOTP enrolment
+	//
+	// Checks the password and gives the user a new TOTP secret (RFC 6238: SHA-1, 6 digits,
+	// 30-second steps) and 10 new single-use backup codes, shown this once; the secret is sealed
+	// at rest and the codes are stored hashed. The factor is off until the first code is accepted
+	// by `/api/auth/two-factor/verify-totp`; a user whose factor is on keeps it on under the new
+	// secret. `issuer` names the account in authenticator apps (default `Gatehouse`). A wrong
+	// password is 400 `INVALID_PASSWORD`, throttled per user like change-password.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/enable (the `EnableTwoFactor` operationId).
+	EnableTwoFactorWithResponse(ctx context.Context, body EnableTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*EnableTwoFactorResponse, error)
+
+	// GenerateBackupCodesWithBodyWithResponse Replace the backup codes
+	//
+	// Checks the password and replaces the user's backup codes with 10 new ones, shown this
+	// once; the old ones stop working. Needs the factor on (400 `TWO_FACTOR_NOT_ENABLED`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/generate-backup-codes (the `GenerateBackupCodes` operationId).
+	GenerateBackupCodesWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*GenerateBackupCodesResponse, error)
+
+	// GenerateBackupCodesWithResponse Replace the backup codes
+	//
+	// Checks the password and replaces the user's backup codes with 10 new ones, shown this
+	// once; the old ones stop working. Needs the factor on (400 `TWO_FACTOR_NOT_ENABLED`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/generate-backup-codes (the `GenerateBackupCodes` operationId).
+	GenerateBackupCodesWithResponse(ctx context.Context, body GenerateBackupCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*GenerateBackupCodesResponse, error)
+
+	// GetTotpUriWithBodyWithResponse Show the TOTP secret's URI again
+	//
+	// Checks the password and returns the otpauth URI of the user's TOTP secret. Without an
+	// enrolment it is 400 `TOTP_NOT_ENABLED`; a wrong password is 400 `INVALID_PASSWORD`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/get-totp-uri (the `GetTotpUri` operationId).
+	GetTotpUriWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*GetTotpUriResponse, error)
+
+	// GetTotpUriWithResponse Show the TOTP secret's URI again
+	//
+	// Checks the password and returns the otpauth URI of the user's TOTP secret. Without an
+	// enrolment it is 400 `TOTP_NOT_ENABLED`; a wrong password is 400 `INVALID_PASSWORD`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/get-totp-uri (the `GetTotpUri` operationId).
+	GetTotpUriWithResponse(ctx context.Context, body GetTotpUriJSONRequestBody, reqEditors ...RequestEditorFn) (*GetTotpUriResponse, error)
+
+	// VerifyBackupCodeWithBodyWithResponse Spend a backup code
+	//
+	// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+	// TOTP code. Each backup code works once. A wrong or used code is 401
+	// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+	VerifyBackupCodeWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*VerifyBackupCodeResponse, error)
+
+	// VerifyBackupCodeWithResponse Spend a backup code
+	//
+	// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+	// TOTP code. Each backup code works once. A wrong or used code is 401
+	// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+	VerifyBackupCodeWithResponse(ctx context.Context, body VerifyBackupCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*VerifyBackupCodeResponse, error)
+
+	// VerifyBackupCodeWithFormdataBodyWithResponse Spend a backup code
+	//
+	// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+	// TOTP code. Each backup code works once. A wrong or used code is 401
+	// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+	VerifyBackupCodeWithFormdataBodyWithResponse(ctx context.Context, body VerifyBackupCodeFormdataRequestBody, reqEditors ...RequestEditorFn) (*VerifyBackupCodeResponse, error)
+
+	// VerifyTotpWithBodyWithResponse Check a TOTP code
+	//
+	// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+	// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+	// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+	// cookie and expires the pending one; `trustDevice: true` also sets
+	// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+	// next sign-ins. A code is accepted for the current 30-second step or one either side,
+	// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+	// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+	// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+	// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+	VerifyTotpWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*VerifyTotpResponse, error)
+
+	// VerifyTotpWithResponse Check a TOTP code
+	//
+	// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+	// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+	// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+	// cookie and expires the pending one; `trustDevice: true` also sets
+	// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+	// next sign-ins. A code is accepted for the current 30-second step or one either side,
+	// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+	// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+	// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+	// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+	VerifyTotpWithResponse(ctx context.Context, body VerifyTotpJSONRequestBody, reqEditors ...RequestEditorFn) (*VerifyTotpResponse, error)
+
+	// VerifyTotpWithFormdataBodyWithResponse Check a TOTP code
+	//
+	// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+	// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+	// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+	// cookie and expires the pending one; `trustDevice: true` also sets
+	// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+	// next sign-ins. A code is accepted for the current 30-second step or one either side,
+	// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+	// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+	// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+	// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+	VerifyTotpWithFormdataBodyWithResponse(ctx context.Context, body VerifyTotpFormdataRequestBody, reqEditors ...RequestEditorFn) (*VerifyTotpResponse, error)
+
 	// UpdateUserWithBodyWithResponse Update the user's name or picture
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -21489,14 +23191,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/organizations/{organizationId} (the `GetOrganization` operationId).
 	GetOrganizationWithResponse(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*GetOrganizationResponse, error)
 
-	// UpdateOrganizationWithBodyWithResponse Rename an organization or change its slug
+	// UpdateOrganizationWithBodyWithResponse Rename an organization, change its slug, or require a second factor
+	//
+	// `requireTwoFactor` is the owner's: an admin who sends it gets 403 `Permission denied`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /api/v1/organizations/{organizationId} (the `UpdateOrganization` operationId).
 	UpdateOrganizationWithBodyWithResponse(ctx context.Context, organizationId OrganizationId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateOrganizationResponse, error)
 
-	// UpdateOrganizationWithResponse Rename an organization or change its slug
+	// UpdateOrganizationWithResponse Rename an organization, change its slug, or require a second factor
+	//
+	// `requireTwoFactor` is the owner's: an admin who sends it gets 403 `Permission denied`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -22718,6 +24424,130 @@ func (r AnswerInvitationResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r AnswerInvitationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AccountPageResponse503Headers the declared response headers of an HTTP 503 response for AccountPage
+type AccountPageResponse503Headers struct {
+	RetryAfter *int
+}
+
+type AccountPageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AccountPageResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r AccountPageResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AccountPageResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AccountPageResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AccountPageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AccountPageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AccountPageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AccountPageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AccountPageActionResponse503Headers the declared response headers of an HTTP 503 response for AccountPageAction
+type AccountPageActionResponse503Headers struct {
+	RetryAfter *int
+}
+
+type AccountPageActionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthProblem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AccountPageActionResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r AccountPageActionResponse) GetApplicationproblemJSON400() *AuthProblem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AccountPageActionResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AccountPageActionResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AccountPageActionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AccountPageActionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AccountPageActionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AccountPageActionResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -25902,7 +27732,7 @@ type SignInEmailResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *AuthSignInResponse
+	JSON200 *SignInEmail200JSONResponseBody
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *AuthBadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
@@ -25924,7 +27754,7 @@ type SignInEmailResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r SignInEmailResponse) GetJSON200() *AuthSignInResponse {
+func (r SignInEmailResponse) GetJSON200() *SignInEmail200JSONResponseBody {
 	return r.JSON200
 }
 
@@ -26274,6 +28104,656 @@ func (r SignUpEmailResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SignUpEmailResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// TwoFactorPageResponse503Headers the declared response headers of an HTTP 503 response for TwoFactorPage
+type TwoFactorPageResponse503Headers struct {
+	RetryAfter *int
+}
+
+type TwoFactorPageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthProblem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TwoFactorPageResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r TwoFactorPageResponse) GetApplicationproblemJSON400() *AuthProblem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r TwoFactorPageResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r TwoFactorPageResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r TwoFactorPageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TwoFactorPageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TwoFactorPageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TwoFactorPageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DisableTwoFactorResponse429Headers the declared response headers of an HTTP 429 response for DisableTwoFactor
+type DisableTwoFactorResponse429Headers struct {
+	RetryAfter *int
+}
+
+// DisableTwoFactorResponse503Headers the declared response headers of an HTTP 503 response for DisableTwoFactor
+type DisableTwoFactorResponse503Headers struct {
+	RetryAfter *int
+}
+
+type DisableTwoFactorResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthStatus
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *AuthUnauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *AuthTooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DisableTwoFactorResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DisableTwoFactorResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DisableTwoFactorResponse) GetJSON200() *AuthStatus {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DisableTwoFactorResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DisableTwoFactorResponse) GetApplicationproblemJSON401() *AuthUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DisableTwoFactorResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r DisableTwoFactorResponse) GetApplicationproblemJSON429() *AuthTooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DisableTwoFactorResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DisableTwoFactorResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DisableTwoFactorResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DisableTwoFactorResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DisableTwoFactorResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// EnableTwoFactorResponse429Headers the declared response headers of an HTTP 429 response for EnableTwoFactor
+type EnableTwoFactorResponse429Headers struct {
+	RetryAfter *int
+}
+
+// EnableTwoFactorResponse503Headers the declared response headers of an HTTP 503 response for EnableTwoFactor
+type EnableTwoFactorResponse503Headers struct {
+	RetryAfter *int
+}
+
+type EnableTwoFactorResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		BackupCodes []string                                 `json:"backupCodes"`
+		Method      EnableTwoFactor200JSONResponseBodyMethod `json:"method"`
+		TotpURI     string                                   `json:"totpURI"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *AuthUnauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *AuthTooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EnableTwoFactorResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EnableTwoFactorResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EnableTwoFactorResponse) GetJSON200() *struct {
+	BackupCodes []string                                 `json:"backupCodes"`
+	Method      EnableTwoFactor200JSONResponseBodyMethod `json:"method"`
+	TotpURI     string                                   `json:"totpURI"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r EnableTwoFactorResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r EnableTwoFactorResponse) GetApplicationproblemJSON401() *AuthUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r EnableTwoFactorResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r EnableTwoFactorResponse) GetApplicationproblemJSON429() *AuthTooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EnableTwoFactorResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r EnableTwoFactorResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EnableTwoFactorResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EnableTwoFactorResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EnableTwoFactorResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GenerateBackupCodesResponse429Headers the declared response headers of an HTTP 429 response for GenerateBackupCodes
+type GenerateBackupCodesResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GenerateBackupCodesResponse503Headers the declared response headers of an HTTP 503 response for GenerateBackupCodes
+type GenerateBackupCodesResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GenerateBackupCodesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		BackupCodes []string `json:"backupCodes"`
+		Status      bool     `json:"status"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *AuthUnauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *AuthTooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GenerateBackupCodesResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GenerateBackupCodesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GenerateBackupCodesResponse) GetJSON200() *struct {
+	BackupCodes []string `json:"backupCodes"`
+	Status      bool     `json:"status"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GenerateBackupCodesResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GenerateBackupCodesResponse) GetApplicationproblemJSON401() *AuthUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GenerateBackupCodesResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GenerateBackupCodesResponse) GetApplicationproblemJSON429() *AuthTooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GenerateBackupCodesResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GenerateBackupCodesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GenerateBackupCodesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GenerateBackupCodesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GenerateBackupCodesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetTotpUriResponse429Headers the declared response headers of an HTTP 429 response for GetTotpUri
+type GetTotpUriResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GetTotpUriResponse503Headers the declared response headers of an HTTP 503 response for GetTotpUri
+type GetTotpUriResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetTotpUriResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		TotpURI string `json:"totpURI"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *AuthUnauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *AuthTooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetTotpUriResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetTotpUriResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetTotpUriResponse) GetJSON200() *struct {
+	TotpURI string `json:"totpURI"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetTotpUriResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetTotpUriResponse) GetApplicationproblemJSON401() *AuthUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetTotpUriResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetTotpUriResponse) GetApplicationproblemJSON429() *AuthTooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetTotpUriResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTotpUriResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTotpUriResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTotpUriResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTotpUriResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// VerifyBackupCodeResponse200Headers the declared response headers of an HTTP 200 response for VerifyBackupCode
+type VerifyBackupCodeResponse200Headers struct {
+	SetCookie *string
+}
+
+// VerifyBackupCodeResponse303Headers the declared response headers of an HTTP 303 response for VerifyBackupCode
+type VerifyBackupCodeResponse303Headers struct {
+	Location  *string
+	SetCookie *string
+}
+
+// VerifyBackupCodeResponse429Headers the declared response headers of an HTTP 429 response for VerifyBackupCode
+type VerifyBackupCodeResponse429Headers struct {
+	RetryAfter *int
+}
+
+// VerifyBackupCodeResponse503Headers the declared response headers of an HTTP 503 response for VerifyBackupCode
+type VerifyBackupCodeResponse503Headers struct {
+	RetryAfter *int
+}
+
+type VerifyBackupCodeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthTwoFactorVerified
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *AuthUnauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *AuthTooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *VerifyBackupCodeResponse200Headers
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *VerifyBackupCodeResponse303Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *VerifyBackupCodeResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *VerifyBackupCodeResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r VerifyBackupCodeResponse) GetJSON200() *AuthTwoFactorVerified {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r VerifyBackupCodeResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r VerifyBackupCodeResponse) GetApplicationproblemJSON401() *AuthUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r VerifyBackupCodeResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r VerifyBackupCodeResponse) GetApplicationproblemJSON429() *AuthTooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r VerifyBackupCodeResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r VerifyBackupCodeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r VerifyBackupCodeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r VerifyBackupCodeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r VerifyBackupCodeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// VerifyTotpResponse200Headers the declared response headers of an HTTP 200 response for VerifyTotp
+type VerifyTotpResponse200Headers struct {
+	SetCookie *string
+}
+
+// VerifyTotpResponse303Headers the declared response headers of an HTTP 303 response for VerifyTotp
+type VerifyTotpResponse303Headers struct {
+	Location  *string
+	SetCookie *string
+}
+
+// VerifyTotpResponse429Headers the declared response headers of an HTTP 429 response for VerifyTotp
+type VerifyTotpResponse429Headers struct {
+	RetryAfter *int
+}
+
+// VerifyTotpResponse503Headers the declared response headers of an HTTP 503 response for VerifyTotp
+type VerifyTotpResponse503Headers struct {
+	RetryAfter *int
+}
+
+type VerifyTotpResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthTwoFactorVerified
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *AuthUnauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *AuthTooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *VerifyTotpResponse200Headers
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *VerifyTotpResponse303Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *VerifyTotpResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *VerifyTotpResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r VerifyTotpResponse) GetJSON200() *AuthTwoFactorVerified {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r VerifyTotpResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r VerifyTotpResponse) GetApplicationproblemJSON401() *AuthUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r VerifyTotpResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r VerifyTotpResponse) GetApplicationproblemJSON429() *AuthTooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r VerifyTotpResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r VerifyTotpResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r VerifyTotpResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r VerifyTotpResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r VerifyTotpResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -31977,6 +34457,67 @@ func (c *ClientWithResponses) AnswerInvitationWithFormdataBodyWithResponse(ctx c
 	return ParseAnswerInvitationResponse(rsp)
 }
 
+// AccountPageWithResponse The hosted account page (second factor)
+//
+// For the signed-in user: whether two-factor authentication is on, with forms to turn it on
+// (password), confirm it (a code), make new backup codes (password) and turn it off
+// (password); the forms post to this path. Signed out, a page that says to sign in first
+// (401). `callbackURL` (a path on this site or a trusted origin) is offered as "Continue"
+// once the factor is on; `reason=organization` says that an organization requires it (the
+// browser sign-in sends members of such organizations here). Same headers as the other
+// hosted pages (CSP with a nonce, no framing, no-store).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/account (the `AccountPage` operationId).
+func (c *ClientWithResponses) AccountPageWithResponse(ctx context.Context, params *AccountPageParams, reqEditors ...RequestEditorFn) (*AccountPageResponse, error) {
+	rsp, err := c.AccountPage(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAccountPageResponse(rsp)
+}
+
+// AccountPageActionWithBodyWithResponse A form of the hosted account page
+//
+// `enable` (`password`): a new secret, shown as text and as an `otpauth://` link, and 10
+// backup codes shown this once, with a form for the first code; `confirm` (`code`): turns
+// the factor on; `backup-codes` (`password`): 10 new backup codes, shown once; `disable`
+// (`password`): turns it off. Each answers the page again (200), with a message when the
+// password or the code was wrong (400); wrong passwords and codes are throttled like the
+// JSON routes (429 page). The post must carry a trusted `Origin`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/account (the `AccountPageAction` operationId).
+func (c *ClientWithResponses) AccountPageActionWithBodyWithResponse(ctx context.Context, params *AccountPageActionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AccountPageActionResponse, error) {
+	rsp, err := c.AccountPageActionWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAccountPageActionResponse(rsp)
+}
+
+// AccountPageActionWithFormdataBodyWithResponse A form of the hosted account page
+//
+// `enable` (`password`): a new secret, shown as text and as an `otpauth://` link, and 10
+// backup codes shown this once, with a form for the first code; `confirm` (`code`): turns
+// the factor on; `backup-codes` (`password`): 10 new backup codes, shown once; `disable`
+// (`password`): turns it off. Each answers the page again (200), with a message when the
+// password or the code was wrong (400); wrong passwords and codes are throttled like the
+// JSON routes (429 page). The post must carry a trusted `Origin`.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/account (the `AccountPageAction` operationId).
+func (c *ClientWithResponses) AccountPageActionWithFormdataBodyWithResponse(ctx context.Context, params *AccountPageActionParams, body AccountPageActionFormdataRequestBody, reqEditors ...RequestEditorFn) (*AccountPageActionResponse, error) {
+	rsp, err := c.AccountPageActionWithFormdataBody(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAccountPageActionResponse(rsp)
+}
+
 // SocialCallbackWithResponse Social sign-in callback
 //
 // Where GitHub or Google sends the browser back. The `state` must equal the flow cookie's,
@@ -32280,6 +34821,12 @@ func (c *ClientWithResponses) ListSessionsWithResponse(ctx context.Context, reqE
 // the scopes (or `prompt=consent`), the browser is sent to the consent page; with
 // `prompt=none` that is `consent_required`. `skipConsent` clients ask only with
 // `prompt=consent` (and keep no consent rows).
+//
+// ID tokens say how the user signed in: `auth_time`, and `amr` (RFC 8176: `["pwd"]`,
+// `["pwd","otp","mfa"]` with a TOTP or backup code, a social provider's id), with `acr`
+// `urn:gatehouse:mfa` when a second factor was used. `acr_values=urn:gatehouse:mfa` makes a
+// session without a second factor sign in again, with the factor (a trusted device does not
+// skip it then); a user without a factor gets `unmet_authentication_requirements`.
 //
 // A client with `requirePushedAuthorizationRequests` must push its requests to
 // `/api/auth/oauth2/par` and send the `request_uri` here; a plain request of such a client
@@ -33838,6 +36385,286 @@ func (c *ClientWithResponses) SignUpEmailWithFormdataBodyWithResponse(ctx contex
 	return ParseSignUpEmailResponse(rsp)
 }
 
+// TwoFactorPageWithResponse The hosted second step of sign-in
+//
+// Where a browser's sign-in form post goes when the second factor is due: a form for the
+// code of the authenticator app (`method=backup`: for a backup code, linked from the
+// first), which posts to `/api/auth/two-factor/verify-totp` (or `verify-backup-code`) with
+// the `callbackURL`. Without a pending sign-in (the `gatehouse.two_factor` cookie) the page
+// says to sign in again (400). `error` (`invalid_code`, `too_many_attempts`) shows why the
+// last code was refused. Same headers as the other hosted pages (CSP with a nonce, no
+// framing, no-store).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/two-factor (the `TwoFactorPage` operationId).
+func (c *ClientWithResponses) TwoFactorPageWithResponse(ctx context.Context, params *TwoFactorPageParams, reqEditors ...RequestEditorFn) (*TwoFactorPageResponse, error) {
+	rsp, err := c.TwoFactorPage(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTwoFactorPageResponse(rsp)
+}
+
+// DisableTwoFactorWithBodyWithResponse Turn the second factor off
+//
+// Checks the password and removes the user's TOTP secret, backup codes, pending sign-ins
+// and trusted devices; the trusted-device cookie is expired.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/disable (the `DisableTwoFactor` operationId).
+func (c *ClientWithResponses) DisableTwoFactorWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DisableTwoFactorResponse, error) {
+	rsp, err := c.DisableTwoFactorWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDisableTwoFactorResponse(rsp)
+}
+
+// DisableTwoFactorWithResponse Turn the second factor off
+//
+// Checks the password and removes the user's TOTP secret, backup codes, pending sign-ins
+// and trusted devices; the trusted-device cookie is expired.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/disable (the `DisableTwoFactor` operationId).
+func (c *ClientWithResponses) DisableTwoFactorWithResponse(ctx context.Context, body DisableTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*DisableTwoFactorResponse, error) {
+	rsp, err := c.DisableTwoFactor(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDisableTwoFactorResponse(rsp)
+}
+
+// EnableTwoFactorWithBodyWithResponse Start TOTP enrolment
+//
+// Checks the password and gives the user a new TOTP secret (RFC 6238: SHA-1, 6 digits,
+// 30-second steps) and 10 new single-use backup codes, shown this once; the secret is sealed
+// at rest and the codes are stored hashed. The factor is off until the first code is accepted
+// by `/api/auth/two-factor/verify-totp`; a user whose factor is on keeps it on under the new
+// secret. `issuer` names the account in authenticator apps (default `Gatehouse`). A wrong
+// password is 400 `INVALID_PASSWORD`, throttled per user like change-password.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/enable (the `EnableTwoFactor` operationId).
+func (c *ClientWithResponses) EnableTwoFactorWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EnableTwoFactorResponse, error) {
+	rsp, err := c.EnableTwoFactorWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEnableTwoFactorResponse(rsp)
+}
+
+// EnableTwoFactorWithResponse Start TOTP enrolment
+//
+// Checks the password and gives the user a new TOTP secret (RFC 6238: SHA-1, 6 digits,
+// 30-second steps) and 10 new single-use backup codes, shown this once; the secret is sealed
+// at rest and the codes are stored hashed. The factor is off until the first code is accepted
+// by `/api/auth/two-factor/verify-totp`; a user whose factor is on keeps it on under the new
+// secret. `issuer` names the account in authenticator apps (default `Gatehouse`). A wrong
+// password is 400 `INVALID_PASSWORD`, throttled per user like change-password.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/enable (the `EnableTwoFactor` operationId).
+func (c *ClientWithResponses) EnableTwoFactorWithResponse(ctx context.Context, body EnableTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*EnableTwoFactorResponse, error) {
+	rsp, err := c.EnableTwoFactor(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEnableTwoFactorResponse(rsp)
+}
+
+// GenerateBackupCodesWithBodyWithResponse Replace the backup codes
+//
+// Checks the password and replaces the user's backup codes with 10 new ones, shown this
+// once; the old ones stop working. Needs the factor on (400 `TWO_FACTOR_NOT_ENABLED`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/generate-backup-codes (the `GenerateBackupCodes` operationId).
+func (c *ClientWithResponses) GenerateBackupCodesWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*GenerateBackupCodesResponse, error) {
+	rsp, err := c.GenerateBackupCodesWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGenerateBackupCodesResponse(rsp)
+}
+
+// GenerateBackupCodesWithResponse Replace the backup codes
+//
+// Checks the password and replaces the user's backup codes with 10 new ones, shown this
+// once; the old ones stop working. Needs the factor on (400 `TWO_FACTOR_NOT_ENABLED`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/generate-backup-codes (the `GenerateBackupCodes` operationId).
+func (c *ClientWithResponses) GenerateBackupCodesWithResponse(ctx context.Context, body GenerateBackupCodesJSONRequestBody, reqEditors ...RequestEditorFn) (*GenerateBackupCodesResponse, error) {
+	rsp, err := c.GenerateBackupCodes(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGenerateBackupCodesResponse(rsp)
+}
+
+// GetTotpUriWithBodyWithResponse Show the TOTP secret's URI again
+//
+// Checks the password and returns the otpauth URI of the user's TOTP secret. Without an
+// enrolment it is 400 `TOTP_NOT_ENABLED`; a wrong password is 400 `INVALID_PASSWORD`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/get-totp-uri (the `GetTotpUri` operationId).
+func (c *ClientWithResponses) GetTotpUriWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*GetTotpUriResponse, error) {
+	rsp, err := c.GetTotpUriWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTotpUriResponse(rsp)
+}
+
+// GetTotpUriWithResponse Show the TOTP secret's URI again
+//
+// Checks the password and returns the otpauth URI of the user's TOTP secret. Without an
+// enrolment it is 400 `TOTP_NOT_ENABLED`; a wrong password is 400 `INVALID_PASSWORD`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/get-totp-uri (the `GetTotpUri` operationId).
+func (c *ClientWithResponses) GetTotpUriWithResponse(ctx context.Context, body GetTotpUriJSONRequestBody, reqEditors ...RequestEditorFn) (*GetTotpUriResponse, error) {
+	rsp, err := c.GetTotpUri(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTotpUriResponse(rsp)
+}
+
+// VerifyBackupCodeWithBodyWithResponse Spend a backup code
+//
+// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+// TOTP code. Each backup code works once. A wrong or used code is 401
+// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+func (c *ClientWithResponses) VerifyBackupCodeWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*VerifyBackupCodeResponse, error) {
+	rsp, err := c.VerifyBackupCodeWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVerifyBackupCodeResponse(rsp)
+}
+
+// VerifyBackupCodeWithResponse Spend a backup code
+//
+// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+// TOTP code. Each backup code works once. A wrong or used code is 401
+// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+func (c *ClientWithResponses) VerifyBackupCodeWithResponse(ctx context.Context, body VerifyBackupCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*VerifyBackupCodeResponse, error) {
+	rsp, err := c.VerifyBackupCode(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVerifyBackupCodeResponse(rsp)
+}
+
+// VerifyBackupCodeWithFormdataBodyWithResponse Spend a backup code
+//
+// Like `/api/auth/two-factor/verify-totp` with one of the user's backup codes instead of a
+// TOTP code. Each backup code works once. A wrong or used code is 401
+// `INVALID_BACKUP_CODE`, counted like a wrong TOTP code.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/verify-backup-code (the `VerifyBackupCode` operationId).
+func (c *ClientWithResponses) VerifyBackupCodeWithFormdataBodyWithResponse(ctx context.Context, body VerifyBackupCodeFormdataRequestBody, reqEditors ...RequestEditorFn) (*VerifyBackupCodeResponse, error) {
+	rsp, err := c.VerifyBackupCodeWithFormdataBody(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVerifyBackupCodeResponse(rsp)
+}
+
+// VerifyTotpWithBodyWithResponse Check a TOTP code
+//
+// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+// cookie and expires the pending one; `trustDevice: true` also sets
+// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+// next sign-ins. A code is accepted for the current 30-second step or one either side,
+// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+func (c *ClientWithResponses) VerifyTotpWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*VerifyTotpResponse, error) {
+	rsp, err := c.VerifyTotpWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVerifyTotpResponse(rsp)
+}
+
+// VerifyTotpWithResponse Check a TOTP code
+//
+// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+// cookie and expires the pending one; `trustDevice: true` also sets
+// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+// next sign-ins. A code is accepted for the current 30-second step or one either side,
+// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+func (c *ClientWithResponses) VerifyTotpWithResponse(ctx context.Context, body VerifyTotpJSONRequestBody, reqEditors ...RequestEditorFn) (*VerifyTotpResponse, error) {
+	rsp, err := c.VerifyTotp(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVerifyTotpResponse(rsp)
+}
+
+// VerifyTotpWithFormdataBodyWithResponse Check a TOTP code
+//
+// With a session: accepts a code of the user's secret, which turns a new enrolment on.
+// Without one: completes the sign-in that `/api/auth/sign-in/email` left pending (the
+// `gatehouse.two_factor` cookie, 10 minutes, 5 wrong codes): starts the session, sets its
+// cookie and expires the pending one; `trustDevice: true` also sets
+// `gatehouse.trust_device` (30 days), which lets that browser skip the second step at its
+// next sign-ins. A code is accepted for the current 30-second step or one either side,
+// and only once: an accepted code, or an older one, is refused afterwards. A wrong code is
+// 401 `INVALID_CODE`; failures count against the account like wrong passwords (429 with
+// `Retry-After` past the limit); no valid pending sign-in is 401 `INVALID_TWO_FACTOR_COOKIE`;
+// a pending sign-in past its wrong codes is ended, 400 `TOO_MANY_ATTEMPTS_REQUEST_NEW_CODE`.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/two-factor/verify-totp (the `VerifyTotp` operationId).
+func (c *ClientWithResponses) VerifyTotpWithFormdataBodyWithResponse(ctx context.Context, body VerifyTotpFormdataRequestBody, reqEditors ...RequestEditorFn) (*VerifyTotpResponse, error) {
+	rsp, err := c.VerifyTotpWithFormdataBody(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVerifyTotpResponse(rsp)
+}
+
 // UpdateUserWithBodyWithResponse Update the user's name or picture
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -34303,7 +37130,9 @@ func (c *ClientWithResponses) GetOrganizationWithResponse(ctx context.Context, o
 	return ParseGetOrganizationResponse(rsp)
 }
 
-// UpdateOrganizationWithBodyWithResponse Rename an organization or change its slug
+// UpdateOrganizationWithBodyWithResponse Rename an organization, change its slug, or require a second factor
+//
+// `requireTwoFactor` is the owner's: an admin who sends it gets 403 `Permission denied`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -34316,7 +37145,9 @@ func (c *ClientWithResponses) UpdateOrganizationWithBodyWithResponse(ctx context
 	return ParseUpdateOrganizationResponse(rsp)
 }
 
-// UpdateOrganizationWithResponse Rename an organization or change its slug
+// UpdateOrganizationWithResponse Rename an organization, change its slug, or require a second factor
+//
+// `requireTwoFactor` is the owner's: an admin who sends it gets 403 `Permission denied`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -35935,6 +38766,115 @@ func ParseAnswerInvitationResponse(rsp *http.Response) (*AnswerInvitationRespons
 		response.Headers303 = &headers
 	case rsp.StatusCode == 503:
 		var headers AnswerInvitationResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAccountPageResponse parses an HTTP response from a AccountPageWithResponse call
+func ParseAccountPageResponse(rsp *http.Response) (*AccountPageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AccountPageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AccountPageResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAccountPageActionResponse parses an HTTP response from a AccountPageActionWithResponse call
+func ParseAccountPageActionResponse(rsp *http.Response) (*AccountPageActionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AccountPageActionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case rsp.StatusCode == 400:
+		// Content-type (text/html) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AccountPageActionResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -38508,7 +41448,7 @@ func ParseSignInEmailResponse(rsp *http.Response) (*SignInEmailResponse, error) 
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest AuthSignInResponse
+		var dest SignInEmail200JSONResponseBody
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -38880,6 +41820,635 @@ func ParseSignUpEmailResponse(rsp *http.Response) (*SignUpEmailResponse, error) 
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers SignUpEmailResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseTwoFactorPageResponse parses an HTTP response from a TwoFactorPageWithResponse call
+func ParseTwoFactorPageResponse(rsp *http.Response) (*TwoFactorPageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TwoFactorPageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case rsp.StatusCode == 400:
+		// Content-type (text/html) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers TwoFactorPageResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDisableTwoFactorResponse parses an HTTP response from a DisableTwoFactorWithResponse call
+func ParseDisableTwoFactorResponse(rsp *http.Response) (*DisableTwoFactorResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DisableTwoFactorResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest AuthTooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DisableTwoFactorResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DisableTwoFactorResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseEnableTwoFactorResponse parses an HTTP response from a EnableTwoFactorWithResponse call
+func ParseEnableTwoFactorResponse(rsp *http.Response) (*EnableTwoFactorResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EnableTwoFactorResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			BackupCodes []string                                 `json:"backupCodes"`
+			Method      EnableTwoFactor200JSONResponseBodyMethod `json:"method"`
+			TotpURI     string                                   `json:"totpURI"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest AuthTooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers EnableTwoFactorResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EnableTwoFactorResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGenerateBackupCodesResponse parses an HTTP response from a GenerateBackupCodesWithResponse call
+func ParseGenerateBackupCodesResponse(rsp *http.Response) (*GenerateBackupCodesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GenerateBackupCodesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			BackupCodes []string `json:"backupCodes"`
+			Status      bool     `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest AuthTooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GenerateBackupCodesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GenerateBackupCodesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetTotpUriResponse parses an HTTP response from a GetTotpUriWithResponse call
+func ParseGetTotpUriResponse(rsp *http.Response) (*GetTotpUriResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTotpUriResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			TotpURI string `json:"totpURI"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest AuthTooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetTotpUriResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetTotpUriResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseVerifyBackupCodeResponse parses an HTTP response from a VerifyBackupCodeWithResponse call
+func ParseVerifyBackupCodeResponse(rsp *http.Response) (*VerifyBackupCodeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &VerifyBackupCodeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthTwoFactorVerified
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 303:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest AuthTooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers VerifyBackupCodeResponse200Headers
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 303:
+		var headers VerifyBackupCodeResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers303 = &headers
+	case rsp.StatusCode == 429:
+		var headers VerifyBackupCodeResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers VerifyBackupCodeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseVerifyTotpResponse parses an HTTP response from a VerifyTotpWithResponse call
+func ParseVerifyTotpResponse(rsp *http.Response) (*VerifyTotpResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &VerifyTotpResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthTwoFactorVerified
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 303:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest AuthTooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers VerifyTotpResponse200Headers
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 303:
+		var headers VerifyTotpResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers303 = &headers
+	case rsp.StatusCode == 429:
+		var headers VerifyTotpResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers VerifyTotpResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

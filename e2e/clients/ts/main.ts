@@ -29,6 +29,8 @@ export async function run(baseUrl: string): Promise<void> {
   const signIn = ok("sign-in", await user.POST("/api/auth/sign-in/email", {
     body: { email, password: "correct-horse-battery" },
   }));
+  // The answer is a session, or {twoFactorRedirect} when the user's second factor is due.
+  if (!("token" in signIn)) throw new Error("sign-in: a second factor is due");
   const token: string = signIn.token;
 
   const org = ok("create organization", await user.POST("/api/v1/organizations", { body: { name: "Acme" } }));

@@ -1,0 +1,161 @@
+// End-to-end test of Gatehouse's TOTP second factor with the real better-auth browser client and
+// its twoFactorClient plugin. Codes are computed here from the otpauth URI's secret with the npm
+// library otpauth, not with Gatehouse code. Run by e2e/auth_client_test.go with auth.test.mjs,
+// or by hand:
+//
+//   GATEHOUSE_BASE_URL=http://localhost:8080 node --test --test-reporter=spec e2e/js/
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { createAuthClient } from "better-auth/client";
+import { twoFactorClient } from "better-auth/client/plugins";
+import * as OTPAuth from "otpauth";
+
+const base = (process.env.GATEHOUSE_BASE_URL || "").replace(/\/+$/, "");
+if (!base) {
+  throw new Error("GATEHOUSE_BASE_URL is not set (for example http://127.0.0.1:8080)");
+}
+const baseOrigin = new URL(base).origin;
+const secure = baseOrigin.startsWith("https:");
+const sessionCookie = secure ? "__Host-gatehouse.session_token" : "gatehouse.session_token";
+const twoFactorCookie = secure ? "__Host-gatehouse.two_factor" : "gatehouse.two_factor";
+
+const run = `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
+const password = "correct-horse-battery";
+
+/**
+ * A simulated browser: a cookie jar and a same-origin Origin header on unsafe requests (Node's
+ * fetch keeps no cookies), a twoFactorClient that records its redirect callback, and a
+ * transcript for failure messages.
+ */
+class Browser {
+  constructor(name) {
+    this.name = name;
+    this.cookies = new Map();
+    this.transcript = [];
+    this.redirects = [];
+    this.client = createAuthClient({
+      baseURL: base,
+      plugins: [twoFactorClient({ onTwoFactorRedirect: (ctx) => this.redirects.push(ctx) })],
+      fetchOptions: { customFetchImpl: (input, init) => this.fetch(input, init) },
+    });
+  }
+
+  async fetch(input, init = {}) {
+    const url = new URL(input instanceof Request ? input.url : String(input));
+    const method = (init.method || "GET").toUpperCase();
+    const headers = new Headers(init.headers);
+    if (this.cookies.size > 0) {
+      headers.set("cookie", [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; "));
+    }
+    if (!["GET", "HEAD"].includes(method)) headers.set("origin", baseOrigin);
+    const res = await fetch(input, { ...init, method, headers });
+    for (const raw of res.headers.getSetCookie()) {
+      const [pair, ...attrs] = raw.split(";");
+      const eq = pair.indexOf("=");
+      const name = pair.slice(0, eq).trim();
+      const gone = attrs.some((a) => /^\s*max-age=(0|-\d+)\s*$/i.test(a));
+      if (gone) this.cookies.delete(name);
+      else this.cookies.set(name, pair.slice(eq + 1).trim());
+    }
+    this.transcript.push(`${method} ${url.pathname} ${typeof init.body === "string" ? init.body : ""}\n    -> ${res.status} ${await res.clone().text()}`);
+    return res;
+  }
+
+  recent(n = 3) {
+    return `${this.name}'s last requests:\n  ${this.transcript.slice(-n).join("\n  ")}`;
+  }
+}
+
+function ok(b, result, what) {
+  assert.equal(result.error, null, `${what} failed: ${JSON.stringify(result.error)}\n${b.recent()}`);
+  return result.data;
+}
+
+function fails(b, result, what, status, code) {
+  assert.equal(result.data, null, `${what} should fail\n${b.recent()}`);
+  assert.equal(result.error?.status, status, `${what}: status\n${b.recent()}`);
+  assert.equal(result.error?.code, code, `${what}: code\n${b.recent()}`);
+}
+
+/** Signs in with the password and asserts that the second factor is due. */
+async function signInPending(b, email) {
+  const before = b.redirects.length;
+  const data = ok(b, await b.client.signIn.email({ email, password }), "signIn.email");
+  assert.equal(data.twoFactorRedirect, true, `twoFactorRedirect\n${b.recent()}`);
+  assert.deepEqual(data.twoFactorMethods, ["totp"]);
+  assert.equal(b.redirects.length, before + 1, "twoFactorClient's onTwoFactorRedirect was not called");
+  assert.ok(!b.cookies.has(sessionCookie), `a session cookie before the second factor\n${b.recent()}`);
+  assert.ok(b.cookies.has(twoFactorCookie), `no ${twoFactorCookie} cookie\n${b.recent()}`);
+}
+
+/** Asserts that the browser now has a session of userId. */
+async function signedInAs(b, userId) {
+  assert.ok(b.cookies.has(sessionCookie), `no session cookie\n${b.recent()}`);
+  assert.ok(!b.cookies.has(twoFactorCookie), `the ${twoFactorCookie} cookie was not expired\n${b.recent()}`);
+  const s = ok(b, await b.client.getSession(), "getSession");
+  assert.equal(s?.user?.id, userId, `getSession\n${b.recent()}`);
+}
+
+test("TOTP with backup codes through twoFactorClient", async (t) => {
+  const ada = new Browser("Ada");
+  const email = `ada-2fa+${run}@example.com`;
+  let userId, totp, backupCodes, enrolCode;
+
+  await t.test("Ada signs up and enables TOTP", async () => {
+    userId = ok(ada, await ada.client.signUp.email({ name: "Ada", email, password }), "signUp.email").user.id;
+    fails(ada, await ada.client.twoFactor.enable({ password: "wrong-password" }), "enable with a wrong password", 400, "INVALID_PASSWORD");
+    const data = ok(ada, await ada.client.twoFactor.enable({ password }), "twoFactor.enable");
+    totp = OTPAuth.URI.parse(data.totpURI);
+    assert.ok(totp instanceof OTPAuth.TOTP, `totpURI ${data.totpURI}`);
+    assert.equal(totp.issuer, "Gatehouse");
+    assert.equal(totp.label, email);
+    assert.equal(totp.digits, 6);
+    assert.equal(totp.period, 30);
+    assert.equal(totp.algorithm, "SHA1");
+    backupCodes = data.backupCodes;
+    assert.equal(backupCodes.length, 10);
+    assert.equal(new Set(backupCodes).size, 10);
+  });
+
+  await t.test("the first code turns it on; the same code again is refused", async () => {
+    enrolCode = totp.generate();
+    ok(ada, await ada.client.twoFactor.verifyTotp({ code: enrolCode }), "verifyTotp");
+    fails(ada, await ada.client.twoFactor.verifyTotp({ code: enrolCode }), "the replayed code", 401, "INVALID_CODE");
+  });
+
+  await t.test("sign-in answers twoFactorRedirect; a TOTP code completes it", async () => {
+    ok(ada, await ada.client.signOut(), "signOut");
+    await signInPending(ada, email);
+    fails(ada, await ada.client.twoFactor.verifyTotp({ code: enrolCode }), "the enrolment's code, replayed", 401, "INVALID_CODE");
+    // The code of the next 30-second step: the one accepted at enrolment used up this step.
+    const code = totp.generate({ timestamp: Date.now() + 30_000 });
+    const data = ok(ada, await ada.client.twoFactor.verifyTotp({ code }), "verifyTotp after sign-in");
+    assert.equal(data.user.id, userId);
+    assert.match(data.token, /^[A-Za-z0-9]{32}$/);
+    await signedInAs(ada, userId);
+  });
+
+  await t.test("a backup code works once", async () => {
+    ok(ada, await ada.client.signOut(), "signOut");
+    await signInPending(ada, email);
+    ok(ada, await ada.client.twoFactor.verifyBackupCode({ code: backupCodes[0] }), "verifyBackupCode");
+    await signedInAs(ada, userId);
+
+    ok(ada, await ada.client.signOut(), "signOut");
+    await signInPending(ada, email);
+    fails(ada, await ada.client.twoFactor.verifyBackupCode({ code: backupCodes[0] }), "the used backup code", 401, "INVALID_BACKUP_CODE");
+    ok(ada, await ada.client.twoFactor.verifyBackupCode({ code: backupCodes[1] }), "another backup code");
+    await signedInAs(ada, userId);
+  });
+
+  await t.test("disable turns it off", async () => {
+    ok(ada, await ada.client.twoFactor.disable({ password }), "twoFactor.disable");
+    ok(ada, await ada.client.signOut(), "signOut");
+    const data = ok(ada, await ada.client.signIn.email({ email, password }), "signIn.email");
+    assert.equal(data.user.id, userId);
+    assert.equal(data.twoFactorRedirect, undefined);
+    await signedInAs(ada, userId);
+  });
+});
