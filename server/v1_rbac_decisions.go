@@ -33,7 +33,7 @@ func (s *Server) Authorize(ctx context.Context, req gen.AuthorizeRequestObject) 
 	var out gen.AuthorizationDecision
 	if body.Explain != nil && *body.Explain {
 		results, err := s.store.DecideBatch(ctx, projectID, []store.Check{{PrincipalType: string(body.PrincipalType),
-			PrincipalID: body.PrincipalId, Permission: body.Permission}}, s.store.Now())
+			PrincipalID: body.PrincipalId, Permission: body.Permission}}, s.store.Now(), true)
 		if err != nil {
 			return nil, err
 		}
@@ -65,11 +65,11 @@ func (s *Server) AuthorizeBatch(ctx context.Context, req gen.AuthorizeBatchReque
 	for i, c := range body.Checks {
 		checks[i] = store.Check{PrincipalType: string(c.PrincipalType), PrincipalID: c.PrincipalId, Permission: c.Permission}
 	}
-	results, err := s.store.DecideBatch(ctx, projectID, checks, s.store.Now())
+	explain := body.Explain != nil && *body.Explain
+	results, err := s.store.DecideBatch(ctx, projectID, checks, s.store.Now(), explain)
 	if err != nil {
 		return nil, err
 	}
-	explain := body.Explain != nil && *body.Explain
 	out := make([]gen.AuthorizationDecision, len(results))
 	for i, r := range results {
 		out[i] = decisionBody(r, explain)
