@@ -303,6 +303,25 @@ func (d Dialect) stringList() string {
 	return "(SELECT value FROM json_each(?))"
 }
 
+// stringAgg is an aggregate of the text expression expr over a group's rows as a JSON array of
+// strings (SQLite: "[]" for no rows; PostgreSQL: NULL), read back with decodeStringAgg.
+func (d Dialect) stringAgg(expr string) string {
+	if d == Postgres {
+		return "CAST(json_agg(" + expr + ") AS text)"
+	}
+	return "json_group_array(" + expr + ")"
+}
+
+// decodeStringAgg reads a stringAgg column (nil or empty: no strings).
+func decodeStringAgg(raw []byte) ([]string, error) {
+	var out []string
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	err := json.Unmarshal(raw, &out)
+	return out, err
+}
+
 // stringListArg is the parameter of stringList holding values.
 func (d Dialect) stringListArg(values []string) (any, error) {
 	if d == Postgres {

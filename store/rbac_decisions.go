@@ -107,26 +107,26 @@ func (r CheckResult) DenialReason() DenialReason {
 
 // decideBatchQuery reads, in one statement, every binding (expired ones
 // included) in the project of every principal id a batch names (the rows with
-// a principal type), then each role those bindings name, once however many
-// principals it is bound to, with its slug and its permission rows (the rows
-// without a principal type; one row with a NULL permission for a role that
-// has none). role_bindings_decision_idx answers both WHERE clauses (two
-// principal types times the listed ids) and covers the bindings' columns but
-// their id, which explain needs (%[2]s: b.id, or NULL without explain, when
-// the index alone answers); each bound role costs a primary-key probe into
-// project_roles and, by %[3]s, either a probe into project_role_permissions
-// per permission asked ("asked": few distinct permissions) or one range scan
-// of the role's permissions ("all": many, whose probes would cost more than
-// reading a role's at most 100 rows; DecideBatch keeps the ones asked). Each
-// %[1]s is Dialect.stringList: the principal ids, the permissions ("asked"
-// only), the principal ids again.
-const decideBatchQuery = `SELECT b.principal_type, b.principal_id, %[2]s, b.role_id, b.expires_at, NULL, NULL
+// a principal type: type, id, binding id, role id, expiry), then each role
+// those bindings name, once however many principals it is bound to (the rows
+// without: NULL, slug, its permissions as one Dialect.stringAgg, role id,
+// NULL), so that a role's permissions cost one row, not one each.
+// role_bindings_decision_idx answers both WHERE clauses (two principal types
+// times the listed ids) and covers the bindings' columns but their id, which
+// explain needs (%[2]s: b.id, or NULL without explain, when the index alone
+// answers); each bound role costs a primary-key probe into project_roles and,
+// by %[4]s, either a probe into project_role_permissions per permission asked
+// ("asked": few distinct permissions) or one range scan of the role's
+// permissions ("all": many, whose probes would cost more than reading a
+// role's at most 100 rows; DecideBatch keeps the ones asked). Each %[1]s is
+// Dialect.stringList: the principal ids, the permissions ("asked" only), the
+// principal ids again; %[3]s is the aggregate.
+const decideBatchQuery = `SELECT b.principal_type, b.principal_id, %[2]s, b.role_id, b.expires_at
 	FROM role_bindings b
 	WHERE b.project_id = ? AND b.principal_type IN ('user', 'service_account') AND b.principal_id IN %[1]s
 	UNION ALL
-	SELECT NULL, NULL, NULL, r.id, NULL, r.slug, p.permission
+	SELECT NULL, r.slug, (SELECT %[3]s FROM project_role_permissions p WHERE p.role_id = r.id%[4]s), r.id, NULL
 	FROM project_roles r
-		LEFT JOIN project_role_permissions p ON p.role_id = r.id%[3]s
 	WHERE r.id IN (SELECT b.role_id FROM role_bindings b
 			WHERE b.project_id = ? AND b.principal_type IN ('user', 'service_account') AND b.principal_id IN %[1]s)`
 
@@ -193,21 +193,28 @@ func (s *Store) DecideBatch(ctx context.Context, projectID string, checks []Chec
 	principals := map[principalKey][]CheckedBinding{}
 	slugs := map[string]string{}
 	held := map[string][]string{}
-	var typ, principal, id, slug, permission sql.NullString
+	var typ, principal sql.NullString
+	var idOrPermissions []byte
 	var roleID string
 	var expires *sqlTime
 	for rows.Next() {
-		if err := rows.Scan(&typ, &principal, &id, &roleID, &expires, &slug, &permission); err != nil {
+		if err := rows.Scan(&typ, &principal, &idOrPermissions, &roleID, &expires); err != nil {
 			return nil, wrapError(op, err)
 		}
 		if !typ.Valid {
-			slugs[roleID] = slug.String
-			if permission.Valid && asked[permission.String] {
-				held[roleID] = append(held[roleID], permission.String)
+			slugs[roleID] = principal.String
+			perms, err := decodeStringAgg(idOrPermissions)
+			if err != nil {
+				return nil, wrapError(op, err)
+			}
+			for _, p := range perms {
+				if asked[p] {
+					held[roleID] = append(held[roleID], p)
+				}
 			}
 			continue
 		}
-		b := CheckedBinding{BindingID: id.String, RoleID: roleID, ExpiresAt: timePtr(expires)}
+		b := CheckedBinding{BindingID: string(idOrPermissions), RoleID: roleID, ExpiresAt: timePtr(expires)}
 		b.Expired = b.ExpiresAt != nil && !b.ExpiresAt.After(now)
 		key := principalKey{typ.String, principal.String}
 		principals[key] = append(principals[key], b)
@@ -438,12 +445,13 @@ type rbacQueries struct {
 // batchQuery is decideBatchQuery with binding ids (explain) and without (decide).
 type batchQuery struct{ explain, decide string }
 
-// newBatchQuery is decideBatchQuery for list (Dialect.stringList) with the
-// permission join condition perms.
-func newBatchQuery(list, perms string) batchQuery {
+// newBatchQuery is decideBatchQuery in dialect d with the permission
+// condition perms.
+func newBatchQuery(d Dialect, perms string) batchQuery {
+	agg := d.stringAgg("p.permission")
 	return batchQuery{
-		explain: fmt.Sprintf(decideBatchQuery, list, "b.id", perms),
-		decide:  fmt.Sprintf(decideBatchQuery, list, "NULL", perms),
+		explain: fmt.Sprintf(decideBatchQuery, d.stringList(), "b.id", agg, perms),
+		decide:  fmt.Sprintf(decideBatchQuery, d.stringList(), "NULL", agg, perms),
 	}
 }
 
@@ -452,8 +460,8 @@ var rbacQueriesOf = map[Dialect]rbacQueries{SQLite: newRBACQueries(SQLite), Post
 
 func newRBACQueries(d Dialect) rbacQueries {
 	q := rbacQueries{
-		decideBatchAsked:        newBatchQuery(d.stringList(), " AND p.permission IN "+d.stringList()),
-		decideBatchAll:          newBatchQuery(d.stringList(), ""),
+		decideBatchAsked:        newBatchQuery(d, " AND p.permission IN "+d.stringList()),
+		decideBatchAll:          newBatchQuery(d, ""),
 		permissionHolders:       fmt.Sprintf(holdersSQLite, ""),
 		permissionHoldersOfType: fmt.Sprintf(holdersSQLite, " AND t.principal_type = ?"),
 	}
