@@ -208,20 +208,6 @@ func checkBody(raw []byte, b *jsonBody) (any, []FieldError, error) {
 	return nil, preferText(text, validationErrors(verr, []string{"body"})), nil
 }
 
-// decodeJSONDocument decodes one JSON document, numbers as json.Number; ok is false when raw is not
-// exactly one.
-func decodeJSONDocument(raw []byte) (v any, ok bool) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil || dec.More() {
-		return nil, false
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, false
-	}
-	return v, true
-}
-
 // isJSON reports whether a Content-Type header names application/json.
 func isJSON(contentType string) bool {
 	mt, _, err := mime.ParseMediaType(contentType)
