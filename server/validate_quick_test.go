@@ -3,10 +3,10 @@ package server
 import (
 	"encoding/json"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
-	"math/rand/v2"
 	"slices"
 	"sort"
 	"strings"
