@@ -55,7 +55,8 @@ type CheckedBinding struct {
 // CheckResult is the answer to one Check: the decision (Allowed, and Roles,
 // the sorted slugs of the principal's unexpired bindings) and Bindings, every
 // binding of the principal in the project, expired ones included, sorted by
-// role slug, then binding id (an empty slice, never nil, for none).
+// role slug, then binding id (an empty slice, never nil, for none; nil when
+// DecideBatch was not asked to explain).
 type CheckResult struct {
 	Decision
 	Bindings []CheckedBinding
@@ -140,8 +141,8 @@ const probeBatchPermissions = 4
 // read query whatever the number of checks (all of them read in one
 // snapshot) and writes nothing. A check may repeat another. An unknown
 // project or principal is a deny with no bindings, not ErrNotFound. With
-// explain false the results' Bindings have no BindingID (the decision and its
-// roles do not need it, and the query is cheaper without).
+// explain false the results have no Bindings (nil: the decision and its roles
+// do not need them, and the query is cheaper without their ids).
 //
 // It returns ErrInvalid for no checks or more than MaxChecks.
 func (s *Store) DecideBatch(ctx context.Context, projectID string, checks []Check, now time.Time, explain bool) ([]CheckResult, error) {
@@ -243,9 +244,12 @@ func (s *Store) DecideBatch(ctx context.Context, projectID string, checks []Chec
 	for i, c := range checks {
 		k := principalKey{c.PrincipalType, c.PrincipalID}
 		list := principals[k]
-		res := CheckResult{Decision: Decision{Roles: roles[k]}, Bindings: make([]CheckedBinding, len(list))}
+		res := CheckResult{Decision: Decision{Roles: roles[k]}}
 		if res.Roles == nil {
 			res.Roles = []string{}
+		}
+		if explain {
+			res.Bindings = make([]CheckedBinding, len(list))
 		}
 		for j, b := range list {
 			switch perms := held[b.RoleID]; {
@@ -255,7 +259,9 @@ func (s *Store) DecideBatch(ctx context.Context, projectID string, checks []Chec
 				b.Matched = "*"
 			}
 			res.Allowed = res.Allowed || (b.Matched != "" && !b.Expired)
-			res.Bindings[j] = b
+			if explain {
+				res.Bindings[j] = b
+			}
 		}
 		out[i] = res
 	}
