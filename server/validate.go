@@ -42,8 +42,6 @@ type jsonBody struct {
 	// arbitraryText: the body schema's x-arbitrary-text is true, so its strings are exempt
 	// from the text rule (validate_text.go).
 	arbitraryText bool
-	// quick is schema's quick form (validate_quick.go), nil when it has none.
-	quick *quickSchema
 }
 
 func newValidator(doc *openapi3.T) (*validator, error) {
@@ -118,7 +116,7 @@ func compileBodies(doc *openapi3.T) (map[string]*jsonBody, error) {
 			if err != nil {
 				return nil, fmt.Errorf("server: compile the request body of %s: %w", op.OperationID, err)
 			}
-			body := &jsonBody{required: op.RequestBody.Value.Required, schema: schema, quick: quickSchemas(schema)}
+			body := &jsonBody{required: op.RequestBody.Value.Required, schema: schema}
 			if mt := op.RequestBody.Value.Content.Get("application/json"); mt.Schema != nil && mt.Schema.Value != nil {
 				body.arbitraryText, _ = mt.Schema.Value.Extensions["x-arbitrary-text"].(bool)
 			}
@@ -135,8 +133,7 @@ func pointerToken(s string) string {
 
 // validateBody checks a JSON request body against its compiled schema and returns it decoded
 // (numbers as json.Number), so later stages need not decode it again. The body stays readable
-// for the handler; a valid one also carries the decoded value (validatedBody), which the
-// generated strict handlers bind instead of decoding the body a second time.
+// for the handler.
 func validateBody(req *http.Request, b *jsonBody) (any, []FieldError, error) {
 	var raw []byte
 	if req.Body != nil && req.Body != http.NoBody {
@@ -146,30 +143,6 @@ func validateBody(req *http.Request, b *jsonBody) (any, []FieldError, error) {
 		}
 		req.Body = io.NopCloser(bytes.NewReader(raw))
 	}
-	v, errs, err := checkBody(raw, b)
-	if err == nil && len(errs) == 0 && v != nil {
-		req.Body = validatedBody{Reader: bytes.NewReader(raw), value: v}
-	}
-	return v, errs, err
-}
-
-// validatedBody is a request body that passed validation: its bytes, still readable, and the
-// value they decode to. Its ValidatedValue method is the one kin-openapi's KeepValidatedValue
-// gives a body, which oapi-codegen's strict handlers bind (runtime.BindJSONValue, matching
-// member names exactly) instead of decoding the body again.
-type validatedBody struct {
-	io.Reader
-	value any
-}
-
-// ValidatedValue is the body decoded, numbers as json.Number.
-func (b validatedBody) ValidatedValue() any { return b.value }
-
-// Close does nothing: the bytes are in memory.
-func (validatedBody) Close() error { return nil }
-
-// checkBody validates raw, the body, against b: the decoded body when valid, else the issues.
-func checkBody(raw []byte, b *jsonBody) (any, []FieldError, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		if b.required {
 			return nil, []FieldError{{Path: []string{"body"}, Message: "is required"}}, nil
@@ -191,10 +164,7 @@ func checkBody(raw []byte, b *jsonBody) (any, []FieldError, error) {
 			text = jsonTextErrors(v, []string{"body"})
 		}
 	}
-	var err error
-	if b.quick == nil || !quickValid(b.quick, v) {
-		err = b.schema.Validate(v)
-	}
+	err := b.schema.Validate(v)
 	if err == nil {
 		if len(text) > 0 {
 			return nil, text, nil
@@ -206,6 +176,20 @@ func checkBody(raw []byte, b *jsonBody) (any, []FieldError, error) {
 		return nil, nil, err
 	}
 	return nil, preferText(text, validationErrors(verr, []string{"body"})), nil
+}
+
+// decodeJSONDocument decodes one JSON document, numbers as json.Number; ok is false when raw is not
+// exactly one.
+func decodeJSONDocument(raw []byte) (v any, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		return nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false
+	}
+	return v, true
 }
 
 // isJSON reports whether a Content-Type header names application/json.
