@@ -60,7 +60,7 @@ check: assets
 	$(GO) test -count=1 -run 'TestDialectsHaveSameVersions' ./migrations/
 	$(GO) test -count=1 -run 'TestLayers|TestFileSizes' .
 
-## bench: Go benchmarks of the hot paths, then loopback load runs (16 connections, 5 s each) of
+## bench: Go benchmarks of the hot paths (a batch's cost to the server alone among them), then loopback load runs (16 connections, 5 s each) of
 ## POST /api/v1/authorize, of batches of 100 checks (plain and explained) against the same checks
 ## one by one, of effective permissions and who-holds (10,000 principals), and of a secret reveal
 ## with an API key, of the OAuth provider's token and
@@ -70,7 +70,7 @@ check: assets
 ## GATEHOUSE_BENCH_EVENTS=2000000 also seeds that many usage events, measures ingest again at that
 ## size and loads every analytics route (p50/p95). Figures are recorded in README.md.
 bench: assets
-	$(GO) test -run '^$$' -bench 'Decide|APIKeyAuth|SubjectEntitlements|WebhookApply|IngestUsage' -benchmem -count=3 ./server/
+	$(GO) test -run '^$$' -bench 'Decide|AuthorizeBatchHandler|APIKeyAuth|SubjectEntitlements|WebhookApply|IngestUsage' -benchmem -count=3 ./server/
 	$(GO) test -run '^$$' -bench 'AuthorizeLoad|AuthorizeBatchLoad|RBACLookupLoad|ConfigRevealLoad' -benchtime=1x ./server/
 	$(GO) test -run '^$$' -bench 'RequestPasswordResetTiming' -benchtime=400x ./server/
 	$(GO) test -run '^$$' -bench 'OAuthTokenLoad|OAuthIntrospectLoad|OAuthPrivateKeyJWTLoad' -benchtime=1x ./oauth/

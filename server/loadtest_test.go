@@ -143,19 +143,8 @@ func benchServiceAccountKey(b *testing.B, srv *Server, cookie, projectID, body s
 // checkAuthorize sends one decision over the network and checks its answer contains want.
 func checkAuthorize(b *testing.B, baseURL, key, body, want string) {
 	b.Helper()
-	req, _ := http.NewRequest(http.MethodPost, baseURL+"/api/v1/authorize", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-API-Key", key)
-	client := loopbackClient(1)
-	defer client.CloseIdleConnections()
-	resp, err := client.Do(req)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer resp.Body.Close()
-	got, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), want) {
-		b.Fatalf("authorize: %d %s; want 200 with %s", resp.StatusCode, got, want)
+	if got := benchRequest(b, http.MethodPost, baseURL+"/api/v1/authorize", key, body); !strings.Contains(string(got), want) {
+		b.Fatalf("authorize: %s; want 200 with %s", got, want)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -23,6 +24,8 @@ import (
 // change it):
 //
 //	go test -run '^$' -bench 'AuthorizeBatchLoad|RBACLookupLoad' -benchtime 1x ./server/
+//
+// BenchmarkAuthorizeBatchHandler measures the same requests' cost to the server alone.
 
 // batchBenchSize is the number of checks in one benchmark batch.
 const batchBenchSize = 100
@@ -73,29 +76,13 @@ func BenchmarkAuthorizeBatchLoad(b *testing.B) {
 			ts := startLoopback(b, srv.Handler())
 			keys := benchAPIKeys(b, srv, st, ten)
 
-			type request struct{ path, body, key string }
-			var singles, batches, explained []request
-			for _, p := range ten.projects {
-				list, allowed := mixedChecks(ten, p.ID)
-				if len(list) != batchBenchSize {
-					b.Fatalf("%d checks for %s, want %d", len(list), p.ID, batchBenchSize)
-				}
-				checks := make([]string, len(list))
-				for i, c := range list {
-					checks[i] = checkJSON(c)
-					singles = append(singles, request{"/api/v1/authorize", `{"projectId":"` + p.ID + `",` + checks[i][1:], keys[p.ID]})
-				}
-				body := fmt.Sprintf(`{"projectId":%q,"checks":[%s]}`, p.ID, strings.Join(checks, ","))
-				batches = append(batches, request{"/api/v1/authorize/batch", body, keys[p.ID]})
-				explained = append(explained, request{"/api/v1/authorize/batch", body[:len(body)-1] + `,"explain":true}`, keys[p.ID]})
-				if p.ID == ten.projects[0].ID {
-					checkBatch(b, ts.URL, keys[p.ID], body, allowed)
-					checkBatch(b, ts.URL, keys[p.ID], explained[0].body, allowed)
-				}
-			}
+			singles, batches, explained := batchBenchRequests(b, ten, keys)
+			_, allowed := mixedChecks(ten, ten.projects[0].ID)
+			checkBatch(b, ts.URL, batches[0].key, batches[0].body, allowed)
+			checkBatch(b, ts.URL, explained[0].key, explained[0].body, allowed)
 			for _, run := range []struct {
 				name     string
-				requests []request
+				requests []decisionRequest
 				checks   int
 				conns    int
 			}{
@@ -121,6 +108,84 @@ func BenchmarkAuthorizeBatchLoad(b *testing.B) {
 						res = runLoad(b, target, run.conns, duration, postgresBackendCPU(b, st))
 					}
 					reportChecks(b, be.name+" "+run.name, res, run.checks)
+				})
+			}
+		})
+	}
+}
+
+// decisionRequest is one request of the decision benchmarks: a POST of body to path with key.
+type decisionRequest struct{ path, body, key string }
+
+// batchBenchRequests returns, for each project of ten (in order), its mixed checks (mixedChecks)
+// as single POST /api/v1/authorize requests (100 a project), as one batch, and as one batch
+// with explain, each with its project's key.
+func batchBenchRequests(b *testing.B, ten benchTenancy, keys map[string]string) (singles, batches, explained []decisionRequest) {
+	b.Helper()
+	for _, p := range ten.projects {
+		list, _ := mixedChecks(ten, p.ID)
+		if len(list) != batchBenchSize {
+			b.Fatalf("%d checks for %s, want %d", len(list), p.ID, batchBenchSize)
+		}
+		checks := make([]string, len(list))
+		for i, c := range list {
+			checks[i] = checkJSON(c)
+			singles = append(singles, decisionRequest{"/api/v1/authorize", `{"projectId":"` + p.ID + `",` + checks[i][1:], keys[p.ID]})
+		}
+		body := fmt.Sprintf(`{"projectId":%q,"checks":[%s]}`, p.ID, strings.Join(checks, ","))
+		batches = append(batches, decisionRequest{"/api/v1/authorize/batch", body, keys[p.ID]})
+		explained = append(explained, decisionRequest{"/api/v1/authorize/batch", body[:len(body)-1] + `,"explain":true}`, keys[p.ID]})
+	}
+	return singles, batches, explained
+}
+
+// BenchmarkAuthorizeBatchHandler measures, on each backend, what one request costs the server
+// alone: the handler (middleware, validation, query, answer) called in process through
+// ServeHTTP, no network, no load client, for the load benchmark's single checks and batches
+// (batchBenchRequests), cycling through the projects. It reports the process's CPU per request
+// (the garbage collector's included) and PostgreSQL's in pg-cpu-µs/op: the figures a profile
+// explains (add -cpuprofile).
+//
+//	go test -run '^$' -bench AuthorizeBatchHandler -benchtime 2000x ./server/
+func BenchmarkAuthorizeBatchHandler(b *testing.B) {
+	for _, be := range benchBackends(b) {
+		b.Run(be.name, func(b *testing.B) {
+			st := be.open(b)
+			ten := seedRBAC(b, st)
+			srv, err := newServer(testConfig(), st, slog.New(slog.NewJSONHandler(io.Discard, nil)), testDeps{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			keys := benchAPIKeys(b, srv, st, ten)
+			singles, batches, explained := batchBenchRequests(b, ten, keys)
+			h, dbCPU := srv.Handler(), postgresBackendCPU(b, st)
+			for _, run := range []struct {
+				name     string
+				requests []decisionRequest
+			}{{"single", singles}, {"batch", batches}, {"batch-explain", explained}} {
+				b.Run(run.name, func(b *testing.B) {
+					b.ReportAllocs()
+					cpu, db := apptest.ProcessCPU(), time.Duration(0)
+					if dbCPU != nil {
+						db = dbCPU()
+					}
+					n := 0
+					for b.Loop() {
+						r := run.requests[n%len(run.requests)]
+						req := httptest.NewRequest(http.MethodPost, r.path, strings.NewReader(r.body))
+						req.Header.Set("Content-Type", "application/json")
+						req.Header.Set("X-API-Key", r.key)
+						rec := httptest.NewRecorder()
+						h.ServeHTTP(rec, req)
+						if rec.Code != http.StatusOK {
+							b.Fatalf("%s: %d %s", r.path, rec.Code, rec.Body)
+						}
+						n++
+					}
+					b.ReportMetric(float64((apptest.ProcessCPU()-cpu).Microseconds())/float64(n), "cpu-µs/op")
+					if dbCPU != nil {
+						b.ReportMetric(float64((dbCPU()-db).Microseconds())/float64(n), "pg-cpu-µs/op")
+					}
 				})
 			}
 		})

@@ -183,7 +183,7 @@ func BenchmarkDecideBatch(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
 				bt := batches[i%len(batches)]
-				res, err := st.DecideBatch(ctx, bt.projectID, bt.checks, st.Now())
+				res, err := st.DecideBatch(ctx, bt.projectID, bt.checks, st.Now(), false)
 				if err != nil || len(res) != len(bt.checks) {
 					b.Fatalf("DecideBatch: %d results, %v", len(res), err)
 				}

@@ -33,11 +33,11 @@ func (s *Server) Authorize(ctx context.Context, req gen.AuthorizeRequestObject) 
 	var out gen.AuthorizationDecision
 	if body.Explain != nil && *body.Explain {
 		results, err := s.store.DecideBatch(ctx, projectID, []store.Check{{PrincipalType: string(body.PrincipalType),
-			PrincipalID: body.PrincipalId, Permission: body.Permission}}, s.store.Now())
+			PrincipalID: body.PrincipalId, Permission: body.Permission}}, s.store.Now(), true)
 		if err != nil {
 			return nil, err
 		}
-		out = decisionBody(results[0], true)
+		out = decisionBody(results[0], true, store.NewID("dec"))
 	} else {
 		d, err := s.decide(ctx, authorizeQuestion{ProjectID: projectID, PrincipalType: string(body.PrincipalType),
 			PrincipalID: body.PrincipalId, Permission: body.Permission})
@@ -65,14 +65,15 @@ func (s *Server) AuthorizeBatch(ctx context.Context, req gen.AuthorizeBatchReque
 	for i, c := range body.Checks {
 		checks[i] = store.Check{PrincipalType: string(c.PrincipalType), PrincipalID: c.PrincipalId, Permission: c.Permission}
 	}
-	results, err := s.store.DecideBatch(ctx, projectID, checks, s.store.Now())
+	explain := body.Explain != nil && *body.Explain
+	results, err := s.store.DecideBatch(ctx, projectID, checks, s.store.Now(), explain)
 	if err != nil {
 		return nil, err
 	}
-	explain := body.Explain != nil && *body.Explain
 	out := make([]gen.AuthorizationDecision, len(results))
+	ids := store.NewIDs("dec", len(results))
 	for i, r := range results {
-		out[i] = decisionBody(r, explain)
+		out[i] = decisionBody(r, explain, ids[i])
 		s.metrics.decision(r.Allowed)
 	}
 	return gen.AuthorizeBatch200JSONResponse{Data: gen.AuthorizationBatch{Results: out}}, nil
@@ -142,11 +143,11 @@ func decisionProject(ctx context.Context, named string) (string, error) {
 	return projectID, nil
 }
 
-// decisionBody is one check's decision under a fresh decision id, with its explanation when
-// explain is set: the granting bindings when allowed, the reason and every binding considered
-// when denied.
-func decisionBody(r store.CheckResult, explain bool) gen.AuthorizationDecision {
-	out := gen.AuthorizationDecision{Allowed: r.Allowed, Roles: r.Roles, DecisionId: store.NewID("dec")}
+// decisionBody is one check's decision under decision id id, with its explanation when explain
+// is set: the granting bindings when allowed, the reason and every binding considered when
+// denied.
+func decisionBody(r store.CheckResult, explain bool, id string) gen.AuthorizationDecision {
+	out := gen.AuthorizationDecision{Allowed: r.Allowed, Roles: r.Roles, DecisionId: id}
 	if !explain {
 		return out
 	}

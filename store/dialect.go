@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -11,6 +12,7 @@ import (
 	"net"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/golang-migrate/migrate/v4/database"
 	migratepostgres "github.com/golang-migrate/migrate/v4/database/postgres"
@@ -301,6 +303,89 @@ func (d Dialect) stringList() string {
 		return "(SELECT unnest(CAST(? AS text[])))"
 	}
 	return "(SELECT value FROM json_each(?))"
+}
+
+// stringAgg is an aggregate of the text expression expr over a group's rows as a JSON array of
+// strings (SQLite: "[]" for no rows; PostgreSQL: NULL), read back with decodeStringAgg.
+func (d Dialect) stringAgg(expr string) string {
+	if d == Postgres {
+		return "CAST(json_agg(" + expr + ") AS text)"
+	}
+	return "json_group_array(" + expr + ")"
+}
+
+// decodeStringAgg reads a stringAgg column (nil or empty: no strings). An array without
+// escapes is split where its quotes are; any other is decoded by encoding/json.
+func decodeStringAgg(raw []byte) ([]string, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	if out, ok := splitPlainStringArray(raw); ok {
+		return out, nil
+	}
+	var out []string
+	err := json.Unmarshal(raw, &out)
+	return out, err
+}
+
+// splitPlainStringArray reads a JSON array of strings none of which holds an escape (every
+// quote in raw then delimits a string); ok is false for anything else.
+func splitPlainStringArray(raw []byte) (out []string, ok bool) {
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		return nil, false
+	}
+	i := 0
+	space := func() {
+		for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
+			i++
+		}
+	}
+	space()
+	if i == len(raw) || raw[i] != '[' {
+		return nil, false
+	}
+	i++
+	space()
+	if i < len(raw) && raw[i] == ']' {
+		i++
+		space()
+		return []string{}, i == len(raw)
+	}
+	for {
+		space()
+		if i == len(raw) || raw[i] != '"' {
+			return nil, false
+		}
+		end := bytes.IndexByte(raw[i+1:], '"')
+		if end < 0 {
+			return nil, false
+		}
+		s := raw[i+1 : i+1+end]
+		for _, c := range s {
+			if c < 0x20 {
+				return nil, false
+			}
+		}
+		if !utf8.Valid(s) {
+			return nil, false
+		}
+		out = append(out, string(s))
+		i += end + 2
+		space()
+		if i == len(raw) {
+			return nil, false
+		}
+		switch raw[i] {
+		case ',':
+			i++
+		case ']':
+			i++
+			space()
+			return out, i == len(raw)
+		default:
+			return nil, false
+		}
+	}
 }
 
 // stringListArg is the parameter of stringList holding values.

@@ -55,7 +55,8 @@ type CheckedBinding struct {
 // CheckResult is the answer to one Check: the decision (Allowed, and Roles,
 // the sorted slugs of the principal's unexpired bindings) and Bindings, every
 // binding of the principal in the project, expired ones included, sorted by
-// role slug, then binding id (an empty slice, never nil, for none).
+// role slug, then binding id (an empty slice, never nil, for none; nil when
+// DecideBatch was not asked to explain).
 type CheckResult struct {
 	Decision
 	Bindings []CheckedBinding
@@ -106,34 +107,45 @@ func (r CheckResult) DenialReason() DenialReason {
 }
 
 // decideBatchQuery reads, in one statement, every binding (expired ones
-// included) in the project of every principal id a batch names, with its
-// role's slug (the rows with a NULL permission), then the permission rows
-// that some check asks for or that are "*" of the roles those bindings name,
-// each role once however many principals it is bound to (the rows with a
-// NULL binding id). role_bindings_decision_idx answers both WHERE clauses
-// (two principal types times the listed ids); each binding costs a
-// primary-key probe into project_roles, each distinct role one probe into
-// project_role_permissions per listed permission. Each %s is
-// Dialect.stringList: the principal ids (twice), then the permissions.
-const decideBatchQuery = `SELECT b.principal_type, b.principal_id, b.id, b.role_id, r.slug, b.expires_at, NULL AS permission
+// included) in the project of every principal id a batch names (the rows with
+// a principal type: type, id, binding id, role id, expiry), then each role
+// those bindings name, once however many principals it is bound to (the rows
+// without: NULL, slug, its permissions as one Dialect.stringAgg, role id,
+// NULL), so that a role's permissions cost one row, not one each.
+// role_bindings_decision_idx answers both WHERE clauses (two principal types
+// times the listed ids) and covers the bindings' columns but their id, which
+// explain needs (%[2]s: b.id, or NULL without explain, when the index alone
+// answers); each bound role costs a primary-key probe into project_roles and,
+// by %[4]s, either a probe into project_role_permissions per permission asked
+// ("asked": few distinct permissions) or one range scan of the role's
+// permissions ("all": many, whose probes would cost more than reading a
+// role's at most 100 rows; DecideBatch keeps the ones asked). Each %[1]s is
+// Dialect.stringList: the principal ids, the permissions ("asked" only), the
+// principal ids again; %[3]s is the aggregate.
+const decideBatchQuery = `SELECT b.principal_type, b.principal_id, %[2]s, b.role_id, b.expires_at
 	FROM role_bindings b
-		JOIN project_roles r ON r.id = b.role_id
 	WHERE b.project_id = ? AND b.principal_type IN ('user', 'service_account') AND b.principal_id IN %[1]s
 	UNION ALL
-	SELECT NULL, NULL, NULL, p.role_id, NULL, NULL, p.permission
-	FROM project_role_permissions p
-	WHERE p.role_id IN (SELECT b.role_id FROM role_bindings b
-			WHERE b.project_id = ? AND b.principal_type IN ('user', 'service_account') AND b.principal_id IN %[1]s)
-		AND p.permission IN %[1]s`
+	SELECT NULL, r.slug, (SELECT %[3]s FROM project_role_permissions p WHERE p.role_id = r.id%[4]s), r.id, NULL
+	FROM project_roles r
+	WHERE r.id IN (SELECT b.role_id FROM role_bindings b
+			WHERE b.project_id = ? AND b.principal_type IN ('user', 'service_account') AND b.principal_id IN %[1]s)`
+
+// probeBatchPermissions is the most distinct permissions (with "*") a batch
+// asks for which decideBatchQuery probes each bound role's permission rows
+// (query "asked") rather than reading them all ("all").
+const probeBatchPermissions = 4
 
 // DecideBatch answers checks in project projectID at time now, one
 // CheckResult per check, in order, each by Decide's rule. It runs exactly one
 // read query whatever the number of checks (all of them read in one
 // snapshot) and writes nothing. A check may repeat another. An unknown
-// project or principal is a deny with no bindings, not ErrNotFound.
+// project or principal is a deny with no bindings, not ErrNotFound. With
+// explain false the results have no Bindings (nil: the decision and its roles
+// do not need them, and the query is cheaper without their ids).
 //
 // It returns ErrInvalid for no checks or more than MaxChecks.
-func (s *Store) DecideBatch(ctx context.Context, projectID string, checks []Check, now time.Time) ([]CheckResult, error) {
+func (s *Store) DecideBatch(ctx context.Context, projectID string, checks []Check, now time.Time, explain bool) ([]CheckResult, error) {
 	const op = "decide batch"
 	if len(checks) == 0 || len(checks) > MaxChecks {
 		return nil, fmt.Errorf("store: %s: %w: %d checks, want 1 to %d", op, ErrInvalid, len(checks), MaxChecks)
@@ -146,43 +158,66 @@ func (s *Store) DecideBatch(ctx context.Context, projectID string, checks []Chec
 		ids = append(ids, c.PrincipalID)
 	}
 	permissions, ids = sortedUnique(permissions), sortedUnique(ids)
-	permArg, err := s.dialect.stringListArg(permissions)
-	if err != nil {
-		return nil, wrapError(op, err)
-	}
 	idArg, err := s.dialect.stringListArg(ids)
 	if err != nil {
 		return nil, wrapError(op, err)
 	}
-	stmt, err := s.readStatement(ctx, rbacQueriesOf[s.dialect].decideBatch)
+	queries := rbacQueriesOf[s.dialect]
+	variant, args := queries.decideBatchAll, []any{projectID, idArg, projectID, idArg}
+	if len(permissions) <= probeBatchPermissions {
+		permArg, err := s.dialect.stringListArg(permissions)
+		if err != nil {
+			return nil, wrapError(op, err)
+		}
+		variant, args = queries.decideBatchAsked, []any{projectID, idArg, permArg, projectID, idArg}
+	}
+	query := variant.decide
+	if explain {
+		query = variant.explain
+	}
+	stmt, err := s.readStatement(ctx, query)
 	if err != nil {
 		return nil, wrapError(op, err)
 	}
-	rows, err := stmt.QueryContext(ctx, projectID, idArg, projectID, idArg, permArg)
+	rows, err := stmt.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, wrapError(op, err)
 	}
 	defer rows.Close()
 
-	// Each principal's bindings, and the listed permissions each bound role holds.
+	// Each principal's bindings, each bound role's slug, and the asked
+	// permissions (or "*") each bound role holds.
+	asked := make(map[string]bool, len(permissions))
+	for _, p := range permissions {
+		asked[p] = true
+	}
 	principals := map[principalKey][]CheckedBinding{}
+	slugs := map[string]string{}
 	held := map[string][]string{}
-	var key principalKey
-	var id, typ, principal, slug sql.NullString
+	var typ, principal sql.NullString
+	var idOrPermissions []byte
 	var roleID string
 	var expires *sqlTime
-	var permission sql.NullString
 	for rows.Next() {
-		if err := rows.Scan(&typ, &principal, &id, &roleID, &slug, &expires, &permission); err != nil {
+		if err := rows.Scan(&typ, &principal, &idOrPermissions, &roleID, &expires); err != nil {
 			return nil, wrapError(op, err)
 		}
-		if !id.Valid {
-			held[roleID] = append(held[roleID], permission.String)
+		if !typ.Valid {
+			slugs[roleID] = principal.String
+			perms, err := decodeStringAgg(idOrPermissions)
+			if err != nil {
+				return nil, wrapError(op, err)
+			}
+			for _, p := range perms {
+				if asked[p] {
+					held[roleID] = append(held[roleID], p)
+				}
+			}
 			continue
 		}
-		b := CheckedBinding{BindingID: id.String, RoleID: roleID, RoleSlug: slug.String, ExpiresAt: timePtr(expires)}
+		b := CheckedBinding{BindingID: string(idOrPermissions), RoleID: roleID, ExpiresAt: timePtr(expires)}
 		b.Expired = b.ExpiresAt != nil && !b.ExpiresAt.After(now)
-		key = principalKey{typ.String, principal.String}
+		key := principalKey{typ.String, principal.String}
 		principals[key] = append(principals[key], b)
 	}
 	if err := rows.Err(); err != nil {
@@ -190,25 +225,31 @@ func (s *Store) DecideBatch(ctx context.Context, projectID string, checks []Chec
 	}
 	roles := make(map[principalKey][]string, len(principals))
 	for k, list := range principals {
+		for i := range list {
+			list[i].RoleSlug = slugs[list[i].RoleID]
+		}
 		slices.SortFunc(list, func(a, b CheckedBinding) int {
 			return cmp.Or(cmp.Compare(a.RoleSlug, b.RoleSlug), cmp.Compare(a.BindingID, b.BindingID))
 		})
-		slugs := []string{}
+		names := []string{}
 		for _, b := range list {
 			if !b.Expired {
-				slugs = append(slugs, b.RoleSlug)
+				names = append(names, b.RoleSlug)
 			}
 		}
-		roles[k] = slices.Compact(slugs) // sorted by slug already
+		roles[k] = slices.Compact(names) // sorted by slug already
 	}
 
 	out := make([]CheckResult, len(checks))
 	for i, c := range checks {
 		k := principalKey{c.PrincipalType, c.PrincipalID}
 		list := principals[k]
-		res := CheckResult{Decision: Decision{Roles: roles[k]}, Bindings: make([]CheckedBinding, len(list))}
+		res := CheckResult{Decision: Decision{Roles: roles[k]}}
 		if res.Roles == nil {
 			res.Roles = []string{}
+		}
+		if explain {
+			res.Bindings = make([]CheckedBinding, len(list))
 		}
 		for j, b := range list {
 			switch perms := held[b.RoleID]; {
@@ -218,7 +259,9 @@ func (s *Store) DecideBatch(ctx context.Context, projectID string, checks []Chec
 				b.Matched = "*"
 			}
 			res.Allowed = res.Allowed || (b.Matched != "" && !b.Expired)
-			res.Bindings[j] = b
+			if explain {
+				res.Bindings[j] = b
+			}
 		}
 		out[i] = res
 	}
@@ -399,7 +442,23 @@ const holdersSQLite = `WITH RECURSIVE ` + holdersGranting + `,
 
 // rbacQueries are the statements of this file that differ by dialect.
 type rbacQueries struct {
-	decideBatch, permissionHolders, permissionHoldersOfType string
+	// decideBatchAsked probes the permissions asked, decideBatchAll reads every
+	// permission of the bound roles (decideBatchQuery).
+	decideBatchAsked, decideBatchAll           batchQuery
+	permissionHolders, permissionHoldersOfType string
+}
+
+// batchQuery is decideBatchQuery with binding ids (explain) and without (decide).
+type batchQuery struct{ explain, decide string }
+
+// newBatchQuery is decideBatchQuery in dialect d with the permission
+// condition perms.
+func newBatchQuery(d Dialect, perms string) batchQuery {
+	agg := d.stringAgg("p.permission")
+	return batchQuery{
+		explain: fmt.Sprintf(decideBatchQuery, d.stringList(), "b.id", agg, perms),
+		decide:  fmt.Sprintf(decideBatchQuery, d.stringList(), "NULL", agg, perms),
+	}
 }
 
 // rbacQueriesOf holds each dialect's rbacQueries, written out once.
@@ -407,7 +466,8 @@ var rbacQueriesOf = map[Dialect]rbacQueries{SQLite: newRBACQueries(SQLite), Post
 
 func newRBACQueries(d Dialect) rbacQueries {
 	q := rbacQueries{
-		decideBatch:             fmt.Sprintf(decideBatchQuery, d.stringList()),
+		decideBatchAsked:        newBatchQuery(d, " AND p.permission IN "+d.stringList()),
+		decideBatchAll:          newBatchQuery(d, ""),
 		permissionHolders:       fmt.Sprintf(holdersSQLite, ""),
 		permissionHoldersOfType: fmt.Sprintf(holdersSQLite, " AND t.principal_type = ?"),
 	}

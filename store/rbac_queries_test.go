@@ -68,13 +68,15 @@ func TestDecisionReadsAreOneQuery(t *testing.T) {
 					checks[i] = Check{PrincipalType: []string{PrincipalUser, PrincipalServiceAccount}[i%2],
 						PrincipalID: fmt.Sprintf("p%d", i%40), Permission: fmt.Sprintf("r%d:a%d", i%3, i%10)}
 				}
-				count(fmt.Sprintf("DecideBatch of %d", n), func() error {
-					res, err := s.DecideBatch(ctx, projectID, checks, now)
-					if err == nil && len(res) != n {
-						err = fmt.Errorf("%d results", len(res))
-					}
-					return err
-				})
+				for _, explain := range []bool{true, false} {
+					count(fmt.Sprintf("DecideBatch of %d, explain %v", n, explain), func() error {
+						res, err := s.DecideBatch(ctx, projectID, checks, now, explain)
+						if err == nil && len(res) != n {
+							err = fmt.Errorf("%d results", len(res))
+						}
+						return err
+					})
+				}
 			}
 			count("EffectivePermissions", func() error {
 				_, err := s.EffectivePermissions(ctx, projectID, PrincipalUser, "p2", now)

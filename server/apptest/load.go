@@ -130,11 +130,11 @@ func RunLoad(tb testing.TB, target func() *http.Request, conns int, duration tim
 	var cpuStart, dbStart time.Duration
 	wg.Go(func() {
 		time.Sleep(time.Until(measureFrom))
-		cpuStart, dbStart = processCPU(), readDB()
+		cpuStart, dbStart = ProcessCPU(), readDB()
 	})
 	wg.Wait()
 	elapsed := time.Since(measureFrom)
-	cpu := processCPU() - cpuStart
+	cpu := ProcessCPU() - cpuStart
 	dbUsed := readDB() - dbStart
 
 	var res LoadResult
@@ -158,8 +158,8 @@ func RunLoad(tb testing.TB, target func() *http.Request, conns int, duration tim
 	return res
 }
 
-// processCPU is the user and system CPU time this process has used so far.
-func processCPU() time.Duration {
+// ProcessCPU is the user and system CPU time this process has used so far.
+func ProcessCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -114,43 +115,57 @@ func testDecideBatch(t *testing.T, open func(t *testing.T) *store.Store) {
 				Bindings: []store.CheckedBinding{}}, store.DeniedNoBindings},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// Alone, then in the middle of a batch of every case: the same answer.
-			got, err := f.s.DecideBatch(testContext(t), f.project.ID, []store.Check{tc.check}, decisionsAt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, []store.CheckResult{tc.want}) {
-				t.Errorf("alone:\n got %+v\nwant %+v", got, tc.want)
-			}
-			if r := got[0].DenialReason(); r != tc.reason {
-				t.Errorf("reason %q, want %q", r, tc.reason)
-			}
-			checks := []store.Check{
-				{PrincipalType: "user", PrincipalID: "alice", Permission: "document:write"},
-				tc.check,
-				{PrincipalType: "user", PrincipalID: "root", Permission: "x:y"},
-				tc.check,
-			}
-			got, err = f.s.DecideBatch(testContext(t), f.project.ID, checks, decisionsAt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != 4 || !reflect.DeepEqual(got[1], tc.want) || !reflect.DeepEqual(got[3], tc.want) {
-				t.Errorf("in a batch:\n got %+v\nwant it at 1 and 3: %+v", got, tc.want)
-			}
-			if len(got) == 4 && (!got[0].Allowed || !got[2].Allowed) {
-				t.Errorf("in a batch, the other checks: %+v and %+v, want both allowed", got[0], got[2])
+			for _, explain := range []bool{true, false} {
+				want := tc.want
+				if !explain {
+					want.Bindings = nil // the decision alone
+				}
+				// Alone, then in the middle of a batch of every case that asks for few permissions
+				// (the store probes them), then in one that asks for many (it reads every permission
+				// of the bound roles): the same answer.
+				got, err := f.s.DecideBatch(testContext(t), f.project.ID, []store.Check{tc.check}, decisionsAt, explain)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, []store.CheckResult{want}) {
+					t.Errorf("alone, explain %v:\n got %+v\nwant %+v", explain, got, want)
+				}
+				if r := got[0].DenialReason(); explain && r != tc.reason {
+					t.Errorf("reason %q, want %q", r, tc.reason)
+				}
+				few := []store.Check{
+					{PrincipalType: "user", PrincipalID: "alice", Permission: "document:write"},
+					tc.check,
+					{PrincipalType: "user", PrincipalID: "root", Permission: "x:y"},
+					tc.check,
+				}
+				many := append(slices.Clone(few), store.Check{PrincipalType: "user", PrincipalID: "alice", Permission: "many:a"},
+					store.Check{PrincipalType: "user", PrincipalID: "root", Permission: "many:b"},
+					store.Check{PrincipalType: "user", PrincipalID: "nobody", Permission: "many:c"},
+					store.Check{PrincipalType: "user", PrincipalID: `o"dd`, Permission: "many:d"})
+				for name, checks := range map[string][]store.Check{"few": few, "many": many} {
+					got, err = f.s.DecideBatch(testContext(t), f.project.ID, checks, decisionsAt, explain)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(got) != len(checks) || !reflect.DeepEqual(got[1], want) || !reflect.DeepEqual(got[3], want) {
+						t.Errorf("in a batch asking for %s permissions, explain %v:\n got %+v\nwant it at 1 and 3: %+v", name, explain, got, want)
+					}
+					if len(got) == len(checks) && (!got[0].Allowed || !got[2].Allowed) {
+						t.Errorf("in a batch, the other checks: %+v and %+v, want both allowed", got[0], got[2])
+					}
+				}
 			}
 		})
 	}
 	t.Run("another project's bindings never count", func(t *testing.T) {
-		got, err := f.s.DecideBatch(testContext(t), f.otherProject.ID, []store.Check{{PrincipalType: "user", PrincipalID: "alice", Permission: "document:read"}}, decisionsAt)
+		got, err := f.s.DecideBatch(testContext(t), f.otherProject.ID, []store.Check{{PrincipalType: "user", PrincipalID: "alice", Permission: "document:read"}}, decisionsAt, true)
 		want := []store.CheckResult{{Decision: store.Decision{Allowed: true, Roles: []string{"other"}},
 			Bindings: []store.CheckedBinding{{BindingID: "rb_6", RoleID: "role_other", RoleSlug: "other", Matched: "*"}}}}
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("other project: %+v %v, want %+v", got, err, want)
 		}
-		got, err = f.s.DecideBatch(testContext(t), "prj_missing", []store.Check{{PrincipalType: "user", PrincipalID: "alice", Permission: "document:read"}}, decisionsAt)
+		got, err = f.s.DecideBatch(testContext(t), "prj_missing", []store.Check{{PrincipalType: "user", PrincipalID: "alice", Permission: "document:read"}}, decisionsAt, true)
 		want = []store.CheckResult{{Decision: store.Decision{Allowed: false, Roles: []string{}}, Bindings: []store.CheckedBinding{}}}
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("unknown project: %+v %v, want %+v", got, err, want)
@@ -166,12 +181,12 @@ func testDecideBatchLimits(t *testing.T, open func(t *testing.T) *store.Store) {
 		checks[i] = store.Check{PrincipalType: "user", PrincipalID: fmt.Sprintf("p%d", i%7), Permission: fmt.Sprintf("r:a%d", i%13)}
 	}
 	checks[99] = store.Check{PrincipalType: "user", PrincipalID: "alice", Permission: "document:write"}
-	got, err := f.s.DecideBatch(testContext(t), f.project.ID, checks[:100], decisionsAt)
+	got, err := f.s.DecideBatch(testContext(t), f.project.ID, checks[:100], decisionsAt, false)
 	if err != nil || len(got) != 100 || !got[99].Allowed || got[98].Allowed {
 		t.Errorf("100 checks: %d results, err %v", len(got), err)
 	}
 	for _, n := range []int{0, 101} {
-		if _, err := f.s.DecideBatch(testContext(t), f.project.ID, checks[:n], decisionsAt); !errors.Is(err, store.ErrInvalid) {
+		if _, err := f.s.DecideBatch(testContext(t), f.project.ID, checks[:n], decisionsAt, false); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("%d checks: %v, want ErrInvalid", n, err)
 		}
 	}
