@@ -1615,7 +1615,7 @@ type AuthPasskey struct {
 	// CreatedAt UTC, ISO 8601.
 	CreatedAt Timestamp `json:"createdAt"`
 
-	// CredentialID The credential id
+	// CredentialID The credential id, base64url.
 	CredentialID string `json:"credentialID"`
 
 	// DeviceType `multiDevice` when the credential is backup eligible (a synced passkey).
@@ -1623,7 +1623,7 @@ type AuthPasskey struct {
 	Id         string                    `json:"id"`
 	Name       nullable.Nullable[string] `json:"name"`
 
-	// PublicKey The COSE public key
+	// PublicKey The COSE public key, base64.
 	PublicKey string `json:"publicKey"`
 
 	// Transports Comma-separated transports.
