@@ -118,8 +118,8 @@ func (tx *Tx) CreatePasskey(ctx context.Context, p Passkey) (Passkey, error) {
 func (tx *Tx) RecordPasskeyUse(ctx context.Context, id string, counter uint32, backedUp bool) error {
 	const op = "record passkey use"
 	res, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(`UPDATE passkeys SET counter = ?, backed_up = ?,
-		updated_at = ? WHERE id = ? AND (counter < ? OR (counter = 0 AND ? = 0))`),
-		int64(counter), backedUp, sqlTime(tx.store.Now()), id, int64(counter), int64(counter))
+		updated_at = ? WHERE id = ? AND (counter < ? OR (counter = 0 AND ?))`),
+		int64(counter), backedUp, sqlTime(tx.store.Now()), id, int64(counter), counter == 0)
 	if err := oneRowAffected(op, res, err); err != nil {
 		if _, gone := tx.passkeyExists(ctx, id); gone == nil {
 			return fmt.Errorf("store: %s: counter did not advance: %w", op, ErrConflict)
