@@ -12,6 +12,7 @@ import (
 	"github.com/boombuler/barcode/qr"
 
 	"github.com/gatehouse-dev/gatehouse/gen"
+	"github.com/gatehouse-dev/gatehouse/identity"
 )
 
 // The hosted account page: a signed-in user turns the second factor on (a secret shown as text
@@ -55,13 +56,13 @@ func (s *Server) signedInRedirect(ctx context.Context, userID, callbackURL strin
 
 // enrolmentDue is where a browser that just signed in with a password goes: callbackURL, or
 // the account page (with callbackURL to continue to) when an organization of the user requires
-// a second factor the user has not turned on.
+// a second factor the user has not turned on (neither TOTP nor a passkey).
 func (s *Server) enrolmentDue(ctx context.Context, userID, callbackURL string) (string, error) {
 	required, err := s.store.TwoFactorRequiredOf(ctx, userID)
 	if err != nil || !required {
 		return callbackURL, err
 	}
-	if on, err := s.twoFactorOn(ctx, userID); err != nil || on {
+	if on, err := identity.HasSecondFactor(ctx, s.store, userID); err != nil || on {
 		return callbackURL, err
 	}
 	return AccountPagePath + "?" + url.Values{"callbackURL": {callbackURL}, "reason": {"organization"}}.Encode(), nil
