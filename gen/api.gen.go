@@ -17391,6 +17391,22 @@ func (response GeneratePasskeyAuthenticationOptions200JSONResponse) VisitGenerat
 	return err
 }
 
+type GeneratePasskeyAuthenticationOptions400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GeneratePasskeyAuthenticationOptions400ApplicationProblemPlusJSONResponse) VisitGeneratePasskeyAuthenticationOptionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GeneratePasskeyAuthenticationOptions503ApplicationProblemPlusJSONResponse struct {
 	AuthUnavailableApplicationProblemPlusJSONResponse
 }

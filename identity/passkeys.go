@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -50,23 +51,32 @@ var (
 	ErrPasskeyNotFound = errors.New("identity: passkey not found")
 	// ErrPasskeyAuthentication: the assertion does not verify, or its counter did not advance.
 	ErrPasskeyAuthentication = errors.New("identity: passkey authentication does not verify")
+	// ErrPasskeysUnavailable: the base URL's host is an IP address, which WebAuthn does not
+	// accept as a relying party id.
+	ErrPasskeysUnavailable = errors.New("identity: passkeys need a base URL with a domain name")
 )
 
 // NewPasskeys returns the passkeys of st for the instance at baseURL (an origin), named rpName
 // in authenticators' prompts; master derives the cookie key. secure (an https base URL) names
-// the cookie __Host- and marks it Secure.
+// the cookie __Host- and marks it Secure. A base URL whose host is an IP address (which WebAuthn
+// refuses as a relying party id) gets passkeys whose ceremonies all fail with
+// ErrPasskeysUnavailable.
 func NewPasskeys(st *store.Store, master []byte, baseURL, rpName string) (*Passkeys, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || u.Hostname() == "" {
 		return nil, fmt.Errorf("identity: passkeys: base URL %q has no host", baseURL)
+	}
+	p := &Passkeys{store: st, cookieKey: seal.DeriveKey(master, "passkey-cookie"), secure: u.Scheme == "https"}
+	if net.ParseIP(u.Hostname()) != nil {
+		return p, nil
 	}
 	wa, err := webauthn.New(&webauthn.Config{RPID: u.Hostname(), RPDisplayName: rpName,
 		RPOrigins: []string{u.Scheme + "://" + u.Host}})
 	if err != nil {
 		return nil, fmt.Errorf("identity: passkeys: %w", err)
 	}
-	return &Passkeys{store: st, wa: wa, cookieKey: seal.DeriveKey(master, "passkey-cookie"),
-		secure: u.Scheme == "https"}, nil
+	p.wa = wa
+	return p, nil
 }
 
 // CookieName is the ceremony cookie's name.
@@ -127,6 +137,9 @@ func credential(pk store.Passkey) (webauthn.Credential, error) {
 // name is the account name shown (default the email). It returns the creation options JSON
 // and the ceremony cookie.
 func (p *Passkeys) BeginRegistration(ctx context.Context, user store.User, existing []store.Passkey, attachment, name string) (json.RawMessage, *http.Cookie, error) {
+	if p.wa == nil {
+		return nil, nil, ErrPasskeysUnavailable
+	}
 	if name == "" {
 		name = user.Email
 	}
@@ -158,6 +171,9 @@ func (p *Passkeys) BeginRegistration(ctx context.Context, user store.User, exist
 // BeginLogin starts a discoverable passkey sign-in (no allowed credentials, as conditional UI
 // needs). It returns the request options JSON and the ceremony cookie.
 func (p *Passkeys) BeginLogin(ctx context.Context) (json.RawMessage, *http.Cookie, error) {
+	if p.wa == nil {
+		return nil, nil, ErrPasskeysUnavailable
+	}
 	assertion, session, err := p.wa.BeginDiscoverableLogin(webauthn.WithUserVerification(protocol.VerificationPreferred))
 	if err != nil {
 		return nil, nil, fmt.Errorf("identity: begin passkey login: %w", err)
@@ -191,6 +207,9 @@ func (p *Passkeys) begin(ctx context.Context, purpose, userID string, options an
 // take takes the ceremony of purpose under r's cookie, in a transaction of its own, so that
 // it is spent whatever the verification's outcome.
 func (p *Passkeys) take(r *http.Request, purpose string) (store.PasskeyChallenge, webauthn.SessionData, error) {
+	if p.wa == nil {
+		return store.PasskeyChallenge{}, webauthn.SessionData{}, ErrPasskeysUnavailable
+	}
 	ck, err := r.Cookie(p.CookieName())
 	if err != nil || ck.Value == "" {
 		return store.PasskeyChallenge{}, webauthn.SessionData{}, ErrPasskeyChallenge

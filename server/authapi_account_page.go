@@ -42,6 +42,13 @@ type twoFactorView struct {
 	// requires it.
 	Continue string
 	Reason   bool
+	// Passkeys are the user's passkeys, which the page's script registers, renames and removes.
+	Passkeys []passkeyView
+}
+
+// passkeyView is one passkey on the account page.
+type passkeyView struct {
+	ID, Name, Created string
 }
 
 // signedInRedirect is sign-in/email's answer to a browser's form post that signed in: a 303 to
@@ -201,6 +208,17 @@ func (s *Server) twoFactorView(ctx context.Context, callback *string) (*twoFacto
 		return nil, err
 	}
 	v := &twoFactorView{Email: p.User.Email, On: on}
+	pks, err := s.store.PasskeysOf(ctx, p.ID())
+	if err != nil {
+		return nil, err
+	}
+	for _, pk := range pks {
+		name := "Passkey"
+		if pk.Name != nil {
+			name = *pk.Name
+		}
+		v.Passkeys = append(v.Passkeys, passkeyView{ID: pk.ID, Name: name, Created: pk.CreatedAt.UTC().Format("2 January 2006")})
+	}
 	if on && callback != nil {
 		v.Continue = *callback
 	}

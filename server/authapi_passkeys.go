@@ -32,6 +32,8 @@ var (
 		"AUTHENTICATION_FAILED", "Authentication failed")
 	errPasskeyNotFound = authError(http.StatusNotFound, kindNotFound,
 		"PASSKEY_NOT_FOUND", "Passkey not found")
+	errPasskeysUnavailable = authError(http.StatusBadRequest, kindClientError,
+		"PASSKEYS_UNAVAILABLE", "Passkeys need a base URL with a domain name")
 )
 
 // passkeyError maps the ceremonies' errors to the routes' problems.
@@ -47,6 +49,8 @@ func passkeyError(err error) error {
 		return errPasskeyUnknown
 	case errors.Is(err, identity.ErrPasskeyAuthentication):
 		return errPasskeyAuthentication
+	case errors.Is(err, identity.ErrPasskeysUnavailable):
+		return errPasskeysUnavailable
 	}
 	return err
 }
@@ -75,7 +79,7 @@ func (s *Server) GeneratePasskeyRegistrationOptions(ctx context.Context, request
 	}
 	raw, cookie, err := s.passkeys.BeginRegistration(ctx, p.User, existing, attachment, name)
 	if err != nil {
-		return nil, err
+		return nil, passkeyError(err)
 	}
 	opts, err := passkeyOptions(raw)
 	if err != nil {
@@ -119,7 +123,7 @@ func (s *Server) GeneratePasskeyAuthenticationOptions(ctx context.Context, _ gen
 	noStore(ctx)
 	raw, cookie, err := s.passkeys.BeginLogin(ctx)
 	if err != nil {
-		return nil, err
+		return nil, passkeyError(err)
 	}
 	opts, err := passkeyOptions(raw)
 	if err != nil {

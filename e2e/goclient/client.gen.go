@@ -7324,7 +7324,9 @@ type ClientInterface interface {
 	// (a discoverable sign-in, which conditional UI needs; the user is the one whose passkey
 	// answers). The ceremony is kept server-side for 5 minutes under the
 	// `gatehouse.passkey` cookie and `verify-authentication` takes it once.
-	// `Cache-Control: no-store`.
+	// `Cache-Control: no-store`. An instance whose base URL's host is an IP address (which
+	// WebAuthn does not accept as a relying party id) offers no passkeys: every passkey
+	// ceremony is 400 `PASSKEYS_UNAVAILABLE`.
 	//
 	// Corresponds with GET /api/auth/passkey/generate-authenticate-options (the `GeneratePasskeyAuthenticationOptions` operationId).
 	GeneratePasskeyAuthenticationOptions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -10980,7 +10982,9 @@ func (c *Client) DeletePasskey(ctx context.Context, body DeletePasskeyJSONReques
 // (a discoverable sign-in, which conditional UI needs; the user is the one whose passkey
 // answers). The ceremony is kept server-side for 5 minutes under the
 // `gatehouse.passkey` cookie and `verify-authentication` takes it once.
-// `Cache-Control: no-store`.
+// `Cache-Control: no-store`. An instance whose base URL's host is an IP address (which
+// WebAuthn does not accept as a relying party id) offers no passkeys: every passkey
+// ceremony is 400 `PASSKEYS_UNAVAILABLE`.
 //
 // Corresponds with GET /api/auth/passkey/generate-authenticate-options (the `GeneratePasskeyAuthenticationOptions` operationId).
 func (c *Client) GeneratePasskeyAuthenticationOptions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -23132,7 +23136,9 @@ type ClientWithResponsesInterface interface {
 	// (a discoverable sign-in, which conditional UI needs; the user is the one whose passkey
 	// answers). The ceremony is kept server-side for 5 minutes under the
 	// `gatehouse.passkey` cookie and `verify-authentication` takes it once.
-	// `Cache-Control: no-store`.
+	// `Cache-Control: no-store`. An instance whose base URL's host is an IP address (which
+	// WebAuthn does not accept as a relying party id) offers no passkeys: every passkey
+	// ceremony is 400 `PASSKEYS_UNAVAILABLE`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -28375,6 +28381,8 @@ type GeneratePasskeyAuthenticationOptionsResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *AuthPasskeyOptions
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *AuthUnavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -28386,6 +28394,11 @@ type GeneratePasskeyAuthenticationOptionsResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GeneratePasskeyAuthenticationOptionsResponse) GetJSON200() *AuthPasskeyOptions {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GeneratePasskeyAuthenticationOptionsResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
@@ -37362,7 +37375,9 @@ func (c *ClientWithResponses) DeletePasskeyWithResponse(ctx context.Context, bod
 // (a discoverable sign-in, which conditional UI needs; the user is the one whose passkey
 // answers). The ceremony is kept server-side for 5 minutes under the
 // `gatehouse.passkey` cookie and `verify-authentication` takes it once.
-// `Cache-Control: no-store`.
+// `Cache-Control: no-store`. An instance whose base URL's host is an IP address (which
+// WebAuthn does not accept as a relying party id) offers no passkeys: every passkey
+// ceremony is 400 `PASSKEYS_UNAVAILABLE`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -42904,6 +42919,13 @@ func ParseGeneratePasskeyAuthenticationOptionsResponse(rsp *http.Response) (*Gen
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest AuthUnavailable
