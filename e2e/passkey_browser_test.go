@@ -100,7 +100,7 @@ func TestPasskeyPagesInBrowser(t *testing.T) {
 	check("account (a passkey)")
 	d.do("rename", chromedp.SetValue(chromedp.CSS(`.pk-rename input`), "Work laptop"), chromedp.Click(chromedp.CSS(`.pk-rename button`)))
 	d.waitText("Remove Work laptop")
-	creds, err := chromedp.Call(d.ctx, webauthn.GetCredentials, webauthn.GetCredentialsParams{AuthenticatorID: va.AuthenticatorID})
+	creds, err := chromedp.Call(d.ctx, webauthn.GetCredentials, webauthn.GetCredentialsParams(va))
 	if err != nil || len(creds.Credentials) != 1 || !creds.Credentials[0].IsResidentCredential || creds.Credentials[0].RpID != "localhost" {
 		t.Fatalf("authenticator credentials: %+v (%v), want one resident credential for localhost", creds, err)
 	}
