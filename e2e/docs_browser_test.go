@@ -60,6 +60,18 @@ func skipOrFail(t *testing.T, msg string) {
 // is bound to it and ends with the test or after timeout.
 func newOfflineBrowser(t *testing.T, execPath string, timeout time.Duration) context.Context {
 	t.Helper()
+	return newOfflineBrowserResolving(t, execPath, timeout, "127.0.0.1")
+}
+
+// newOfflineBrowserResolving is newOfflineBrowser that resolves exactly the hosts in
+// resolvable (127.0.0.1, and localhost for WebAuthn, which takes no IP address as a relying
+// party id).
+func newOfflineBrowserResolving(t *testing.T, execPath string, timeout time.Duration, resolvable ...string) context.Context {
+	t.Helper()
+	rules := "MAP * ~NOTFOUND"
+	for _, h := range resolvable {
+		rules += " , EXCLUDE " + h
+	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(execPath),
 		chromedp.UserDataDir(t.TempDir()),
@@ -71,7 +83,7 @@ func newOfflineBrowser(t *testing.T, execPath string, timeout time.Duration) con
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"),
+		chromedp.Flag("host-resolver-rules", rules),
 	)
 	if os.Geteuid() == 0 {
 		opts = append(opts, chromedp.NoSandbox) // Chromium refuses to run as root with its sandbox

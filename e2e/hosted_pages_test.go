@@ -60,6 +60,7 @@ func startAccountsEnv(t *testing.T, configure ...func(*server.Config)) *accounts
 	for _, c := range configure {
 		c(&cfg)
 	}
+	env.base = cfg.BaseURL // a configure may name the listener by another host (localhost)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	app, err := newServer(cfg, env.store, log)
 	if err != nil {

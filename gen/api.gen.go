@@ -128,6 +128,24 @@ func (e AuthJwkUse) Valid() bool {
 	}
 }
 
+// Defines values for AuthPasskeyDeviceType.
+const (
+	MultiDevice  AuthPasskeyDeviceType = "multiDevice"
+	SingleDevice AuthPasskeyDeviceType = "singleDevice"
+)
+
+// Valid indicates whether the value is a known member of the AuthPasskeyDeviceType enum.
+func (e AuthPasskeyDeviceType) Valid() bool {
+	switch e {
+	case MultiDevice:
+		return true
+	case SingleDevice:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AuthRevocationRequestTokenTypeHint.
 const (
 	AuthRevocationRequestTokenTypeHintAccessToken  AuthRevocationRequestTokenTypeHint = "access_token"
@@ -1013,6 +1031,24 @@ func (e AuthListMembersParamsFilterOperator) Valid() bool {
 	}
 }
 
+// Defines values for GeneratePasskeyRegistrationOptionsParamsAuthenticatorAttachment.
+const (
+	CrossPlatform GeneratePasskeyRegistrationOptionsParamsAuthenticatorAttachment = "cross-platform"
+	Platform      GeneratePasskeyRegistrationOptionsParamsAuthenticatorAttachment = "platform"
+)
+
+// Valid indicates whether the value is a known member of the GeneratePasskeyRegistrationOptionsParamsAuthenticatorAttachment enum.
+func (e GeneratePasskeyRegistrationOptionsParamsAuthenticatorAttachment) Valid() bool {
+	switch e {
+	case CrossPlatform:
+		return true
+	case Platform:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TwoFactorPageParamsMethod.
 const (
 	TwoFactorPageParamsMethodBackup TwoFactorPageParamsMethod = "backup"
@@ -1484,6 +1520,44 @@ type AuthOrganization struct {
 	Metadata  nullable.Nullable[map[string]interface{}] `json:"metadata"`
 	Name      string                                    `json:"name"`
 	Slug      string                                    `json:"slug"`
+}
+
+// AuthPasskey A registered passkey (better-auth's passkey model). The public key is the credential's COSE key; no secret is stored.
+type AuthPasskey struct {
+	Aaguid string `json:"aaguid"`
+
+	// BackedUp The authenticator's backup state at the last use.
+	BackedUp bool `json:"backedUp"`
+
+	// Counter The last signature counter seen.
+	Counter int `json:"counter"`
+
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt Timestamp `json:"createdAt"`
+
+	// CredentialID The credential id, base64url.
+	CredentialID string `json:"credentialID"`
+
+	// DeviceType `multiDevice` when the credential is backup eligible (a synced passkey).
+	DeviceType AuthPasskeyDeviceType     `json:"deviceType"`
+	Id         string                    `json:"id"`
+	Name       nullable.Nullable[string] `json:"name"`
+
+	// PublicKey The COSE public key, base64.
+	PublicKey string `json:"publicKey"`
+
+	// Transports Comma-separated transports.
+	Transports string `json:"transports"`
+	UserId     string `json:"userId"`
+}
+
+// AuthPasskeyDeviceType `multiDevice` when the credential is backup eligible (a synced passkey).
+type AuthPasskeyDeviceType string
+
+// AuthPasskeyOptions WebAuthn options JSON (PublicKeyCredentialCreationOptionsJSON or PublicKeyCredentialRequestOptionsJSON), binary members base64url.
+type AuthPasskeyOptions struct {
+	Challenge            string                 `json:"challenge"`
+	AdditionalProperties map[string]interface{} `json:"-"`
 }
 
 // AuthPasswordBody defines model for AuthPasswordBody.
@@ -3356,6 +3430,44 @@ type AuthUpdateRoleJSONBody struct {
 	OrganizationId *string `json:"organizationId,omitempty"`
 	RoleId         *string `json:"roleId,omitempty"`
 	RoleName       *string `json:"roleName,omitempty"`
+}
+
+// DeletePasskeyJSONBody defines parameters for DeletePasskey.
+type DeletePasskeyJSONBody struct {
+	Id string `json:"id"`
+}
+
+// GeneratePasskeyRegistrationOptionsParams defines parameters for GeneratePasskeyRegistrationOptions.
+type GeneratePasskeyRegistrationOptionsParams struct {
+	AuthenticatorAttachment *GeneratePasskeyRegistrationOptionsParamsAuthenticatorAttachment `form:"authenticatorAttachment,omitempty" json:"authenticatorAttachment,omitempty"`
+	Name                    *string                                                          `form:"name,omitempty" json:"name,omitempty"`
+}
+
+// GeneratePasskeyRegistrationOptionsParamsAuthenticatorAttachment defines parameters for GeneratePasskeyRegistrationOptions.
+type GeneratePasskeyRegistrationOptionsParamsAuthenticatorAttachment string
+
+// UpdatePasskeyJSONBody defines parameters for UpdatePasskey.
+type UpdatePasskeyJSONBody struct {
+	Id   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// VerifyPasskeyAuthenticationJSONBody defines parameters for VerifyPasskeyAuthentication.
+type VerifyPasskeyAuthenticationJSONBody struct {
+	// RememberMe Defaults to true, as for sign-in/email.
+	RememberMe *bool `json:"rememberMe,omitempty"`
+
+	// Response The AuthenticationResponseJSON of navigator.credentials.get.
+	Response map[string]interface{} `json:"response"`
+}
+
+// VerifyPasskeyRegistrationJSONBody defines parameters for VerifyPasskeyRegistration.
+type VerifyPasskeyRegistrationJSONBody struct {
+	// Name A label for the passkey.
+	Name *string `json:"name,omitempty"`
+
+	// Response The RegistrationResponseJSON of navigator.credentials.create.
+	Response map[string]interface{} `json:"response"`
 }
 
 // ResetPasswordParams defines parameters for ResetPassword.
@@ -5431,6 +5543,18 @@ type AuthUpdateMemberRoleJSONRequestBody AuthUpdateMemberRoleJSONBody
 // AuthUpdateRoleJSONRequestBody defines body for AuthUpdateRole for application/json ContentType.
 type AuthUpdateRoleJSONRequestBody AuthUpdateRoleJSONBody
 
+// DeletePasskeyJSONRequestBody defines body for DeletePasskey for application/json ContentType.
+type DeletePasskeyJSONRequestBody DeletePasskeyJSONBody
+
+// UpdatePasskeyJSONRequestBody defines body for UpdatePasskey for application/json ContentType.
+type UpdatePasskeyJSONRequestBody UpdatePasskeyJSONBody
+
+// VerifyPasskeyAuthenticationJSONRequestBody defines body for VerifyPasskeyAuthentication for application/json ContentType.
+type VerifyPasskeyAuthenticationJSONRequestBody VerifyPasskeyAuthenticationJSONBody
+
+// VerifyPasskeyRegistrationJSONRequestBody defines body for VerifyPasskeyRegistration for application/json ContentType.
+type VerifyPasskeyRegistrationJSONRequestBody VerifyPasskeyRegistrationJSONBody
+
 // RequestPasswordResetJSONRequestBody defines body for RequestPasswordReset for application/json ContentType.
 type RequestPasswordResetJSONRequestBody = AuthRequestPasswordResetBody
 
@@ -5761,6 +5885,72 @@ type OnWebhookEndpointRotateSecretJSONRequestBody OnWebhookEndpointRotateSecretJ
 // OnWebhookEndpointUpdateJSONRequestBody defines body for OnWebhookEndpointUpdate for application/json ContentType.
 type OnWebhookEndpointUpdateJSONRequestBody OnWebhookEndpointUpdateJSONBody
 
+// Getter for additional properties for AuthPasskeyOptions. Returns the specified
+// element and whether it was found
+func (a AuthPasskeyOptions) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for AuthPasskeyOptions
+func (a *AuthPasskeyOptions) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for AuthPasskeyOptions to handle AdditionalProperties
+func (a *AuthPasskeyOptions) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["challenge"]; found {
+		err = json.Unmarshal(raw, &a.Challenge)
+		if err != nil {
+			return fmt.Errorf("error reading 'challenge': %w", err)
+		}
+		delete(object, "challenge")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for AuthPasskeyOptions to handle AdditionalProperties
+func (a AuthPasskeyOptions) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	object["challenge"], err = json.Marshal(a.Challenge)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'challenge': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
 // AsAuthRoleName returns the union data inside the AuthRoleInput as a AuthRoleName
 func (t AuthRoleInput) AsAuthRoleName() (AuthRoleName, error) {
 	var body AuthRoleName
@@ -5986,6 +6176,27 @@ type ServerInterface interface {
 	// AuthUpdateRole Update a dynamic role
 	// (POST /api/auth/organization/update-role)
 	AuthUpdateRole(ctx echo.Context) error
+	// DeletePasskey Remove a passkey
+	// (POST /api/auth/passkey/delete-passkey)
+	DeletePasskey(ctx echo.Context) error
+	// GeneratePasskeyAuthenticationOptions Start a passkey sign-in
+	// (GET /api/auth/passkey/generate-authenticate-options)
+	GeneratePasskeyAuthenticationOptions(ctx echo.Context) error
+	// GeneratePasskeyRegistrationOptions Start registering a passkey
+	// (GET /api/auth/passkey/generate-register-options)
+	GeneratePasskeyRegistrationOptions(ctx echo.Context, params GeneratePasskeyRegistrationOptionsParams) error
+	// ListPasskeys List the user's passkeys
+	// (GET /api/auth/passkey/list-user-passkeys)
+	ListPasskeys(ctx echo.Context) error
+	// UpdatePasskey Rename a passkey
+	// (POST /api/auth/passkey/update-passkey)
+	UpdatePasskey(ctx echo.Context) error
+	// VerifyPasskeyAuthentication Sign in with a passkey
+	// (POST /api/auth/passkey/verify-authentication)
+	VerifyPasskeyAuthentication(ctx echo.Context) error
+	// VerifyPasskeyRegistration Finish registering a passkey
+	// (POST /api/auth/passkey/verify-registration)
+	VerifyPasskeyRegistration(ctx echo.Context) error
 	// ListSocialProviders The configured social sign-in providers
 	// (GET /api/auth/providers)
 	ListSocialProviders(ctx echo.Context) error
@@ -6784,6 +6995,85 @@ func (w *ServerInterfaceWrapper) AuthUpdateRole(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.AuthUpdateRole(ctx)
+	return err
+}
+
+// DeletePasskey converts echo context to params.
+func (w *ServerInterfaceWrapper) DeletePasskey(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeletePasskey(ctx)
+	return err
+}
+
+// GeneratePasskeyAuthenticationOptions converts echo context to params.
+func (w *ServerInterfaceWrapper) GeneratePasskeyAuthenticationOptions(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GeneratePasskeyAuthenticationOptions(ctx)
+	return err
+}
+
+// GeneratePasskeyRegistrationOptions converts echo context to params.
+func (w *ServerInterfaceWrapper) GeneratePasskeyRegistrationOptions(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GeneratePasskeyRegistrationOptionsParams
+	// ------------- Optional query parameter "authenticatorAttachment" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "authenticatorAttachment", ctx.QueryParams(), &params.AuthenticatorAttachment, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter authenticatorAttachment: %s", err))
+	}
+
+	// ------------- Optional query parameter "name" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "name", ctx.QueryParams(), &params.Name, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GeneratePasskeyRegistrationOptions(ctx, params)
+	return err
+}
+
+// ListPasskeys converts echo context to params.
+func (w *ServerInterfaceWrapper) ListPasskeys(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListPasskeys(ctx)
+	return err
+}
+
+// UpdatePasskey converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdatePasskey(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdatePasskey(ctx)
+	return err
+}
+
+// VerifyPasskeyAuthentication converts echo context to params.
+func (w *ServerInterfaceWrapper) VerifyPasskeyAuthentication(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.VerifyPasskeyAuthentication(ctx)
+	return err
+}
+
+// VerifyPasskeyRegistration converts echo context to params.
+func (w *ServerInterfaceWrapper) VerifyPasskeyRegistration(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.VerifyPasskeyRegistration(ctx)
 	return err
 }
 
@@ -8935,6 +9225,13 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/api/auth/two-factor/verify-backup-code", wrapper.VerifyBackupCode, options.OperationMiddlewares["verifyBackupCode"]...)
 	router.POST(options.BaseURL+"/api/auth/two-factor/generate-backup-codes", wrapper.GenerateBackupCodes, options.OperationMiddlewares["generateBackupCodes"]...)
 	router.POST(options.BaseURL+"/api/auth/two-factor/disable", wrapper.DisableTwoFactor, options.OperationMiddlewares["disableTwoFactor"]...)
+	router.GET(options.BaseURL+"/api/auth/passkey/generate-register-options", wrapper.GeneratePasskeyRegistrationOptions, options.OperationMiddlewares["generatePasskeyRegistrationOptions"]...)
+	router.POST(options.BaseURL+"/api/auth/passkey/verify-registration", wrapper.VerifyPasskeyRegistration, options.OperationMiddlewares["verifyPasskeyRegistration"]...)
+	router.GET(options.BaseURL+"/api/auth/passkey/generate-authenticate-options", wrapper.GeneratePasskeyAuthenticationOptions, options.OperationMiddlewares["generatePasskeyAuthenticationOptions"]...)
+	router.POST(options.BaseURL+"/api/auth/passkey/verify-authentication", wrapper.VerifyPasskeyAuthentication, options.OperationMiddlewares["verifyPasskeyAuthentication"]...)
+	router.GET(options.BaseURL+"/api/auth/passkey/list-user-passkeys", wrapper.ListPasskeys, options.OperationMiddlewares["listPasskeys"]...)
+	router.POST(options.BaseURL+"/api/auth/passkey/delete-passkey", wrapper.DeletePasskey, options.OperationMiddlewares["deletePasskey"]...)
+	router.POST(options.BaseURL+"/api/auth/passkey/update-passkey", wrapper.UpdatePasskey, options.OperationMiddlewares["updatePasskey"]...)
 	router.POST(options.BaseURL+"/api/auth/update-user", wrapper.UpdateUser, options.OperationMiddlewares["updateUser"]...)
 	router.POST(options.BaseURL+"/api/auth/organization/create", wrapper.AuthCreateOrganization, options.OperationMiddlewares["authCreateOrganization"]...)
 	router.POST(options.BaseURL+"/api/auth/organization/check-slug", wrapper.AuthCheckOrganizationSlug, options.OperationMiddlewares["authCheckOrganizationSlug"]...)
@@ -16954,6 +17251,612 @@ func (response AuthUpdateRole409ApplicationProblemPlusJSONResponse) VisitAuthUpd
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeletePasskeyRequestObject struct {
+	Body *DeletePasskeyJSONRequestBody
+}
+
+type DeletePasskeyResponseObject interface {
+	VisitDeletePasskeyResponse(w http.ResponseWriter) error
+}
+
+type DeletePasskey200JSONResponse AuthStatus
+
+func (response DeletePasskey200JSONResponse) VisitDeletePasskeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeletePasskey400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeletePasskey400ApplicationProblemPlusJSONResponse) VisitDeletePasskeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeletePasskey401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeletePasskey401ApplicationProblemPlusJSONResponse) VisitDeletePasskeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeletePasskey403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeletePasskey403ApplicationProblemPlusJSONResponse) VisitDeletePasskeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeletePasskey404ApplicationProblemPlusJSONResponse struct {
+	AuthNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeletePasskey404ApplicationProblemPlusJSONResponse) VisitDeletePasskeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeletePasskey503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeletePasskey503ApplicationProblemPlusJSONResponse) VisitDeletePasskeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GeneratePasskeyAuthenticationOptionsRequestObject struct {
+}
+
+type GeneratePasskeyAuthenticationOptionsResponseObject interface {
+	VisitGeneratePasskeyAuthenticationOptionsResponse(w http.ResponseWriter) error
+}
+
+type GeneratePasskeyAuthenticationOptions200ResponseHeaders struct {
+	SetCookie *string
+}
+
+type GeneratePasskeyAuthenticationOptions200JSONResponse struct {
+	Body    AuthPasskeyOptions
+	Headers GeneratePasskeyAuthenticationOptions200ResponseHeaders
+}
+
+func (response GeneratePasskeyAuthenticationOptions200JSONResponse) VisitGeneratePasskeyAuthenticationOptionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GeneratePasskeyAuthenticationOptions400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GeneratePasskeyAuthenticationOptions400ApplicationProblemPlusJSONResponse) VisitGeneratePasskeyAuthenticationOptionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GeneratePasskeyAuthenticationOptions503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GeneratePasskeyAuthenticationOptions503ApplicationProblemPlusJSONResponse) VisitGeneratePasskeyAuthenticationOptionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GeneratePasskeyRegistrationOptionsRequestObject struct {
+	Params GeneratePasskeyRegistrationOptionsParams
+}
+
+type GeneratePasskeyRegistrationOptionsResponseObject interface {
+	VisitGeneratePasskeyRegistrationOptionsResponse(w http.ResponseWriter) error
+}
+
+type GeneratePasskeyRegistrationOptions200ResponseHeaders struct {
+	SetCookie *string
+}
+
+type GeneratePasskeyRegistrationOptions200JSONResponse struct {
+	Body    AuthPasskeyOptions
+	Headers GeneratePasskeyRegistrationOptions200ResponseHeaders
+}
+
+func (response GeneratePasskeyRegistrationOptions200JSONResponse) VisitGeneratePasskeyRegistrationOptionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GeneratePasskeyRegistrationOptions400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GeneratePasskeyRegistrationOptions400ApplicationProblemPlusJSONResponse) VisitGeneratePasskeyRegistrationOptionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GeneratePasskeyRegistrationOptions401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GeneratePasskeyRegistrationOptions401ApplicationProblemPlusJSONResponse) VisitGeneratePasskeyRegistrationOptionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GeneratePasskeyRegistrationOptions503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GeneratePasskeyRegistrationOptions503ApplicationProblemPlusJSONResponse) VisitGeneratePasskeyRegistrationOptionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPasskeysRequestObject struct {
+}
+
+type ListPasskeysResponseObject interface {
+	VisitListPasskeysResponse(w http.ResponseWriter) error
+}
+
+type ListPasskeys200JSONResponse []AuthPasskey
+
+func (response ListPasskeys200JSONResponse) VisitListPasskeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPasskeys401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListPasskeys401ApplicationProblemPlusJSONResponse) VisitListPasskeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPasskeys503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListPasskeys503ApplicationProblemPlusJSONResponse) VisitListPasskeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdatePasskeyRequestObject struct {
+	Body *UpdatePasskeyJSONRequestBody
+}
+
+type UpdatePasskeyResponseObject interface {
+	VisitUpdatePasskeyResponse(w http.ResponseWriter) error
+}
+
+type UpdatePasskey200JSONResponse struct {
+	// Passkey A registered passkey (better-auth's passkey model). The public key is the credential's COSE key; no secret is stored.
+	Passkey AuthPasskey `json:"passkey"`
+}
+
+func (response UpdatePasskey200JSONResponse) VisitUpdatePasskeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdatePasskey400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePasskey400ApplicationProblemPlusJSONResponse) VisitUpdatePasskeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdatePasskey401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePasskey401ApplicationProblemPlusJSONResponse) VisitUpdatePasskeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdatePasskey403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePasskey403ApplicationProblemPlusJSONResponse) VisitUpdatePasskeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdatePasskey404ApplicationProblemPlusJSONResponse struct {
+	AuthNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePasskey404ApplicationProblemPlusJSONResponse) VisitUpdatePasskeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdatePasskey503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePasskey503ApplicationProblemPlusJSONResponse) VisitUpdatePasskeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyPasskeyAuthenticationRequestObject struct {
+	Body *VerifyPasskeyAuthenticationJSONRequestBody
+}
+
+type VerifyPasskeyAuthenticationResponseObject interface {
+	VisitVerifyPasskeyAuthenticationResponse(w http.ResponseWriter) error
+}
+
+type VerifyPasskeyAuthentication200ResponseHeaders struct {
+	SetCookie *string
+}
+
+type VerifyPasskeyAuthentication200JSONResponse struct {
+	Body    AuthSessionWithUser
+	Headers VerifyPasskeyAuthentication200ResponseHeaders
+}
+
+func (response VerifyPasskeyAuthentication200JSONResponse) VisitVerifyPasskeyAuthenticationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.SetCookie != nil {
+		w.Header().Set("Set-Cookie", fmt.Sprint(*response.Headers.SetCookie))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyPasskeyAuthentication400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyPasskeyAuthentication400ApplicationProblemPlusJSONResponse) VisitVerifyPasskeyAuthenticationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyPasskeyAuthentication401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyPasskeyAuthentication401ApplicationProblemPlusJSONResponse) VisitVerifyPasskeyAuthenticationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyPasskeyAuthentication403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyPasskeyAuthentication403ApplicationProblemPlusJSONResponse) VisitVerifyPasskeyAuthenticationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyPasskeyAuthentication503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyPasskeyAuthentication503ApplicationProblemPlusJSONResponse) VisitVerifyPasskeyAuthenticationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyPasskeyRegistrationRequestObject struct {
+	Body *VerifyPasskeyRegistrationJSONRequestBody
+}
+
+type VerifyPasskeyRegistrationResponseObject interface {
+	VisitVerifyPasskeyRegistrationResponse(w http.ResponseWriter) error
+}
+
+type VerifyPasskeyRegistration200JSONResponse AuthPasskey
+
+func (response VerifyPasskeyRegistration200JSONResponse) VisitVerifyPasskeyRegistrationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyPasskeyRegistration400ApplicationProblemPlusJSONResponse struct {
+	AuthBadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyPasskeyRegistration400ApplicationProblemPlusJSONResponse) VisitVerifyPasskeyRegistrationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyPasskeyRegistration401ApplicationProblemPlusJSONResponse struct {
+	AuthUnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyPasskeyRegistration401ApplicationProblemPlusJSONResponse) VisitVerifyPasskeyRegistrationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyPasskeyRegistration403ApplicationProblemPlusJSONResponse struct {
+	AuthForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyPasskeyRegistration403ApplicationProblemPlusJSONResponse) VisitVerifyPasskeyRegistrationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type VerifyPasskeyRegistration503ApplicationProblemPlusJSONResponse struct {
+	AuthUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response VerifyPasskeyRegistration503ApplicationProblemPlusJSONResponse) VisitVerifyPasskeyRegistrationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -25319,6 +26222,27 @@ type StrictServerInterface interface {
 	// AuthUpdateRole Update a dynamic role
 	// (POST /api/auth/organization/update-role)
 	AuthUpdateRole(ctx context.Context, request AuthUpdateRoleRequestObject) (AuthUpdateRoleResponseObject, error)
+	// DeletePasskey Remove a passkey
+	// (POST /api/auth/passkey/delete-passkey)
+	DeletePasskey(ctx context.Context, request DeletePasskeyRequestObject) (DeletePasskeyResponseObject, error)
+	// GeneratePasskeyAuthenticationOptions Start a passkey sign-in
+	// (GET /api/auth/passkey/generate-authenticate-options)
+	GeneratePasskeyAuthenticationOptions(ctx context.Context, request GeneratePasskeyAuthenticationOptionsRequestObject) (GeneratePasskeyAuthenticationOptionsResponseObject, error)
+	// GeneratePasskeyRegistrationOptions Start registering a passkey
+	// (GET /api/auth/passkey/generate-register-options)
+	GeneratePasskeyRegistrationOptions(ctx context.Context, request GeneratePasskeyRegistrationOptionsRequestObject) (GeneratePasskeyRegistrationOptionsResponseObject, error)
+	// ListPasskeys List the user's passkeys
+	// (GET /api/auth/passkey/list-user-passkeys)
+	ListPasskeys(ctx context.Context, request ListPasskeysRequestObject) (ListPasskeysResponseObject, error)
+	// UpdatePasskey Rename a passkey
+	// (POST /api/auth/passkey/update-passkey)
+	UpdatePasskey(ctx context.Context, request UpdatePasskeyRequestObject) (UpdatePasskeyResponseObject, error)
+	// VerifyPasskeyAuthentication Sign in with a passkey
+	// (POST /api/auth/passkey/verify-authentication)
+	VerifyPasskeyAuthentication(ctx context.Context, request VerifyPasskeyAuthenticationRequestObject) (VerifyPasskeyAuthenticationResponseObject, error)
+	// VerifyPasskeyRegistration Finish registering a passkey
+	// (POST /api/auth/passkey/verify-registration)
+	VerifyPasskeyRegistration(ctx context.Context, request VerifyPasskeyRegistrationRequestObject) (VerifyPasskeyRegistrationResponseObject, error)
 	// ListSocialProviders The configured social sign-in providers
 	// (GET /api/auth/providers)
 	ListSocialProviders(ctx context.Context, request ListSocialProvidersRequestObject) (ListSocialProvidersResponseObject, error)
@@ -26827,6 +27751,261 @@ func (sh *strictHandler) AuthUpdateRole(ctx echo.Context) error {
 		return err
 	} else if validResponse, ok := response.(AuthUpdateRoleResponseObject); ok {
 		return validResponse.VisitAuthUpdateRoleResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeletePasskey operation middleware
+func (sh *strictHandler) DeletePasskey(ctx echo.Context) error {
+	var request DeletePasskeyRequestObject
+
+	var body DeletePasskeyJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeletePasskey(ctx.Request().Context(), request.(DeletePasskeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeletePasskey")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeletePasskeyResponseObject); ok {
+		return validResponse.VisitDeletePasskeyResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GeneratePasskeyAuthenticationOptions operation middleware
+func (sh *strictHandler) GeneratePasskeyAuthenticationOptions(ctx echo.Context) error {
+	var request GeneratePasskeyAuthenticationOptionsRequestObject
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GeneratePasskeyAuthenticationOptions(ctx.Request().Context(), request.(GeneratePasskeyAuthenticationOptionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GeneratePasskeyAuthenticationOptions")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GeneratePasskeyAuthenticationOptionsResponseObject); ok {
+		return validResponse.VisitGeneratePasskeyAuthenticationOptionsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GeneratePasskeyRegistrationOptions operation middleware
+func (sh *strictHandler) GeneratePasskeyRegistrationOptions(ctx echo.Context, params GeneratePasskeyRegistrationOptionsParams) error {
+	var request GeneratePasskeyRegistrationOptionsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GeneratePasskeyRegistrationOptions(ctx.Request().Context(), request.(GeneratePasskeyRegistrationOptionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GeneratePasskeyRegistrationOptions")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GeneratePasskeyRegistrationOptionsResponseObject); ok {
+		return validResponse.VisitGeneratePasskeyRegistrationOptionsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListPasskeys operation middleware
+func (sh *strictHandler) ListPasskeys(ctx echo.Context) error {
+	var request ListPasskeysRequestObject
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListPasskeys(ctx.Request().Context(), request.(ListPasskeysRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListPasskeys")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListPasskeysResponseObject); ok {
+		return validResponse.VisitListPasskeysResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// UpdatePasskey operation middleware
+func (sh *strictHandler) UpdatePasskey(ctx echo.Context) error {
+	var request UpdatePasskeyRequestObject
+
+	var body UpdatePasskeyJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdatePasskey(ctx.Request().Context(), request.(UpdatePasskeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdatePasskey")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(UpdatePasskeyResponseObject); ok {
+		return validResponse.VisitUpdatePasskeyResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// VerifyPasskeyAuthentication operation middleware
+func (sh *strictHandler) VerifyPasskeyAuthentication(ctx echo.Context) error {
+	var request VerifyPasskeyAuthenticationRequestObject
+
+	var body VerifyPasskeyAuthenticationJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.VerifyPasskeyAuthentication(ctx.Request().Context(), request.(VerifyPasskeyAuthenticationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "VerifyPasskeyAuthentication")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(VerifyPasskeyAuthenticationResponseObject); ok {
+		return validResponse.VisitVerifyPasskeyAuthenticationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// VerifyPasskeyRegistration operation middleware
+func (sh *strictHandler) VerifyPasskeyRegistration(ctx echo.Context) error {
+	var request VerifyPasskeyRegistrationRequestObject
+
+	var body VerifyPasskeyRegistrationJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.VerifyPasskeyRegistration(ctx.Request().Context(), request.(VerifyPasskeyRegistrationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "VerifyPasskeyRegistration")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(VerifyPasskeyRegistrationResponseObject); ok {
+		return validResponse.VisitVerifyPasskeyRegistrationResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

@@ -141,6 +141,22 @@ func TwoFactorOn(ctx context.Context, r TwoFactorReader, userID string) (bool, e
 	return err == nil && tf.Verified, err
 }
 
+// SecondFactorReader reads what HasSecondFactor needs.
+type SecondFactorReader interface {
+	TwoFactorReader
+	PasskeysOf(ctx context.Context, userID string) ([]store.Passkey, error)
+}
+
+// HasSecondFactor reports whether userID can satisfy a second-factor requirement: a TOTP
+// factor that is on, or a registered passkey (a passkey sign-in is multi-factor).
+func HasSecondFactor(ctx context.Context, r SecondFactorReader, userID string) (bool, error) {
+	if on, err := TwoFactorOn(ctx, r, userID); err != nil || on {
+		return on, err
+	}
+	pks, err := r.PasskeysOf(ctx, userID)
+	return len(pks) > 0, err
+}
+
 // Enrolled returns userID's enrolment, or ErrNoTwoFactor.
 func (f *TwoFactors) Enrolled(ctx context.Context, userID string) (store.TwoFactor, error) {
 	tf, err := f.store.TwoFactorByUser(ctx, userID)

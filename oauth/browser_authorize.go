@@ -210,9 +210,10 @@ func WantsMultiFactor(callbackURL string) bool {
 	return err == nil && u.Path == AuthorizePath && wantsMultiFactor(u.Query())
 }
 
-// twoFactorOn reports whether userID's second factor is on.
+// twoFactorOn reports whether userID has a second factor to sign in with again: TOTP that is
+// on, or a passkey.
 func (b *browserProvider) twoFactorOn(ctx context.Context, userID string) (bool, error) {
-	return identity.TwoFactorOn(ctx, b.store, userID)
+	return identity.HasSecondFactor(ctx, b.store, userID)
 }
 
 func promptSet(raw string) map[string]bool {

@@ -108,6 +108,13 @@ func PageCSP(nonce, logoURL string) string {
 	return "default-src 'none'; style-src 'nonce-" + nonce + "'; img-src " + img + "; base-uri 'none'; frame-ancestors 'none'"
 }
 
+// PageCSPWithScripts is PageCSP for a page that runs its own inline script (the passkey
+// ceremonies of the sign-in and account pages): scripts only with the page's nonce, and fetches
+// only to this origin (connect-src 'self').
+func PageCSPWithScripts(nonce, logoURL string) string {
+	return PageCSP(nonce, logoURL) + "; script-src 'nonce-" + nonce + "'; connect-src 'self'"
+}
+
 // RenderPage writes page name with status, as HTML with a fresh CSP nonce, never cached and
 // never framed.
 func RenderPage(w http.ResponseWriter, status int, name string, p Page) {
@@ -121,7 +128,11 @@ func RenderPage(w http.ResponseWriter, status int, name string, p Page) {
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Content-Security-Policy", PageCSP(p.Nonce, p.Brand.LogoURL))
+	csp := PageCSP(p.Nonce, p.Brand.LogoURL)
+	if name == PageSignIn {
+		csp = PageCSPWithScripts(p.Nonce, p.Brand.LogoURL)
+	}
+	h.Set("Content-Security-Policy", csp)
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Pragma", "no-cache")

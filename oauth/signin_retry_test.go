@@ -17,7 +17,7 @@ import (
 // emailInput is the sign-in page's email field holding value (HTML-escaped), with the
 // password field focused next to it.
 func emailInput(escaped string) string {
-	return `<input id="email" name="email" type="email" autocomplete="username" required value="` + escaped + `">`
+	return `<input id="email" name="email" type="email" autocomplete="username webauthn" required value="` + escaped + `">`
 }
 
 // TestSignInPageKeepsEmail: after a wrong password, the hosted sign-in page comes back with the

@@ -83,7 +83,11 @@ func (s *Server) renderAccountPage(ctx context.Context, name string, p accountPa
 	if err := accountPages.ExecuteTemplate(&buf, name, p); err != nil {
 		return nil, 0, err
 	}
-	setResponseHeader(ctx, "Content-Security-Policy", oauth.PageCSP(p.Nonce, p.Brand.LogoURL))
+	csp := oauth.PageCSP(p.Nonce, p.Brand.LogoURL)
+	if p.TwoFactor != nil {
+		csp = oauth.PageCSPWithScripts(p.Nonce, p.Brand.LogoURL) // the passkey section's script
+	}
+	setResponseHeader(ctx, "Content-Security-Policy", csp)
 	setResponseHeader(ctx, "X-Frame-Options", "DENY")
 	// A reset page's URL holds its token: no Referer leaves the site (same-origin posts keep
 	// their Origin, which no-referrer would turn into "null").

@@ -286,7 +286,7 @@ func (s *Server) checkOrigin(req *http.Request, authSurface bool) error {
 	if origin == "null" {
 		return authError(http.StatusForbidden, kindForbidden, "MISSING_OR_NULL_ORIGIN", "Missing or null Origin")
 	}
-	cookieAuth := (s.sessions.HasCookie(req) || s.twoFactors.HasCookie(req)) && (authSurface || req.Header.Get("X-API-Key") == "")
+	cookieAuth := (s.sessions.HasCookie(req) || s.twoFactors.HasCookie(req) || s.passkeys.HasCookie(req)) && (authSurface || req.Header.Get("X-API-Key") == "")
 	if origin == "" {
 		if ref := req.Header.Get("Referer"); ref != "" {
 			if u, err := url.Parse(ref); err == nil && u.Scheme != "" && u.Host != "" {

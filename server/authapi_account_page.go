@@ -12,6 +12,7 @@ import (
 	"github.com/boombuler/barcode/qr"
 
 	"github.com/gatehouse-dev/gatehouse/gen"
+	"github.com/gatehouse-dev/gatehouse/identity"
 )
 
 // The hosted account page: a signed-in user turns the second factor on (a secret shown as text
@@ -41,6 +42,13 @@ type twoFactorView struct {
 	// requires it.
 	Continue string
 	Reason   bool
+	// Passkeys are the user's passkeys, which the page's script registers, renames and removes.
+	Passkeys []passkeyView
+}
+
+// passkeyView is one passkey on the account page.
+type passkeyView struct {
+	ID, Name, Created string
 }
 
 // signedInRedirect is sign-in/email's answer to a browser's form post that signed in: a 303 to
@@ -55,13 +63,13 @@ func (s *Server) signedInRedirect(ctx context.Context, userID, callbackURL strin
 
 // enrolmentDue is where a browser that just signed in with a password goes: callbackURL, or
 // the account page (with callbackURL to continue to) when an organization of the user requires
-// a second factor the user has not turned on.
+// a second factor the user has not turned on (neither TOTP nor a passkey).
 func (s *Server) enrolmentDue(ctx context.Context, userID, callbackURL string) (string, error) {
 	required, err := s.store.TwoFactorRequiredOf(ctx, userID)
 	if err != nil || !required {
 		return callbackURL, err
 	}
-	if on, err := s.twoFactorOn(ctx, userID); err != nil || on {
+	if on, err := identity.HasSecondFactor(ctx, s.store, userID); err != nil || on {
 		return callbackURL, err
 	}
 	return AccountPagePath + "?" + url.Values{"callbackURL": {callbackURL}, "reason": {"organization"}}.Encode(), nil
@@ -200,6 +208,17 @@ func (s *Server) twoFactorView(ctx context.Context, callback *string) (*twoFacto
 		return nil, err
 	}
 	v := &twoFactorView{Email: p.User.Email, On: on}
+	pks, err := s.store.PasskeysOf(ctx, p.ID())
+	if err != nil {
+		return nil, err
+	}
+	for _, pk := range pks {
+		name := "Passkey"
+		if pk.Name != nil {
+			name = *pk.Name
+		}
+		v.Passkeys = append(v.Passkeys, passkeyView{ID: pk.ID, Name: name, Created: pk.CreatedAt.UTC().Format("2 January 2006")})
+	}
 	if on && callback != nil {
 		v.Continue = *callback
 	}

@@ -39,6 +39,16 @@ func wantHostedPageImages(t *testing.T, name string, res response, status int, i
 		t.Fatalf("%s: no nonced stylesheet:\n%s", name, body)
 	}
 	wantCSP := "default-src 'none'; style-src 'nonce-" + m[1] + "'; img-src " + imgSrc + "; base-uri 'none'; frame-ancestors 'none'"
+	// A page with a script (the passkey ceremonies of sign-in and the account page) runs only
+	// inline scripts carrying the page's nonce, and fetches only from this origin.
+	if scripts := regexp.MustCompile(`<script[^>]*>`).FindAllString(body, -1); len(scripts) > 0 {
+		for _, tag := range scripts {
+			if tag != `<script nonce="`+m[1]+`">` {
+				t.Errorf("%s: script tag %s, want only inline scripts with the page's nonce", name, tag)
+			}
+		}
+		wantCSP += "; script-src 'nonce-" + m[1] + "'; connect-src 'self'"
+	}
 	if got := h.Get("Content-Security-Policy"); got != wantCSP {
 		t.Errorf("%s: CSP %q, want %q", name, got, wantCSP)
 	}

@@ -65,6 +65,8 @@ type Server struct {
 	signUpThrottle  *identity.Throttle
 	// twoFactors are users' TOTP secrets, backup codes and second sign-in steps.
 	twoFactors *identity.TwoFactors
+	// passkeys are users' WebAuthn credentials and the ceremonies under way.
+	passkeys *identity.Passkeys
 	// hashLimiter bounds the memory of concurrent password hashing (cfg.HashConcurrency).
 	hashLimiter *identity.HashLimiter
 	// mailer writes the messages of invitations and the account flows to the outbox, within
@@ -147,6 +149,14 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	rpName := cfg.Brand.Name
+	if rpName == "" {
+		rpName = defaultTOTPIssuer
+	}
+	passkeys, err := identity.NewPasskeys(deps.Store, cfg.SecretKey, cfg.BaseURL, rpName)
+	if err != nil {
+		return nil, err
+	}
 	acc := deps.Accounts
 	s := &Server{
 		social: newSocialProviders(cfg, acc.Social),
@@ -167,6 +177,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		signUpThrottle:     acc.SignUpThrottle,
 		hashLimiter:        acc.Passwords,
 		twoFactors:         identity.NewTwoFactors(deps.Store, deps.Keyring, cfg.SecretKey, strings.HasPrefix(cfg.BaseURL, "https:")),
+		passkeys:           passkeys,
 		metrics:            deps.Metrics,
 	}
 

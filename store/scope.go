@@ -32,7 +32,7 @@ type Scope struct {
 	ProjectArchived      bool
 	MemberRole           string
 	// TwoFactorRequired is the organization's RequireTwoFactor; MemberTwoFactor whether the
-	// user is a member whose second factor is on.
+	// user is a member whose second factor is on (a verified TOTP or a registered passkey).
 	TwoFactorRequired bool
 	MemberTwoFactor   bool
 }
@@ -46,7 +46,7 @@ const (
 			p.archived_at IS NOT NULL AS project_archived,
 			COALESCE(m.role, '') AS member_role,
 			o.require_two_factor AS two_factor_required,
-			COALESCE(tf.verified, 1 = 0) AS member_two_factor
+			(COALESCE(tf.verified, 1 = 0) OR EXISTS (SELECT 1 FROM passkeys pk WHERE pk.user_id = m.user_id)) AS member_two_factor
 		FROM environments e
 		JOIN projects p ON p.id = e.project_id
 		JOIN organizations o ON o.id = p.organization_id
@@ -58,7 +58,7 @@ const (
 			p.archived_at IS NOT NULL AS project_archived,
 			COALESCE(m.role, '') AS member_role,
 			o.require_two_factor AS two_factor_required,
-			COALESCE(tf.verified, 1 = 0) AS member_two_factor
+			(COALESCE(tf.verified, 1 = 0) OR EXISTS (SELECT 1 FROM passkeys pk WHERE pk.user_id = m.user_id)) AS member_two_factor
 		FROM projects p
 		JOIN organizations o ON o.id = p.organization_id
 		LEFT JOIN members m ON m.organization_id = o.id AND m.user_id = ?
@@ -69,7 +69,7 @@ const (
 			1 = 0 AS project_archived,
 			COALESCE(m.role, '') AS member_role,
 			o.require_two_factor AS two_factor_required,
-			COALESCE(tf.verified, 1 = 0) AS member_two_factor
+			(COALESCE(tf.verified, 1 = 0) OR EXISTS (SELECT 1 FROM passkeys pk WHERE pk.user_id = m.user_id)) AS member_two_factor
 		FROM organizations o
 		LEFT JOIN members m ON m.organization_id = o.id AND m.user_id = ?
 		LEFT JOIN two_factors tf ON tf.user_id = m.user_id

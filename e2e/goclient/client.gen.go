@@ -127,6 +127,24 @@ func (e AuthJwkUse) Valid() bool {
 	}
 }
 
+// Defines values for AuthPasskeyDeviceType.
+const (
+	MultiDevice  AuthPasskeyDeviceType = "multiDevice"
+	SingleDevice AuthPasskeyDeviceType = "singleDevice"
+)
+
+// Valid indicates whether the value is a known member of the AuthPasskeyDeviceType enum.
+func (e AuthPasskeyDeviceType) Valid() bool {
+	switch e {
+	case MultiDevice:
+		return true
+	case SingleDevice:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AuthRevocationRequestTokenTypeHint.
 const (
 	AuthRevocationRequestTokenTypeHintAccessToken  AuthRevocationRequestTokenTypeHint = "access_token"
@@ -1093,6 +1111,24 @@ func (e AuthListMembersParamsFilterOperator) Valid() bool {
 	}
 }
 
+// Defines values for GeneratePasskeyRegistrationOptionsParamsAuthenticatorAttachment.
+const (
+	CrossPlatform GeneratePasskeyRegistrationOptionsParamsAuthenticatorAttachment = "cross-platform"
+	Platform      GeneratePasskeyRegistrationOptionsParamsAuthenticatorAttachment = "platform"
+)
+
+// Valid indicates whether the value is a known member of the GeneratePasskeyRegistrationOptionsParamsAuthenticatorAttachment enum.
+func (e GeneratePasskeyRegistrationOptionsParamsAuthenticatorAttachment) Valid() bool {
+	switch e {
+	case CrossPlatform:
+		return true
+	case Platform:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TwoFactorPageParamsMethod.
 const (
 	TwoFactorPageParamsMethodBackup TwoFactorPageParamsMethod = "backup"
@@ -1564,6 +1600,44 @@ type AuthOrganization struct {
 	Metadata  nullable.Nullable[map[string]interface{}] `json:"metadata"`
 	Name      string                                    `json:"name"`
 	Slug      string                                    `json:"slug"`
+}
+
+// AuthPasskey A registered passkey (better-auth's passkey model). The public key is the credential's COSE key; no secret is stored.
+type AuthPasskey struct {
+	Aaguid string `json:"aaguid"`
+
+	// BackedUp The authenticator's backup state at the last use.
+	BackedUp bool `json:"backedUp"`
+
+	// Counter The last signature counter seen.
+	Counter int `json:"counter"`
+
+	// CreatedAt UTC, ISO 8601.
+	CreatedAt Timestamp `json:"createdAt"`
+
+	// CredentialID The credential id, base64url.
+	CredentialID string `json:"credentialID"`
+
+	// DeviceType `multiDevice` when the credential is backup eligible (a synced passkey).
+	DeviceType AuthPasskeyDeviceType     `json:"deviceType"`
+	Id         string                    `json:"id"`
+	Name       nullable.Nullable[string] `json:"name"`
+
+	// PublicKey The COSE public key, base64.
+	PublicKey string `json:"publicKey"`
+
+	// Transports Comma-separated transports.
+	Transports string `json:"transports"`
+	UserId     string `json:"userId"`
+}
+
+// AuthPasskeyDeviceType `multiDevice` when the credential is backup eligible (a synced passkey).
+type AuthPasskeyDeviceType string
+
+// AuthPasskeyOptions WebAuthn options JSON (PublicKeyCredentialCreationOptionsJSON or PublicKeyCredentialRequestOptionsJSON), binary members base64url.
+type AuthPasskeyOptions struct {
+	Challenge            string                 `json:"challenge"`
+	AdditionalProperties map[string]interface{} `json:"-"`
 }
 
 // AuthPasswordBody defines model for AuthPasswordBody.
@@ -3526,6 +3600,44 @@ type AuthUpdateRoleJSONBody struct {
 	OrganizationId *string `json:"organizationId,omitempty"`
 	RoleId         *string `json:"roleId,omitempty"`
 	RoleName       *string `json:"roleName,omitempty"`
+}
+
+// DeletePasskeyJSONBody defines parameters for DeletePasskey.
+type DeletePasskeyJSONBody struct {
+	Id string `json:"id"`
+}
+
+// GeneratePasskeyRegistrationOptionsParams defines parameters for GeneratePasskeyRegistrationOptions.
+type GeneratePasskeyRegistrationOptionsParams struct {
+	AuthenticatorAttachment *GeneratePasskeyRegistrationOptionsParamsAuthenticatorAttachment `form:"authenticatorAttachment,omitempty" json:"authenticatorAttachment,omitempty"`
+	Name                    *string                                                          `form:"name,omitempty" json:"name,omitempty"`
+}
+
+// GeneratePasskeyRegistrationOptionsParamsAuthenticatorAttachment defines parameters for GeneratePasskeyRegistrationOptions.
+type GeneratePasskeyRegistrationOptionsParamsAuthenticatorAttachment string
+
+// UpdatePasskeyJSONBody defines parameters for UpdatePasskey.
+type UpdatePasskeyJSONBody struct {
+	Id   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// VerifyPasskeyAuthenticationJSONBody defines parameters for VerifyPasskeyAuthentication.
+type VerifyPasskeyAuthenticationJSONBody struct {
+	// RememberMe Defaults to true, as for sign-in/email.
+	RememberMe *bool `json:"rememberMe,omitempty"`
+
+	// Response The AuthenticationResponseJSON of navigator.credentials.get.
+	Response map[string]interface{} `json:"response"`
+}
+
+// VerifyPasskeyRegistrationJSONBody defines parameters for VerifyPasskeyRegistration.
+type VerifyPasskeyRegistrationJSONBody struct {
+	// Name A label for the passkey.
+	Name *string `json:"name,omitempty"`
+
+	// Response The RegistrationResponseJSON of navigator.credentials.create.
+	Response map[string]interface{} `json:"response"`
 }
 
 // ResetPasswordParams defines parameters for ResetPassword.
@@ -5634,6 +5746,18 @@ type AuthUpdateMemberRoleJSONRequestBody AuthUpdateMemberRoleJSONBody
 // AuthUpdateRoleJSONRequestBody defines body for AuthUpdateRole for application/json ContentType.
 type AuthUpdateRoleJSONRequestBody AuthUpdateRoleJSONBody
 
+// DeletePasskeyJSONRequestBody defines body for DeletePasskey for application/json ContentType.
+type DeletePasskeyJSONRequestBody DeletePasskeyJSONBody
+
+// UpdatePasskeyJSONRequestBody defines body for UpdatePasskey for application/json ContentType.
+type UpdatePasskeyJSONRequestBody UpdatePasskeyJSONBody
+
+// VerifyPasskeyAuthenticationJSONRequestBody defines body for VerifyPasskeyAuthentication for application/json ContentType.
+type VerifyPasskeyAuthenticationJSONRequestBody VerifyPasskeyAuthenticationJSONBody
+
+// VerifyPasskeyRegistrationJSONRequestBody defines body for VerifyPasskeyRegistration for application/json ContentType.
+type VerifyPasskeyRegistrationJSONRequestBody VerifyPasskeyRegistrationJSONBody
+
 // RequestPasswordResetJSONRequestBody defines body for RequestPasswordReset for application/json ContentType.
 type RequestPasswordResetJSONRequestBody = AuthRequestPasswordResetBody
 
@@ -5966,6 +6090,72 @@ type OnWebhookEndpointRotateSecretJSONRequestBody OnWebhookEndpointRotateSecretJ
 
 // OnWebhookEndpointUpdateJSONRequestBody defines body for OnWebhookEndpointUpdate for application/json ContentType.
 type OnWebhookEndpointUpdateJSONRequestBody OnWebhookEndpointUpdateJSONBody
+
+// Getter for additional properties for AuthPasskeyOptions. Returns the specified
+// element and whether it was found
+func (a AuthPasskeyOptions) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for AuthPasskeyOptions
+func (a *AuthPasskeyOptions) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for AuthPasskeyOptions to handle AdditionalProperties
+func (a *AuthPasskeyOptions) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["challenge"]; found {
+		err = json.Unmarshal(raw, &a.Challenge)
+		if err != nil {
+			return fmt.Errorf("error reading 'challenge': %w", err)
+		}
+		delete(object, "challenge")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for AuthPasskeyOptions to handle AdditionalProperties
+func (a AuthPasskeyOptions) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	object["challenge"], err = json.Marshal(a.Challenge)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'challenge': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
 
 // AsAuthRoleName returns the union data inside the AuthRoleInput as a AuthRoleName
 func (t AuthRoleInput) AsAuthRoleName() (AuthRoleName, error) {
@@ -7106,6 +7296,152 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/auth/organization/update-role (the `AuthUpdateRole` operationId).
 	AuthUpdateRole(ctx context.Context, body AuthUpdateRoleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeletePasskeyWithBody Remove a passkey
+	//
+	// Deletes one of the signed-in user's passkeys. Another user's passkey, or none, is 404
+	// `PASSKEY_NOT_FOUND`, and nothing is deleted.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/passkey/delete-passkey (the `DeletePasskey` operationId).
+	DeletePasskeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeletePasskey Remove a passkey
+	//
+	// Deletes one of the signed-in user's passkeys. Another user's passkey, or none, is 404
+	// `PASSKEY_NOT_FOUND`, and nothing is deleted.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/passkey/delete-passkey (the `DeletePasskey` operationId).
+	DeletePasskey(ctx context.Context, body DeletePasskeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GeneratePasskeyAuthenticationOptions Start a passkey sign-in
+	//
+	// WebAuthn request options (`PublicKeyCredentialRequestOptionsJSON`): relying party id the
+	// base URL's host, a new challenge, user verification preferred and no allowed credentials
+	// (a discoverable sign-in, which conditional UI needs; the user is the one whose passkey
+	// answers). The ceremony is kept server-side for 5 minutes under the
+	// `gatehouse.passkey` cookie and `verify-authentication` takes it once.
+	// `Cache-Control: no-store`. An instance whose base URL's host is an IP address (which
+	// WebAuthn does not accept as a relying party id) offers no passkeys: every passkey
+	// ceremony is 400 `PASSKEYS_UNAVAILABLE`.
+	//
+	// Corresponds with GET /api/auth/passkey/generate-authenticate-options (the `GeneratePasskeyAuthenticationOptions` operationId).
+	GeneratePasskeyAuthenticationOptions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GeneratePasskeyRegistrationOptions Start registering a passkey
+	//
+	// WebAuthn creation options (`PublicKeyCredentialCreationOptionsJSON`) for the signed-in
+	// user: relying party id the base URL's host, a new 32-byte challenge, resident key and user
+	// verification preferred, no attestation, the user's passkeys excluded. The ceremony is kept
+	// server-side for 5 minutes under the `gatehouse.passkey` cookie (HttpOnly, SameSite=Lax,
+	// Max-Age 300), and `verify-registration` takes it once. `authenticatorAttachment` narrows
+	// the authenticators; `name` is the account name the authenticator shows (default the
+	// user's email). `Cache-Control: no-store`.
+	//
+	// Corresponds with GET /api/auth/passkey/generate-register-options (the `GeneratePasskeyRegistrationOptions` operationId).
+	GeneratePasskeyRegistrationOptions(ctx context.Context, params *GeneratePasskeyRegistrationOptionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListPasskeys List the user's passkeys
+	//
+	// The signed-in user's passkeys, oldest first. `Cache-Control: no-store`.
+	//
+	// Corresponds with GET /api/auth/passkey/list-user-passkeys (the `ListPasskeys` operationId).
+	ListPasskeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdatePasskeyWithBody Rename a passkey
+	//
+	// Renames one of the signed-in user's passkeys. Another user's passkey, or none, is 404
+	// `PASSKEY_NOT_FOUND`, and nothing changes.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/passkey/update-passkey (the `UpdatePasskey` operationId).
+	UpdatePasskeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdatePasskey Rename a passkey
+	//
+	// Renames one of the signed-in user's passkeys. Another user's passkey, or none, is 404
+	// `PASSKEY_NOT_FOUND`, and nothing changes.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/passkey/update-passkey (the `UpdatePasskey` operationId).
+	UpdatePasskey(ctx context.Context, body UpdatePasskeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// VerifyPasskeyAuthenticationWithBody Sign in with a passkey
+	//
+	// Checks the authenticator's assertion (`AuthenticationResponseJSON`) against the ceremony
+	// of the `gatehouse.passkey` cookie, which it takes (used once, right or wrong; 5 minutes),
+	// the relying party id, the base URL's origin and the stored public key; the signature
+	// counter must advance (a counter that goes backwards, a cloned authenticator, is refused)
+	// and the backup-eligible flag must match the registration. Then it records the counter
+	// and backup state and starts a session (cookie set) whose `amr` is `hwk` (a device-bound
+	// passkey) or `swk` (a synced one, backup eligible), plus `mfa` when the authenticator
+	// verified the user: such a session satisfies `acr_values=urn:gatehouse:mfa` and the
+	// organizations' `requireTwoFactor`, and no TOTP step follows. No (or a used or expired)
+	// ceremony is 400 `CHALLENGE_NOT_FOUND`; an unknown credential is 401 `PASSKEY_NOT_FOUND`;
+	// an assertion that does not verify (wrong origin, challenge or signature, a counter that
+	// went backwards) is 400 `AUTHENTICATION_FAILED`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/passkey/verify-authentication (the `VerifyPasskeyAuthentication` operationId).
+	VerifyPasskeyAuthenticationWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// VerifyPasskeyAuthentication Sign in with a passkey
+	//
+	// Checks the authenticator's assertion (`AuthenticationResponseJSON`) against the ceremony
+	// of the `gatehouse.passkey` cookie, which it takes (used once, right or wrong; 5 minutes),
+	// the relying party id, the base URL's origin and the stored public key; the signature
+	// counter must advance (a counter that goes backwards, a cloned authenticator, is refused)
+	// and the backup-eligible flag must match the registration. Then it records the counter
+	// and backup state and starts a session (cookie set) whose `amr` is `hwk` (a device-bound
+	// passkey) or `swk` (a synced one, backup eligible), plus `mfa` when the authenticator
+	// verified the user: such a session satisfies `acr_values=urn:gatehouse:mfa` and the
+	// organizations' `requireTwoFactor`, and no TOTP step follows. No (or a used or expired)
+	// ceremony is 400 `CHALLENGE_NOT_FOUND`; an unknown credential is 401 `PASSKEY_NOT_FOUND`;
+	// an assertion that does not verify (wrong origin, challenge or signature, a counter that
+	// went backwards) is 400 `AUTHENTICATION_FAILED`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/passkey/verify-authentication (the `VerifyPasskeyAuthentication` operationId).
+	VerifyPasskeyAuthentication(ctx context.Context, body VerifyPasskeyAuthenticationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// VerifyPasskeyRegistrationWithBody Finish registering a passkey
+	//
+	// Checks the authenticator's answer (`RegistrationResponseJSON`) against the ceremony of the
+	// `gatehouse.passkey` cookie, which it takes (a challenge is used once, right or wrong, and
+	// expires 5 minutes after it was issued), the relying party id and the base URL's origin,
+	// and stores the credential's public key, signature counter and backup flags for the user.
+	// The ceremony must have been started by the same user. No (or a used, expired or another
+	// user's) ceremony is 400 `CHALLENGE_NOT_FOUND`; an answer that does not verify (wrong
+	// origin, wrong challenge, bad attestation) is 400 `FAILED_TO_VERIFY_REGISTRATION`; a
+	// credential registered already is 400 `PREVIOUSLY_REGISTERED`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/auth/passkey/verify-registration (the `VerifyPasskeyRegistration` operationId).
+	VerifyPasskeyRegistrationWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// VerifyPasskeyRegistration Finish registering a passkey
+	//
+	// Checks the authenticator's answer (`RegistrationResponseJSON`) against the ceremony of the
+	// `gatehouse.passkey` cookie, which it takes (a challenge is used once, right or wrong, and
+	// expires 5 minutes after it was issued), the relying party id and the base URL's origin,
+	// and stores the credential's public key, signature counter and backup flags for the user.
+	// The ceremony must have been started by the same user. No (or a used, expired or another
+	// user's) ceremony is 400 `CHALLENGE_NOT_FOUND`; an answer that does not verify (wrong
+	// origin, wrong challenge, bad attestation) is 400 `FAILED_TO_VERIFY_REGISTRATION`; a
+	// credential registered already is 400 `PREVIOUSLY_REGISTERED`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/auth/passkey/verify-registration (the `VerifyPasskeyRegistration` operationId).
+	VerifyPasskeyRegistration(ctx context.Context, body VerifyPasskeyRegistrationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListSocialProviders The configured social sign-in providers
 	//
@@ -10589,6 +10925,262 @@ func (c *Client) AuthUpdateRoleWithBody(ctx context.Context, contentType string,
 // Corresponds with POST /api/auth/organization/update-role (the `AuthUpdateRole` operationId).
 func (c *Client) AuthUpdateRole(ctx context.Context, body AuthUpdateRoleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAuthUpdateRoleRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeletePasskeyWithBody Remove a passkey
+//
+// Deletes one of the signed-in user's passkeys. Another user's passkey, or none, is 404
+// `PASSKEY_NOT_FOUND`, and nothing is deleted.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/passkey/delete-passkey (the `DeletePasskey` operationId).
+func (c *Client) DeletePasskeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeletePasskeyRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeletePasskey Remove a passkey
+//
+// Deletes one of the signed-in user's passkeys. Another user's passkey, or none, is 404
+// `PASSKEY_NOT_FOUND`, and nothing is deleted.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/passkey/delete-passkey (the `DeletePasskey` operationId).
+func (c *Client) DeletePasskey(ctx context.Context, body DeletePasskeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeletePasskeyRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GeneratePasskeyAuthenticationOptions Start a passkey sign-in
+//
+// WebAuthn request options (`PublicKeyCredentialRequestOptionsJSON`): relying party id the
+// base URL's host, a new challenge, user verification preferred and no allowed credentials
+// (a discoverable sign-in, which conditional UI needs; the user is the one whose passkey
+// answers). The ceremony is kept server-side for 5 minutes under the
+// `gatehouse.passkey` cookie and `verify-authentication` takes it once.
+// `Cache-Control: no-store`. An instance whose base URL's host is an IP address (which
+// WebAuthn does not accept as a relying party id) offers no passkeys: every passkey
+// ceremony is 400 `PASSKEYS_UNAVAILABLE`.
+//
+// Corresponds with GET /api/auth/passkey/generate-authenticate-options (the `GeneratePasskeyAuthenticationOptions` operationId).
+func (c *Client) GeneratePasskeyAuthenticationOptions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGeneratePasskeyAuthenticationOptionsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GeneratePasskeyRegistrationOptions Start registering a passkey
+//
+// WebAuthn creation options (`PublicKeyCredentialCreationOptionsJSON`) for the signed-in
+// user: relying party id the base URL's host, a new 32-byte challenge, resident key and user
+// verification preferred, no attestation, the user's passkeys excluded. The ceremony is kept
+// server-side for 5 minutes under the `gatehouse.passkey` cookie (HttpOnly, SameSite=Lax,
+// Max-Age 300), and `verify-registration` takes it once. `authenticatorAttachment` narrows
+// the authenticators; `name` is the account name the authenticator shows (default the
+// user's email). `Cache-Control: no-store`.
+//
+// Corresponds with GET /api/auth/passkey/generate-register-options (the `GeneratePasskeyRegistrationOptions` operationId).
+func (c *Client) GeneratePasskeyRegistrationOptions(ctx context.Context, params *GeneratePasskeyRegistrationOptionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGeneratePasskeyRegistrationOptionsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListPasskeys List the user's passkeys
+//
+// The signed-in user's passkeys, oldest first. `Cache-Control: no-store`.
+//
+// Corresponds with GET /api/auth/passkey/list-user-passkeys (the `ListPasskeys` operationId).
+func (c *Client) ListPasskeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPasskeysRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdatePasskeyWithBody Rename a passkey
+//
+// Renames one of the signed-in user's passkeys. Another user's passkey, or none, is 404
+// `PASSKEY_NOT_FOUND`, and nothing changes.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/passkey/update-passkey (the `UpdatePasskey` operationId).
+func (c *Client) UpdatePasskeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdatePasskeyRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdatePasskey Rename a passkey
+//
+// Renames one of the signed-in user's passkeys. Another user's passkey, or none, is 404
+// `PASSKEY_NOT_FOUND`, and nothing changes.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/passkey/update-passkey (the `UpdatePasskey` operationId).
+func (c *Client) UpdatePasskey(ctx context.Context, body UpdatePasskeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdatePasskeyRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// VerifyPasskeyAuthenticationWithBody Sign in with a passkey
+//
+// Checks the authenticator's assertion (`AuthenticationResponseJSON`) against the ceremony
+// of the `gatehouse.passkey` cookie, which it takes (used once, right or wrong; 5 minutes),
+// the relying party id, the base URL's origin and the stored public key; the signature
+// counter must advance (a counter that goes backwards, a cloned authenticator, is refused)
+// and the backup-eligible flag must match the registration. Then it records the counter
+// and backup state and starts a session (cookie set) whose `amr` is `hwk` (a device-bound
+// passkey) or `swk` (a synced one, backup eligible), plus `mfa` when the authenticator
+// verified the user: such a session satisfies `acr_values=urn:gatehouse:mfa` and the
+// organizations' `requireTwoFactor`, and no TOTP step follows. No (or a used or expired)
+// ceremony is 400 `CHALLENGE_NOT_FOUND`; an unknown credential is 401 `PASSKEY_NOT_FOUND`;
+// an assertion that does not verify (wrong origin, challenge or signature, a counter that
+// went backwards) is 400 `AUTHENTICATION_FAILED`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/passkey/verify-authentication (the `VerifyPasskeyAuthentication` operationId).
+func (c *Client) VerifyPasskeyAuthenticationWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVerifyPasskeyAuthenticationRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// VerifyPasskeyAuthentication Sign in with a passkey
+//
+// Checks the authenticator's assertion (`AuthenticationResponseJSON`) against the ceremony
+// of the `gatehouse.passkey` cookie, which it takes (used once, right or wrong; 5 minutes),
+// the relying party id, the base URL's origin and the stored public key; the signature
+// counter must advance (a counter that goes backwards, a cloned authenticator, is refused)
+// and the backup-eligible flag must match the registration. Then it records the counter
+// and backup state and starts a session (cookie set) whose `amr` is `hwk` (a device-bound
+// passkey) or `swk` (a synced one, backup eligible), plus `mfa` when the authenticator
+// verified the user: such a session satisfies `acr_values=urn:gatehouse:mfa` and the
+// organizations' `requireTwoFactor`, and no TOTP step follows. No (or a used or expired)
+// ceremony is 400 `CHALLENGE_NOT_FOUND`; an unknown credential is 401 `PASSKEY_NOT_FOUND`;
+// an assertion that does not verify (wrong origin, challenge or signature, a counter that
+// went backwards) is 400 `AUTHENTICATION_FAILED`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/passkey/verify-authentication (the `VerifyPasskeyAuthentication` operationId).
+func (c *Client) VerifyPasskeyAuthentication(ctx context.Context, body VerifyPasskeyAuthenticationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVerifyPasskeyAuthenticationRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// VerifyPasskeyRegistrationWithBody Finish registering a passkey
+//
+// Checks the authenticator's answer (`RegistrationResponseJSON`) against the ceremony of the
+// `gatehouse.passkey` cookie, which it takes (a challenge is used once, right or wrong, and
+// expires 5 minutes after it was issued), the relying party id and the base URL's origin,
+// and stores the credential's public key, signature counter and backup flags for the user.
+// The ceremony must have been started by the same user. No (or a used, expired or another
+// user's) ceremony is 400 `CHALLENGE_NOT_FOUND`; an answer that does not verify (wrong
+// origin, wrong challenge, bad attestation) is 400 `FAILED_TO_VERIFY_REGISTRATION`; a
+// credential registered already is 400 `PREVIOUSLY_REGISTERED`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/auth/passkey/verify-registration (the `VerifyPasskeyRegistration` operationId).
+func (c *Client) VerifyPasskeyRegistrationWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVerifyPasskeyRegistrationRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// VerifyPasskeyRegistration Finish registering a passkey
+//
+// Checks the authenticator's answer (`RegistrationResponseJSON`) against the ceremony of the
+// `gatehouse.passkey` cookie, which it takes (a challenge is used once, right or wrong, and
+// expires 5 minutes after it was issued), the relying party id and the base URL's origin,
+// and stores the credential's public key, signature counter and backup flags for the user.
+// The ceremony must have been started by the same user. No (or a used, expired or another
+// user's) ceremony is 400 `CHALLENGE_NOT_FOUND`; an answer that does not verify (wrong
+// origin, wrong challenge, bad attestation) is 400 `FAILED_TO_VERIFY_REGISTRATION`; a
+// credential registered already is 400 `PREVIOUSLY_REGISTERED`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/auth/passkey/verify-registration (the `VerifyPasskeyRegistration` operationId).
+func (c *Client) VerifyPasskeyRegistration(ctx context.Context, body VerifyPasskeyRegistrationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVerifyPasskeyRegistrationRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -16300,6 +16892,286 @@ func NewAuthUpdateRoleRequestWithBody(server string, contentType string, body io
 	}
 
 	operationPath := fmt.Sprintf("/api/auth/organization/update-role")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeletePasskeyRequest calls the generic DeletePasskey builder with application/json body
+func NewDeletePasskeyRequest(server string, body DeletePasskeyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDeletePasskeyRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewDeletePasskeyRequestWithBody constructs an http.Request for the DeletePasskey method, with any body, and a specified content type
+func NewDeletePasskeyRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/passkey/delete-passkey")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGeneratePasskeyAuthenticationOptionsRequest constructs an http.Request for the GeneratePasskeyAuthenticationOptions method
+func NewGeneratePasskeyAuthenticationOptionsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/passkey/generate-authenticate-options")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGeneratePasskeyRegistrationOptionsRequest constructs an http.Request for the GeneratePasskeyRegistrationOptions method
+func NewGeneratePasskeyRegistrationOptionsRequest(server string, params *GeneratePasskeyRegistrationOptionsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/passkey/generate-register-options")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.AuthenticatorAttachment != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "authenticatorAttachment", *params.AuthenticatorAttachment, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Name != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "name", *params.Name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListPasskeysRequest constructs an http.Request for the ListPasskeys method
+func NewListPasskeysRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/passkey/list-user-passkeys")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUpdatePasskeyRequest calls the generic UpdatePasskey builder with application/json body
+func NewUpdatePasskeyRequest(server string, body UpdatePasskeyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdatePasskeyRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewUpdatePasskeyRequestWithBody constructs an http.Request for the UpdatePasskey method, with any body, and a specified content type
+func NewUpdatePasskeyRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/passkey/update-passkey")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewVerifyPasskeyAuthenticationRequest calls the generic VerifyPasskeyAuthentication builder with application/json body
+func NewVerifyPasskeyAuthenticationRequest(server string, body VerifyPasskeyAuthenticationJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewVerifyPasskeyAuthenticationRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewVerifyPasskeyAuthenticationRequestWithBody constructs an http.Request for the VerifyPasskeyAuthentication method, with any body, and a specified content type
+func NewVerifyPasskeyAuthenticationRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/passkey/verify-authentication")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewVerifyPasskeyRegistrationRequest calls the generic VerifyPasskeyRegistration builder with application/json body
+func NewVerifyPasskeyRegistrationRequest(server string, body VerifyPasskeyRegistrationJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewVerifyPasskeyRegistrationRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewVerifyPasskeyRegistrationRequestWithBody constructs an http.Request for the VerifyPasskeyRegistration method, with any body, and a specified content type
+func NewVerifyPasskeyRegistrationRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/passkey/verify-registration")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -22237,6 +23109,158 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/auth/organization/update-role (the `AuthUpdateRole` operationId).
 	AuthUpdateRoleWithResponse(ctx context.Context, body AuthUpdateRoleJSONRequestBody, reqEditors ...RequestEditorFn) (*AuthUpdateRoleResponse, error)
 
+	// DeletePasskeyWithBodyWithResponse Remove a passkey
+	//
+	// Deletes one of the signed-in user's passkeys. Another user's passkey, or none, is 404
+	// `PASSKEY_NOT_FOUND`, and nothing is deleted.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/passkey/delete-passkey (the `DeletePasskey` operationId).
+	DeletePasskeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DeletePasskeyResponse, error)
+
+	// DeletePasskeyWithResponse Remove a passkey
+	//
+	// Deletes one of the signed-in user's passkeys. Another user's passkey, or none, is 404
+	// `PASSKEY_NOT_FOUND`, and nothing is deleted.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/passkey/delete-passkey (the `DeletePasskey` operationId).
+	DeletePasskeyWithResponse(ctx context.Context, body DeletePasskeyJSONRequestBody, reqEditors ...RequestEditorFn) (*DeletePasskeyResponse, error)
+
+	// GeneratePasskeyAuthenticationOptionsWithResponse Start a passkey sign-in
+	//
+	// WebAuthn request options (`PublicKeyCredentialRequestOptionsJSON`): relying party id the
+	// base URL's host, a new challenge, user verification preferred and no allowed credentials
+	// (a discoverable sign-in, which conditional UI needs; the user is the one whose passkey
+	// answers). The ceremony is kept server-side for 5 minutes under the
+	// `gatehouse.passkey` cookie and `verify-authentication` takes it once.
+	// `Cache-Control: no-store`. An instance whose base URL's host is an IP address (which
+	// WebAuthn does not accept as a relying party id) offers no passkeys: every passkey
+	// ceremony is 400 `PASSKEYS_UNAVAILABLE`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/passkey/generate-authenticate-options (the `GeneratePasskeyAuthenticationOptions` operationId).
+	GeneratePasskeyAuthenticationOptionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GeneratePasskeyAuthenticationOptionsResponse, error)
+
+	// GeneratePasskeyRegistrationOptionsWithResponse Start registering a passkey
+	//
+	// WebAuthn creation options (`PublicKeyCredentialCreationOptionsJSON`) for the signed-in
+	// user: relying party id the base URL's host, a new 32-byte challenge, resident key and user
+	// verification preferred, no attestation, the user's passkeys excluded. The ceremony is kept
+	// server-side for 5 minutes under the `gatehouse.passkey` cookie (HttpOnly, SameSite=Lax,
+	// Max-Age 300), and `verify-registration` takes it once. `authenticatorAttachment` narrows
+	// the authenticators; `name` is the account name the authenticator shows (default the
+	// user's email). `Cache-Control: no-store`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/passkey/generate-register-options (the `GeneratePasskeyRegistrationOptions` operationId).
+	GeneratePasskeyRegistrationOptionsWithResponse(ctx context.Context, params *GeneratePasskeyRegistrationOptionsParams, reqEditors ...RequestEditorFn) (*GeneratePasskeyRegistrationOptionsResponse, error)
+
+	// ListPasskeysWithResponse List the user's passkeys
+	//
+	// The signed-in user's passkeys, oldest first. `Cache-Control: no-store`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/passkey/list-user-passkeys (the `ListPasskeys` operationId).
+	ListPasskeysWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPasskeysResponse, error)
+
+	// UpdatePasskeyWithBodyWithResponse Rename a passkey
+	//
+	// Renames one of the signed-in user's passkeys. Another user's passkey, or none, is 404
+	// `PASSKEY_NOT_FOUND`, and nothing changes.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/passkey/update-passkey (the `UpdatePasskey` operationId).
+	UpdatePasskeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdatePasskeyResponse, error)
+
+	// UpdatePasskeyWithResponse Rename a passkey
+	//
+	// Renames one of the signed-in user's passkeys. Another user's passkey, or none, is 404
+	// `PASSKEY_NOT_FOUND`, and nothing changes.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/passkey/update-passkey (the `UpdatePasskey` operationId).
+	UpdatePasskeyWithResponse(ctx context.Context, body UpdatePasskeyJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdatePasskeyResponse, error)
+
+	// VerifyPasskeyAuthenticationWithBodyWithResponse Sign in with a passkey
+	//
+	// Checks the authenticator's assertion (`AuthenticationResponseJSON`) against the ceremony
+	// of the `gatehouse.passkey` cookie, which it takes (used once, right or wrong; 5 minutes),
+	// the relying party id, the base URL's origin and the stored public key; the signature
+	// counter must advance (a counter that goes backwards, a cloned authenticator, is refused)
+	// and the backup-eligible flag must match the registration. Then it records the counter
+	// and backup state and starts a session (cookie set) whose `amr` is `hwk` (a device-bound
+	// passkey) or `swk` (a synced one, backup eligible), plus `mfa` when the authenticator
+	// verified the user: such a session satisfies `acr_values=urn:gatehouse:mfa` and the
+	// organizations' `requireTwoFactor`, and no TOTP step follows. No (or a used or expired)
+	// ceremony is 400 `CHALLENGE_NOT_FOUND`; an unknown credential is 401 `PASSKEY_NOT_FOUND`;
+	// an assertion that does not verify (wrong origin, challenge or signature, a counter that
+	// went backwards) is 400 `AUTHENTICATION_FAILED`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/passkey/verify-authentication (the `VerifyPasskeyAuthentication` operationId).
+	VerifyPasskeyAuthenticationWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*VerifyPasskeyAuthenticationResponse, error)
+
+	// VerifyPasskeyAuthenticationWithResponse Sign in with a passkey
+	//
+	// Checks the authenticator's assertion (`AuthenticationResponseJSON`) against the ceremony
+	// of the `gatehouse.passkey` cookie, which it takes (used once, right or wrong; 5 minutes),
+	// the relying party id, the base URL's origin and the stored public key; the signature
+	// counter must advance (a counter that goes backwards, a cloned authenticator, is refused)
+	// and the backup-eligible flag must match the registration. Then it records the counter
+	// and backup state and starts a session (cookie set) whose `amr` is `hwk` (a device-bound
+	// passkey) or `swk` (a synced one, backup eligible), plus `mfa` when the authenticator
+	// verified the user: such a session satisfies `acr_values=urn:gatehouse:mfa` and the
+	// organizations' `requireTwoFactor`, and no TOTP step follows. No (or a used or expired)
+	// ceremony is 400 `CHALLENGE_NOT_FOUND`; an unknown credential is 401 `PASSKEY_NOT_FOUND`;
+	// an assertion that does not verify (wrong origin, challenge or signature, a counter that
+	// went backwards) is 400 `AUTHENTICATION_FAILED`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/passkey/verify-authentication (the `VerifyPasskeyAuthentication` operationId).
+	VerifyPasskeyAuthenticationWithResponse(ctx context.Context, body VerifyPasskeyAuthenticationJSONRequestBody, reqEditors ...RequestEditorFn) (*VerifyPasskeyAuthenticationResponse, error)
+
+	// VerifyPasskeyRegistrationWithBodyWithResponse Finish registering a passkey
+	//
+	// Checks the authenticator's answer (`RegistrationResponseJSON`) against the ceremony of the
+	// `gatehouse.passkey` cookie, which it takes (a challenge is used once, right or wrong, and
+	// expires 5 minutes after it was issued), the relying party id and the base URL's origin,
+	// and stores the credential's public key, signature counter and backup flags for the user.
+	// The ceremony must have been started by the same user. No (or a used, expired or another
+	// user's) ceremony is 400 `CHALLENGE_NOT_FOUND`; an answer that does not verify (wrong
+	// origin, wrong challenge, bad attestation) is 400 `FAILED_TO_VERIFY_REGISTRATION`; a
+	// credential registered already is 400 `PREVIOUSLY_REGISTERED`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/passkey/verify-registration (the `VerifyPasskeyRegistration` operationId).
+	VerifyPasskeyRegistrationWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*VerifyPasskeyRegistrationResponse, error)
+
+	// VerifyPasskeyRegistrationWithResponse Finish registering a passkey
+	//
+	// Checks the authenticator's answer (`RegistrationResponseJSON`) against the ceremony of the
+	// `gatehouse.passkey` cookie, which it takes (a challenge is used once, right or wrong, and
+	// expires 5 minutes after it was issued), the relying party id and the base URL's origin,
+	// and stores the credential's public key, signature counter and backup flags for the user.
+	// The ceremony must have been started by the same user. No (or a used, expired or another
+	// user's) ceremony is 400 `CHALLENGE_NOT_FOUND`; an answer that does not verify (wrong
+	// origin, wrong challenge, bad attestation) is 400 `FAILED_TO_VERIFY_REGISTRATION`; a
+	// credential registered already is 400 `PREVIOUSLY_REGISTERED`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/auth/passkey/verify-registration (the `VerifyPasskeyRegistration` operationId).
+	VerifyPasskeyRegistrationWithResponse(ctx context.Context, body VerifyPasskeyRegistrationJSONRequestBody, reqEditors ...RequestEditorFn) (*VerifyPasskeyRegistrationResponse, error)
+
 	// ListSocialProvidersWithResponse The configured social sign-in providers
 	//
 	// The social providers this instance offers (those whose client id and secret the operator
@@ -27253,6 +28277,544 @@ func (r AuthUpdateRoleResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r AuthUpdateRoleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeletePasskeyResponse503Headers the declared response headers of an HTTP 503 response for DeletePasskey
+type DeletePasskeyResponse503Headers struct {
+	RetryAfter *int
+}
+
+type DeletePasskeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthStatus
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *AuthUnauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *AuthNotFound
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeletePasskeyResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeletePasskeyResponse) GetJSON200() *AuthStatus {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeletePasskeyResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeletePasskeyResponse) GetApplicationproblemJSON401() *AuthUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeletePasskeyResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeletePasskeyResponse) GetApplicationproblemJSON404() *AuthNotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DeletePasskeyResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeletePasskeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeletePasskeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeletePasskeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeletePasskeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GeneratePasskeyAuthenticationOptionsResponse200Headers the declared response headers of an HTTP 200 response for GeneratePasskeyAuthenticationOptions
+type GeneratePasskeyAuthenticationOptionsResponse200Headers struct {
+	SetCookie *string
+}
+
+// GeneratePasskeyAuthenticationOptionsResponse503Headers the declared response headers of an HTTP 503 response for GeneratePasskeyAuthenticationOptions
+type GeneratePasskeyAuthenticationOptionsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GeneratePasskeyAuthenticationOptionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthPasskeyOptions
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GeneratePasskeyAuthenticationOptionsResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GeneratePasskeyAuthenticationOptionsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GeneratePasskeyAuthenticationOptionsResponse) GetJSON200() *AuthPasskeyOptions {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GeneratePasskeyAuthenticationOptionsResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GeneratePasskeyAuthenticationOptionsResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GeneratePasskeyAuthenticationOptionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GeneratePasskeyAuthenticationOptionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GeneratePasskeyAuthenticationOptionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GeneratePasskeyAuthenticationOptionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GeneratePasskeyRegistrationOptionsResponse200Headers the declared response headers of an HTTP 200 response for GeneratePasskeyRegistrationOptions
+type GeneratePasskeyRegistrationOptionsResponse200Headers struct {
+	SetCookie *string
+}
+
+// GeneratePasskeyRegistrationOptionsResponse503Headers the declared response headers of an HTTP 503 response for GeneratePasskeyRegistrationOptions
+type GeneratePasskeyRegistrationOptionsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GeneratePasskeyRegistrationOptionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthPasskeyOptions
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *AuthUnauthorized
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GeneratePasskeyRegistrationOptionsResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GeneratePasskeyRegistrationOptionsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GeneratePasskeyRegistrationOptionsResponse) GetJSON200() *AuthPasskeyOptions {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GeneratePasskeyRegistrationOptionsResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GeneratePasskeyRegistrationOptionsResponse) GetApplicationproblemJSON401() *AuthUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GeneratePasskeyRegistrationOptionsResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GeneratePasskeyRegistrationOptionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GeneratePasskeyRegistrationOptionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GeneratePasskeyRegistrationOptionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GeneratePasskeyRegistrationOptionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListPasskeysResponse503Headers the declared response headers of an HTTP 503 response for ListPasskeys
+type ListPasskeysResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListPasskeysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *[]AuthPasskey
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *AuthUnauthorized
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListPasskeysResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListPasskeysResponse) GetJSON200() *[]AuthPasskey {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListPasskeysResponse) GetApplicationproblemJSON401() *AuthUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListPasskeysResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListPasskeysResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListPasskeysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListPasskeysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListPasskeysResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UpdatePasskeyResponse503Headers the declared response headers of an HTTP 503 response for UpdatePasskey
+type UpdatePasskeyResponse503Headers struct {
+	RetryAfter *int
+}
+
+type UpdatePasskeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		// Passkey A registered passkey (better-auth's passkey model). The public key is the credential's COSE key; no secret is stored.
+		Passkey AuthPasskey `json:"passkey"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *AuthUnauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *AuthNotFound
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UpdatePasskeyResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdatePasskeyResponse) GetJSON200() *struct {
+	// Passkey A registered passkey (better-auth's passkey model). The public key is the credential's COSE key; no secret is stored.
+	Passkey AuthPasskey `json:"passkey"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r UpdatePasskeyResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r UpdatePasskeyResponse) GetApplicationproblemJSON401() *AuthUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r UpdatePasskeyResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r UpdatePasskeyResponse) GetApplicationproblemJSON404() *AuthNotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r UpdatePasskeyResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdatePasskeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdatePasskeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdatePasskeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdatePasskeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// VerifyPasskeyAuthenticationResponse200Headers the declared response headers of an HTTP 200 response for VerifyPasskeyAuthentication
+type VerifyPasskeyAuthenticationResponse200Headers struct {
+	SetCookie *string
+}
+
+// VerifyPasskeyAuthenticationResponse503Headers the declared response headers of an HTTP 503 response for VerifyPasskeyAuthentication
+type VerifyPasskeyAuthenticationResponse503Headers struct {
+	RetryAfter *int
+}
+
+type VerifyPasskeyAuthenticationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthSessionWithUser
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *AuthUnauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *VerifyPasskeyAuthenticationResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *VerifyPasskeyAuthenticationResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r VerifyPasskeyAuthenticationResponse) GetJSON200() *AuthSessionWithUser {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r VerifyPasskeyAuthenticationResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r VerifyPasskeyAuthenticationResponse) GetApplicationproblemJSON401() *AuthUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r VerifyPasskeyAuthenticationResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r VerifyPasskeyAuthenticationResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r VerifyPasskeyAuthenticationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r VerifyPasskeyAuthenticationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r VerifyPasskeyAuthenticationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r VerifyPasskeyAuthenticationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// VerifyPasskeyRegistrationResponse503Headers the declared response headers of an HTTP 503 response for VerifyPasskeyRegistration
+type VerifyPasskeyRegistrationResponse503Headers struct {
+	RetryAfter *int
+}
+
+type VerifyPasskeyRegistrationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthPasskey
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *AuthBadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *AuthUnauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *AuthForbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AuthUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *VerifyPasskeyRegistrationResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r VerifyPasskeyRegistrationResponse) GetJSON200() *AuthPasskey {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r VerifyPasskeyRegistrationResponse) GetApplicationproblemJSON400() *AuthBadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r VerifyPasskeyRegistrationResponse) GetApplicationproblemJSON401() *AuthUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r VerifyPasskeyRegistrationResponse) GetApplicationproblemJSON403() *AuthForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r VerifyPasskeyRegistrationResponse) GetApplicationproblemJSON503() *AuthUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r VerifyPasskeyRegistrationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r VerifyPasskeyRegistrationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r VerifyPasskeyRegistrationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r VerifyPasskeyRegistrationResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -35774,6 +37336,224 @@ func (c *ClientWithResponses) AuthUpdateRoleWithResponse(ctx context.Context, bo
 	return ParseAuthUpdateRoleResponse(rsp)
 }
 
+// DeletePasskeyWithBodyWithResponse Remove a passkey
+//
+// Deletes one of the signed-in user's passkeys. Another user's passkey, or none, is 404
+// `PASSKEY_NOT_FOUND`, and nothing is deleted.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/passkey/delete-passkey (the `DeletePasskey` operationId).
+func (c *ClientWithResponses) DeletePasskeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DeletePasskeyResponse, error) {
+	rsp, err := c.DeletePasskeyWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeletePasskeyResponse(rsp)
+}
+
+// DeletePasskeyWithResponse Remove a passkey
+//
+// Deletes one of the signed-in user's passkeys. Another user's passkey, or none, is 404
+// `PASSKEY_NOT_FOUND`, and nothing is deleted.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/passkey/delete-passkey (the `DeletePasskey` operationId).
+func (c *ClientWithResponses) DeletePasskeyWithResponse(ctx context.Context, body DeletePasskeyJSONRequestBody, reqEditors ...RequestEditorFn) (*DeletePasskeyResponse, error) {
+	rsp, err := c.DeletePasskey(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeletePasskeyResponse(rsp)
+}
+
+// GeneratePasskeyAuthenticationOptionsWithResponse Start a passkey sign-in
+//
+// WebAuthn request options (`PublicKeyCredentialRequestOptionsJSON`): relying party id the
+// base URL's host, a new challenge, user verification preferred and no allowed credentials
+// (a discoverable sign-in, which conditional UI needs; the user is the one whose passkey
+// answers). The ceremony is kept server-side for 5 minutes under the
+// `gatehouse.passkey` cookie and `verify-authentication` takes it once.
+// `Cache-Control: no-store`. An instance whose base URL's host is an IP address (which
+// WebAuthn does not accept as a relying party id) offers no passkeys: every passkey
+// ceremony is 400 `PASSKEYS_UNAVAILABLE`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/passkey/generate-authenticate-options (the `GeneratePasskeyAuthenticationOptions` operationId).
+func (c *ClientWithResponses) GeneratePasskeyAuthenticationOptionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GeneratePasskeyAuthenticationOptionsResponse, error) {
+	rsp, err := c.GeneratePasskeyAuthenticationOptions(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGeneratePasskeyAuthenticationOptionsResponse(rsp)
+}
+
+// GeneratePasskeyRegistrationOptionsWithResponse Start registering a passkey
+//
+// WebAuthn creation options (`PublicKeyCredentialCreationOptionsJSON`) for the signed-in
+// user: relying party id the base URL's host, a new 32-byte challenge, resident key and user
+// verification preferred, no attestation, the user's passkeys excluded. The ceremony is kept
+// server-side for 5 minutes under the `gatehouse.passkey` cookie (HttpOnly, SameSite=Lax,
+// Max-Age 300), and `verify-registration` takes it once. `authenticatorAttachment` narrows
+// the authenticators; `name` is the account name the authenticator shows (default the
+// user's email). `Cache-Control: no-store`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/passkey/generate-register-options (the `GeneratePasskeyRegistrationOptions` operationId).
+func (c *ClientWithResponses) GeneratePasskeyRegistrationOptionsWithResponse(ctx context.Context, params *GeneratePasskeyRegistrationOptionsParams, reqEditors ...RequestEditorFn) (*GeneratePasskeyRegistrationOptionsResponse, error) {
+	rsp, err := c.GeneratePasskeyRegistrationOptions(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGeneratePasskeyRegistrationOptionsResponse(rsp)
+}
+
+// ListPasskeysWithResponse List the user's passkeys
+//
+// The signed-in user's passkeys, oldest first. `Cache-Control: no-store`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/passkey/list-user-passkeys (the `ListPasskeys` operationId).
+func (c *ClientWithResponses) ListPasskeysWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPasskeysResponse, error) {
+	rsp, err := c.ListPasskeys(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListPasskeysResponse(rsp)
+}
+
+// UpdatePasskeyWithBodyWithResponse Rename a passkey
+//
+// Renames one of the signed-in user's passkeys. Another user's passkey, or none, is 404
+// `PASSKEY_NOT_FOUND`, and nothing changes.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/passkey/update-passkey (the `UpdatePasskey` operationId).
+func (c *ClientWithResponses) UpdatePasskeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdatePasskeyResponse, error) {
+	rsp, err := c.UpdatePasskeyWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdatePasskeyResponse(rsp)
+}
+
+// UpdatePasskeyWithResponse Rename a passkey
+//
+// Renames one of the signed-in user's passkeys. Another user's passkey, or none, is 404
+// `PASSKEY_NOT_FOUND`, and nothing changes.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/passkey/update-passkey (the `UpdatePasskey` operationId).
+func (c *ClientWithResponses) UpdatePasskeyWithResponse(ctx context.Context, body UpdatePasskeyJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdatePasskeyResponse, error) {
+	rsp, err := c.UpdatePasskey(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdatePasskeyResponse(rsp)
+}
+
+// VerifyPasskeyAuthenticationWithBodyWithResponse Sign in with a passkey
+//
+// Checks the authenticator's assertion (`AuthenticationResponseJSON`) against the ceremony
+// of the `gatehouse.passkey` cookie, which it takes (used once, right or wrong; 5 minutes),
+// the relying party id, the base URL's origin and the stored public key; the signature
+// counter must advance (a counter that goes backwards, a cloned authenticator, is refused)
+// and the backup-eligible flag must match the registration. Then it records the counter
+// and backup state and starts a session (cookie set) whose `amr` is `hwk` (a device-bound
+// passkey) or `swk` (a synced one, backup eligible), plus `mfa` when the authenticator
+// verified the user: such a session satisfies `acr_values=urn:gatehouse:mfa` and the
+// organizations' `requireTwoFactor`, and no TOTP step follows. No (or a used or expired)
+// ceremony is 400 `CHALLENGE_NOT_FOUND`; an unknown credential is 401 `PASSKEY_NOT_FOUND`;
+// an assertion that does not verify (wrong origin, challenge or signature, a counter that
+// went backwards) is 400 `AUTHENTICATION_FAILED`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/passkey/verify-authentication (the `VerifyPasskeyAuthentication` operationId).
+func (c *ClientWithResponses) VerifyPasskeyAuthenticationWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*VerifyPasskeyAuthenticationResponse, error) {
+	rsp, err := c.VerifyPasskeyAuthenticationWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVerifyPasskeyAuthenticationResponse(rsp)
+}
+
+// VerifyPasskeyAuthenticationWithResponse Sign in with a passkey
+//
+// Checks the authenticator's assertion (`AuthenticationResponseJSON`) against the ceremony
+// of the `gatehouse.passkey` cookie, which it takes (used once, right or wrong; 5 minutes),
+// the relying party id, the base URL's origin and the stored public key; the signature
+// counter must advance (a counter that goes backwards, a cloned authenticator, is refused)
+// and the backup-eligible flag must match the registration. Then it records the counter
+// and backup state and starts a session (cookie set) whose `amr` is `hwk` (a device-bound
+// passkey) or `swk` (a synced one, backup eligible), plus `mfa` when the authenticator
+// verified the user: such a session satisfies `acr_values=urn:gatehouse:mfa` and the
+// organizations' `requireTwoFactor`, and no TOTP step follows. No (or a used or expired)
+// ceremony is 400 `CHALLENGE_NOT_FOUND`; an unknown credential is 401 `PASSKEY_NOT_FOUND`;
+// an assertion that does not verify (wrong origin, challenge or signature, a counter that
+// went backwards) is 400 `AUTHENTICATION_FAILED`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/passkey/verify-authentication (the `VerifyPasskeyAuthentication` operationId).
+func (c *ClientWithResponses) VerifyPasskeyAuthenticationWithResponse(ctx context.Context, body VerifyPasskeyAuthenticationJSONRequestBody, reqEditors ...RequestEditorFn) (*VerifyPasskeyAuthenticationResponse, error) {
+	rsp, err := c.VerifyPasskeyAuthentication(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVerifyPasskeyAuthenticationResponse(rsp)
+}
+
+// VerifyPasskeyRegistrationWithBodyWithResponse Finish registering a passkey
+//
+// Checks the authenticator's answer (`RegistrationResponseJSON`) against the ceremony of the
+// `gatehouse.passkey` cookie, which it takes (a challenge is used once, right or wrong, and
+// expires 5 minutes after it was issued), the relying party id and the base URL's origin,
+// and stores the credential's public key, signature counter and backup flags for the user.
+// The ceremony must have been started by the same user. No (or a used, expired or another
+// user's) ceremony is 400 `CHALLENGE_NOT_FOUND`; an answer that does not verify (wrong
+// origin, wrong challenge, bad attestation) is 400 `FAILED_TO_VERIFY_REGISTRATION`; a
+// credential registered already is 400 `PREVIOUSLY_REGISTERED`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/passkey/verify-registration (the `VerifyPasskeyRegistration` operationId).
+func (c *ClientWithResponses) VerifyPasskeyRegistrationWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*VerifyPasskeyRegistrationResponse, error) {
+	rsp, err := c.VerifyPasskeyRegistrationWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVerifyPasskeyRegistrationResponse(rsp)
+}
+
+// VerifyPasskeyRegistrationWithResponse Finish registering a passkey
+//
+// Checks the authenticator's answer (`RegistrationResponseJSON`) against the ceremony of the
+// `gatehouse.passkey` cookie, which it takes (a challenge is used once, right or wrong, and
+// expires 5 minutes after it was issued), the relying party id and the base URL's origin,
+// and stores the credential's public key, signature counter and backup flags for the user.
+// The ceremony must have been started by the same user. No (or a used, expired or another
+// user's) ceremony is 400 `CHALLENGE_NOT_FOUND`; an answer that does not verify (wrong
+// origin, wrong challenge, bad attestation) is 400 `FAILED_TO_VERIFY_REGISTRATION`; a
+// credential registered already is 400 `PREVIOUSLY_REGISTERED`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/auth/passkey/verify-registration (the `VerifyPasskeyRegistration` operationId).
+func (c *ClientWithResponses) VerifyPasskeyRegistrationWithResponse(ctx context.Context, body VerifyPasskeyRegistrationJSONRequestBody, reqEditors ...RequestEditorFn) (*VerifyPasskeyRegistrationResponse, error) {
+	rsp, err := c.VerifyPasskeyRegistration(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVerifyPasskeyRegistrationResponse(rsp)
+}
+
 // ListSocialProvidersWithResponse The configured social sign-in providers
 //
 // The social providers this instance offers (those whose client id and secret the operator
@@ -41040,6 +42820,487 @@ func ParseAuthUpdateRoleResponse(rsp *http.Response) (*AuthUpdateRoleResponse, e
 		}
 		response.ApplicationproblemJSON409 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseDeletePasskeyResponse parses an HTTP response from a DeletePasskeyWithResponse call
+func ParseDeletePasskeyResponse(rsp *http.Response) (*DeletePasskeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeletePasskeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest AuthNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers DeletePasskeyResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGeneratePasskeyAuthenticationOptionsResponse parses an HTTP response from a GeneratePasskeyAuthenticationOptionsWithResponse call
+func ParseGeneratePasskeyAuthenticationOptionsResponse(rsp *http.Response) (*GeneratePasskeyAuthenticationOptionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GeneratePasskeyAuthenticationOptionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthPasskeyOptions
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GeneratePasskeyAuthenticationOptionsResponse200Headers
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers GeneratePasskeyAuthenticationOptionsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGeneratePasskeyRegistrationOptionsResponse parses an HTTP response from a GeneratePasskeyRegistrationOptionsWithResponse call
+func ParseGeneratePasskeyRegistrationOptionsResponse(rsp *http.Response) (*GeneratePasskeyRegistrationOptionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GeneratePasskeyRegistrationOptionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthPasskeyOptions
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GeneratePasskeyRegistrationOptionsResponse200Headers
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers GeneratePasskeyRegistrationOptionsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListPasskeysResponse parses an HTTP response from a ListPasskeysWithResponse call
+func ParseListPasskeysResponse(rsp *http.Response) (*ListPasskeysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListPasskeysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []AuthPasskey
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ListPasskeysResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUpdatePasskeyResponse parses an HTTP response from a UpdatePasskeyWithResponse call
+func ParseUpdatePasskeyResponse(rsp *http.Response) (*UpdatePasskeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdatePasskeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			// Passkey A registered passkey (better-auth's passkey model). The public key is the credential's COSE key; no secret is stored.
+			Passkey AuthPasskey `json:"passkey"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest AuthNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers UpdatePasskeyResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseVerifyPasskeyAuthenticationResponse parses an HTTP response from a VerifyPasskeyAuthenticationWithResponse call
+func ParseVerifyPasskeyAuthenticationResponse(rsp *http.Response) (*VerifyPasskeyAuthenticationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &VerifyPasskeyAuthenticationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthSessionWithUser
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers VerifyPasskeyAuthenticationResponse200Headers
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers VerifyPasskeyAuthenticationResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseVerifyPasskeyRegistrationResponse parses an HTTP response from a VerifyPasskeyRegistrationWithResponse call
+func ParseVerifyPasskeyRegistrationResponse(rsp *http.Response) (*VerifyPasskeyRegistrationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &VerifyPasskeyRegistrationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthPasskey
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AuthUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AuthForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AuthUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers VerifyPasskeyRegistrationResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

@@ -53,6 +53,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("EmailTokens", func(t *testing.T) { runEmailTokens(t, open) })
 	t.Run("EmailChange", func(t *testing.T) { runEmailChange(t, open) })
 	t.Run("TwoFactor", func(t *testing.T) { runTwoFactor(t, open) })
+	t.Run("Passkeys", func(t *testing.T) { runPasskeys(t, open) })
 	t.Run("Billing", func(t *testing.T) { runBilling(t, open) })
 	t.Run("Usage", func(t *testing.T) { runUsage(t, open) })
 }
