@@ -22,7 +22,7 @@ build: assets
 ## openapi-fetch client type-checked with tsc --strict, and oapi-codegen's Go client, the last
 ## two generated from the committed openapi/openapi.json (node and npm ci are required)
 test: assets
-	GATEHOUSE_REQUIRE_NODE_E2E=1 $(GO) test -race -count=1 -timeout 25m ./...
+	GATEHOUSE_REQUIRE_NODE_E2E=1 $(GO) test -race -count=1 -timeout 45m ./...
 
 ## assets: fetch the npm build tools and copy the Scalar bundle into the embed folder
 assets: node_modules/.package-lock.json $(SCALAR_BUNDLE)
