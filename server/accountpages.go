@@ -63,6 +63,8 @@ type accountPage struct {
 	// and the link to the other form.
 	Backup          bool
 	AltURL, AltText string
+	// TOTP and Passkey are the second step's methods: the code forms, the passkey button.
+	TOTP, Passkey bool
 	// TwoFactor is the account page's (account.html).
 	TwoFactor *twoFactorView
 	Brand     mail.Brand
