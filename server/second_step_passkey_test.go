@@ -72,6 +72,9 @@ func TestPasskeySecondStep(t *testing.T) {
 		if page.Code != http.StatusOK {
 			t.Fatalf("second step: %d %s", page.Code, page.Body)
 		}
+		if csp := page.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'nonce-") || !strings.Contains(csp, "connect-src 'self'") {
+			t.Errorf("second step CSP %q lets the passkey script run nowhere", csp)
+		}
 		html := page.Body.String()
 		for _, want := range []string{`<button type="button" id="passkey">Use a passkey</button>`, `nonce="`} {
 			if !strings.Contains(html, want) {
