@@ -2425,9 +2425,11 @@ type Organization struct {
 	Id        string    `json:"id"`
 	Name      string    `json:"name"`
 
-	// RequireTwoFactor Members without a second factor (TOTP) are refused on this organization's `/api/v1`
-	// routes with 403 `/problems/two-factor-required` until they enrol; service accounts
-	// are not affected. Default false.
+	// RequireTwoFactor Members without a second factor (TOTP or a passkey) are refused on this
+	// organization's `/api/v1` routes with 403 `/problems/two-factor-required`, whose
+	// detail names the hosted account page `/api/auth/account`, until they enrol; service
+	// accounts are not affected. Their sign-in still starts a session (they need it to
+	// enrol); the hosted sign-in page sends them to the account page first. Default false.
 	RequireTwoFactor bool `json:"requireTwoFactor"`
 
 	// Role The caller's role in the organization: one of `owner`, `admin`, `developer`, `billing`,
