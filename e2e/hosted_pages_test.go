@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -40,6 +41,9 @@ type accountsEnv struct {
 	oauth  oauth2.Config
 	// orgID is an organization owned by owner@example.com.
 	orgID, ownerID string
+	// extra serves a test's own pages beside the app, on its origin, for the paths it has
+	// patterns for (e2e/passkey_client_browser_test.go); the app serves everything else.
+	extra *http.ServeMux
 }
 
 // startAccountsEnv starts an accountsEnv; configure changes its server.Config before the app
@@ -66,7 +70,15 @@ func startAccountsEnv(t *testing.T, configure ...func(*server.Config)) *accounts
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Config.Handler = app.Handler()
+	env.extra = http.NewServeMux()
+	appHandler := app.Handler()
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, pattern := env.extra.Handler(r); pattern != "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		appHandler.ServeHTTP(w, r)
+	})
 	srv.Start()
 	t.Cleanup(srv.Close)
 	ring, err := seal.NewKeyring(cfg.SecretKey)

@@ -205,12 +205,15 @@ func (e AuthTokenRequestGrantType) Valid() bool {
 
 // Defines values for AuthTwoFactorRedirectTwoFactorMethods.
 const (
-	AuthTwoFactorRedirectTwoFactorMethodsTotp AuthTwoFactorRedirectTwoFactorMethods = "totp"
+	AuthTwoFactorRedirectTwoFactorMethodsPasskey AuthTwoFactorRedirectTwoFactorMethods = "passkey"
+	AuthTwoFactorRedirectTwoFactorMethodsTotp    AuthTwoFactorRedirectTwoFactorMethods = "totp"
 )
 
 // Valid indicates whether the value is a known member of the AuthTwoFactorRedirectTwoFactorMethods enum.
 func (e AuthTwoFactorRedirectTwoFactorMethods) Valid() bool {
 	switch e {
+	case AuthTwoFactorRedirectTwoFactorMethodsPasskey:
+		return true
 	case AuthTwoFactorRedirectTwoFactorMethodsTotp:
 		return true
 	default:
@@ -1847,6 +1850,8 @@ type AuthTokenResponse struct {
 
 // AuthTwoFactorRedirect defines model for AuthTwoFactorRedirect.
 type AuthTwoFactorRedirect struct {
+	// TwoFactorMethods What completes the sign-in: `totp` (a TOTP or backup code; listed first when on) and
+	// `passkey` (verify-authentication with a passkey of the user).
 	TwoFactorMethods []AuthTwoFactorRedirectTwoFactorMethods `json:"twoFactorMethods"`
 
 	// TwoFactorRedirect Always true: the second factor is due.
@@ -1872,6 +1877,11 @@ type AuthUser struct {
 	Id            string                    `json:"id"`
 	Image         nullable.Nullable[string] `json:"image"`
 	Name          string                    `json:"name"`
+
+	// TwoFactorEnabled Whether the user's TOTP second factor is on (better-auth's twoFactor plugin adds this
+	// field to the user): false until the first verify-totp after enable, false again after
+	// disable. Passkeys do not set it.
+	TwoFactorEnabled bool `json:"twoFactorEnabled"`
 
 	// UpdatedAt UTC, ISO 8601.
 	UpdatedAt Timestamp `json:"updatedAt"`
@@ -2415,9 +2425,11 @@ type Organization struct {
 	Id        string    `json:"id"`
 	Name      string    `json:"name"`
 
-	// RequireTwoFactor Members without a second factor (TOTP) are refused on this organization's `/api/v1`
-	// routes with 403 `/problems/two-factor-required` until they enrol; service accounts
-	// are not affected. Default false.
+	// RequireTwoFactor Members without a second factor (TOTP or a passkey) are refused on this
+	// organization's `/api/v1` routes with 403 `/problems/two-factor-required`, whose
+	// detail names the hosted account page `/api/auth/account`, until they enrol; service
+	// accounts are not affected. Their sign-in still starts a session (they need it to
+	// enrol); the hosted sign-in page sends them to the account page first. Default false.
 	RequireTwoFactor bool `json:"requireTwoFactor"`
 
 	// Role The caller's role in the organization: one of `owner`, `admin`, `developer`, `billing`,

@@ -63,6 +63,8 @@ type accountPage struct {
 	// and the link to the other form.
 	Backup          bool
 	AltURL, AltText string
+	// TOTP and Passkey are the second step's methods: the code forms, the passkey button.
+	TOTP, Passkey bool
 	// TwoFactor is the account page's (account.html).
 	TwoFactor *twoFactorView
 	Brand     mail.Brand
@@ -84,8 +86,9 @@ func (s *Server) renderAccountPage(ctx context.Context, name string, p accountPa
 		return nil, 0, err
 	}
 	csp := oauth.PageCSP(p.Nonce, p.Brand.LogoURL)
-	if p.TwoFactor != nil {
-		csp = oauth.PageCSPWithScripts(p.Nonce, p.Brand.LogoURL) // the passkey section's script
+	if p.TwoFactor != nil || p.Passkey {
+		// The account page's passkey section and the second step's passkey button run scripts.
+		csp = oauth.PageCSPWithScripts(p.Nonce, p.Brand.LogoURL)
 	}
 	setResponseHeader(ctx, "Content-Security-Policy", csp)
 	setResponseHeader(ctx, "X-Frame-Options", "DENY")

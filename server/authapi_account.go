@@ -143,14 +143,14 @@ func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequest
 		return nil, err
 	}
 	forceSecond := body.CallbackURL != nil && oauth.WantsMultiFactor(*body.CallbackURL)
-	if due, err := s.secondStepDue(ctx, user, rememberMe(body.RememberMe), forceSecond); err != nil {
+	if methods, err := s.secondStepDue(ctx, user, rememberMe(body.RememberMe), forceSecond); err != nil {
 		return nil, err
-	} else if due {
+	} else if len(methods) > 0 {
 		if browser {
 			loc := twoFactorPageURL(*body.CallbackURL, false, "")
 			return gen.SignInEmail303Response{Headers: gen.SignInEmail303ResponseHeaders{Location: &loc}}, nil
 		}
-		return twoFactorRedirect()
+		return twoFactorRedirect(methods)
 	}
 	var sess store.Session
 	var token string
@@ -166,9 +166,13 @@ func (s *Server) SignInEmail(ctx context.Context, request gen.SignInEmailRequest
 	if browser {
 		return s.signedInRedirect(ctx, user.ID, *body.CallbackURL)
 	}
+	authUser, err := s.authUser(ctx, user)
+	if err != nil {
+		return nil, err
+	}
 	// better-auth answers redirect: true with the callbackURL as url, which its client follows.
 	return signedIn(gen.AuthSignInResponse{
-		Redirect: body.CallbackURL != nil, Token: token, Url: nullableOf(body.CallbackURL), User: toAuthUser(user)})
+		Redirect: body.CallbackURL != nil, Token: token, Url: nullableOf(body.CallbackURL), User: authUser})
 }
 
 // SignOut deletes the caller's session, if any, and expires the cookie.
@@ -209,7 +213,11 @@ func (s *Server) GetSession(ctx context.Context, request gen.GetSessionRequestOb
 			setCookie(ctx, cookie)
 		}
 	}
-	return gen.GetSession200JSONResponse{Session: toAuthSession(sess, p.SessionToken), User: toAuthUser(p.User)}, nil
+	user, err := s.authUser(ctx, p.User)
+	if err != nil {
+		return nil, err
+	}
+	return gen.GetSession200JSONResponse{Session: toAuthSession(sess, p.SessionToken), User: user}, nil
 }
 
 // ListSessions lists the caller's unexpired sessions, newest first. Only the caller's own
@@ -323,8 +331,12 @@ func (s *Server) ChangePassword(ctx context.Context, request gen.ChangePasswordR
 		return nil, err
 	}
 	s.setSessionCookie(ctx, token, sess.RememberMe)
+	user, err := s.authUser(ctx, p.User)
+	if err != nil {
+		return nil, err
+	}
 	return gen.ChangePassword200JSONResponse{Body: gen.AuthSignUpResponse{
-		Token: nullable.NewNullableWithValue(token), User: toAuthUser(p.User)}}, nil
+		Token: nullable.NewNullableWithValue(token), User: user}}, nil
 }
 
 // UpdateUser changes the caller's name and/or picture (image null removes it).
@@ -489,16 +501,24 @@ func isTrue(v string) bool {
 func noStore(ctx context.Context) { setResponseHeader(ctx, "Cache-Control", "no-store") }
 
 // toAuthUser is a user in better-auth's wire form.
-func toAuthUser(u store.User) gen.AuthUser {
+func toAuthUser(u store.User, twoFactorEnabled bool) gen.AuthUser {
 	return gen.AuthUser{
-		Id:            u.ID,
-		Name:          u.Name,
-		Email:         openapi_types.Email(u.Email),
-		EmailVerified: u.EmailVerified,
-		Image:         nullableOf(u.Image),
-		CreatedAt:     u.CreatedAt.UTC(),
-		UpdatedAt:     u.UpdatedAt.UTC(),
+		Id:               u.ID,
+		Name:             u.Name,
+		Email:            openapi_types.Email(u.Email),
+		EmailVerified:    u.EmailVerified,
+		Image:            nullableOf(u.Image),
+		TwoFactorEnabled: twoFactorEnabled,
+		CreatedAt:        u.CreatedAt.UTC(),
+		UpdatedAt:        u.UpdatedAt.UTC(),
 	}
+}
+
+// authUser is u in better-auth's wire form, with twoFactorEnabled read from the store (whether
+// u's TOTP factor is on, as better-auth's twoFactor plugin keeps it on the user).
+func (s *Server) authUser(ctx context.Context, u store.User) (gen.AuthUser, error) {
+	on, err := s.twoFactorOn(ctx, u.ID)
+	return toAuthUser(u, on), err
 }
 
 // toAuthSession is a session in better-auth's wire form; token is the raw token for the

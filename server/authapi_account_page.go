@@ -61,7 +61,8 @@ func (s *Server) signedInRedirect(ctx context.Context, userID, callbackURL strin
 	return gen.SignInEmail303Response{Headers: gen.SignInEmail303ResponseHeaders{Location: &loc}}, nil
 }
 
-// enrolmentDue is where a browser that just signed in with a password goes: callbackURL, or
+// enrolmentDue is where a browser that just signed in with a password (or a social provider)
+// goes: callbackURL, or
 // the account page (with callbackURL to continue to) when an organization of the user requires
 // a second factor the user has not turned on (neither TOTP nor a passkey).
 func (s *Server) enrolmentDue(ctx context.Context, userID, callbackURL string) (string, error) {

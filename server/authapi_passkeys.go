@@ -134,7 +134,9 @@ func (s *Server) GeneratePasskeyAuthenticationOptions(ctx context.Context, _ gen
 }
 
 // VerifyPasskeyAuthentication verifies a passkey assertion, records the passkey's counter and
-// backup state and starts a session.
+// backup state and starts a session. With the cookie of a pending password sign-in of the
+// passkey's user, the passkey is that sign-in's second factor (completeWithPasskey); a pending
+// sign-in of someone else is left alone.
 func (s *Server) VerifyPasskeyAuthentication(ctx context.Context, request gen.VerifyPasskeyAuthenticationRequestObject) (gen.VerifyPasskeyAuthenticationResponseObject, error) {
 	noStore(ctx)
 	setCookie(ctx, s.passkeys.ExpiredCookie())
@@ -153,7 +155,17 @@ func (s *Server) VerifyPasskeyAuthentication(ctx context.Context, request gen.Ve
 	if err := s.requireVerifiedEmail(ctx, user, nil); err != nil {
 		return nil, err
 	}
-	remember := rememberMe(request.Body.RememberMe)
+	pendingHash, pending, err := s.twoFactors.PendingSignIn(requestOf(ctx))
+	if err != nil && !errors.Is(err, identity.ErrNoPendingSignIn) {
+		return nil, err
+	}
+	secondStep := pendingHash != "" && pending.UserID == user.ID
+	remember, amr := rememberMe(request.Body.RememberMe), a.AMR
+	if secondStep {
+		// A password and a passkey: two factors, whether or not the authenticator verified
+		// the user.
+		remember, amr = pending.RememberMe, []string{"pwd", a.AMR[0], "mfa"}
+	}
 	var sess store.Session
 	var token string
 	err = s.store.InTx(ctx, func(tx *store.Tx) error {
@@ -162,16 +174,30 @@ func (s *Server) VerifyPasskeyAuthentication(ctx context.Context, request gen.Ve
 		} else if err != nil {
 			return err
 		}
+		if secondStep {
+			if err := tx.DeleteTwoFactorToken(ctx, store.TwoFactorSignIn, pendingHash); errors.Is(err, store.ErrNotFound) {
+				return errInvalidTwoFactorCookie // completed by a concurrent request meanwhile
+			} else if err != nil {
+				return err
+			}
+		}
 		var err error
-		sess, token, err = s.createSession(ctx, tx, user.ID, remember, nil, a.AMR)
+		sess, token, err = s.createSession(ctx, tx, user.ID, remember, nil, amr)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	if secondStep {
+		setCookie(ctx, s.twoFactors.ExpiredTwoFactorCookie())
+	}
 	s.setSessionCookie(ctx, token, sess.RememberMe)
+	authUser, err := s.authUser(ctx, user)
+	if err != nil {
+		return nil, err
+	}
 	return gen.VerifyPasskeyAuthentication200JSONResponse{Body: gen.AuthSessionWithUser{
-		Session: toAuthSession(sess, token), User: toAuthUser(user)}}, nil
+		Session: toAuthSession(sess, token), User: authUser}}, nil
 }
 
 // ListPasskeys lists the caller's passkeys.

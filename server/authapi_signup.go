@@ -55,10 +55,10 @@ func (s *Server) SignUpEmail(ctx context.Context, request gen.SignUpEmailRequest
 		return signUpPageDone(token != "", body.CallbackURL), nil
 	}
 	if token == "" { // RequireEmailVerification: signed in only once verified
-		return gen.SignUpEmail200JSONResponse{Body: gen.AuthSignUpResponse{Token: nullable.NewNullNullable[string](), User: toAuthUser(u)}}, nil
+		return gen.SignUpEmail200JSONResponse{Body: gen.AuthSignUpResponse{Token: nullable.NewNullNullable[string](), User: toAuthUser(u, false)}}, nil
 	}
 	return gen.SignUpEmail200JSONResponse{Body: gen.AuthSignUpResponse{
-		Token: nullable.NewNullableWithValue(token), User: toAuthUser(u)}}, nil
+		Token: nullable.NewNullableWithValue(token), User: toAuthUser(u, false)}}, nil
 }
 
 // signUp creates u with the password and the credential account, its first session (none

@@ -234,6 +234,11 @@ func (s *Server) socialCallback(c echo.Context) error {
 	if created && f.NewUser != "" {
 		target = f.NewUser
 	}
+	// A member without a second factor of an organization that requires one enrols first, as
+	// after the hosted password sign-in.
+	if target, err = s.enrolmentDue(ctx, user.ID, target); err != nil {
+		return err
+	}
 	return c.Redirect(http.StatusFound, target)
 }
 

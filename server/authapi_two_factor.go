@@ -281,15 +281,19 @@ func (s *Server) verifySecondFactor(ctx context.Context, trustDevice *bool, wron
 	if err := s.accountThrottle.Reset(context.WithoutCancel(ctx), key); err != nil {
 		s.log.WarnContext(ctx, "throttle: reset account", "err", err)
 	}
+	authUser, err := s.authUser(ctx, user)
+	if err != nil {
+		return gen.AuthTwoFactorVerified{}, err
+	}
 	if pendingHash == "" {
-		return gen.AuthTwoFactorVerified{Token: p.SessionToken, User: toAuthUser(user)}, nil
+		return gen.AuthTwoFactorVerified{Token: p.SessionToken, User: authUser}, nil
 	}
 	setCookie(ctx, s.twoFactors.ExpiredTwoFactorCookie())
 	s.setSessionCookie(ctx, token, sess.RememberMe)
 	if trust != nil {
 		setCookie(ctx, trust)
 	}
-	return gen.AuthTwoFactorVerified{Token: token, User: toAuthUser(user)}, nil
+	return gen.AuthTwoFactorVerified{Token: token, User: authUser}, nil
 }
 
 // countPendingFailure counts a wrong code against the pending sign-in under hash and returns
@@ -319,19 +323,36 @@ func (s *Server) endPendingSignIn(ctx context.Context, hash string) error {
 	return errTooManyCodeAttempts
 }
 
+// The second factors a pending sign-in can be completed with (twoFactorMethods): a TOTP or
+// backup code, a passkey (verify-authentication with the pending sign-in's cookie).
+const (
+	methodTOTP    = "totp"
+	methodPasskey = "passkey"
+)
+
 // secondStepDue decides, after user's password was accepted, whether the sign-in needs the
-// second factor. It does not when the factor is off, nor on a trusted device of the user, whose
+// second factor, and returns the methods the user can complete it with (none: not due).
+//
+// TOTP that is on makes it due on every sign-in, except on a trusted device of the user, whose
 // trust it renews (a new token and cookie, the old token deleted) unless force (an OAuth
-// request asked for acr urn:gatehouse:mfa). When it does, it records the pending sign-in and
-// sets its cookie.
-func (s *Server) secondStepDue(ctx context.Context, user store.User, remember, force bool) (bool, error) {
-	on, err := s.twoFactorOn(ctx, user.ID)
-	if err != nil || !on {
-		return false, err
+// request asked for acr urn:gatehouse:mfa). A passkey is a second factor only where one is
+// required: force, or an organization of the user with requireTwoFactor (a user with passkeys
+// and no TOTP otherwise signs in with the password alone, as better-auth's plugins do). When
+// it is due, it records the pending sign-in and sets its cookie.
+func (s *Server) secondStepDue(ctx context.Context, user store.User, remember, force bool) ([]string, error) {
+	methods, err := s.secondFactorMethods(ctx, user.ID)
+	if err != nil || len(methods) == 0 {
+		return nil, err
+	}
+	totpOn := methods[0] == methodTOTP
+	if !totpOn && !force {
+		if required, err := s.store.TwoFactorRequiredOf(ctx, user.ID); err != nil || !required {
+			return nil, err
+		}
 	}
 	trustHash, trusted, err := s.twoFactors.TrustedDevice(requestOf(ctx))
 	if err != nil && !errors.Is(err, identity.ErrNoPendingSignIn) {
-		return false, err
+		return nil, err
 	}
 	var cookie *http.Cookie
 	due := true
@@ -353,14 +374,36 @@ func (s *Server) secondStepDue(ctx context.Context, user store.User, remember, f
 		return err
 	})
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	setCookie(ctx, cookie)
-	if due {
-		// As better-auth does: the browser is signed out until the second step completes.
-		s.expireSessionCookies(ctx)
+	if !due {
+		return nil, nil
 	}
-	return due, nil
+	// As better-auth does: the browser is signed out until the second step completes.
+	s.expireSessionCookies(ctx)
+	return methods, nil
+}
+
+// secondFactorMethods lists the second factors userID has: "totp" (first) when TOTP is on,
+// "passkey" when they registered one.
+func (s *Server) secondFactorMethods(ctx context.Context, userID string) ([]string, error) {
+	var methods []string
+	on, err := s.twoFactorOn(ctx, userID)
+	if err != nil {
+		return nil, err
+	}
+	if on {
+		methods = append(methods, methodTOTP)
+	}
+	pks, err := s.store.PasskeysOf(ctx, userID)
+	if err != nil {
+		return nil, err
+	}
+	if len(pks) > 0 {
+		methods = append(methods, methodPasskey)
+	}
+	return methods, nil
 }
 
 // twoFactorOn reports whether userID's second factor is on.
@@ -368,11 +411,15 @@ func (s *Server) twoFactorOn(ctx context.Context, userID string) (bool, error) {
 	return identity.TwoFactorOn(ctx, s.store, userID)
 }
 
-// twoFactorRedirect is sign-in/email's answer when the second factor is due.
-func twoFactorRedirect() (gen.SignInEmail200JSONResponse, error) {
+// twoFactorRedirect is sign-in/email's answer when the second factor is due, with the methods
+// that complete it.
+func twoFactorRedirect(methods []string) (gen.SignInEmail200JSONResponse, error) {
 	var body gen.SignInEmail200JSONResponseBody
-	err := body.FromAuthTwoFactorRedirect(gen.AuthTwoFactorRedirect{TwoFactorRedirect: true,
-		TwoFactorMethods: []gen.AuthTwoFactorRedirectTwoFactorMethods{gen.AuthTwoFactorRedirectTwoFactorMethodsTotp}})
+	listed := make([]gen.AuthTwoFactorRedirectTwoFactorMethods, 0, len(methods))
+	for _, m := range methods {
+		listed = append(listed, gen.AuthTwoFactorRedirectTwoFactorMethods(m))
+	}
+	err := body.FromAuthTwoFactorRedirect(gen.AuthTwoFactorRedirect{TwoFactorRedirect: true, TwoFactorMethods: listed})
 	return gen.SignInEmail200JSONResponse{Body: body}, err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"slices"
 
 	"github.com/gatehouse-dev/gatehouse/gen"
 	"github.com/gatehouse-dev/gatehouse/identity"
@@ -54,8 +55,10 @@ func secondStepRedirect(callbackURL string, backup bool, err error) (string, boo
 	return "", false
 }
 
-// TwoFactorPage renders the second step's form for the pending sign-in, or a page that says to
-// sign in again when there is none.
+// TwoFactorPage renders the second step for the pending sign-in: the code form (or the
+// backup-code form) when the user's TOTP is on, and a "Use a passkey" button, which completes
+// the sign-in with verify-authentication, when they have passkeys. Without a pending sign-in
+// (or with a user left without any second factor) it says to sign in again.
 func (s *Server) TwoFactorPage(ctx context.Context, request gen.TwoFactorPageRequestObject) (gen.TwoFactorPageResponseObject, error) {
 	noStore(ctx)
 	callback := "/"
@@ -65,7 +68,12 @@ func (s *Server) TwoFactorPage(ctx context.Context, request gen.TwoFactorPageReq
 	if err := s.checkCallbackURL(&callback); err != nil {
 		return nil, err
 	}
-	if _, _, err := s.twoFactors.PendingSignIn(requestOf(ctx)); errors.Is(err, identity.ErrNoPendingSignIn) {
+	_, pending, err := s.twoFactors.PendingSignIn(requestOf(ctx))
+	var methods []string
+	if err == nil {
+		methods, err = s.secondFactorMethods(ctx, pending.UserID)
+	}
+	if errors.Is(err, identity.ErrNoPendingSignIn) || (err == nil && len(methods) == 0) {
 		body, n, err := s.renderAccountPage(ctx, pageMessage, accountPage{Title: "Sign in again", Error: true,
 			Code: errInvalidTwoFactorCookie.Code, Message: "This sign-in has expired or was already completed.",
 			Next: "Go back and sign in again."})
@@ -76,12 +84,16 @@ func (s *Server) TwoFactorPage(ctx context.Context, request gen.TwoFactorPageReq
 	} else if err != nil {
 		return nil, err
 	}
-	backup := request.Params.Method != nil && *request.Params.Method == gen.TwoFactorPageParamsMethodBackup
-	p := accountPage{Title: "Two-factor authentication", CallbackURL: callback, Backup: backup,
-		Action: "/api/auth/two-factor/verify-totp", AltURL: twoFactorPageURL(callback, true, ""), AltText: "Use a backup code instead"}
-	if backup {
-		p.Action, p.AltURL, p.AltText = "/api/auth/two-factor/verify-backup-code", twoFactorPageURL(callback, false, ""),
-			"Use your authenticator app instead"
+	// The code forms only for a user whose TOTP is on; the passkey button for one with passkeys.
+	p := accountPage{Title: "Two-factor authentication", CallbackURL: callback,
+		TOTP: slices.Contains(methods, methodTOTP), Passkey: slices.Contains(methods, methodPasskey)}
+	if p.TOTP {
+		p.Backup = request.Params.Method != nil && *request.Params.Method == gen.TwoFactorPageParamsMethodBackup
+		p.Action, p.AltURL, p.AltText = "/api/auth/two-factor/verify-totp", twoFactorPageURL(callback, true, ""), "Use a backup code instead"
+		if p.Backup {
+			p.Action, p.AltURL, p.AltText = "/api/auth/two-factor/verify-backup-code", twoFactorPageURL(callback, false, ""),
+				"Use your authenticator app instead"
+		}
 	}
 	if e := request.Params.Error; e != nil {
 		p.Error = true

@@ -208,5 +208,5 @@ func (s *Server) signUpRefused(ctx context.Context, u store.User, err error) (ge
 	now := s.store.Now()
 	u.ID, u.EmailVerified, u.CreatedAt, u.UpdatedAt = store.NewID("usr"), false, now, now
 	noStore(ctx)
-	return gen.SignUpEmail200JSONResponse{Body: gen.AuthSignUpResponse{Token: nullable.NewNullNullable[string](), User: toAuthUser(u)}}, nil
+	return gen.SignUpEmail200JSONResponse{Body: gen.AuthSignUpResponse{Token: nullable.NewNullNullable[string](), User: toAuthUser(u, false)}}, nil
 }

@@ -71,7 +71,7 @@ func TestOrganizationRequiresTwoFactor(t *testing.T) {
 		patch(admin, `{"requireTwoFactor":true}`).wantProblem(t, http.StatusForbidden, kindForbidden, titlePermissionDenied)
 		res := patch(owner, `{"requireTwoFactor":true}`)
 		res.wantProblem(t, http.StatusForbidden, "two-factor-required", "Two-factor authentication required")
-		if !strings.Contains(res.Body.String(), `"detail":"This organization requires two-factor authentication: enable it at /api/auth/two-factor/enable, then try again."`) {
+		if !strings.Contains(res.Body.String(), `"detail":"This organization requires two-factor authentication: turn it on at /api/auth/account (the account page: TOTP or a passkey; or with /api/auth/two-factor/enable), then try again."`) {
 			t.Errorf("problem does not say where to enrol: %s", res.Body)
 		}
 		get(owner).decode(t, http.StatusOK, &got)

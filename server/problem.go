@@ -84,9 +84,10 @@ var (
 	ErrUserRequired    = &Error{Status: http.StatusForbidden, Kind: kindForbidden, Title: titleUserRequired}
 	ErrEnvScoped       = &Error{Status: http.StatusForbidden, Kind: kindForbidden, Title: titleEnvironmentScoped}
 	// ErrTwoFactorRequired refuses a member without a second factor in an organization that
-	// requires one.
+	// requires one. Its detail names the hosted account page, where they enrol (the hosted
+	// sign-in sends them there; a JSON sign-in starts a session as better-auth's does).
 	ErrTwoFactorRequired = &Error{Status: http.StatusForbidden, Kind: kindTwoFactorRequired, Title: titleTwoFactorRequired,
-		Detail: "This organization requires two-factor authentication: enable it at /api/auth/two-factor/enable, then try again."}
+		Detail: "This organization requires two-factor authentication: turn it on at /api/auth/account (the account page: TOTP or a passkey; or with /api/auth/two-factor/enable), then try again."}
 	ErrNotFound    = &Error{Status: http.StatusNotFound, Kind: kindNotFound, Title: titleNotFound}
 	ErrUnavailable = &Error{Status: http.StatusServiceUnavailable, Kind: kindUnavailable, Title: titleUnavailable,
 		Header: http.Header{"Retry-After": []string{"5"}}}

@@ -204,12 +204,15 @@ func (e AuthTokenRequestGrantType) Valid() bool {
 
 // Defines values for AuthTwoFactorRedirectTwoFactorMethods.
 const (
-	AuthTwoFactorRedirectTwoFactorMethodsTotp AuthTwoFactorRedirectTwoFactorMethods = "totp"
+	AuthTwoFactorRedirectTwoFactorMethodsPasskey AuthTwoFactorRedirectTwoFactorMethods = "passkey"
+	AuthTwoFactorRedirectTwoFactorMethodsTotp    AuthTwoFactorRedirectTwoFactorMethods = "totp"
 )
 
 // Valid indicates whether the value is a known member of the AuthTwoFactorRedirectTwoFactorMethods enum.
 func (e AuthTwoFactorRedirectTwoFactorMethods) Valid() bool {
 	switch e {
+	case AuthTwoFactorRedirectTwoFactorMethodsPasskey:
+		return true
 	case AuthTwoFactorRedirectTwoFactorMethodsTotp:
 		return true
 	default:
@@ -1927,6 +1930,8 @@ type AuthTokenResponse struct {
 
 // AuthTwoFactorRedirect defines model for AuthTwoFactorRedirect.
 type AuthTwoFactorRedirect struct {
+	// TwoFactorMethods What completes the sign-in: `totp` (a TOTP or backup code; listed first when on) and
+	// `passkey` (verify-authentication with a passkey of the user).
 	TwoFactorMethods []AuthTwoFactorRedirectTwoFactorMethods `json:"twoFactorMethods"`
 
 	// TwoFactorRedirect Always true: the second factor is due.
@@ -1952,6 +1957,11 @@ type AuthUser struct {
 	Id            string                    `json:"id"`
 	Image         nullable.Nullable[string] `json:"image"`
 	Name          string                    `json:"name"`
+
+	// TwoFactorEnabled Whether the user's TOTP second factor is on (better-auth's twoFactor plugin adds this
+	// field to the user): false until the first verify-totp after enable, false again after
+	// disable. Passkeys do not set it.
+	TwoFactorEnabled bool `json:"twoFactorEnabled"`
 
 	// UpdatedAt UTC, ISO 8601.
 	UpdatedAt Timestamp `json:"updatedAt"`
@@ -2495,9 +2505,11 @@ type Organization struct {
 	Id        string    `json:"id"`
 	Name      string    `json:"name"`
 
-	// RequireTwoFactor Members without a second factor (TOTP) are refused on this organization's `/api/v1`
-	// routes with 403 `/problems/two-factor-required` until they enrol; service accounts
-	// are not affected. Default false.
+	// RequireTwoFactor Members without a second factor (TOTP or a passkey) are refused on this
+	// organization's `/api/v1` routes with 403 `/problems/two-factor-required`, whose
+	// detail names the hosted account page `/api/auth/account`, until they enrol; service
+	// accounts are not affected. Their sign-in still starts a session (they need it to
+	// enrol); the hosted sign-in page sends them to the account page first. Default false.
 	RequireTwoFactor bool `json:"requireTwoFactor"`
 
 	// Role The caller's role in the organization: one of `owner`, `admin`, `developer`, `billing`,
@@ -7386,6 +7398,13 @@ type ClientInterface interface {
 	// an assertion that does not verify (wrong origin, challenge or signature, a counter that
 	// went backwards) is 400 `AUTHENTICATION_FAILED`.
 	//
+	// With the `gatehouse.two_factor` cookie of a pending password sign-in (sign-in/email
+	// answered `twoFactorRedirect` with `passkey` among `twoFactorMethods`) and a passkey of
+	// that sign-in's user, it completes that sign-in instead, as the second factor: the pending
+	// sign-in is used up (its cookie expired), the session keeps its `rememberMe`, and its
+	// `amr` is `pwd`, `hwk` or `swk`, and `mfa`. A passkey of another user ignores the pending
+	// sign-in (it stays pending) and signs that user in as above.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/auth/passkey/verify-authentication (the `VerifyPasskeyAuthentication` operationId).
@@ -7405,6 +7424,13 @@ type ClientInterface interface {
 	// ceremony is 400 `CHALLENGE_NOT_FOUND`; an unknown credential is 401 `PASSKEY_NOT_FOUND`;
 	// an assertion that does not verify (wrong origin, challenge or signature, a counter that
 	// went backwards) is 400 `AUTHENTICATION_FAILED`.
+	//
+	// With the `gatehouse.two_factor` cookie of a pending password sign-in (sign-in/email
+	// answered `twoFactorRedirect` with `passkey` among `twoFactorMethods`) and a passkey of
+	// that sign-in's user, it completes that sign-in instead, as the second factor: the pending
+	// sign-in is used up (its cookie expired), the session keeps its `rememberMe`, and its
+	// `amr` is `pwd`, `hwk` or `swk`, and `mfa`. A passkey of another user ignores the pending
+	// sign-in (it stays pending) and signs that user in as above.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -11094,6 +11120,13 @@ func (c *Client) UpdatePasskey(ctx context.Context, body UpdatePasskeyJSONReques
 // an assertion that does not verify (wrong origin, challenge or signature, a counter that
 // went backwards) is 400 `AUTHENTICATION_FAILED`.
 //
+// With the `gatehouse.two_factor` cookie of a pending password sign-in (sign-in/email
+// answered `twoFactorRedirect` with `passkey` among `twoFactorMethods`) and a passkey of
+// that sign-in's user, it completes that sign-in instead, as the second factor: the pending
+// sign-in is used up (its cookie expired), the session keeps its `rememberMe`, and its
+// `amr` is `pwd`, `hwk` or `swk`, and `mfa`. A passkey of another user ignores the pending
+// sign-in (it stays pending) and signs that user in as above.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/auth/passkey/verify-authentication (the `VerifyPasskeyAuthentication` operationId).
@@ -11123,6 +11156,13 @@ func (c *Client) VerifyPasskeyAuthenticationWithBody(ctx context.Context, conten
 // ceremony is 400 `CHALLENGE_NOT_FOUND`; an unknown credential is 401 `PASSKEY_NOT_FOUND`;
 // an assertion that does not verify (wrong origin, challenge or signature, a counter that
 // went backwards) is 400 `AUTHENTICATION_FAILED`.
+//
+// With the `gatehouse.two_factor` cookie of a pending password sign-in (sign-in/email
+// answered `twoFactorRedirect` with `passkey` among `twoFactorMethods`) and a passkey of
+// that sign-in's user, it completes that sign-in instead, as the second factor: the pending
+// sign-in is used up (its cookie expired), the session keeps its `rememberMe`, and its
+// `amr` is `pwd`, `hwk` or `swk`, and `mfa`. A passkey of another user ignores the pending
+// sign-in (it stays pending) and signs that user in as above.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -23204,6 +23244,13 @@ type ClientWithResponsesInterface interface {
 	// an assertion that does not verify (wrong origin, challenge or signature, a counter that
 	// went backwards) is 400 `AUTHENTICATION_FAILED`.
 	//
+	// With the `gatehouse.two_factor` cookie of a pending password sign-in (sign-in/email
+	// answered `twoFactorRedirect` with `passkey` among `twoFactorMethods`) and a passkey of
+	// that sign-in's user, it completes that sign-in instead, as the second factor: the pending
+	// sign-in is used up (its cookie expired), the session keeps its `rememberMe`, and its
+	// `amr` is `pwd`, `hwk` or `swk`, and `mfa`. A passkey of another user ignores the pending
+	// sign-in (it stays pending) and signs that user in as above.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/auth/passkey/verify-authentication (the `VerifyPasskeyAuthentication` operationId).
@@ -23223,6 +23270,13 @@ type ClientWithResponsesInterface interface {
 	// ceremony is 400 `CHALLENGE_NOT_FOUND`; an unknown credential is 401 `PASSKEY_NOT_FOUND`;
 	// an assertion that does not verify (wrong origin, challenge or signature, a counter that
 	// went backwards) is 400 `AUTHENTICATION_FAILED`.
+	//
+	// With the `gatehouse.two_factor` cookie of a pending password sign-in (sign-in/email
+	// answered `twoFactorRedirect` with `passkey` among `twoFactorMethods`) and a passkey of
+	// that sign-in's user, it completes that sign-in instead, as the second factor: the pending
+	// sign-in is used up (its cookie expired), the session keeps its `rememberMe`, and its
+	// `amr` is `pwd`, `hwk` or `swk`, and `mfa`. A passkey of another user ignores the pending
+	// sign-in (it stays pending) and signs that user in as above.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -37473,6 +37527,13 @@ func (c *ClientWithResponses) UpdatePasskeyWithResponse(ctx context.Context, bod
 // an assertion that does not verify (wrong origin, challenge or signature, a counter that
 // went backwards) is 400 `AUTHENTICATION_FAILED`.
 //
+// With the `gatehouse.two_factor` cookie of a pending password sign-in (sign-in/email
+// answered `twoFactorRedirect` with `passkey` among `twoFactorMethods`) and a passkey of
+// that sign-in's user, it completes that sign-in instead, as the second factor: the pending
+// sign-in is used up (its cookie expired), the session keeps its `rememberMe`, and its
+// `amr` is `pwd`, `hwk` or `swk`, and `mfa`. A passkey of another user ignores the pending
+// sign-in (it stays pending) and signs that user in as above.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/auth/passkey/verify-authentication (the `VerifyPasskeyAuthentication` operationId).
@@ -37498,6 +37559,13 @@ func (c *ClientWithResponses) VerifyPasskeyAuthenticationWithBodyWithResponse(ct
 // ceremony is 400 `CHALLENGE_NOT_FOUND`; an unknown credential is 401 `PASSKEY_NOT_FOUND`;
 // an assertion that does not verify (wrong origin, challenge or signature, a counter that
 // went backwards) is 400 `AUTHENTICATION_FAILED`.
+//
+// With the `gatehouse.two_factor` cookie of a pending password sign-in (sign-in/email
+// answered `twoFactorRedirect` with `passkey` among `twoFactorMethods`) and a passkey of
+// that sign-in's user, it completes that sign-in instead, as the second factor: the pending
+// sign-in is used up (its cookie expired), the session keeps its `rememberMe`, and its
+// `amr` is `pwd`, `hwk` or `swk`, and `mfa`. A passkey of another user ignores the pending
+// sign-in (it stays pending) and signs that user in as above.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -90,12 +90,16 @@ async function signInPending(b, email) {
   assert.ok(b.cookies.has(twoFactorCookie), `no ${twoFactorCookie} cookie\n${b.recent()}`);
 }
 
-/** Asserts that the browser now has a session of userId. */
-async function signedInAs(b, userId) {
+/**
+ * Asserts that the browser now has a session of userId, whose user's twoFactorEnabled (the
+ * field better-auth's twoFactor plugin adds to the user) is twoFactorEnabled.
+ */
+async function signedInAs(b, userId, twoFactorEnabled) {
   assert.ok(b.cookies.has(sessionCookie), `no session cookie\n${b.recent()}`);
   assert.ok(!b.cookies.has(twoFactorCookie), `the ${twoFactorCookie} cookie was not expired\n${b.recent()}`);
   const s = ok(b, await b.client.getSession(), "getSession");
   assert.equal(s?.user?.id, userId, `getSession\n${b.recent()}`);
+  assert.equal(s?.user?.twoFactorEnabled, twoFactorEnabled, `getSession's user.twoFactorEnabled\n${b.recent()}`);
 }
 
 test("TOTP with backup codes through twoFactorClient", async (t) => {
@@ -104,7 +108,9 @@ test("TOTP with backup codes through twoFactorClient", async (t) => {
   let userId, totp, backupCodes, enrolCode;
 
   await t.test("Ada signs up and enables TOTP", async () => {
-    userId = ok(ada, await ada.client.signUp.email({ name: "Ada", email, password }), "signUp.email").user.id;
+    const signedUp = ok(ada, await ada.client.signUp.email({ name: "Ada", email, password }), "signUp.email").user;
+    userId = signedUp.id;
+    assert.equal(signedUp.twoFactorEnabled, false, `signUp.email's user.twoFactorEnabled\n${ada.recent()}`);
     fails(ada, await ada.client.twoFactor.enable({ password: "wrong-password" }), "enable with a wrong password", 400, "INVALID_PASSWORD");
     const data = ok(ada, await ada.client.twoFactor.enable({ password }), "twoFactor.enable");
     totp = OTPAuth.URI.parse(data.totpURI);
@@ -117,11 +123,15 @@ test("TOTP with backup codes through twoFactorClient", async (t) => {
     backupCodes = data.backupCodes;
     assert.equal(backupCodes.length, 10);
     assert.equal(new Set(backupCodes).size, 10);
+    // Enabled, not yet on: better-auth sets twoFactorEnabled at the first code.
+    await signedInAs(ada, userId, false);
   });
 
   await t.test("the first code turns it on; the same code again is refused", async () => {
     enrolCode = totp.generate();
-    ok(ada, await ada.client.twoFactor.verifyTotp({ code: enrolCode }), "verifyTotp");
+    const on = ok(ada, await ada.client.twoFactor.verifyTotp({ code: enrolCode }), "verifyTotp");
+    assert.equal(on.user.twoFactorEnabled, true, `verifyTotp's user.twoFactorEnabled\n${ada.recent()}`);
+    await signedInAs(ada, userId, true);
     fails(ada, await ada.client.twoFactor.verifyTotp({ code: enrolCode }), "the replayed code", 401, "INVALID_CODE");
   });
 
@@ -133,21 +143,22 @@ test("TOTP with backup codes through twoFactorClient", async (t) => {
     const code = totp.generate({ timestamp: Date.now() + 30_000 });
     const data = ok(ada, await ada.client.twoFactor.verifyTotp({ code }), "verifyTotp after sign-in");
     assert.equal(data.user.id, userId);
+    assert.equal(data.user.twoFactorEnabled, true);
     assert.match(data.token, /^[A-Za-z0-9]{32}$/);
-    await signedInAs(ada, userId);
+    await signedInAs(ada, userId, true);
   });
 
   await t.test("a backup code works once", async () => {
     ok(ada, await ada.client.signOut(), "signOut");
     await signInPending(ada, email);
     ok(ada, await ada.client.twoFactor.verifyBackupCode({ code: backupCodes[0] }), "verifyBackupCode");
-    await signedInAs(ada, userId);
+    await signedInAs(ada, userId, true);
 
     ok(ada, await ada.client.signOut(), "signOut");
     await signInPending(ada, email);
     fails(ada, await ada.client.twoFactor.verifyBackupCode({ code: backupCodes[0] }), "the used backup code", 401, "INVALID_BACKUP_CODE");
     ok(ada, await ada.client.twoFactor.verifyBackupCode({ code: backupCodes[1] }), "another backup code");
-    await signedInAs(ada, userId);
+    await signedInAs(ada, userId, true);
   });
 
   await t.test("disable turns it off", async () => {
@@ -155,7 +166,8 @@ test("TOTP with backup codes through twoFactorClient", async (t) => {
     ok(ada, await ada.client.signOut(), "signOut");
     const data = ok(ada, await ada.client.signIn.email({ email, password }), "signIn.email");
     assert.equal(data.user.id, userId);
+    assert.equal(data.user.twoFactorEnabled, false, `signIn.email's user.twoFactorEnabled after disable\n${ada.recent()}`);
     assert.equal(data.twoFactorRedirect, undefined);
-    await signedInAs(ada, userId);
+    await signedInAs(ada, userId, false);
   });
 });
