@@ -343,7 +343,7 @@ func TestEnsureConcurrent(t *testing.T) {
 			if err != nil || len(rows) != 1 {
 				t.Fatalf("%d keys after concurrent Ensure (%v), want 1", len(rows), err)
 			}
-			if got[0].ID != rows[0].ID || got[1].ID != rows[0].ID || !got[0].Key.Equal(got[1].Key) {
+			if got[0].ID != rows[0].ID || got[1].ID != rows[0].ID || !got[0].Key.(*rsa.PrivateKey).Equal(got[1].Key) {
 				t.Fatalf("replicas sign with %s and %s, stored %s", got[0].ID, got[1].ID, rows[0].ID)
 			}
 		})
