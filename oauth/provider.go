@@ -233,7 +233,9 @@ type idTokenAlgKey struct{}
 // id_token_signed_response_alg when it registered one. When the key that signs now has another
 // algorithm it fails (CurrentFor), and the token endpoint answers server_error: the client
 // would not verify a token signed otherwise.
-type idTokenStrategy struct{ openid.OpenIDConnectTokenStrategy }
+type idTokenStrategy struct {
+	openid.OpenIDConnectTokenStrategy
+}
 
 // GenerateIDToken signs r's ID token.
 func (s idTokenStrategy) GenerateIDToken(ctx context.Context, lifespan time.Duration, r fosite.Requester) (string, error) {
