@@ -242,7 +242,13 @@ func (s idTokenStrategy) GenerateIDToken(ctx context.Context, lifespan time.Dura
 	if c, ok := r.GetClient().(interface{ IDTokenSignedResponseAlg() string }); ok && c.IDTokenSignedResponseAlg() != "" {
 		ctx = context.WithValue(ctx, idTokenAlgKey{}, c.IDTokenSignedResponseAlg())
 	}
-	return s.OpenIDConnectTokenStrategy.GenerateIDToken(ctx, lifespan, r)
+	token, err := s.OpenIDConnectTokenStrategy.GenerateIDToken(ctx, lifespan, r)
+	if errors.Is(err, ErrNoSigningKeyForAlgorithm) {
+		// fosite passes a plain error on as the unregistered code "error"; this is the
+		// provider's own failure to serve the client, a server_error (RFC 6749 section 5.2).
+		return "", fosite.ErrServerError.WithWrap(err).WithHint("No signing key of the client's id_token_signed_response_alg signs now.")
+	}
+	return token, err
 }
 
 // Issuer returns the issuer: the base URL.
