@@ -221,7 +221,11 @@ func TestKeysRotateSigningToES256(t *testing.T) {
 	code := run(context.Background(), []string{"keys", "rotate-signing"}, with("ES256"), &stderr, nil)
 	rows := signingRows(t, base)
 	if code != 0 || len(rows) != 2 || rows[0].Algorithm != "ES256" || rows[1].Algorithm != "RS256" || rows[1].ID != first {
-		t.Fatalf("rotate to ES256: exit %d, rows %+v: %s", code, rows, stderr.String())
+		var got []string
+		for _, r := range rows {
+			got = append(got, r.ID+" "+r.Algorithm)
+		}
+		t.Fatalf("rotate to ES256: exit %d, rows %v: %s", code, got, stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "gatehouse: ES256 signing key "+rows[0].ID+" published; it signs from ") {
 		t.Errorf("rotate output: %q", stderr.String())
