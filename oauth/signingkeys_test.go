@@ -22,7 +22,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
-func testRing(t *testing.T, b byte) *seal.Keyring {
+func testRing(t testing.TB, b byte) *seal.Keyring {
 	t.Helper()
 	r, err := seal.NewKeyring(bytes.Repeat([]byte{b}, 32))
 	if err != nil {
