@@ -2,10 +2,13 @@ package oauth_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +25,7 @@ import (
 // signs), one registered for ES256 ID tokens, one for RS256.
 const (
 	anyAlgClientBody = `{"name":"Any alg","type":"web","redirectUris":["https://shop.example.com/cb"],` +
-		`"grantTypes":["authorization_code","client_credentials"],"scopes":["openid","email"],"skipConsent":true}`
+		`"postLogoutRedirectUris":["https://shop.example.com/"],"grantTypes":["authorization_code","client_credentials"],"scopes":["openid","email"],"skipConsent":true}`
 	es256ClientBody = `{"name":"ES256 only","type":"web","redirectUris":["https://shop.example.com/cb"],` +
 		`"grantTypes":["authorization_code"],"scopes":["openid","email"],"skipConsent":true,"idTokenSignedResponseAlg":"ES256"}`
 	rs256ClientBody = `{"name":"RS256 only","type":"web","redirectUris":["https://shop.example.com/cb"],` +
@@ -288,4 +291,40 @@ func TestOAuthEdDSAGoOIDC(t *testing.T) {
 func jsonHas(body, name string, want any) bool {
 	var m map[string]any
 	return json.Unmarshal([]byte(body), &m) == nil && m[name] == want
+}
+
+// TestOAuthEndSessionES256Hint: on an ES256 instance an ES256 ID token is an id_token_hint
+// that logs out without asking; the same token with its header's alg rewritten to RS256 (the
+// key's kid kept) is no hint at all: the confirmation page asks, and with a post-logout
+// redirect (which only a valid hint vouches for) the error page answers.
+func TestOAuthEndSessionES256Hint(t *testing.T) {
+	e := newSigningAlgEnv(t, storetest.Backends(t)[0], "ES256")
+	raw, err := e.idToken(t, e.anyAlg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(raw, ".")
+	var header map[string]any
+	if h, err := base64.RawURLEncoding.DecodeString(parts[0]); err != nil || json.Unmarshal(h, &header) != nil || header["alg"] != "ES256" {
+		t.Fatalf("ID token header %s: %v", parts[0], err)
+	}
+	header["alg"] = "RS256"
+	forged, _ := json.Marshal(header)
+	swapped := base64.RawURLEncoding.EncodeToString(forged) + "." + parts[1] + "." + parts[2]
+	e.br.Get("/api/auth/oauth2/end-session?"+url.Values{"id_token_hint": {swapped}}.Encode()).
+		WantPage(t, "hint with another alg", http.StatusOK, "Sign out?")
+	e.br.Get("/api/auth/oauth2/end-session?"+url.Values{"id_token_hint": {swapped},
+		"post_logout_redirect_uri": {"https://shop.example.com/"}}.Encode()).
+		WantPage(t, "hint with another alg and a redirect", http.StatusBadRequest, "not registered")
+	if _, _, _, err := e.app.accounts.Sessions.FromRequest(httpRequestWithJar(t, e.br, e.url)); err != nil {
+		t.Fatalf("signed out by a hint whose alg was rewritten: %v", err)
+	}
+	res := e.br.Get("/api/auth/oauth2/end-session?" + url.Values{"id_token_hint": {raw},
+		"post_logout_redirect_uri": {"https://shop.example.com/"}, "state": {"s-es256"}}.Encode())
+	if q := res.RedirectParams(t, "ES256 ID token as hint", "https://shop.example.com/?"); q.Get("state") != "s-es256" {
+		t.Errorf("logout state %v", q)
+	}
+	if _, _, _, err := e.app.accounts.Sessions.FromRequest(httpRequestWithJar(t, e.br, e.url)); err == nil {
+		t.Error("still signed in after end-session with the ES256 ID token")
+	}
 }
