@@ -21,8 +21,8 @@ import (
 // its public keys at /.well-known/jwks.json. A key is RS256, ES256 or EdDSA (signingalgs.go);
 // KeySetOptions.Algorithm (GATEHOUSE_SIGNING_ALG) picks the algorithm of the keys a KeySet
 // generates, so a rotation may move from one algorithm to another: both keys are published
-// through the timeline below, and tokens of either verify. Keys live in the signing_keys table, the
-// private key sealed (package store/seal) under the secret key with the additional data
+// through the timeline below, and tokens of either verify. Keys live in the signing_keys table,
+// the private key sealed (package store/seal) under the secret key with the additional data
 // "signing-key:<kid>".
 //
 // Timeline of a rotation (`gatehouse keys rotate-signing`) started at T with publish delay P
@@ -177,8 +177,8 @@ func (ks *KeySet) CurrentFor(ctx context.Context, alg string) (SigningKey, error
 }
 
 // Ensure makes sure a key signs now and returns it: when the database holds no active key and
-// none is scheduled, it generates a key of ks.Algorithm() that signs at once (no relying party can
-// hold a token yet). Replicas that call it together end up with one key: the database admits
+// none is scheduled, it generates a key of ks.Algorithm() that signs at once (no relying party
+// can hold a token yet). Replicas that call it together end up with one key: the database admits
 // one unscheduled key, and the losers read the winner's.
 func (ks *KeySet) Ensure(ctx context.Context) (SigningKey, error) {
 	keys, err := ks.snapshot(ctx, true)
