@@ -21,6 +21,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/identity"
 	"github.com/gatehouse-dev/gatehouse/identity/mail"
+	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/server"
 )
 
@@ -40,6 +41,9 @@ type settings struct {
 	// SigningKeyPublishDelay is how long `keys rotate-signing` publishes the next token
 	// signing key before it signs.
 	SigningKeyPublishDelay time.Duration
+	// SigningAlg is the algorithm of new token signing keys (GATEHOUSE_SIGNING_ALG): the first
+	// key the server creates and the next key `keys rotate-signing` creates.
+	SigningAlg string
 	// github and google collect a social provider's variables; configFromEnv puts those with a
 	// client id (and so a secret) into Config.Social, in this order.
 	github, google server.SocialConfig
@@ -228,6 +232,15 @@ var envVars = []envVar{
 				return errors.New("want a duration of 0s or more, such as 1h or 90m")
 			}
 			s.SigningKeyPublishDelay = d
+			return nil
+		}},
+	{Name: "GATEHOUSE_SIGNING_ALG", Default: "RS256",
+		Doc: "The algorithm of new token signing keys: RS256, ES256 or EdDSA; `keys rotate-signing` moves an existing instance to it.",
+		Parse: func(s *settings, v string) error {
+			if err := oauth.CheckSigningAlgorithm(v); err != nil {
+				return errors.New("want RS256, ES256 or EdDSA")
+			}
+			s.SigningAlg = v
 			return nil
 		}},
 	{Name: "GATEHOUSE_SHUTDOWN_TIMEOUT", Default: "20s",

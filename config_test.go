@@ -45,6 +45,9 @@ func TestConfigDefaults(t *testing.T) {
 	if cfg.SigningKeyPublishDelay != oauth.DefaultPublishDelay {
 		t.Errorf("publish delay %v, want oauth.DefaultPublishDelay %v", cfg.SigningKeyPublishDelay, oauth.DefaultPublishDelay)
 	}
+	if cfg.SigningAlg != oauth.DefaultSigningAlgorithm {
+		t.Errorf("signing algorithm %q, want oauth.DefaultSigningAlgorithm %q", cfg.SigningAlg, oauth.DefaultSigningAlgorithm)
+	}
 	if cfg.github.Endpoints != identity.GitHubEndpoints || cfg.google.Endpoints != identity.GoogleEndpoints {
 		t.Errorf("social endpoints %+v, %+v; want the real providers'", cfg.github.Endpoints, cfg.google.Endpoints)
 	}
@@ -70,6 +73,7 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		"GATEHOUSE_SECRET_KEY":                {"GATEHOUSE_SECRET_KEY": "c2hvcnQ="},
 		"GATEHOUSE_SIGNING_KEY_PUBLISH_DELAY": {"GATEHOUSE_SIGNING_KEY_PUBLISH_DELAY": "-1h"},
 		"GATEHOUSE_GITHUB_TOKEN_URL":          {"GATEHOUSE_GITHUB_TOKEN_URL": "github.com/login/oauth/access_token"},
+		"GATEHOUSE_SIGNING_ALG":               {"GATEHOUSE_SIGNING_ALG": "HS256"},
 	}
 	for name, env := range cases {
 		_, err := configFromEnv(envOf(env))

@@ -91,7 +91,7 @@ func TestKeysRotateSigning(t *testing.T) {
 	if got := old.RetiresAt.Sub(next.ActivatesAt); got != 65*time.Minute {
 		t.Errorf("old key retires %v after the next key activates, want 1h5m", got)
 	}
-	want := regexp.MustCompile(`^gatehouse: signing key ` + next.ID + ` published; it signs from \S+; key ` + first + ` stays published until \S+\n$`)
+	want := regexp.MustCompile(`^gatehouse: RS256 signing key ` + next.ID + ` published; it signs from \S+; key ` + first + ` stays published until \S+\n$`)
 	if !want.MatchString(out[strings.LastIndex(strings.TrimSuffix(out, "\n"), "\n")+1:]) {
 		t.Errorf("rotate output: %q", out)
 	}
@@ -164,5 +164,108 @@ func TestKeysRotateSigningConfig(t *testing.T) {
 	}
 	if got := rows[1].RetiresAt.Sub(rows[0].ActivatesAt); got != 65*time.Minute {
 		t.Errorf("old key retires %v after activation, want 1h5m", got)
+	}
+}
+
+// jwksAlgs fetches the JWKS from a running server and returns "kid alg kty" per key, in order.
+func jwksAlgs(t *testing.T, base string) []string {
+	t.Helper()
+	res, err := http.Get(base + "/.well-known/jwks.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var set struct {
+		Keys []struct {
+			KID string `json:"kid"`
+			Alg string `json:"alg"`
+			Kty string `json:"kty"`
+			Crv string `json:"crv"`
+		} `json:"keys"`
+	}
+	if res.StatusCode != http.StatusOK || json.NewDecoder(res.Body).Decode(&set) != nil {
+		t.Fatalf("GET jwks: %d", res.StatusCode)
+	}
+	var out []string
+	for _, k := range set.Keys {
+		out = append(out, strings.TrimSpace(k.KID+" "+k.Alg+" "+k.Kty+" "+k.Crv))
+	}
+	return out
+}
+
+// TestKeysRotateSigningToES256: an instance that started with the default RS256 key rotates to
+// ES256 with GATEHOUSE_SIGNING_ALG=ES256: the new key is an EC P-256 key published beside the
+// RS256 one, which keeps signing until the new one activates; a server started with
+// GATEHOUSE_SIGNING_ALG=EdDSA on a fresh database creates an Ed25519 key.
+func TestKeysRotateSigningToES256(t *testing.T) {
+	f := newRotationFixture(t)
+	keyText, key := newKey(t)
+	base := f.withKeys(keyText, "")
+	with := func(alg string) func(string) string {
+		return func(k string) string {
+			if k == "GATEHOUSE_SIGNING_ALG" {
+				return alg
+			}
+			return base(k)
+		}
+	}
+	var first string
+	serveWith(t, base, func(url string) {
+		algs := jwksAlgs(t, url)
+		if len(algs) != 1 || !strings.HasSuffix(algs[0], " RS256 RSA") {
+			t.Fatalf("JWKS after start-up: %v, want one RS256 key", algs)
+		}
+		first = strings.Fields(algs[0])[0]
+	})
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"keys", "rotate-signing"}, with("ES256"), &stderr, nil)
+	rows := signingRows(t, base)
+	if code != 0 || len(rows) != 2 || rows[0].Algorithm != "ES256" || rows[1].Algorithm != "RS256" || rows[1].ID != first {
+		var got []string
+		for _, r := range rows {
+			got = append(got, r.ID+" "+r.Algorithm)
+		}
+		t.Fatalf("rotate to ES256: exit %d, rows %v: %s", code, got, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "gatehouse: ES256 signing key "+rows[0].ID+" published; it signs from ") {
+		t.Errorf("rotate output: %q", stderr.String())
+	}
+	serveWith(t, with("ES256"), func(url string) {
+		want := []string{rows[0].ID + " ES256 EC P-256", first + " RS256 RSA"}
+		if got := jwksAlgs(t, url); strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("JWKS after the rotation: %v, want %v", got, want)
+		}
+	})
+	if kid := currentSigningKID(t, base, key); kid != first {
+		t.Errorf("%s signs right after the rotation, want the RS256 key %s until the ES256 key activates", kid, first)
+	}
+
+	fresh := newRotationFixture(t)
+	freshText, _ := newKey(t)
+	freshBase := fresh.withKeys(freshText, "")
+	serveWith(t, func(k string) string {
+		if k == "GATEHOUSE_SIGNING_ALG" {
+			return "EdDSA"
+		}
+		return freshBase(k)
+	}, func(url string) {
+		if algs := jwksAlgs(t, url); len(algs) != 1 || !strings.HasSuffix(algs[0], " EdDSA OKP Ed25519") {
+			t.Fatalf("JWKS of an EdDSA instance: %v", algs)
+		}
+	})
+}
+
+// TestSigningAlgUnknownExitsTwo: serve and rotate-signing refuse an algorithm they do not sign
+// with (case matters, as in JWS), naming the variable, before touching the database.
+func TestSigningAlgUnknownExitsTwo(t *testing.T) {
+	for _, bad := range []string{"HS256", "es256", "none", "RS512", "ES384"} {
+		for _, args := range [][]string{nil, {"keys", "rotate-signing"}} {
+			var stderr bytes.Buffer
+			code := run(context.Background(), args, testEnv(t, map[string]string{"GATEHOUSE_SIGNING_ALG": bad}), &stderr, nil)
+			want := "gatehouse: invalid GATEHOUSE_SIGNING_ALG: want RS256, ES256 or EdDSA"
+			if out := strings.TrimSpace(stderr.String()); code != 2 || out != want {
+				t.Errorf("%s %v: exit %d, stderr %q; want 2 and %q", bad, args, code, out, want)
+			}
+		}
 	}
 }

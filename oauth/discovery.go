@@ -8,7 +8,11 @@ import (
 // Metadata is the provider's OpenID Provider Metadata (OpenID Connect Discovery 1.0), also
 // served as OAuth 2.0 authorization server metadata (RFC 8414): one document, one issuer.
 //
-// Only endpoints this instance serves are listed. require_pushed_authorization_requests
+// Only endpoints this instance serves are listed. id_token_signing_alg_values_supported lists
+// every algorithm a signing key may have (SigningAlgorithms), the one of the keys this instance
+// generates first: relying parties that take their accepted algorithms from it (go-oidc does)
+// then verify tokens of either key across a rotation from one algorithm to another, and a
+// client may register any of them as id_token_signed_response_alg. require_pushed_authorization_requests
 // (RFC 9126 section 5) is false: PAR is required per client (requirePushedAuthorizationRequests),
 // not for every client.
 type Metadata struct {
@@ -66,7 +70,7 @@ func (p *Provider) Metadata() Metadata {
 		IntrospectionEndpointAuthMethodsSupported:  []string{"client_secret_basic"},
 		RevocationEndpointAuthMethodsSupported:     []string{"client_secret_basic", "client_secret_post", "private_key_jwt", "none"},
 		SubjectTypesSupported:                      []string{"public"},
-		IDTokenSigningAlgValuesSupported:           []string{SigningAlgorithm},
+		IDTokenSigningAlgValuesSupported:           p.signingAlgs,
 		AuthorizationResponseIssParameterSupported: true,
 	}
 }

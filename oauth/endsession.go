@@ -150,7 +150,7 @@ func withQueryParam(raw, key, value string) string {
 // included), while an ID token has none (OpenID Connect Core section 2), nor a scope.
 func (b *browserProvider) verifyIDTokenHint(ctx context.Context, raw string) (subject, clientID string, err error) {
 	jws, err := jose.ParseSigned(raw)
-	if err != nil || len(jws.Signatures) != 1 || jws.Signatures[0].Header.Algorithm != SigningAlgorithm {
+	if err != nil || len(jws.Signatures) != 1 || CheckSigningAlgorithm(jws.Signatures[0].Header.Algorithm) != nil {
 		return "", "", errors.New("malformed id token")
 	}
 	if typ, _ := jws.Signatures[0].Protected.ExtraHeaders[jose.HeaderType].(string); typ != "JWT" {
@@ -163,6 +163,9 @@ func (b *browserProvider) verifyIDTokenHint(ctx context.Context, raw string) (su
 	keys := set.Key(jws.Signatures[0].Header.KeyID)
 	if len(keys) == 0 {
 		return "", "", errors.New("unknown signing key")
+	}
+	if keys[0].Algorithm != jws.Signatures[0].Header.Algorithm {
+		return "", "", errors.New("the signing key has another algorithm")
 	}
 	payload, err := jws.Verify(keys[0].Key)
 	if err != nil {

@@ -128,7 +128,13 @@ type Client struct {
 	fosite.DefaultClient
 	// ProjectID is the project the client belongs to.
 	ProjectID string
+	// IDTokenAlg is the client's id_token_signed_response_alg ("": the current key's).
+	IDTokenAlg string
 }
+
+// IDTokenSignedResponseAlg is the algorithm the client's ID tokens must be signed with, or ""
+// for any (idTokenStrategy).
+func (c *Client) IDTokenSignedResponseAlg() string { return c.IDTokenAlg }
 
 var _ fosite.ResponseModeClient = (*Client)(nil)
 
@@ -194,7 +200,7 @@ func (f *FositeStore) lookupClient(ctx context.Context, id string) (fosite.Clien
 	if !c.Usable() {
 		return nil, fosite.ErrNotFound.WithDebug("the client is disabled")
 	}
-	client := &Client{ProjectID: c.ProjectID, DefaultClient: fosite.DefaultClient{
+	client := &Client{ProjectID: c.ProjectID, IDTokenAlg: c.IDTokenAlg, DefaultClient: fosite.DefaultClient{
 		ID: c.ID, Secret: c.SecretHash, RedirectURIs: c.RedirectURIs, GrantTypes: c.GrantTypes,
 		ResponseTypes: []string{"code"}, Scopes: c.Scopes, Audience: []string{c.ID}, Public: c.Public(),
 	}}

@@ -36,7 +36,7 @@ func BenchmarkOAuthPrivateKeyJWTLoad(b *testing.B) {
 	for _, be := range apptest.BenchBackends(b) {
 		b.Run(be.Name, func(b *testing.B) {
 			st := be.Open(b)
-			base, secretClient := oauthBenchServer(b, st)
+			base, secretClient := oauthBenchServer(b, st, "")
 			clientID := createBenchKeyClient(b, st, secretClient, key)
 			tokenURL := base + oauth.TokenPath
 			aud := apptest.BaseURL + oauth.TokenPath // the bench server's issuer is the test base URL

@@ -57,7 +57,7 @@ type ProviderConfig struct {
 	SecretKey []byte
 	// Store holds clients and grant state; it is first used by a request, not by NewProvider.
 	Store *store.Store
-	// Keys signs access and ID tokens (RS256, kid in the header) and makes the JWKS.
+	// Keys signs access and ID tokens (kid and alg in the header) and makes the JWKS.
 	Keys *KeySet
 	// Sessions are the /api/auth browser sessions: the authorization endpoint signs users in
 	// and end-session signs them out through them.
@@ -100,6 +100,8 @@ type Provider struct {
 	store   *FositeStore
 	baseURL string
 	keys    *KeySet
+	// signingAlgs is discovery's id_token_signing_alg_values_supported.
+	signingAlgs []string
 	// browser serves the authorization, consent, userinfo and end-session routes.
 	browser *browserProvider
 }
@@ -139,7 +141,13 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 	}
 	fs := NewFositeStore(cfg.Store)
 	keyGetter := func(ctx context.Context) (interface{}, error) {
-		k, err := cfg.Keys.Current(ctx)
+		var k SigningKey
+		var err error
+		if alg, _ := ctx.Value(idTokenAlgKey{}).(string); alg != "" {
+			k, err = cfg.Keys.CurrentFor(ctx, alg)
+		} else {
+			k, err = cfg.Keys.Current(ctx)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -148,7 +156,7 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 	hmacStrategy := compose.NewOAuth2HMACStrategy(conf)
 	strategy := &compose.CommonStrategy{
 		CoreStrategy:               accessTokenStrategy{compose.NewOAuth2JWTStrategy(keyGetter, hmacStrategy, conf)},
-		OpenIDConnectTokenStrategy: compose.NewOpenIDConnectStrategy(keyGetter, conf),
+		OpenIDConnectTokenStrategy: idTokenStrategy{compose.NewOpenIDConnectStrategy(keyGetter, conf)},
 		Signer:                     &jwt.DefaultSigner{GetPrivateKey: keyGetter},
 	}
 	provider := compose.Compose(conf, fs, strategy, handlerFactories...)
@@ -160,7 +168,13 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 	} else {
 		return nil, errors.New("oauth: new provider: unexpected fosite provider type")
 	}
-	p := &Provider{OAuth2Provider: provider, config: conf, store: fs, baseURL: base, keys: cfg.Keys}
+	algs := []string{cfg.Keys.Algorithm()}
+	for _, a := range SigningAlgorithms {
+		if a != algs[0] {
+			algs = append(algs, a)
+		}
+	}
+	p := &Provider{OAuth2Provider: provider, config: conf, store: fs, baseURL: base, keys: cfg.Keys, signingAlgs: algs}
 	claims := cfg.Claims
 	if claims == nil {
 		claims = noProductClaims{}
@@ -209,6 +223,32 @@ func (s accessTokenStrategy) ValidateAccessToken(_ context.Context, r fosite.Req
 		return fosite.ErrTokenExpired.WithHint("The access token expired.")
 	}
 	return nil
+}
+
+// idTokenAlgKey carries a client's id_token_signed_response_alg from idTokenStrategy to the
+// signer's key getter, which has only the context to go by.
+type idTokenAlgKey struct{}
+
+// idTokenStrategy is fosite's ID token strategy, signing with the key of the client's
+// id_token_signed_response_alg when it registered one. When the key that signs now has another
+// algorithm it fails (CurrentFor), and the token endpoint answers server_error: the client
+// would not verify a token signed otherwise.
+type idTokenStrategy struct {
+	openid.OpenIDConnectTokenStrategy
+}
+
+// GenerateIDToken signs r's ID token.
+func (s idTokenStrategy) GenerateIDToken(ctx context.Context, lifespan time.Duration, r fosite.Requester) (string, error) {
+	if c, ok := r.GetClient().(interface{ IDTokenSignedResponseAlg() string }); ok && c.IDTokenSignedResponseAlg() != "" {
+		ctx = context.WithValue(ctx, idTokenAlgKey{}, c.IDTokenSignedResponseAlg())
+	}
+	token, err := s.OpenIDConnectTokenStrategy.GenerateIDToken(ctx, lifespan, r)
+	if errors.Is(err, ErrNoSigningKeyForAlgorithm) {
+		// fosite passes a plain error on as the unregistered code "error"; this is the
+		// provider's own failure to serve the client, a server_error (RFC 6749 section 5.2).
+		return "", fosite.ErrServerError.WithWrap(err).WithHint("No signing key of the client's id_token_signed_response_alg signs now.")
+	}
+	return token, err
 }
 
 // Issuer returns the issuer: the base URL.

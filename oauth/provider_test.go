@@ -18,6 +18,7 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
+	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/server/apptest"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
@@ -43,7 +44,13 @@ const spaClientBody = `{"name":"Storefront SPA","type":"spa","redirectUris":["ht
 
 func newProviderEnv(t *testing.T, b storetest.Backend) *providerEnv {
 	t.Helper()
-	st := b.Open(t)
+	return newProviderEnvKeys(t, b.Open(t), nil)
+}
+
+// newProviderEnvKeys is newProviderEnv over st with the signing keys keys (nil: the default
+// key set, as main makes it).
+func newProviderEnvKeys(t *testing.T, st *store.Store, keys *oauth.KeySet) *providerEnv {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +59,7 @@ func newProviderEnv(t *testing.T, b storetest.Backend) *providerEnv {
 	cfg := testConfig()
 	cfg.BaseURL = base
 	cfg.TrustedOrigins = append(cfg.TrustedOrigins, apptest.BaseURL) // the fixtures sign in from apptest.BaseURL
-	app := newTestApp(t, st, cfg, nil)
+	app := newTestApp(t, st, cfg, keys)
 	srv := httptest.NewUnstartedServer(app.Handler)
 	_ = srv.Listener.Close()
 	srv.Listener = ln

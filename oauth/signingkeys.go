@@ -2,8 +2,7 @@ package oauth
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
+	"crypto"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -18,9 +17,12 @@ import (
 
 // Token signing keys.
 //
-// The provider signs every JWT (access tokens, ID tokens) with RS256 under one key at a time and
-// publishes its public keys at /.well-known/jwks.json. Keys live in the signing_keys table, the
-// private key sealed (package store/seal) under the secret key with the additional data
+// The provider signs every JWT (access tokens, ID tokens) under one key at a time and publishes
+// its public keys at /.well-known/jwks.json. A key is RS256, ES256 or EdDSA (signingalgs.go);
+// KeySetOptions.Algorithm (GATEHOUSE_SIGNING_ALG) picks the algorithm of the keys a KeySet
+// generates, so a rotation may move from one algorithm to another: both keys are published
+// through the timeline below, and tokens of either verify. Keys live in the signing_keys table,
+// the private key sealed (package store/seal) under the secret key with the additional data
 // "signing-key:<kid>".
 //
 // Timeline of a rotation (`gatehouse keys rotate-signing`) started at T with publish delay P
@@ -37,9 +39,9 @@ import (
 // than P; activation and retirement are times stored in the rows, so replicas switch keys at
 // the same instant whatever their cache age.
 const (
-	// SigningAlgorithm is the JWS algorithm of every signing key.
-	SigningAlgorithm = "RS256"
-	// SigningKeyBits is the RSA modulus size of generated keys.
+	// DefaultSigningAlgorithm is the algorithm of generated keys when KeySetOptions names none.
+	DefaultSigningAlgorithm = store.SigningAlgorithmRS256
+	// SigningKeyBits is the RSA modulus size of generated RS256 keys.
 	SigningKeyBits = 2048
 	// MaxSignedTokenLifetime is the longest lifetime of a token signed with these keys (access
 	// and ID tokens live 1 h). A key stays published this long after it stops signing, plus
@@ -68,17 +70,19 @@ type Sealer interface {
 type SigningKey struct {
 	// ID is the key's "kid".
 	ID string
-	// Key is the RSA private key.
-	Key         *rsa.PrivateKey
+	// Algorithm is the key's JWS "alg": RS256, ES256 or EdDSA.
+	Algorithm string
+	// Key is the private key: *rsa.PrivateKey, *ecdsa.PrivateKey (P-256) or ed25519.PrivateKey.
+	Key         crypto.Signer
 	ActivatesAt time.Time
 	// RetiresAt is nil for the newest key, which has no retirement scheduled.
 	RetiresAt *time.Time
 }
 
-// JSONWebKey returns the private key as a JWK with kid, alg RS256 and use sig: what a JWS signer
-// (go-jose, fosite's jwt.DefaultSigner) takes, so that the header carries the kid.
+// JSONWebKey returns the private key as a JWK with kid, alg and use sig: what a JWS signer
+// (go-jose, fosite's jwt.DefaultSigner) takes, so that the header carries the kid and alg.
 func (k SigningKey) JSONWebKey() *jose.JSONWebKey {
-	return &jose.JSONWebKey{Key: k.Key, KeyID: k.ID, Algorithm: SigningAlgorithm, Use: "sig"}
+	return &jose.JSONWebKey{Key: k.Key, KeyID: k.ID, Algorithm: k.Algorithm, Use: "sig"}
 }
 
 // KeySetOptions tune a KeySet; the zero value is the production setting.
@@ -88,6 +92,9 @@ type KeySetOptions struct {
 	// CacheTTL is how long keys read from the database are reused: 0 means
 	// DefaultKeyCacheTTL, a negative value reads them on every call.
 	CacheTTL time.Duration
+	// Algorithm is the algorithm of the keys Ensure and Rotate generate: one of
+	// SigningAlgorithms ("" means DefaultSigningAlgorithm). Keys already stored keep theirs.
+	Algorithm string
 }
 
 // KeySet is the provider's signing keys over the store: the key that signs now (Current) and
@@ -97,6 +104,7 @@ type KeySet struct {
 	sealer Sealer
 	now    func() time.Time
 	ttl    time.Duration
+	alg    string
 
 	mu       sync.Mutex
 	loaded   bool
@@ -105,18 +113,24 @@ type KeySet struct {
 	// public keys.
 	keys []publicKey
 	// private caches opened private keys by kid.
-	private map[string]*rsa.PrivateKey
+	private map[string]crypto.Signer
 }
 
 type publicKey struct {
 	row store.SigningKey
-	key *rsa.PublicKey
+	key crypto.PublicKey
 }
 
 // NewKeySet returns the key set over st; sealer seals new private keys and opens stored ones.
-// It reads nothing yet: call Ensure at start-up.
+// It reads nothing yet: call Ensure at start-up. An Algorithm that is not one of
+// SigningAlgorithms makes every key generation fail (Ensure, Rotate); configuration checks it
+// first (CheckSigningAlgorithm).
 func NewKeySet(st *store.Store, sealer Sealer, opts KeySetOptions) *KeySet {
-	ks := &KeySet{store: st, sealer: sealer, now: opts.Now, ttl: opts.CacheTTL, private: map[string]*rsa.PrivateKey{}}
+	ks := &KeySet{store: st, sealer: sealer, now: opts.Now, ttl: opts.CacheTTL, alg: opts.Algorithm,
+		private: map[string]crypto.Signer{}}
+	if ks.alg == "" {
+		ks.alg = DefaultSigningAlgorithm
+	}
 	if ks.now == nil {
 		ks.now = time.Now
 	}
@@ -125,6 +139,9 @@ func NewKeySet(st *store.Store, sealer Sealer, opts KeySetOptions) *KeySet {
 	}
 	return ks
 }
+
+// Algorithm is the algorithm of the keys ks generates.
+func (ks *KeySet) Algorithm() string { return ks.alg }
 
 // Current returns the key to sign with now: the newest key whose ActivatesAt has passed and
 // that is not retired. When there is none (an empty database) it creates one, as Ensure does.
@@ -139,9 +156,29 @@ func (ks *KeySet) Current(ctx context.Context) (SigningKey, error) {
 	return ks.Ensure(ctx)
 }
 
+// ErrNoSigningKeyForAlgorithm is returned by CurrentFor when the key that signs now has another
+// algorithm than the one asked for.
+var ErrNoSigningKeyForAlgorithm = errors.New("oauth: no active signing key of the algorithm")
+
+// CurrentFor returns the key to sign with now when its algorithm is alg, and an error wrapping
+// ErrNoSigningKeyForAlgorithm otherwise. One key signs at a time: the outgoing key of a rotation
+// stops signing when the next one activates (it is only published after that, for the tokens
+// it signed), so a client that registered another algorithm than the current key's gets no
+// token rather than one it cannot verify.
+func (ks *KeySet) CurrentFor(ctx context.Context, alg string) (SigningKey, error) {
+	k, err := ks.Current(ctx)
+	if err != nil {
+		return SigningKey{}, err
+	}
+	if k.Algorithm != alg {
+		return SigningKey{}, fmt.Errorf("%w: %s is asked for, key %s signs %s", ErrNoSigningKeyForAlgorithm, alg, k.ID, k.Algorithm)
+	}
+	return k, nil
+}
+
 // Ensure makes sure a key signs now and returns it: when the database holds no active key and
-// none is scheduled, it generates a 2048-bit RSA key that signs at once (no relying party can
-// hold a token yet). Replicas that call it together end up with one key: the database admits
+// none is scheduled, it generates a key of ks.Algorithm() that signs at once (no relying party
+// can hold a token yet). Replicas that call it together end up with one key: the database admits
 // one unscheduled key, and the losers read the winner's.
 func (ks *KeySet) Ensure(ctx context.Context) (SigningKey, error) {
 	keys, err := ks.snapshot(ctx, true)
@@ -249,7 +286,7 @@ func (ks *KeySet) JWKS(ctx context.Context) (jose.JSONWebKeySet, error) {
 	set := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{}}
 	for _, k := range keys {
 		if k.row.RetiresAt == nil || k.row.RetiresAt.After(now) {
-			set.Keys = append(set.Keys, jose.JSONWebKey{Key: k.key, KeyID: k.row.ID, Algorithm: SigningAlgorithm, Use: "sig"})
+			set.Keys = append(set.Keys, jose.JSONWebKey{Key: k.key, KeyID: k.row.ID, Algorithm: k.row.Algorithm, Use: "sig"})
 		}
 	}
 	return set, nil
@@ -270,7 +307,7 @@ func (ks *KeySet) snapshot(ctx context.Context, fresh bool) ([]publicKey, error)
 	}
 	keys := make([]publicKey, 0, len(rows))
 	for _, row := range rows {
-		pub, err := parsePublicKey(row.PublicKey)
+		pub, err := parsePublicKey(row.Algorithm, row.PublicKey)
 		if err != nil {
 			return nil, fmt.Errorf("oauth: signing key %s: %w", row.ID, err)
 		}
@@ -303,22 +340,22 @@ func (ks *KeySet) open(k publicKey) (SigningKey, error) {
 		if err != nil {
 			return SigningKey{}, fmt.Errorf("oauth: signing key %s: %w", k.row.ID, err)
 		}
-		rsaKey, ok := parsed.(*rsa.PrivateKey)
-		if !ok || !rsaKey.PublicKey.Equal(k.key) {
+		signer, ok := parsed.(crypto.Signer)
+		if !ok || !publicKeyEqual(signer.Public(), k.key) {
 			return SigningKey{}, fmt.Errorf("oauth: signing key %s: the private key does not match the published key", k.row.ID)
 		}
-		priv = rsaKey
+		priv = signer
 		ks.mu.Lock()
 		ks.private[k.row.ID] = priv
 		ks.mu.Unlock()
 	}
-	return SigningKey{ID: k.row.ID, Key: priv, ActivatesAt: k.row.ActivatesAt, RetiresAt: k.row.RetiresAt}, nil
+	return SigningKey{ID: k.row.ID, Algorithm: k.row.Algorithm, Key: priv, ActivatesAt: k.row.ActivatesAt, RetiresAt: k.row.RetiresAt}, nil
 }
 
-// newKey generates a key and returns its row: id "sig_<ulid>", the PKCS #8 DER private key
-// sealed with SigningKeyAAD(id), the public key in PEM.
+// newKey generates a key of ks.alg and returns its row: id "sig_<ulid>", the PKCS #8 DER
+// private key sealed with SigningKeyAAD(id), the public key in PEM.
 func (ks *KeySet) newKey(activates time.Time) (store.SigningKey, error) {
-	priv, err := rsa.GenerateKey(rand.Reader, SigningKeyBits)
+	priv, err := generateSigningKey(ks.alg)
 	if err != nil {
 		return store.SigningKey{}, fmt.Errorf("oauth: generate signing key: %w", err)
 	}
@@ -332,32 +369,15 @@ func (ks *KeySet) newKey(activates time.Time) (store.SigningKey, error) {
 	if err != nil {
 		return store.SigningKey{}, fmt.Errorf("oauth: seal signing key: %w", err)
 	}
-	spki, err := x509.MarshalPKIXPublicKey(&priv.PublicKey)
+	spki, err := x509.MarshalPKIXPublicKey(priv.Public())
 	if err != nil {
 		return store.SigningKey{}, fmt.Errorf("oauth: generate signing key: %w", err)
 	}
 	return store.SigningKey{
-		ID: id, Algorithm: SigningAlgorithm, PrivateKey: sealed,
+		ID: id, Algorithm: ks.alg, PrivateKey: sealed,
 		PublicKey:   string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: spki})),
 		ActivatesAt: activates,
 	}, nil
-}
-
-// parsePublicKey reads a PEM "PUBLIC KEY" block holding an RSA key.
-func parsePublicKey(text string) (*rsa.PublicKey, error) {
-	block, _ := pem.Decode([]byte(text))
-	if block == nil || block.Type != "PUBLIC KEY" {
-		return nil, errors.New("public key is not a PEM PUBLIC KEY block")
-	}
-	pub, err := x509.ParsePKIXPublicKey(block.Bytes)
-	if err != nil {
-		return nil, err
-	}
-	rsaPub, ok := pub.(*rsa.PublicKey)
-	if !ok {
-		return nil, fmt.Errorf("public key is %T, want RSA", pub)
-	}
-	return rsaPub, nil
 }
 
 // current picks the signing key at now from keys (newest activation first).

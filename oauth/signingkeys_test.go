@@ -3,6 +3,7 @@ package oauth_test
 import (
 	"bytes"
 	"context"
+	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -21,7 +22,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
-func testRing(t *testing.T, b byte) *seal.Keyring {
+func testRing(t testing.TB, b byte) *seal.Keyring {
 	t.Helper()
 	r, err := seal.NewKeyring(bytes.Repeat([]byte{b}, 32))
 	if err != nil {
@@ -88,8 +89,8 @@ func TestSigningKeyTimeline(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !first.ActivatesAt.Equal(t0) || first.RetiresAt != nil || first.Key.N.BitLen() != 2048 || !strings.HasPrefix(first.ID, "sig_") {
-				t.Fatalf("first key: id %s, activates %v, retires %v, %d bits", first.ID, first.ActivatesAt, first.RetiresAt, first.Key.N.BitLen())
+			if !first.ActivatesAt.Equal(t0) || first.RetiresAt != nil || first.Key.(*rsa.PrivateKey).N.BitLen() != 2048 || !strings.HasPrefix(first.ID, "sig_") {
+				t.Fatalf("first key: id %s, activates %v, retires %v, %d bits", first.ID, first.ActivatesAt, first.RetiresAt, first.Key.(*rsa.PrivateKey).N.BitLen())
 			}
 			if again, err := ks.Ensure(ctx); err != nil || again.ID != first.ID {
 				t.Fatalf("second Ensure: %s, %v", again.ID, err)
@@ -204,7 +205,7 @@ func TestJWKSVerifiesCurrentToken(t *testing.T) {
 	if len(k) != 6 || k["kty"] != "RSA" || k["use"] != "sig" || k["alg"] != "RS256" || k["kid"] != key.ID || k["e"] != "AQAB" {
 		t.Errorf("JWK members: %v", k)
 	}
-	if n, _ := k["n"].(string); n != base64.RawURLEncoding.EncodeToString(key.Key.N.Bytes()) {
+	if n, _ := k["n"].(string); n != base64.RawURLEncoding.EncodeToString(key.Key.(*rsa.PrivateKey).N.Bytes()) {
 		t.Errorf("JWK n = %q", n)
 	}
 
@@ -258,14 +259,14 @@ func TestSigningKeySealedAtRest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d := key.Key.D.Bytes()
+			d := key.Key.(*rsa.PrivateKey).D.Bytes()
 			needles := map[string][]byte{
 				"PEM header":   []byte("PRIVATE KEY"),
 				"D":            d,
 				"base64 D":     []byte(base64.StdEncoding.EncodeToString(d)[:40]),
 				"base64url D":  []byte(base64.RawURLEncoding.EncodeToString(d)[:40]),
-				"first prime":  key.Key.Primes[0].Bytes(),
-				"second prime": key.Key.Primes[1].Bytes(),
+				"first prime":  key.Key.(*rsa.PrivateKey).Primes[0].Bytes(),
+				"second prime": key.Key.(*rsa.PrivateKey).Primes[1].Bytes(),
 			}
 			rows, err := st.ListSigningKeys(ctx, time.Time{})
 			if err != nil || len(rows) != 1 {
@@ -342,7 +343,7 @@ func TestEnsureConcurrent(t *testing.T) {
 			if err != nil || len(rows) != 1 {
 				t.Fatalf("%d keys after concurrent Ensure (%v), want 1", len(rows), err)
 			}
-			if got[0].ID != rows[0].ID || got[1].ID != rows[0].ID || !got[0].Key.Equal(got[1].Key) {
+			if got[0].ID != rows[0].ID || got[1].ID != rows[0].ID || !got[0].Key.(*rsa.PrivateKey).Equal(got[1].Key) {
 				t.Fatalf("replicas sign with %s and %s, stored %s", got[0].ID, got[1].ID, rows[0].ID)
 			}
 		})

@@ -2,6 +2,7 @@ package oauth_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -21,7 +22,8 @@ import (
 // (GATEHOUSE_BENCH_DURATION overrides) per backend, client and server in this process:
 //
 //   - OAuthTokenLoad: POST /api/auth/oauth2/token, grant_type=client_credentials with
-//     client_secret_basic (client lookup + HMAC check, an RS256 signature, one INSERT);
+//     client_secret_basic (client lookup + HMAC check, a signature, one INSERT), once with an
+//     RS256 signing key and once with an ES256 one (sub-benchmarks <backend>/RS256 and /ES256);
 //   - OAuthIntrospectLoad: POST /api/auth/oauth2/introspect of 256 pre-issued access tokens
 //     (client authentication, the token row, its client's state).
 //
@@ -32,8 +34,9 @@ import (
 const oauthBenchSecret = "bench-secret-bench-secret-bench-secret-0123"
 
 // oauthBenchServer serves the app on 127.0.0.1 over a store seeded with one confidential
-// client, and returns the server URL and the client id.
-func oauthBenchServer(b *testing.B, st *store.Store) (string, string) {
+// client, and returns the server URL and the client id. Its signing keys are of alg ("": the
+// default).
+func oauthBenchServer(b *testing.B, st *store.Store, alg string) (string, string) {
 	b.Helper()
 	ctx := context.Background()
 	cfg := testConfig()
@@ -53,7 +56,11 @@ func oauthBenchServer(b *testing.B, st *store.Store) (string, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	app, err := newServer(cfg, st, nil)
+	ring, err := seal.NewKeyring(cfg.SecretKey)
+	if err != nil {
+		b.Fatal(err)
+	}
+	app, err := newServer(cfg, st, oauth.NewKeySet(st, ring, oauth.KeySetOptions{Algorithm: alg}))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -99,18 +106,22 @@ func reportOAuthLoad(b *testing.B, name, unit string, res apptest.LoadResult) {
 func BenchmarkOAuthTokenLoad(b *testing.B) {
 	duration := apptest.LoadDuration(b)
 	for _, be := range apptest.BenchBackends(b) {
-		b.Run(be.Name, func(b *testing.B) {
-			base, clientID := oauthBenchServer(b, be.Open(b))
-			oauthBenchToken(b, base, clientID)
-			form := url.Values{"grant_type": {"client_credentials"}, "scope": {"roles"}}
-			target := func() *http.Request { return oauthBenchRequest(base, oauth.TokenPath, clientID, form) }
-			b.ResetTimer()
-			var res apptest.LoadResult
-			for b.Loop() {
-				res = apptest.RunLoad(b, target, apptest.LoadConns, duration)
-			}
-			reportOAuthLoad(b, be.Name+" client_credentials", "token", res)
-		})
+		for _, alg := range []string{"RS256", "ES256"} {
+			b.Run(be.Name+"/"+alg, func(b *testing.B) {
+				base, clientID := oauthBenchServer(b, be.Open(b), alg)
+				if h := oauthJWTHeader(b, oauthBenchToken(b, base, clientID)); h["alg"] != alg {
+					b.Fatalf("token header %v, want alg %s", h, alg)
+				}
+				form := url.Values{"grant_type": {"client_credentials"}, "scope": {"roles"}}
+				target := func() *http.Request { return oauthBenchRequest(base, oauth.TokenPath, clientID, form) }
+				b.ResetTimer()
+				var res apptest.LoadResult
+				for b.Loop() {
+					res = apptest.RunLoad(b, target, apptest.LoadConns, duration)
+				}
+				reportOAuthLoad(b, be.Name+" "+alg+" client_credentials", "token", res)
+			})
+		}
 	}
 }
 
@@ -118,7 +129,7 @@ func BenchmarkOAuthIntrospectLoad(b *testing.B) {
 	duration := apptest.LoadDuration(b)
 	for _, be := range apptest.BenchBackends(b) {
 		b.Run(be.Name, func(b *testing.B) {
-			base, clientID := oauthBenchServer(b, be.Open(b))
+			base, clientID := oauthBenchServer(b, be.Open(b), "")
 			tokens := make([]string, 256)
 			for i := range tokens {
 				tokens[i] = oauthBenchToken(b, base, clientID)
@@ -146,4 +157,15 @@ func BenchmarkOAuthIntrospectLoad(b *testing.B) {
 			reportOAuthLoad(b, be.Name+" introspection", "introspection", out)
 		})
 	}
+}
+
+// oauthJWTHeader decodes the header of a compact JWS.
+func oauthJWTHeader(b *testing.B, token string) map[string]any {
+	b.Helper()
+	raw, err := base64.RawURLEncoding.DecodeString(strings.Split(token, ".")[0])
+	var h map[string]any
+	if err != nil || json.Unmarshal(raw, &h) != nil {
+		b.Fatalf("token %q: not a JWS", token)
+	}
+	return h
 }

@@ -56,6 +56,9 @@ func (s *Server) CreateOidcClient(ctx context.Context, req gen.CreateOidcClientR
 	if body.RequirePushedAuthorizationRequests != nil {
 		c.RequirePAR = *body.RequirePushedAuthorizationRequests
 	}
+	if body.IdTokenSignedResponseAlg != nil {
+		c.IDTokenAlg = string(*body.IdTokenSignedResponseAlg)
+	}
 	secret := nullable.NewNullNullable[string]()
 	switch {
 	case body.TokenEndpointAuthMethod != nil && *body.TokenEndpointAuthMethod == gen.OidcCreateAuthPrivateKeyJwt:
@@ -92,6 +95,7 @@ func (s *Server) CreateOidcClient(ctx context.Context, req gen.CreateOidcClientR
 				"scopes": c.Scopes, "skipConsent": c.SkipConsent,
 				"tokenEndpointAuthMethod":            oidcClientJSON(c).TokenEndpointAuthMethod,
 				"requirePushedAuthorizationRequests": c.RequirePAR,
+				"idTokenSignedResponseAlg":           nilIfEmpty(c.IDTokenAlg),
 			}})
 	})
 	if err != nil {
@@ -106,6 +110,7 @@ func (s *Server) CreateOidcClient(ctx context.Context, req gen.CreateOidcClientR
 	d.TokenEndpointAuthMethod, d.DisabledAt = out.TokenEndpointAuthMethod, out.DisabledAt
 	d.CreatedAt, d.UpdatedAt, d.ClientSecret = out.CreatedAt, out.UpdatedAt, secret
 	d.Jwks, d.RequirePushedAuthorizationRequests = out.Jwks, out.RequirePushedAuthorizationRequests
+	d.IdTokenSignedResponseAlg = out.IdTokenSignedResponseAlg
 	return resp, nil
 }
 
@@ -178,6 +183,7 @@ func (s *Server) RotateOidcClientSecret(ctx context.Context, req gen.RotateOidcC
 	d.TokenEndpointAuthMethod, d.DisabledAt = out.TokenEndpointAuthMethod, out.DisabledAt
 	d.CreatedAt, d.UpdatedAt, d.ClientSecret = out.CreatedAt, out.UpdatedAt, plain
 	d.Jwks, d.RequirePushedAuthorizationRequests = out.Jwks, out.RequirePushedAuthorizationRequests
+	d.IdTokenSignedResponseAlg = out.IdTokenSignedResponseAlg
 	return resp, nil
 }
 
@@ -255,6 +261,23 @@ func oidcClientJSON(c store.OIDCClient) gen.OidcClient {
 		RedirectUris: redirects, PostLogoutRedirectUris: post, GrantTypes: grants, Scopes: scopes,
 		SkipConsent: c.SkipConsent, TokenEndpointAuthMethod: method, Jwks: jwks,
 		RequirePushedAuthorizationRequests: c.RequirePAR,
+		IdTokenSignedResponseAlg:           idTokenAlgJSON(c.IDTokenAlg),
 		DisabledAt:                         nullableOf(c.DisabledAt), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
 	}
+}
+
+// idTokenAlgJSON is a client's idTokenSignedResponseAlg: null when it registered none.
+func idTokenAlgJSON(alg string) nullable.Nullable[gen.OidcSigningAlg] {
+	if alg == "" {
+		return nullable.NewNullNullable[gen.OidcSigningAlg]()
+	}
+	return nullable.NewNullableWithValue(gen.OidcSigningAlg(alg))
+}
+
+// nilIfEmpty is s, or nil (JSON null) for "".
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }

@@ -26,7 +26,7 @@ type oidcClientBody = apptest.OIDCClient
 
 var (
 	// oidcClientMembers are the members of OidcClient, written out from the spec.
-	oidcClientMembers = []string{"createdAt", "disabledAt", "grantTypes", "id", "name", "postLogoutRedirectUris",
+	oidcClientMembers = []string{"createdAt", "disabledAt", "grantTypes", "id", "idTokenSignedResponseAlg", "name", "postLogoutRedirectUris",
 		"projectId", "redirectUris", "requirePushedAuthorizationRequests", "scopes", "skipConsent", "tokenEndpointAuthMethod", "type", "updatedAt"}
 	// clientSecretShape is the OidcClientSecret pattern: 32 bytes, base64url, no padding.
 	clientSecretShape = regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`)
@@ -96,6 +96,10 @@ func TestOidcClientValidation(t *testing.T) {
 			{"unknown scope", body("web", ok, `"scopes":["openid","admin"]`), []string{"body.scopes.1"}},
 			{"no scope", body("web", ok, `"scopes":[]`), []string{"body.scopes"}},
 			{"unknown member", body("web", ok, `"clientSecret":"mine"`), []string{"body.clientSecret"}},
+			{"HS256 id token alg", body("web", ok, `"idTokenSignedResponseAlg":"HS256"`), []string{"body.idTokenSignedResponseAlg"}},
+			{"lower-case id token alg", body("web", ok, `"idTokenSignedResponseAlg":"es256"`), []string{"body.idTokenSignedResponseAlg"}},
+			{"id token alg none", body("native", ok, `"idTokenSignedResponseAlg":"none"`), []string{"body.idTokenSignedResponseAlg"}},
+			{"null id token alg", body("web", ok, `"idTokenSignedResponseAlg":null`), []string{"body.idTokenSignedResponseAlg"}},
 			// Redirect URI rules, at the offending item.
 			{"relative redirect uri", body("web", []string{"https://a.example/cb", "/cb"}, ""), []string{"body.redirectUris.1"}},
 			{"redirect uri with a fragment", body("web", []string{"https://a.example/cb#frag"}, ""), []string{"body.redirectUris.0"}},
@@ -463,6 +467,52 @@ func TestOidcClientAccess(t *testing.T) {
 				app.do(owner.as(request{method: o.method, path: o.path, body: o.body})).
 					wantProblem(t, http.StatusNotFound, "http-404", "Not found")
 			})
+		}
+	})
+}
+
+// TestOidcClientIDTokenAlg: a client registers idTokenSignedResponseAlg (any of the three
+// algorithms, any client type); it reads back in the creation response and the list, and is
+// null when omitted.
+func TestOidcClientIDTokenAlg(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
+		app := newTestApp(t, b.Open(t), testConfig())
+		ten := app.newTenancy(t)
+		owner := ten.members[RoleOwner]
+		project := saProject(t, app, ten, "oidc-id-token-alg")
+		want := map[string]string{}
+		for _, c := range []struct{ typ, extra, alg string }{
+			{"web", `,"idTokenSignedResponseAlg":"ES256"`, `"ES256"`},
+			{"native", `,"idTokenSignedResponseAlg":"EdDSA"`, `"EdDSA"`},
+			{"spa", `,"idTokenSignedResponseAlg":"RS256"`, `"RS256"`},
+			{"web", ``, `null`},
+		} {
+			body := `{"name":"alg","type":"` + c.typ + `","redirectUris":["https://app.example.com/cb"],"grantTypes":["authorization_code"],"scopes":["openid"]` + c.extra + `}`
+			created, raw := oidcCreate(t, app, owner, project.ID, body)
+			var got struct {
+				Data struct {
+					Alg json.RawMessage `json:"idTokenSignedResponseAlg"`
+				}
+			}
+			if err := json.Unmarshal([]byte(raw), &got); err != nil || string(got.Data.Alg) != c.alg {
+				t.Fatalf("create %s%s: idTokenSignedResponseAlg %s, want %s (%v)", c.typ, c.extra, got.Data.Alg, c.alg, err)
+			}
+			want[created.ID] = c.alg
+		}
+		res := app.do(owner.as(request{method: "GET", path: "/api/v1/projects/" + project.ID + "/oidc-clients"}))
+		var list struct {
+			Data []struct {
+				ID  string          `json:"id"`
+				Alg json.RawMessage `json:"idTokenSignedResponseAlg"`
+			}
+		}
+		if err := json.Unmarshal(res.Body.Bytes(), &list); err != nil || res.Code != http.StatusOK || len(list.Data) != 4 {
+			t.Fatalf("list: %d %s (%v)", res.Code, res.Body, err)
+		}
+		for _, c := range list.Data {
+			if string(c.Alg) != want[c.ID] {
+				t.Errorf("list: client %s has %s, want %s", c.ID, c.Alg, want[c.ID])
+			}
 		}
 	})
 }

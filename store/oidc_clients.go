@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -60,6 +61,9 @@ type OIDCClient struct {
 	JWKS string
 	// RequirePAR refuses the client's authorization requests that were not pushed (RFC 9126).
 	RequirePAR bool
+	// IDTokenAlg is the client's id_token_signed_response_alg: one of SigningAlgorithms, or ""
+	// for the algorithm of whichever key signs now.
+	IDTokenAlg string
 	DisabledAt *time.Time
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
@@ -126,11 +130,11 @@ func (tx *Tx) CreateOIDCClient(ctx context.Context, c *OIDCClient) error {
 	}
 	const insert = `INSERT INTO oidc_clients (id, project_id, name, type, redirect_uris,
 		post_logout_redirect_uris, grant_types, scopes, skip_consent, secret_hash,
-		token_endpoint_auth_method, jwks, require_par, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		token_endpoint_auth_method, jwks, require_par, id_token_signed_response_alg, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	_, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(insert), c.ID, c.ProjectID, c.Name, c.Type,
 		lists[0], lists[1], lists[2], lists[3], c.SkipConsent, hash,
-		c.TokenEndpointAuthMethod, jwks, c.RequirePAR, sqlTime(now), sqlTime(now))
+		c.TokenEndpointAuthMethod, jwks, c.RequirePAR, c.IDTokenAlg, sqlTime(now), sqlTime(now))
 	if err != nil {
 		return wrapWriteError(op, err)
 	}
@@ -158,6 +162,8 @@ func validOIDCClient(c *OIDCClient) error {
 		return fmt.Errorf("%w: a private_key_jwt client, and only it, has a jwks", ErrInvalid)
 	case c.TokenEndpointAuthMethod == OIDCAuthPrivateKeyJWT && c.Public():
 		return fmt.Errorf("%w: private_key_jwt is for web clients", ErrInvalid)
+	case c.IDTokenAlg != "" && !slices.Contains(SigningAlgorithms, c.IDTokenAlg):
+		return fmt.Errorf("%w: unknown id token signing algorithm %q", ErrInvalid, c.IDTokenAlg)
 	}
 	return nil
 }
@@ -283,7 +289,7 @@ func (s *Store) OIDCClientByID(ctx context.Context, clientID string) (OIDCClient
 // alias c: everything but the secret hash.
 const oidcClientColumns = `c.id, c.project_id, c.name, c.type, c.redirect_uris, c.post_logout_redirect_uris,
 	c.grant_types, c.scopes, c.skip_consent, c.token_endpoint_auth_method, c.jwks, c.require_par,
-	c.disabled_at, c.created_at, c.updated_at`
+	c.id_token_signed_response_alg, c.disabled_at, c.created_at, c.updated_at`
 
 type oidcClientRow struct {
 	ID                      string         `db:"id"`
@@ -298,6 +304,7 @@ type oidcClientRow struct {
 	TokenEndpointAuthMethod string         `db:"token_endpoint_auth_method"`
 	JWKS                    sql.NullString `db:"jwks"`
 	RequirePAR              bool           `db:"require_par"`
+	IDTokenAlg              string         `db:"id_token_signed_response_alg"`
 	DisabledAt              *sqlTime       `db:"disabled_at"`
 	CreatedAt               sqlTime        `db:"created_at"`
 	UpdatedAt               sqlTime        `db:"updated_at"`
@@ -307,7 +314,7 @@ func (r oidcClientRow) client() (OIDCClient, error) {
 	c := OIDCClient{
 		ID: r.ID, ProjectID: r.ProjectID, Name: r.Name, Type: r.Type, SkipConsent: r.SkipConsent,
 		TokenEndpointAuthMethod: r.TokenEndpointAuthMethod, JWKS: r.JWKS.String, RequirePAR: r.RequirePAR,
-		DisabledAt: timePtr(r.DisabledAt), CreatedAt: time.Time(r.CreatedAt), UpdatedAt: time.Time(r.UpdatedAt),
+		IDTokenAlg: r.IDTokenAlg, DisabledAt: timePtr(r.DisabledAt), CreatedAt: time.Time(r.CreatedAt), UpdatedAt: time.Time(r.UpdatedAt),
 	}
 	for _, l := range []struct {
 		name, raw string

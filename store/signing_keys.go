@@ -3,12 +3,21 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
 
-// SigningAlgorithmRS256 is the one algorithm of a SigningKey.
-const SigningAlgorithmRS256 = "RS256"
+// The algorithms of a SigningKey (JWS "alg"): RSA PKCS #1 v1.5 with SHA-256, ECDSA P-256
+// with SHA-256, and Ed25519.
+const (
+	SigningAlgorithmRS256 = "RS256"
+	SigningAlgorithmES256 = "ES256"
+	SigningAlgorithmEdDSA = "EdDSA"
+)
+
+// SigningAlgorithms are the algorithms a SigningKey may have, RS256 (the default) first.
+var SigningAlgorithms = []string{SigningAlgorithmRS256, SigningAlgorithmES256, SigningAlgorithmEdDSA}
 
 // SigningKey is a key the OAuth provider signs tokens with; ID is its JWK "kid".
 //
@@ -31,7 +40,7 @@ type SigningKey struct {
 func SigningKeyAAD(id string) []byte { return []byte("signing-key:" + id) }
 
 // CreateSigningKey inserts k with CreatedAt set to Store.Now. k.ID, k.PrivateKey and
-// k.PublicKey are required and k.Algorithm must be SigningAlgorithmRS256. A zero ActivatesAt
+// k.PublicKey are required and k.Algorithm must be one of SigningAlgorithms. A zero ActivatesAt
 // means Store.Now.
 //
 // It returns ErrInvalid for a missing field, another algorithm, a private key that is not a
@@ -43,8 +52,8 @@ func (tx *Tx) CreateSigningKey(ctx context.Context, k *SigningKey) error {
 	if k.ID == "" || k.PrivateKey == "" || k.PublicKey == "" {
 		return fmt.Errorf("store: %s: %w: id, private key and public key are required", op, ErrInvalid)
 	}
-	if k.Algorithm != SigningAlgorithmRS256 {
-		return fmt.Errorf("store: %s: %w: algorithm %q (want %s)", op, ErrInvalid, k.Algorithm, SigningAlgorithmRS256)
+	if !slices.Contains(SigningAlgorithms, k.Algorithm) {
+		return fmt.Errorf("store: %s: %w: algorithm %q (want one of %v)", op, ErrInvalid, k.Algorithm, SigningAlgorithms)
 	}
 	if !strings.HasPrefix(k.PrivateKey, "v1.") {
 		return fmt.Errorf("store: %s: %w: the private key is not sealed", op, ErrInvalid)

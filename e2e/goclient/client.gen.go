@@ -82,13 +82,133 @@ func (e AuthInvitationStatus) Valid() bool {
 	}
 }
 
-// Defines values for AuthJwkAlg.
+// Defines values for AuthJwkEcAlg.
 const (
-	RS256 AuthJwkAlg = "RS256"
+	ES256 AuthJwkEcAlg = "ES256"
 )
 
-// Valid indicates whether the value is a known member of the AuthJwkAlg enum.
-func (e AuthJwkAlg) Valid() bool {
+// Valid indicates whether the value is a known member of the AuthJwkEcAlg enum.
+func (e AuthJwkEcAlg) Valid() bool {
+	switch e {
+	case ES256:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuthJwkEcCrv.
+const (
+	P256 AuthJwkEcCrv = "P-256"
+)
+
+// Valid indicates whether the value is a known member of the AuthJwkEcCrv enum.
+func (e AuthJwkEcCrv) Valid() bool {
+	switch e {
+	case P256:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuthJwkEcKty.
+const (
+	EC AuthJwkEcKty = "EC"
+)
+
+// Valid indicates whether the value is a known member of the AuthJwkEcKty enum.
+func (e AuthJwkEcKty) Valid() bool {
+	switch e {
+	case EC:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuthJwkEcUse.
+const (
+	AuthJwkEcUseSig AuthJwkEcUse = "sig"
+)
+
+// Valid indicates whether the value is a known member of the AuthJwkEcUse enum.
+func (e AuthJwkEcUse) Valid() bool {
+	switch e {
+	case AuthJwkEcUseSig:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuthJwkOkpAlg.
+const (
+	EdDSA AuthJwkOkpAlg = "EdDSA"
+)
+
+// Valid indicates whether the value is a known member of the AuthJwkOkpAlg enum.
+func (e AuthJwkOkpAlg) Valid() bool {
+	switch e {
+	case EdDSA:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuthJwkOkpCrv.
+const (
+	Ed25519 AuthJwkOkpCrv = "Ed25519"
+)
+
+// Valid indicates whether the value is a known member of the AuthJwkOkpCrv enum.
+func (e AuthJwkOkpCrv) Valid() bool {
+	switch e {
+	case Ed25519:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuthJwkOkpKty.
+const (
+	OKP AuthJwkOkpKty = "OKP"
+)
+
+// Valid indicates whether the value is a known member of the AuthJwkOkpKty enum.
+func (e AuthJwkOkpKty) Valid() bool {
+	switch e {
+	case OKP:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuthJwkOkpUse.
+const (
+	AuthJwkOkpUseSig AuthJwkOkpUse = "sig"
+)
+
+// Valid indicates whether the value is a known member of the AuthJwkOkpUse enum.
+func (e AuthJwkOkpUse) Valid() bool {
+	switch e {
+	case AuthJwkOkpUseSig:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuthJwkRsaAlg.
+const (
+	RS256 AuthJwkRsaAlg = "RS256"
+)
+
+// Valid indicates whether the value is a known member of the AuthJwkRsaAlg enum.
+func (e AuthJwkRsaAlg) Valid() bool {
 	switch e {
 	case RS256:
 		return true
@@ -97,13 +217,13 @@ func (e AuthJwkAlg) Valid() bool {
 	}
 }
 
-// Defines values for AuthJwkKty.
+// Defines values for AuthJwkRsaKty.
 const (
-	RSA AuthJwkKty = "RSA"
+	RSA AuthJwkRsaKty = "RSA"
 )
 
-// Valid indicates whether the value is a known member of the AuthJwkKty enum.
-func (e AuthJwkKty) Valid() bool {
+// Valid indicates whether the value is a known member of the AuthJwkRsaKty enum.
+func (e AuthJwkRsaKty) Valid() bool {
 	switch e {
 	case RSA:
 		return true
@@ -112,15 +232,15 @@ func (e AuthJwkKty) Valid() bool {
 	}
 }
 
-// Defines values for AuthJwkUse.
+// Defines values for AuthJwkRsaUse.
 const (
-	Sig AuthJwkUse = "sig"
+	AuthJwkRsaUseSig AuthJwkRsaUse = "sig"
 )
 
-// Valid indicates whether the value is a known member of the AuthJwkUse enum.
-func (e AuthJwkUse) Valid() bool {
+// Valid indicates whether the value is a known member of the AuthJwkRsaUse enum.
+func (e AuthJwkRsaUse) Valid() bool {
 	switch e {
-	case Sig:
+	case AuthJwkRsaUseSig:
 		return true
 	default:
 		return false
@@ -466,6 +586,27 @@ func (e OidcScope) Valid() bool {
 	case OidcScopeProfile:
 		return true
 	case OidcScopeRoles:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OidcSigningAlg.
+const (
+	OidcSigningAlgES256 OidcSigningAlg = "ES256"
+	OidcSigningAlgEdDSA OidcSigningAlg = "EdDSA"
+	OidcSigningAlgRS256 OidcSigningAlg = "RS256"
+)
+
+// Valid indicates whether the value is a known member of the OidcSigningAlg enum.
+func (e OidcSigningAlg) Valid() bool {
+	switch e {
+	case OidcSigningAlgES256:
+		return true
+	case OidcSigningAlgEdDSA:
+		return true
+	case OidcSigningAlgRS256:
 		return true
 	default:
 		return false
@@ -1506,30 +1647,90 @@ type AuthInvitationIdBody struct {
 	InvitationId string `json:"invitationId"`
 }
 
-// AuthJwk An RSA public signing key (RFC 7517, RFC 7518 section 6.3.1). Never holds private members.
+// AuthJwk A public signing key (RFC 7517) of one of the three algorithms. Never holds private members.
 type AuthJwk struct {
-	Alg AuthJwkAlg `json:"alg"`
+	union json.RawMessage
+}
+
+// AuthJwkEc An ES256 key, ECDSA on P-256 (RFC 7518 section 6.2.1).
+type AuthJwkEc struct {
+	Alg AuthJwkEcAlg `json:"alg"`
+	Crv AuthJwkEcCrv `json:"crv"`
+
+	// Kid The key id that token headers name.
+	Kid string       `json:"kid"`
+	Kty AuthJwkEcKty `json:"kty"`
+	Use AuthJwkEcUse `json:"use"`
+
+	// X The x coordinate, base64url without padding.
+	X string `json:"x"`
+
+	// Y The y coordinate, base64url without padding.
+	Y string `json:"y"`
+}
+
+// AuthJwkEcAlg defines model for AuthJwkEc.Alg.
+type AuthJwkEcAlg string
+
+// AuthJwkEcCrv defines model for AuthJwkEc.Crv.
+type AuthJwkEcCrv string
+
+// AuthJwkEcKty defines model for AuthJwkEc.Kty.
+type AuthJwkEcKty string
+
+// AuthJwkEcUse defines model for AuthJwkEc.Use.
+type AuthJwkEcUse string
+
+// AuthJwkOkp An EdDSA key, Ed25519 (RFC 8037 section 2).
+type AuthJwkOkp struct {
+	Alg AuthJwkOkpAlg `json:"alg"`
+	Crv AuthJwkOkpCrv `json:"crv"`
+
+	// Kid The key id that token headers name.
+	Kid string        `json:"kid"`
+	Kty AuthJwkOkpKty `json:"kty"`
+	Use AuthJwkOkpUse `json:"use"`
+
+	// X The public key, base64url without padding.
+	X string `json:"x"`
+}
+
+// AuthJwkOkpAlg defines model for AuthJwkOkp.Alg.
+type AuthJwkOkpAlg string
+
+// AuthJwkOkpCrv defines model for AuthJwkOkp.Crv.
+type AuthJwkOkpCrv string
+
+// AuthJwkOkpKty defines model for AuthJwkOkp.Kty.
+type AuthJwkOkpKty string
+
+// AuthJwkOkpUse defines model for AuthJwkOkp.Use.
+type AuthJwkOkpUse string
+
+// AuthJwkRsa An RS256 key, 2048-bit RSA (RFC 7518 section 6.3.1).
+type AuthJwkRsa struct {
+	Alg AuthJwkRsaAlg `json:"alg"`
 
 	// E The public exponent, base64url without padding.
 	E string `json:"e"`
 
 	// Kid The key id that token headers name.
-	Kid string     `json:"kid"`
-	Kty AuthJwkKty `json:"kty"`
+	Kid string        `json:"kid"`
+	Kty AuthJwkRsaKty `json:"kty"`
 
 	// N The modulus, base64url without padding.
-	N   string     `json:"n"`
-	Use AuthJwkUse `json:"use"`
+	N   string        `json:"n"`
+	Use AuthJwkRsaUse `json:"use"`
 }
 
-// AuthJwkAlg defines model for AuthJwk.Alg.
-type AuthJwkAlg string
+// AuthJwkRsaAlg defines model for AuthJwkRsa.Alg.
+type AuthJwkRsaAlg string
 
-// AuthJwkKty defines model for AuthJwk.Kty.
-type AuthJwkKty string
+// AuthJwkRsaKty defines model for AuthJwkRsa.Kty.
+type AuthJwkRsaKty string
 
-// AuthJwkUse defines model for AuthJwk.Use.
-type AuthJwkUse string
+// AuthJwkRsaUse defines model for AuthJwkRsa.Use.
+type AuthJwkRsaUse string
 
 // AuthJwks A JSON Web Key Set (RFC 7517 section 5).
 type AuthJwks struct {
@@ -1690,12 +1891,14 @@ type AuthProviderMetadata struct {
 	CodeChallengeMethodsSupported              *[]string `json:"code_challenge_methods_supported,omitempty"`
 	EndSessionEndpoint                         *string   `json:"end_session_endpoint,omitempty"`
 	GrantTypesSupported                        *[]string `json:"grant_types_supported,omitempty"`
-	IdTokenSigningAlgValuesSupported           []string  `json:"id_token_signing_alg_values_supported"`
-	IntrospectionEndpoint                      *string   `json:"introspection_endpoint,omitempty"`
-	IntrospectionEndpointAuthMethodsSupported  *[]string `json:"introspection_endpoint_auth_methods_supported,omitempty"`
-	Issuer                                     string    `json:"issuer"`
-	JwksUri                                    string    `json:"jwks_uri"`
-	PushedAuthorizationRequestEndpoint         *string   `json:"pushed_authorization_request_endpoint,omitempty"`
+
+	// IdTokenSigningAlgValuesSupported Every algorithm a signing key may have (`RS256`, `ES256`, `EdDSA`), the one new keys get (`GATEHOUSE_SIGNING_ALG`) first. Access tokens are signed with the same keys.
+	IdTokenSigningAlgValuesSupported          []string  `json:"id_token_signing_alg_values_supported"`
+	IntrospectionEndpoint                     *string   `json:"introspection_endpoint,omitempty"`
+	IntrospectionEndpointAuthMethodsSupported *[]string `json:"introspection_endpoint_auth_methods_supported,omitempty"`
+	Issuer                                    string    `json:"issuer"`
+	JwksUri                                   string    `json:"jwks_uri"`
+	PushedAuthorizationRequestEndpoint        *string   `json:"pushed_authorization_request_endpoint,omitempty"`
 
 	// RequirePushedAuthorizationRequests false: PAR is required per client (`requirePushedAuthorizationRequests`).
 	RequirePushedAuthorizationRequests         *bool     `json:"require_pushed_authorization_requests,omitempty"`
@@ -2409,6 +2612,9 @@ type OidcClient struct {
 	// Id The OAuth `client_id`.
 	Id string `json:"id"`
 
+	// IdTokenSignedResponseAlg The client's `id_token_signed_response_alg`: its ID tokens are signed with this algorithm, and the token endpoint answers `server_error` while the key that signs has another. `null`: the algorithm of whichever key signs.
+	IdTokenSignedResponseAlg nullable.Nullable[OidcSigningAlg] `json:"idTokenSignedResponseAlg"`
+
 	// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
 	// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
 	// (ES256), `use` absent or `sig`, `kid`s distinct. Private key members are refused.
@@ -2439,6 +2645,9 @@ type OidcClient struct {
 type OidcClientCreate struct {
 	// GrantTypes `client_credentials` only for `web` clients; `refresh_token` only with `authorization_code`.
 	GrantTypes []OidcGrantType `json:"grantTypes"`
+
+	// IdTokenSignedResponseAlg The algorithm the client's ID tokens must be signed with (OpenID Connect Dynamic Client Registration's `id_token_signed_response_alg`). Omitted: whichever key signs, which is what most relying parties handle (they read the algorithm from the JWKS). A relying party that verifies only one algorithm registers it: while the signing key has another (see `GATEHOUSE_SIGNING_ALG` and key rotation), its token requests that would return an ID token fail with `server_error` rather than hand it a token it cannot verify.
+	IdTokenSignedResponseAlg *OidcSigningAlg `json:"idTokenSignedResponseAlg,omitempty"`
 
 	// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
 	// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
@@ -2491,6 +2700,9 @@ type OidcRedirectUri = string
 
 // OidcScope One of the eight scopes of the `oauth2` security scheme.
 type OidcScope string
+
+// OidcSigningAlg A JWS algorithm the provider signs tokens with: `RS256` (RSA 2048), `ES256` (ECDSA P-256) or `EdDSA` (Ed25519).
+type OidcSigningAlg string
 
 // OidcTokenEndpointAuthMethod `client_secret_basic` for `web` clients (the token endpoint also takes `client_secret_post`); `none` for public clients; `private_key_jwt` for `web` clients registered with `jwks` instead of a secret (RFC 7523 client assertions signed RS256 or ES256).
 type OidcTokenEndpointAuthMethod string
@@ -6169,6 +6381,94 @@ func (a AuthPasskeyOptions) MarshalJSON() ([]byte, error) {
 	return json.Marshal(object)
 }
 
+// AsAuthJwkRsa returns the union data inside the AuthJwk as a AuthJwkRsa
+func (t AuthJwk) AsAuthJwkRsa() (AuthJwkRsa, error) {
+	var body AuthJwkRsa
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAuthJwkRsa overwrites any union data inside the AuthJwk as the provided AuthJwkRsa
+func (t *AuthJwk) FromAuthJwkRsa(v AuthJwkRsa) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAuthJwkRsa performs a merge with any union data inside the AuthJwk, using the provided AuthJwkRsa
+func (t *AuthJwk) MergeAuthJwkRsa(v AuthJwkRsa) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsAuthJwkEc returns the union data inside the AuthJwk as a AuthJwkEc
+func (t AuthJwk) AsAuthJwkEc() (AuthJwkEc, error) {
+	var body AuthJwkEc
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAuthJwkEc overwrites any union data inside the AuthJwk as the provided AuthJwkEc
+func (t *AuthJwk) FromAuthJwkEc(v AuthJwkEc) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAuthJwkEc performs a merge with any union data inside the AuthJwk, using the provided AuthJwkEc
+func (t *AuthJwk) MergeAuthJwkEc(v AuthJwkEc) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsAuthJwkOkp returns the union data inside the AuthJwk as a AuthJwkOkp
+func (t AuthJwk) AsAuthJwkOkp() (AuthJwkOkp, error) {
+	var body AuthJwkOkp
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAuthJwkOkp overwrites any union data inside the AuthJwk as the provided AuthJwkOkp
+func (t *AuthJwk) FromAuthJwkOkp(v AuthJwkOkp) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAuthJwkOkp performs a merge with any union data inside the AuthJwk, using the provided AuthJwkOkp
+func (t *AuthJwk) MergeAuthJwkOkp(v AuthJwkOkp) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t AuthJwk) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *AuthJwk) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // AsAuthRoleName returns the union data inside the AuthRoleInput as a AuthRoleName
 func (t AuthRoleInput) AsAuthRoleName() (AuthRoleName, error) {
 	var body AuthRoleName
@@ -6369,13 +6669,16 @@ type ClientInterface interface {
 
 	// GetJwks Get the token signing keys (JWKS)
 	//
-	// The JSON Web Key Set (RFC 7517) of the keys that sign access and ID tokens: RS256, 2048-bit
-	// RSA, public members only. Find the key by the `kid` of the token's header.
+	// The JSON Web Key Set (RFC 7517) of the keys that sign access and ID tokens, public members
+	// only: RS256 (2048-bit RSA), ES256 (ECDSA P-256) or EdDSA (Ed25519), each key with its
+	// `alg`. New keys are of `GATEHOUSE_SIGNING_ALG` (default RS256). Find the key by the `kid`
+	// of the token's header.
 	//
 	// More than one key is listed around a rotation (`gatehouse keys rotate-signing`): the next
 	// key is published an hour (`GATEHOUSE_SIGNING_KEY_PUBLISH_DELAY`) before it starts to
 	// sign, and the previous key stays listed until every token it signed has expired (1 h
-	// token lifetime plus 5 minutes of clock skew after it stopped signing). The newest key
+	// token lifetime plus 5 minutes of clock skew after it stopped signing). A rotation may
+	// change the algorithm, so the two keys may be of different algorithms. The newest key
 	// comes first. Cache the set for at most `max-age` and refetch it when a token names an
 	// unknown `kid`.
 	//
@@ -6916,8 +7219,8 @@ type ClientInterface interface {
 	// client and a disabled client are 401 `invalid_client` with
 	// `WWW-Authenticate: Basic`.
 	//
-	// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
-	// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
+	// Access tokens are JWTs per RFC 9068 signed with the current signing key (RS256, ES256 or
+	// EdDSA: header `typ: at+jwt`, the key's `alg` and `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
 	// hour. A client-credentials token's `sub` is the client id (`cli_…`), which never
 	// collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
 	// id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
@@ -6952,8 +7255,8 @@ type ClientInterface interface {
 	// client and a disabled client are 401 `invalid_client` with
 	// `WWW-Authenticate: Basic`.
 	//
-	// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
-	// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
+	// Access tokens are JWTs per RFC 9068 signed with the current signing key (RS256, ES256 or
+	// EdDSA: header `typ: at+jwt`, the key's `alg` and `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
 	// hour. A client-credentials token's `sub` is the client id (`cli_…`), which never
 	// collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
 	// id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
@@ -9251,13 +9554,16 @@ type ClientInterface interface {
 
 // GetJwks Get the token signing keys (JWKS)
 //
-// The JSON Web Key Set (RFC 7517) of the keys that sign access and ID tokens: RS256, 2048-bit
-// RSA, public members only. Find the key by the `kid` of the token's header.
+// The JSON Web Key Set (RFC 7517) of the keys that sign access and ID tokens, public members
+// only: RS256 (2048-bit RSA), ES256 (ECDSA P-256) or EdDSA (Ed25519), each key with its
+// `alg`. New keys are of `GATEHOUSE_SIGNING_ALG` (default RS256). Find the key by the `kid`
+// of the token's header.
 //
 // More than one key is listed around a rotation (`gatehouse keys rotate-signing`): the next
 // key is published an hour (`GATEHOUSE_SIGNING_KEY_PUBLISH_DELAY`) before it starts to
 // sign, and the previous key stays listed until every token it signed has expired (1 h
-// token lifetime plus 5 minutes of clock skew after it stopped signing). The newest key
+// token lifetime plus 5 minutes of clock skew after it stopped signing). A rotation may
+// change the algorithm, so the two keys may be of different algorithms. The newest key
 // comes first. Cache the set for at most `max-age` and refetch it when a token names an
 // unknown `kid`.
 //
@@ -10158,8 +10464,8 @@ func (c *Client) PostOauth2RevokeWithFormdataBody(ctx context.Context, body Post
 // client and a disabled client are 401 `invalid_client` with
 // `WWW-Authenticate: Basic`.
 //
-// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
-// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
+// Access tokens are JWTs per RFC 9068 signed with the current signing key (RS256, ES256 or
+// EdDSA: header `typ: at+jwt`, the key's `alg` and `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
 // hour. A client-credentials token's `sub` is the client id (`cli_…`), which never
 // collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
 // id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
@@ -10204,8 +10510,8 @@ func (c *Client) PostOauth2TokenWithBody(ctx context.Context, contentType string
 // client and a disabled client are 401 `invalid_client` with
 // `WWW-Authenticate: Basic`.
 //
-// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
-// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
+// Access tokens are JWTs per RFC 9068 signed with the current signing key (RS256, ES256 or
+// EdDSA: header `typ: at+jwt`, the key's `alg` and `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
 // hour. A client-credentials token's `sub` is the client id (`cli_…`), which never
 // collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
 // id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
@@ -22167,13 +22473,16 @@ type ClientWithResponsesInterface interface {
 
 	// GetJwksWithResponse Get the token signing keys (JWKS)
 	//
-	// The JSON Web Key Set (RFC 7517) of the keys that sign access and ID tokens: RS256, 2048-bit
-	// RSA, public members only. Find the key by the `kid` of the token's header.
+	// The JSON Web Key Set (RFC 7517) of the keys that sign access and ID tokens, public members
+	// only: RS256 (2048-bit RSA), ES256 (ECDSA P-256) or EdDSA (Ed25519), each key with its
+	// `alg`. New keys are of `GATEHOUSE_SIGNING_ALG` (default RS256). Find the key by the `kid`
+	// of the token's header.
 	//
 	// More than one key is listed around a rotation (`gatehouse keys rotate-signing`): the next
 	// key is published an hour (`GATEHOUSE_SIGNING_KEY_PUBLISH_DELAY`) before it starts to
 	// sign, and the previous key stays listed until every token it signed has expired (1 h
-	// token lifetime plus 5 minutes of clock skew after it stopped signing). The newest key
+	// token lifetime plus 5 minutes of clock skew after it stopped signing). A rotation may
+	// change the algorithm, so the two keys may be of different algorithms. The newest key
 	// comes first. Cache the set for at most `max-age` and refetch it when a token names an
 	// unknown `kid`.
 	//
@@ -22742,8 +23051,8 @@ type ClientWithResponsesInterface interface {
 	// client and a disabled client are 401 `invalid_client` with
 	// `WWW-Authenticate: Basic`.
 	//
-	// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
-	// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
+	// Access tokens are JWTs per RFC 9068 signed with the current signing key (RS256, ES256 or
+	// EdDSA: header `typ: at+jwt`, the key's `alg` and `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
 	// hour. A client-credentials token's `sub` is the client id (`cli_…`), which never
 	// collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
 	// id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
@@ -22778,8 +23087,8 @@ type ClientWithResponsesInterface interface {
 	// client and a disabled client are 401 `invalid_client` with
 	// `WWW-Authenticate: Basic`.
 	//
-	// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
-	// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
+	// Access tokens are JWTs per RFC 9068 signed with the current signing key (RS256, ES256 or
+	// EdDSA: header `typ: at+jwt`, the key's `alg` and `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
 	// hour. A client-credentials token's `sub` is the client id (`cli_…`), which never
 	// collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
 	// id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
@@ -33080,6 +33389,9 @@ type CreateOidcClientResponse struct {
 			// Id The OAuth `client_id`.
 			Id string `json:"id"`
 
+			// IdTokenSignedResponseAlg The client's `id_token_signed_response_alg`: its ID tokens are signed with this algorithm, and the token endpoint answers `server_error` while the key that signs has another. `null`: the algorithm of whichever key signs.
+			IdTokenSignedResponseAlg nullable.Nullable[OidcSigningAlg] `json:"idTokenSignedResponseAlg"`
+
 			// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
 			// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
 			// (ES256), `use` absent or `sig`, `kid`s distinct. Private key members are refused.
@@ -33129,6 +33441,9 @@ func (r CreateOidcClientResponse) GetJSON201() *struct {
 
 		// Id The OAuth `client_id`.
 		Id string `json:"id"`
+
+		// IdTokenSignedResponseAlg The client's `id_token_signed_response_alg`: its ID tokens are signed with this algorithm, and the token endpoint answers `server_error` while the key that signs has another. `null`: the algorithm of whichever key signs.
+		IdTokenSignedResponseAlg nullable.Nullable[OidcSigningAlg] `json:"idTokenSignedResponseAlg"`
 
 		// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
 		// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
@@ -33349,6 +33664,9 @@ type RotateOidcClientSecretResponse struct {
 			// Id The OAuth `client_id`.
 			Id string `json:"id"`
 
+			// IdTokenSignedResponseAlg The client's `id_token_signed_response_alg`: its ID tokens are signed with this algorithm, and the token endpoint answers `server_error` while the key that signs has another. `null`: the algorithm of whichever key signs.
+			IdTokenSignedResponseAlg nullable.Nullable[OidcSigningAlg] `json:"idTokenSignedResponseAlg"`
+
 			// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
 			// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
 			// (ES256), `use` absent or `sig`, `kid`s distinct. Private key members are refused.
@@ -33398,6 +33716,9 @@ func (r RotateOidcClientSecretResponse) GetJSON200() *struct {
 
 		// Id The OAuth `client_id`.
 		Id string `json:"id"`
+
+		// IdTokenSignedResponseAlg The client's `id_token_signed_response_alg`: its ID tokens are signed with this algorithm, and the token endpoint answers `server_error` while the key that signs has another. `null`: the algorithm of whichever key signs.
+		IdTokenSignedResponseAlg nullable.Nullable[OidcSigningAlg] `json:"idTokenSignedResponseAlg"`
 
 		// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
 		// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
@@ -35946,13 +36267,16 @@ func (r GetDocsOpenApiDocumentResponse) ContentType() string {
 
 // GetJwksWithResponse Get the token signing keys (JWKS)
 //
-// The JSON Web Key Set (RFC 7517) of the keys that sign access and ID tokens: RS256, 2048-bit
-// RSA, public members only. Find the key by the `kid` of the token's header.
+// The JSON Web Key Set (RFC 7517) of the keys that sign access and ID tokens, public members
+// only: RS256 (2048-bit RSA), ES256 (ECDSA P-256) or EdDSA (Ed25519), each key with its
+// `alg`. New keys are of `GATEHOUSE_SIGNING_ALG` (default RS256). Find the key by the `kid`
+// of the token's header.
 //
 // More than one key is listed around a rotation (`gatehouse keys rotate-signing`): the next
 // key is published an hour (`GATEHOUSE_SIGNING_KEY_PUBLISH_DELAY`) before it starts to
 // sign, and the previous key stays listed until every token it signed has expired (1 h
-// token lifetime plus 5 minutes of clock skew after it stopped signing). The newest key
+// token lifetime plus 5 minutes of clock skew after it stopped signing). A rotation may
+// change the algorithm, so the two keys may be of different algorithms. The newest key
 // comes first. Cache the set for at most `max-age` and refetch it when a token names an
 // unknown `kid`.
 //
@@ -36737,8 +37061,8 @@ func (c *ClientWithResponses) PostOauth2RevokeWithFormdataBodyWithResponse(ctx c
 // client and a disabled client are 401 `invalid_client` with
 // `WWW-Authenticate: Basic`.
 //
-// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
-// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
+// Access tokens are JWTs per RFC 9068 signed with the current signing key (RS256, ES256 or
+// EdDSA: header `typ: at+jwt`, the key's `alg` and `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
 // hour. A client-credentials token's `sub` is the client id (`cli_…`), which never
 // collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
 // id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
@@ -36779,8 +37103,8 @@ func (c *ClientWithResponses) PostOauth2TokenWithBodyWithResponse(ctx context.Co
 // client and a disabled client are 401 `invalid_client` with
 // `WWW-Authenticate: Basic`.
 //
-// Access tokens are RS256 JWTs per RFC 9068 (header `typ: at+jwt` and the signing key's
-// `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
+// Access tokens are JWTs per RFC 9068 signed with the current signing key (RS256, ES256 or
+// EdDSA: header `typ: at+jwt`, the key's `alg` and `kid`; claims `iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`), valid one
 // hour. A client-credentials token's `sub` is the client id (`cli_…`), which never
 // collides with a user id (`usr_…`); its `aud` is the requested `audience` or the client
 // id. Refresh tokens (scope `offline_access`) last 30 days idle and 90 days at most.
@@ -46956,6 +47280,9 @@ func ParseCreateOidcClientResponse(rsp *http.Response) (*CreateOidcClientRespons
 				// Id The OAuth `client_id`.
 				Id string `json:"id"`
 
+				// IdTokenSignedResponseAlg The client's `id_token_signed_response_alg`: its ID tokens are signed with this algorithm, and the token endpoint answers `server_error` while the key that signs has another. `null`: the algorithm of whichever key signs.
+				IdTokenSignedResponseAlg nullable.Nullable[OidcSigningAlg] `json:"idTokenSignedResponseAlg"`
+
 				// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
 				// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
 				// (ES256), `use` absent or `sig`, `kid`s distinct. Private key members are refused.
@@ -47141,6 +47468,9 @@ func ParseRotateOidcClientSecretResponse(rsp *http.Response) (*RotateOidcClientS
 
 				// Id The OAuth `client_id`.
 				Id string `json:"id"`
+
+				// IdTokenSignedResponseAlg The client's `id_token_signed_response_alg`: its ID tokens are signed with this algorithm, and the token endpoint answers `server_error` while the key that signs has another. `null`: the algorithm of whichever key signs.
+				IdTokenSignedResponseAlg nullable.Nullable[OidcSigningAlg] `json:"idTokenSignedResponseAlg"`
 
 				// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
 				// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256

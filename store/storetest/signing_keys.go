@@ -105,6 +105,26 @@ func testSigningKeyLifecycle(t *testing.T, open func(t *testing.T) *store.Store)
 		return tx.CreateSigningKey(ctx, signingKey("sig_a", t0.Add(20*time.Hour)))
 	})
 	mustTx(t, s, func(tx *store.Tx) error { return tx.CreateSigningKey(ctx, signingKey("sig_c", time.Time{})) })
+
+	// ES256 and EdDSA keys are stored and read back with their algorithm (migration 0032).
+	for _, alg := range []string{"ES256", "EdDSA"} {
+		k := signingKey("sig_"+alg, t0.Add(30*time.Hour))
+		k.Algorithm = alg
+		mustTx(t, s, func(tx *store.Tx) error {
+			if _, err := tx.RetireSigningKeys(ctx, t0.Add(40*time.Hour)); err != nil {
+				return err
+			}
+			return tx.CreateSigningKey(ctx, k)
+		})
+	}
+	all, _ = s.ListSigningKeys(ctx, time.Time{})
+	algs := map[string]string{}
+	for _, k := range all {
+		algs[k.ID] = k.Algorithm
+	}
+	if algs["sig_ES256"] != "ES256" || algs["sig_EdDSA"] != "EdDSA" || algs["sig_c"] != "RS256" {
+		t.Errorf("algorithms read back: %v", algs)
+	}
 }
 
 func testSigningKeyInvalid(t *testing.T, open func(t *testing.T) *store.Store) {
@@ -116,7 +136,9 @@ func testSigningKeyInvalid(t *testing.T, open func(t *testing.T) *store.Store) {
 		"no id":            {Algorithm: "RS256", PrivateKey: "v1.0000000a.x", PublicKey: "p"},
 		"no private key":   {ID: "sig_x", Algorithm: "RS256", PublicKey: "p"},
 		"no public key":    {ID: "sig_x", Algorithm: "RS256", PrivateKey: "v1.0000000a.x"},
-		"ES256":            {ID: "sig_x", Algorithm: "ES256", PrivateKey: "v1.0000000a.x", PublicKey: "p"},
+		"HS256":            {ID: "sig_x", Algorithm: "HS256", PrivateKey: "v1.0000000a.x", PublicKey: "p"},
+		"lower-case es256": {ID: "sig_x", Algorithm: "es256", PrivateKey: "v1.0000000a.x", PublicKey: "p"},
+		"no algorithm":     {ID: "sig_x", PrivateKey: "v1.0000000a.x", PublicKey: "p"},
 		"unsealed":         {ID: "sig_x", Algorithm: "RS256", PrivateKey: "-----BEGIN PRIVATE KEY-----", PublicKey: "p"},
 		"retires at start": {ID: "sig_x", Algorithm: "RS256", PrivateKey: "v1.0000000a.x", PublicKey: "p", ActivatesAt: t0, RetiresAt: &t0},
 		"retires before":   {ID: "sig_x", Algorithm: "RS256", PrivateKey: "v1.0000000a.x", PublicKey: "p", ActivatesAt: t0, RetiresAt: &before},
