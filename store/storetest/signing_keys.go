@@ -106,7 +106,7 @@ func testSigningKeyLifecycle(t *testing.T, open func(t *testing.T) *store.Store)
 	})
 	mustTx(t, s, func(tx *store.Tx) error { return tx.CreateSigningKey(ctx, signingKey("sig_c", time.Time{})) })
 
-	// ES256 and EdDSA keys are stored and read back with their algorithm (migration 0032).
+	// ES256 and EdDSA keys are stored and read back with their algorithm (migration 0030).
 	for _, alg := range []string{"ES256", "EdDSA"} {
 		k := signingKey("sig_"+alg, t0.Add(30*time.Hour))
 		k.Algorithm = alg
