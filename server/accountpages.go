@@ -34,6 +34,7 @@ const (
 	pageSignUp         = "sign-up.html"
 	pageForgotPassword = "forgot-password.html"
 	pageInvitation     = "invitation.html"
+	pageProblem        = "problem.html"
 )
 
 // accountPage is what an account page shows.
@@ -65,6 +66,8 @@ type accountPage struct {
 	AltURL, AltText string
 	// TwoFactor is the account page's (account.html).
 	TwoFactor *twoFactorView
+	// Problem is the problem type page's (problem.html, problem_types.go).
+	Problem *problemTypeView
 	Brand     mail.Brand
 	Nonce     string
 }
