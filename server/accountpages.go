@@ -68,8 +68,8 @@ type accountPage struct {
 	TwoFactor *twoFactorView
 	// Problem is the problem type page's (problem.html, problem_types.go).
 	Problem *problemTypeView
-	Brand     mail.Brand
-	Nonce     string
+	Brand   mail.Brand
+	Nonce   string
 }
 
 // pageLink is a link with its words.
