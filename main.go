@@ -9,6 +9,8 @@
 //	                           delay, and the current key stays published until its tokens expire
 //	gatehouse dev seed-usage -project ID [-events N] [-subjects M] [-days D]
 //	                           write synthetic usage events (with their rollups) through the store
+//	gatehouse version          print the version, commit and Go release (cli.go)
+//	gatehouse --help | help [command]
 //
 // Configuration comes from GATEHOUSE_* environment variables, the table in config.go that
 // README.md shows. An invalid value exits with status 2 and one line naming the variable.
@@ -39,6 +41,9 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if ok, status := infoCommand(os.Args[1:], os.Stdout, os.Stderr); ok {
+		os.Exit(status)
+	}
 	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stderr, nil))
 }
 
@@ -50,6 +55,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		fmt.Fprintln(stderr, "gatehouse:", err)
 		return 2
 	}
+	cfg.Build = buildInfo()
 	log := newLogger(cfg, stderr)
 
 	cmd := "serve"
@@ -68,7 +74,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	case cmd == "dev" && len(args) >= 2 && args[1] == "seed-usage":
 		err = seedUsage(ctx, cfg, args[2:], stderr, log)
 	default:
-		fmt.Fprintln(stderr, "usage: gatehouse [serve] | gatehouse migrate up|down | gatehouse keys rewrap|rotate-signing | gatehouse dev seed-usage -project ID")
+		fmt.Fprintln(stderr, "usage: gatehouse [serve] | gatehouse migrate up|down | gatehouse keys rewrap|rotate-signing | gatehouse dev seed-usage -project ID | gatehouse version (gatehouse --help explains each)")
 		return 2
 	}
 	var cerr *ConfigError
@@ -92,6 +98,21 @@ func newLogger(cfg settings, w io.Writer) *slog.Logger {
 }
 
 func serve(ctx context.Context, cfg settings, log *slog.Logger, ready chan<- net.Addr) error {
+	// Listen first, then migrate, then serve: a busy address stops the process before it
+	// touches the database or the key file.
+	ln, err := listen("GATEHOUSE_LISTEN_ADDR", cfg.ListenAddr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	var mln net.Listener
+	if cfg.MetricsAddr != "" {
+		if mln, err = listen("GATEHOUSE_METRICS_ADDR", cfg.MetricsAddr); err != nil {
+			return err
+		}
+		defer mln.Close()
+	}
+	log.Info("gatehouse starting", "version", cfg.Build.Version, "commit", cfg.Build.Commit, "go", cfg.Build.GoVersion)
 	key, err := loadSecretKey(cfg.Config, log)
 	if err != nil {
 		return err
@@ -138,10 +159,6 @@ func serve(ctx context.Context, cfg settings, log *slog.Logger, ready chan<- net
 		log.Warn("GATEHOUSE_SMTP_URL is not set: mail is not sent; each message and its link is logged (development mode)")
 	}
 
-	ln, err := net.Listen("tcp", cfg.ListenAddr)
-	if err != nil {
-		return &ConfigError{Var: "GATEHOUSE_LISTEN_ADDR", Reason: err.Error()}
-	}
 	hs := srv.HTTPServer()
 	errc := make(chan error, 2) // the app's and the metrics listener's Serve
 	go func() { errc <- hs.Serve(srv.Listener(ln)) }()
@@ -151,12 +168,7 @@ func serve(ctx context.Context, cfg settings, log *slog.Logger, ready chan<- net
 			"get 403 Invalid origin on every cookie write; set GATEHOUSE_BASE_URL to the address browsers use "+
 			"(unless a proxy on the base URL's port forwards here)", "base_url", cfg.BaseURL, "listen_port", port)
 	}
-	if cfg.MetricsAddr != "" {
-		mln, err := net.Listen("tcp", cfg.MetricsAddr)
-		if err != nil {
-			_ = hs.Close()
-			return &ConfigError{Var: "GATEHOUSE_METRICS_ADDR", Reason: err.Error()}
-		}
+	if mln != nil {
 		ms := metricsServer(srv)
 		defer ms.Close()
 		go func() { errc <- ms.Serve(mln) }()
@@ -185,6 +197,19 @@ func serve(ctx context.Context, cfg settings, log *slog.Logger, ready chan<- net
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// listen opens the TCP address that envVar configures. A busy address is a ConfigError (exit
+// status 2) that says "address already in use" rather than the socket call's wording.
+func listen(envVar, addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return nil, &ConfigError{Var: envVar, Reason: addr + ": address already in use (another process listens there: stop it or choose another address)"}
+	case err != nil:
+		return nil, &ConfigError{Var: envVar, Reason: err.Error()}
+	}
+	return ln, nil
 }
 
 // wire builds every dependency of the server once, in order, and the server over them: the

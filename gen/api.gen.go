@@ -1799,7 +1799,7 @@ type AuthProblem struct {
 	// Title A short human-readable summary; may be reworded, never match on it.
 	Title string `json:"title"`
 
-	// Type `{base_url}/problems/<kind>`: validation, http-401, http-403, http-404, conflict, http-4xx, unavailable, internal.
+	// Type `{base_url}/problems/<kind>`: validation, http-401, http-403, http-404, conflict, http-4xx, two-factor-required, http-502, unavailable, internal. The URI answers a page describing the type (`GET /problems/{kind}`).
 	Type string `json:"type"`
 }
 
@@ -2497,8 +2497,18 @@ type GrantingBinding struct {
 
 // Health defines model for Health.
 type Health struct {
+	// Commit The source commit the binary was built from, when known (optional).
+	Commit *string `json:"commit,omitempty"`
+
+	// GoVersion The Go release that built the binary (optional).
+	GoVersion *string `json:"goVersion,omitempty"`
+
 	// Status Always `ok` on a 200.
 	Status HealthStatus `json:"status"`
+
+	// Version The release the binary was built as (`make release` stamps it; `dev` for a
+	// development build). Optional: present when known.
+	Version *string `json:"version,omitempty"`
 }
 
 // HealthStatus Always `ok` on a 200.
@@ -2732,7 +2742,7 @@ type Problem struct {
 	// Title A short human-readable summary; may be reworded, never match on it.
 	Title string `json:"title"`
 
-	// Type `{base_url}/problems/<kind>`: validation, http-401, http-403, http-404, conflict, http-4xx, unavailable, internal.
+	// Type `{base_url}/problems/<kind>`: validation, http-401, http-403, http-404, conflict, http-4xx, two-factor-required, http-502, unavailable, internal. The URI answers a page describing the type (`GET /problems/{kind}`).
 	Type string `json:"type"`
 }
 
@@ -2743,6 +2753,25 @@ type ProblemFieldError struct {
 
 	// Path Where the issue is, as segments, starting with `body`, `query`, `path` or `header`.
 	Path []string `json:"path"`
+}
+
+// ProblemType What one problem type means (`GET /problems/{kind}`).
+type ProblemType struct {
+	// Description What the problem means and what to do about it.
+	Description string `json:"description"`
+	Kind        string `json:"kind"`
+
+	// Retry Whether the same request may succeed when retried later with backoff.
+	Retry bool `json:"retry"`
+
+	// Status The HTTP status of problems of this kind; absent when it varies (`http-4xx`).
+	Status *int `json:"status,omitempty"`
+
+	// Title The usual title (a problem's own title may be more specific).
+	Title string `json:"title"`
+
+	// Type The type URI problems of this kind carry.
+	Type string `json:"type"`
 }
 
 // ProcessorConnection defines model for ProcessorConnection.
@@ -6788,6 +6817,9 @@ type ServerInterface interface {
 	// TestWebhookEndpoint Send a ping
 	// (POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/test)
 	TestWebhookEndpoint(ctx echo.Context, projectId ProjectId, endpointId WebhookEndpointId) error
+	// GetProblemType Describe a problem type
+	// (GET /problems/{kind})
+	GetProblemType(ctx echo.Context, kind string) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -9401,6 +9433,22 @@ func (w *ServerInterfaceWrapper) TestWebhookEndpoint(ctx echo.Context) error {
 	return err
 }
 
+// GetProblemType converts echo context to params.
+func (w *ServerInterfaceWrapper) GetProblemType(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "kind" -------------
+	var kind string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "kind", ctx.Param("kind"), &kind, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter kind: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetProblemType(ctx, kind)
+	return err
+}
+
 // This is a simple interface which specifies echo.Route addition functions which
 // are present on both echo.Echo and echo.Group, since we want to allow using
 // either of them for path registration
@@ -9449,6 +9497,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	}
 
 	router.GET(options.BaseURL+"/api/v1/health", wrapper.GetHealth, options.OperationMiddlewares["getHealth"]...)
+	router.GET(options.BaseURL+"/problems/:kind", wrapper.GetProblemType, options.OperationMiddlewares["getProblemType"]...)
 	router.GET(options.BaseURL+"/api/v1/organizations", wrapper.ListOrganizations, options.OperationMiddlewares["listOrganizations"]...)
 	router.POST(options.BaseURL+"/api/v1/organizations", wrapper.CreateOrganization, options.OperationMiddlewares["createOrganization"]...)
 	router.DELETE(options.BaseURL+"/api/v1/organizations/:organizationId", wrapper.ArchiveOrganization, options.OperationMiddlewares["archiveOrganization"]...)
@@ -26439,6 +26488,113 @@ func (response TestWebhookEndpoint404ApplicationProblemPlusJSONResponse) VisitTe
 	return err
 }
 
+type GetProblemTypeRequestObject struct {
+	Kind string `json:"kind"`
+}
+
+type GetProblemTypeResponseObject interface {
+	VisitGetProblemTypeResponse(w http.ResponseWriter) error
+}
+
+type GetProblemType200ResponseHeaders struct {
+	Vary *string
+}
+
+type GetProblemType200JSONResponse struct {
+	Body struct {
+		// Data What one problem type means (`GET /problems/{kind}`).
+		Data ProblemType `json:"data"`
+	}
+	Headers GetProblemType200ResponseHeaders
+}
+
+func (response GetProblemType200JSONResponse) VisitGetProblemTypeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.Vary != nil {
+		w.Header().Set("Vary", fmt.Sprint(*response.Headers.Vary))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProblemType200TexthtmlResponse struct {
+	Body          io.Reader
+	Headers       GetProblemType200ResponseHeaders
+	ContentLength int64
+}
+
+func (response GetProblemType200TexthtmlResponse) VisitGetProblemTypeResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.Vary != nil {
+		w.Header().Set("Vary", fmt.Sprint(*response.Headers.Vary))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type GetProblemType400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response GetProblemType400ApplicationProblemPlusJSONResponse) VisitGetProblemTypeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProblemType404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetProblemType404ApplicationProblemPlusJSONResponse) VisitGetProblemTypeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProblemType500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetProblemType500ApplicationProblemPlusJSONResponse) VisitGetProblemTypeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// InvitationPage Open an invitation (the hosted accept-invitation page)
@@ -26840,6 +26996,9 @@ type StrictServerInterface interface {
 	// TestWebhookEndpoint Send a ping
 	// (POST /api/v1/projects/{projectId}/webhook-endpoints/{endpointId}/test)
 	TestWebhookEndpoint(ctx context.Context, request TestWebhookEndpointRequestObject) (TestWebhookEndpointResponseObject, error)
+	// GetProblemType Describe a problem type
+	// (GET /problems/{kind})
+	GetProblemType(ctx context.Context, request GetProblemTypeRequestObject) (GetProblemTypeResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx echo.Context, request any) (any, error)
@@ -31640,6 +31799,31 @@ func (sh *strictHandler) TestWebhookEndpoint(ctx echo.Context, projectId Project
 		return err
 	} else if validResponse, ok := response.(TestWebhookEndpointResponseObject); ok {
 		return validResponse.VisitTestWebhookEndpointResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetProblemType operation middleware
+func (sh *strictHandler) GetProblemType(ctx echo.Context, kind string) error {
+	var request GetProblemTypeRequestObject
+
+	request.Kind = kind
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetProblemType(ctx.Request().Context(), request.(GetProblemTypeRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetProblemType")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetProblemTypeResponseObject); ok {
+		return validResponse.VisitGetProblemTypeResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

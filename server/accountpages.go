@@ -34,6 +34,7 @@ const (
 	pageSignUp         = "sign-up.html"
 	pageForgotPassword = "forgot-password.html"
 	pageInvitation     = "invitation.html"
+	pageProblem        = "problem.html"
 )
 
 // accountPage is what an account page shows.
@@ -67,8 +68,10 @@ type accountPage struct {
 	TOTP, Passkey bool
 	// TwoFactor is the account page's (account.html).
 	TwoFactor *twoFactorView
-	Brand     mail.Brand
-	Nonce     string
+	// Problem is the problem type page's (problem.html, problem_types.go).
+	Problem *problemTypeView
+	Brand   mail.Brand
+	Nonce   string
 }
 
 // pageLink is a link with its words.

@@ -28,6 +28,9 @@ const (
 	kindInternal     = "internal"
 	// kindTwoFactorRequired: the organization requires a second factor the user has not enrolled.
 	kindTwoFactorRequired = "two-factor-required"
+	// kindBadGateway: a service Gatehouse called on the caller's behalf (the payment
+	// processor) refused or failed.
+	kindBadGateway = "http-502"
 )
 
 // Titles fixed by the interface. Clients match on type and status, never on title.

@@ -18,6 +18,9 @@ import (
 // Config is the server's configuration. Package main reads it from the GATEHOUSE_* environment
 // variables (its config.go, one table of them); the server itself reads no environment.
 type Config struct {
+	// Build names the binary (version, commit, Go release): not configuration, stamped at
+	// build time and set by main. GET /api/v1/health reports the fields that are set.
+	Build BuildInfo
 	// ListenAddr is the address the HTTP server listens on (GATEHOUSE_LISTEN_ADDR).
 	ListenAddr string
 	// MetricsAddr, when set, is the address of a second listener that serves only the
@@ -173,4 +176,9 @@ func NormalizeOrigin(raw string) (string, error) {
 		host += ":" + port
 	}
 	return u.Scheme + "://" + host, nil
+}
+
+// BuildInfo describes the running binary. Empty fields are unknown.
+type BuildInfo struct {
+	Version, Commit, GoVersion string
 }

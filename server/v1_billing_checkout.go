@@ -22,7 +22,7 @@ import (
 var (
 	errIdempotencyMismatch   = Conflict("Idempotency key already used with a different request")
 	errIdempotencyInProgress = Conflict("A request with this idempotency key is in progress")
-	errProcessorFailed       = &Error{Status: http.StatusBadGateway, Kind: "http-502", Title: "The payment processor refused the request"}
+	errProcessorFailed       = &Error{Status: http.StatusBadGateway, Kind: kindBadGateway, Title: "The payment processor refused the request"}
 )
 
 // Metadata keys Gatehouse sets on Checkout Sessions (and their subscriptions and payment

@@ -1879,7 +1879,7 @@ type AuthProblem struct {
 	// Title A short human-readable summary; may be reworded, never match on it.
 	Title string `json:"title"`
 
-	// Type `{base_url}/problems/<kind>`: validation, http-401, http-403, http-404, conflict, http-4xx, unavailable, internal.
+	// Type `{base_url}/problems/<kind>`: validation, http-401, http-403, http-404, conflict, http-4xx, two-factor-required, http-502, unavailable, internal. The URI answers a page describing the type (`GET /problems/{kind}`).
 	Type string `json:"type"`
 }
 
@@ -2577,8 +2577,18 @@ type GrantingBinding struct {
 
 // Health defines model for Health.
 type Health struct {
+	// Commit The source commit the binary was built from, when known (optional).
+	Commit *string `json:"commit,omitempty"`
+
+	// GoVersion The Go release that built the binary (optional).
+	GoVersion *string `json:"goVersion,omitempty"`
+
 	// Status Always `ok` on a 200.
 	Status HealthStatus `json:"status"`
+
+	// Version The release the binary was built as (`make release` stamps it; `dev` for a
+	// development build). Optional: present when known.
+	Version *string `json:"version,omitempty"`
 }
 
 // HealthStatus Always `ok` on a 200.
@@ -2812,7 +2822,7 @@ type Problem struct {
 	// Title A short human-readable summary; may be reworded, never match on it.
 	Title string `json:"title"`
 
-	// Type `{base_url}/problems/<kind>`: validation, http-401, http-403, http-404, conflict, http-4xx, unavailable, internal.
+	// Type `{base_url}/problems/<kind>`: validation, http-401, http-403, http-404, conflict, http-4xx, two-factor-required, http-502, unavailable, internal. The URI answers a page describing the type (`GET /problems/{kind}`).
 	Type string `json:"type"`
 }
 
@@ -2823,6 +2833,25 @@ type ProblemFieldError struct {
 
 	// Path Where the issue is, as segments, starting with `body`, `query`, `path` or `header`.
 	Path []string `json:"path"`
+}
+
+// ProblemType What one problem type means (`GET /problems/{kind}`).
+type ProblemType struct {
+	// Description What the problem means and what to do about it.
+	Description string `json:"description"`
+	Kind        string `json:"kind"`
+
+	// Retry Whether the same request may succeed when retried later with backoff.
+	Retry bool `json:"retry"`
+
+	// Status The HTTP status of problems of this kind; absent when it varies (`http-4xx`).
+	Status *int `json:"status,omitempty"`
+
+	// Title The usual title (a problem's own title may be more specific).
+	Title string `json:"title"`
+
+	// Type The type URI problems of this kind carry.
+	Type string `json:"type"`
 }
 
 // ProcessorConnection defines model for ProcessorConnection.
@@ -9550,6 +9579,17 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /docs/openapi.json (the `GetDocsOpenApiDocument` operationId).
 	GetDocsOpenApiDocument(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetProblemType Describe a problem type
+	//
+	// The page a problem's `type` URI (`{base_url}/problems/<kind>`) leads to, as RFC 9457
+	// intends: what the problem means, its status, and what a client should do about it. A
+	// browser (or any `Accept` other than JSON) gets a short HTML page in the hosted pages'
+	// look; `Accept: application/json` gets the same facts as JSON. Every problem type the
+	// server emits has one; an unknown kind is 404.
+	//
+	// Corresponds with GET /problems/{kind} (the `GetProblemType` operationId).
+	GetProblemType(ctx context.Context, kind string, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetJwks Get the token signing keys (JWKS)
@@ -14746,6 +14786,27 @@ func (c *Client) GetDocsApiReference(ctx context.Context, reqEditors ...RequestE
 // Corresponds with GET /docs/openapi.json (the `GetDocsOpenApiDocument` operationId).
 func (c *Client) GetDocsOpenApiDocument(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetDocsOpenApiDocumentRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetProblemType Describe a problem type
+//
+// The page a problem's `type` URI (`{base_url}/problems/<kind>`) leads to, as RFC 9457
+// intends: what the problem means, its status, and what a client should do about it. A
+// browser (or any `Accept` other than JSON) gets a short HTML page in the hosted pages'
+// look; `Accept: application/json` gets the same facts as JSON. Every problem type the
+// server emits has one; an unknown kind is 404.
+//
+// Corresponds with GET /problems/{kind} (the `GetProblemType` operationId).
+func (c *Client) GetProblemType(ctx context.Context, kind string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetProblemTypeRequest(c.Server, kind)
 	if err != nil {
 		return nil, err
 	}
@@ -22427,6 +22488,40 @@ func NewGetDocsOpenApiDocumentRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetProblemTypeRequest constructs an http.Request for the GetProblemType method
+func NewGetProblemTypeRequest(server string, kind string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "kind", kind, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/problems/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -25520,6 +25615,19 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /docs/openapi.json (the `GetDocsOpenApiDocument` operationId).
 	GetDocsOpenApiDocumentWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetDocsOpenApiDocumentResponse, error)
+
+	// GetProblemTypeWithResponse Describe a problem type
+	//
+	// The page a problem's `type` URI (`{base_url}/problems/<kind>`) leads to, as RFC 9457
+	// intends: what the problem means, its status, and what a client should do about it. A
+	// browser (or any `Accept` other than JSON) gets a short HTML page in the hosted pages'
+	// look; `Accept: application/json` gets the same facts as JSON. Every problem type the
+	// server emits has one; an unknown kind is 404.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /problems/{kind} (the `GetProblemType` operationId).
+	GetProblemTypeWithResponse(ctx context.Context, kind string, reqEditors ...RequestEditorFn) (*GetProblemTypeResponse, error)
 }
 
 // GetJwksResponse200Headers the declared response headers of an HTTP 200 response for GetJwks
@@ -36265,6 +36373,81 @@ func (r GetDocsOpenApiDocumentResponse) ContentType() string {
 	return ""
 }
 
+// GetProblemTypeResponse200Headers the declared response headers of an HTTP 200 response for GetProblemType
+type GetProblemTypeResponse200Headers struct {
+	Vary *string
+}
+
+type GetProblemTypeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		// Data What one problem type means (`GET /problems/{kind}`).
+		Data ProblemType `json:"data"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetProblemTypeResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetProblemTypeResponse) GetJSON200() *struct {
+	// Data What one problem type means (`GET /problems/{kind}`).
+	Data ProblemType `json:"data"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetProblemTypeResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetProblemTypeResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetProblemTypeResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetProblemTypeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetProblemTypeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetProblemTypeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetProblemTypeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetJwksWithResponse Get the token signing keys (JWKS)
 //
 // The JSON Web Key Set (RFC 7517) of the keys that sign access and ID tokens, public members
@@ -40705,6 +40888,25 @@ func (c *ClientWithResponses) GetDocsOpenApiDocumentWithResponse(ctx context.Con
 		return nil, err
 	}
 	return ParseGetDocsOpenApiDocumentResponse(rsp)
+}
+
+// GetProblemTypeWithResponse Describe a problem type
+//
+// The page a problem's `type` URI (`{base_url}/problems/<kind>`) leads to, as RFC 9457
+// intends: what the problem means, its status, and what a client should do about it. A
+// browser (or any `Accept` other than JSON) gets a short HTML page in the hosted pages'
+// look; `Accept: application/json` gets the same facts as JSON. Every problem type the
+// server emits has one; an unknown kind is 404.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /problems/{kind} (the `GetProblemType` operationId).
+func (c *ClientWithResponses) GetProblemTypeWithResponse(ctx context.Context, kind string, reqEditors ...RequestEditorFn) (*GetProblemTypeResponse, error) {
+	rsp, err := c.GetProblemType(ctx, kind, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetProblemTypeResponse(rsp)
 }
 
 // ParseGetJwksResponse parses an HTTP response from a GetJwksWithResponse call
@@ -49429,6 +49631,72 @@ func ParseGetDocsOpenApiDocumentResponse(rsp *http.Response) (*GetDocsOpenApiDoc
 				return nil, err
 			}
 			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetProblemTypeResponse parses an HTTP response from a GetProblemTypeWithResponse call
+func ParseGetProblemTypeResponse(rsp *http.Response) (*GetProblemTypeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetProblemTypeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			// Data What one problem type means (`GET /problems/{kind}`).
+			Data ProblemType `json:"data"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/html) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetProblemTypeResponse200Headers
+		if values := rsp.Header.Values("Vary"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Vary", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Vary = &value
 		}
 		response.Headers200 = &headers
 	}
