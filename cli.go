@@ -119,7 +119,7 @@ func printUsage(w io.Writer) {
 	for _, c := range commandHelp {
 		fmt.Fprintln(w, "  "+strings.SplitN(c.text, "\n", 2)[0])
 	}
-	fmt.Fprintln(w, "\nRun gatehouse help <command> for one command. Configuration comes from GATEHOUSE_*")
-	fmt.Fprintln(w, "environment variables (the configuration table in README.md); an invalid value exits with")
-	fmt.Fprintln(w, "status 2 and one line naming the variable.")
+	fmt.Fprintln(w, "\nRun gatehouse help <command> for one command. Configuration comes from environment")
+	fmt.Fprintln(w, "variables such as GATEHOUSE_DATABASE_URL (one table of them in README.md); an invalid value")
+	fmt.Fprintln(w, "exits with status 2 and one line naming the variable.")
 }
