@@ -6,22 +6,23 @@ BIN     ?= bin/gatehouse
 PRODUCTION_ORIGIN ?= https://gatehouse.example.com
 STATICCHECK_VERSION ?= v0.8.2
 SCALAR_BUNDLE := server/docsui/dist/scalar.js
+CONSOLE_EMBED := server/consoleui/dist
 
-.PHONY: run build test generate check bench assets clean
+.PHONY: run build test generate check bench assets console clean
 
 ## run: serve on http://localhost:8080 with embedded SQLite under ./data
-run: assets
+run: assets console
 	$(GO) run .
 
 ## build: the gatehouse binary, with the explorer bundle embedded
-build: assets
+build: assets console
 	$(GO) build -o $(BIN) .
 
 ## test: every Go test (store suite on SQLite, and on PostgreSQL when GATEHOUSE_TEST_POSTGRES_URL is set),
 ## including the real clients in e2e/: better-auth's browser client, the openapi-typescript +
 ## openapi-fetch client type-checked with tsc --strict, and oapi-codegen's Go client, the last
 ## two generated from the committed openapi/openapi.json (node and npm ci are required)
-test: assets
+test: assets console
 	GATEHOUSE_REQUIRE_NODE_E2E=1 $(GO) test -race -count=1 -timeout 45m ./...
 
 ## assets: fetch the npm build tools and copy the Scalar bundle into the embed folder
@@ -40,6 +41,18 @@ $(SCALAR_BUNDLE): node_modules/.package-lock.json
 	@cmp -s node_modules/@scalar/api-reference/dist/browser/standalone.js $@ || \
 		cp node_modules/@scalar/api-reference/dist/browser/standalone.js $@
 
+## console: the admin console (console/, React + Vite): npm ci, the types and permission table
+## generated from openapi/openapi.json, tsc, vite build, the initial-JS budget; the output is
+## copied into $(CONSOLE_EMBED) (embedded by server/consoleui, never committed)
+console: console/node_modules/.package-lock.json
+	cd console && npm run --silent build
+	rsync -a --delete --checksum --exclude README.md console/dist/ $(CONSOLE_EMBED)/
+
+console/node_modules/.package-lock.json: console/package.json console/package-lock.json
+	cd console && npm ci --no-audit --no-fund
+	@printf 'module ignore\n' > console/node_modules/go.mod
+	@touch $@
+
 ## generate: regenerate gen/ and the committed snapshot openapi/openapi.json from openapi/openapi.yaml,
 ## then the end-to-end tests' Go client e2e/goclient/ from that snapshot
 generate:
@@ -49,7 +62,7 @@ generate:
 ## check: generation drift, formatting, vet, staticcheck, spec lint, migration parity, the import
 ## layers (store/ < identity/ < oauth/ < server/, over go list -deps) and at most 600 lines per
 ## hand-written Go file
-check: assets
+check: assets console
 	@$(MAKE) --no-print-directory generate
 	@git diff --exit-code -- gen openapi/openapi.json e2e/goclient || { echo "check: gen/, openapi/openapi.json or e2e/goclient/ is stale: run make generate and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- gen openapi e2e/goclient)" || { git status --porcelain -- gen openapi e2e/goclient; echo "check: untracked generated files"; exit 1; }
@@ -59,6 +72,7 @@ check: assets
 	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npx --no-install redocly lint --config openapi/redocly.yaml --format=stylish openapi/openapi.yaml
 	$(GO) test -count=1 -run 'TestDialectsHaveSameVersions' ./migrations/
 	$(GO) test -count=1 -run 'TestLayers|TestFileSizes' .
+	cd console && node scripts/budget.mjs
 
 ## bench: Go benchmarks of the hot paths (a batch's cost to the server alone among them), then loopback load runs (16 connections, 5 s each) of
 ## POST /api/v1/authorize, of batches of 100 checks (plain and explained) against the same checks
@@ -78,4 +92,5 @@ bench: assets
 	GOMAXPROCS=1 $(GO) test -run '^$$' -bench 'UsageLoad/postgres' -benchtime=1x -timeout 60m ./server/
 
 clean:
-	rm -rf bin $(SCALAR_BUNDLE)
+	rm -rf bin $(SCALAR_BUNDLE) console/dist
+	find $(CONSOLE_EMBED) -mindepth 1 ! -name README.md -delete

@@ -1,0 +1,5 @@
+import { Title } from '@mantine/core';
+
+export default function Area() {
+  return <Title order={1}>project</Title>;
+}
