@@ -38,6 +38,63 @@ export const steps = [
       w.page.assertClean('after creating an organization');
     },
   ],
+  [
+    'create a project',
+    async (w) => {
+      const p = w.page.page;
+      await w.page.heading('Projects');
+      await w.page.check('projects (empty)');
+      await p.getByLabel('Project name').fill('Storefront');
+      await p.getByRole('button', { name: 'Create project' }).click();
+      await p.waitForURL(/\/projects\/prj_[^/]+\/overview$/);
+      w.state.projectId = p.url().match(/projects\/(prj_[^/]+)/)[1];
+      await w.page.heading('Storefront');
+      await p.getByRole('table', { name: 'Environments' }).getByText('production').waitFor();
+      await w.page.check('project overview');
+    },
+  ],
+  [
+    'put a secret and reveal it',
+    async (w) => {
+      const p = w.page.page;
+      await w.page.nav('Configuration');
+      await w.page.heading('Configuration');
+      await w.page.check('configuration (empty)');
+      await p.getByRole('button', { name: 'Add entry' }).click();
+      const dialog = p.getByRole('dialog', { name: 'Add an entry' });
+      await dialog.getByLabel('Key').fill('STRIPE_SECRET_KEY');
+      await dialog.getByLabel('Value', { exact: true }).fill('sk_test_walk_' + w.width);
+      await dialog.getByLabel(/^Secret/).check();
+      await w.page.check('add entry dialog');
+      await dialog.getByRole('button', { name: 'Add entry' }).click();
+      await dialog.waitFor({ state: 'hidden' });
+      const table = p.getByRole('table', { name: 'Configuration entries' });
+      await table.getByText('STRIPE_SECRET_KEY').waitFor();
+      assert.equal(await table.getByText('sk_test_walk_' + w.width).count(), 0, 'the secret is masked in the table');
+      await w.page.check('configuration (masked)');
+      await p.getByRole('button', { name: 'Reveal STRIPE_SECRET_KEY' }).click();
+      await p.getByTestId('value-STRIPE_SECRET_KEY').getByText(`"sk_test_walk_${w.width}"`).waitFor();
+      await w.page.check('configuration (revealed)');
+    },
+  ],
+  [
+    'see the reveal in the audit log',
+    async (w) => {
+      const p = w.page.page;
+      await w.page.nav('Audit log'); // the project's (the organization's link comes first but is the org's)
+      await p.getByLabel('Action').fill('config.reveal');
+      await p.getByRole('button', { name: 'Filter' }).click();
+      const rows = p.getByRole('table', { name: 'Audit log entries' }).getByRole('row');
+      await rows.filter({ hasText: 'config.reveal' }).first().waitFor();
+      assert.equal(await rows.filter({ hasText: 'config.reveal' }).count(), 1, 'one reveal audited');
+      await w.page.check('audit log (reveal)');
+      // The revealed value is gone after leaving the page.
+      await w.page.nav('Configuration');
+      await p.getByRole('table', { name: 'Configuration entries' }).getByText('STRIPE_SECRET_KEY').waitFor();
+      assert.equal(await p.getByText('sk_test_walk_' + w.width).count(), 0, 'hidden again after leaving the page');
+      await p.getByRole('button', { name: 'Reveal STRIPE_SECRET_KEY' }).waitFor();
+    },
+  ],
 ];
 
 for (const width of widths) {
