@@ -119,6 +119,9 @@ export class Page {
   async check(name) {
     const p = this.page;
     await p.waitForLoadState('networkidle');
+    await p.mouse.move(0, 0); // judge the resting state, not a hover
+    // Let transitions (a dialog fading out) finish: axe judges colours mid-fade otherwise.
+    await p.waitForFunction(() => document.getAnimations().every((a) => a.playState !== 'running'));
     if (!(await p.evaluate(() => typeof window.axe !== 'undefined'))) await p.evaluate(axeSource);
     const violations = await p.evaluate(async () => {
       const r = await window.axe.run(document, { resultTypes: ['violations'] });

@@ -81,7 +81,8 @@ export const steps = [
     'see the reveal in the audit log',
     async (w) => {
       const p = w.page.page;
-      await w.page.nav('Audit log'); // the project's (the organization's link comes first but is the org's)
+      await w.page.nav('Project audit log');
+      await w.page.heading('Project audit log');
       await p.getByLabel('Action').fill('config.reveal');
       await p.getByRole('button', { name: 'Filter' }).click();
       const rows = p.getByRole('table', { name: 'Audit log entries' }).getByRole('row');

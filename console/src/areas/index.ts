@@ -23,6 +23,6 @@ export const areas: Area[] = [
   { id: 'settings', label: 'Organization settings', scope: 'org', load: () => import('./organization') },
   { id: 'overview', label: 'Overview', scope: 'project', load: () => import('./project') },
   { id: 'config', label: 'Configuration', scope: 'project', load: () => import('./config') },
-  { id: 'audit-logs', label: 'Audit log', scope: 'project', load: () => import('./audit') },
+  { id: 'audit-logs', label: 'Project audit log', scope: 'project', load: () => import('./audit') },
   { id: 'organizations', label: 'Organizations', scope: 'user', load: () => import('./organizations') },
 ];
