@@ -10,7 +10,9 @@ for (const [path, item] of Object.entries(spec.paths)) {
   for (const m of methods) {
     const op = item[m];
     if (!op || !op.operationId) continue;
-    const p = op['x-permission'];
+    // x-member-permission: what a session-level organization route's handler requires of the
+    // member's role (better-auth's organization routes); otherwise x-permission.
+    const p = op['x-member-permission'] ?? op['x-permission'];
     if (p === undefined) throw new Error(`${op.operationId} has no x-permission`);
     ops[op.operationId] = {
       method: m.toUpperCase(),
