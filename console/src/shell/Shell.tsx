@@ -18,15 +18,16 @@ export function Shell({ children }: { children: ReactNode }) {
   const orgNav = orgId ? areas.filter((a) => a.scope === 'org' && a.nav !== false) : [];
   const projectNav = orgId && projectId ? areas.filter((a) => a.scope === 'project' && a.nav !== false) : [];
   const userNav = areas.filter((a) => a.scope === 'user' && a.nav !== false);
+  // The active link is the longest one the path is under (Projects is not active inside a project).
+  const targets = [
+    ...orgNav.map((a) => `/orgs/${orgId}/${a.id}`),
+    ...projectNav.map((a) => `/orgs/${orgId}/projects/${projectId}/${a.id}`),
+    ...userNav.map((a) => `/${a.id}`),
+  ];
+  const here = location.pathname;
+  const active = targets.filter((to) => here === to || here.startsWith(to + '/')).sort((a, b) => b.length - a.length)[0];
   const link = (to: string, label: string) => (
-    <MNavLink
-      key={to}
-      component={NavLink}
-      to={to}
-      label={label}
-      onClick={close}
-      active={location.pathname === to || location.pathname.startsWith(to + '/')}
-    />
+    <MNavLink key={to} component={NavLink} to={to} label={label} onClick={close} active={to === active} />
   );
   return (
     <AppShell header={{ height: 56 }} navbar={{ width: 240, breakpoint: 'sm', collapsed: { mobile: !opened } }} padding="md">

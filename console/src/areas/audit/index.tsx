@@ -1,7 +1,7 @@
 // Audit log (org scope: the organization and its projects; project scope: that project),
 // newest first, filtered by action, paged with the API's cursor (x-next-cursor → cursor).
 import { useState } from 'react';
-import { Badge, Button, Group, Stack, Text, TextInput, Title } from '@mantine/core';
+import { Button, Group, Stack, Text, TextInput, Title } from '@mantine/core';
 import { useInfiniteQuery } from '@tanstack/react-query';
 import { api, toProblem } from '../../api/client';
 import type { components } from '../../api/schema.gen';
@@ -83,8 +83,8 @@ export default function AuditLog() {
             rowKey={(e) => e.id}
             pageSize={50}
             columns={[
-              { key: 'when', header: 'When', sortValue: (e) => e.occurredAt, render: (e) => when(e.occurredAt) },
-              { key: 'action', header: 'Action', sortValue: (e) => e.action, render: (e) => <Badge variant="light">{e.action}</Badge> },
+              { key: 'when', header: 'When', sortValue: (e) => e.occurredAt, render: (e) => <Text size="sm" style={{ whiteSpace: 'nowrap' }}>{when(e.occurredAt)}</Text> },
+              { key: 'action', header: 'Action', sortValue: (e) => e.action, render: (e) => <Text size="sm" ff="monospace" style={{ whiteSpace: 'nowrap' }}>{e.action}</Text> },
               {
                 key: 'actor',
                 header: 'Actor',
@@ -115,7 +115,7 @@ export default function AuditLog() {
               </Button>
             ) : (
               <Text size="sm" c="dimmed">
-                {rows.length} entries: the beginning of the log.
+                {rows.length === 1 ? '1 entry' : `${rows.length} entries`}: the beginning of the log.
               </Text>
             )}
           </Group>
