@@ -50,7 +50,7 @@ export function DataTable<T>({
   return (
     <>
       <ScrollArea type="auto">
-        <Table striped highlightOnHover verticalSpacing="xs" miw={480}>
+        <Table striped highlightOnHover verticalSpacing="xs" miw={480} style={{ whiteSpace: 'nowrap' }}>
           <VisuallyHidden component="caption">{caption}</VisuallyHidden>
           <Table.Thead>
             <Table.Tr>

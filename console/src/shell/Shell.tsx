@@ -1,7 +1,7 @@
 import { Suspense, type ReactNode } from 'react';
 import { AppShell, Burger, Group, Menu, NavLink as MNavLink, ScrollArea, Select, Text, UnstyledButton } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
-import { NavLink, useLocation, useNavigate, useParams } from 'react-router';
+import { Link, NavLink, useLocation, useNavigate, useParams } from 'react-router';
 import { useQueryClient } from '@tanstack/react-query';
 import { areas } from '../areas';
 import { api, signInURL } from '../api/client';
@@ -27,7 +27,7 @@ export function Shell({ children }: { children: ReactNode }) {
   const here = location.pathname;
   const active = targets.filter((to) => here === to || here.startsWith(to + '/')).sort((a, b) => b.length - a.length)[0];
   const link = (to: string, label: string) => (
-    <MNavLink key={to} component={NavLink} to={to} label={label} onClick={close} active={to === active} />
+    <MNavLink key={to} component={Link} to={to} label={label} onClick={close} active={to === active} />
   );
   return (
     <AppShell header={{ height: 56 }} navbar={{ width: 240, breakpoint: 'sm', collapsed: { mobile: !opened } }} padding="md">

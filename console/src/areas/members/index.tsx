@@ -94,13 +94,7 @@ function MemberList({ orgId }: { orgId: string }) {
                       </GatedButton>
                     </Group>
                   ) : (
-                    <Group gap={4}>
-                      {m.role.split(',').map((r) => (
-                        <Badge key={r} variant="light">
-                          {r.trim()}
-                        </Badge>
-                      ))}
-                    </Group>
+                    <Text size="sm">{m.role.split(',').map((r) => r.trim()).join(', ')}</Text>
                   ),
               },
               { key: 'joined', header: 'Joined', sortValue: (m) => m.createdAt, render: (m) => when(m.createdAt) },
