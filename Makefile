@@ -8,7 +8,8 @@ STATICCHECK_VERSION ?= v0.8.2
 SCALAR_BUNDLE := server/docsui/dist/scalar.js
 # What every build of the binary embeds (build, release and the Dockerfile, which runs make
 # build): add new embedded assets here, not to one target.
-BUILD_ASSETS := assets
+BUILD_ASSETS := assets console
+CONSOLE_EMBED := server/consoleui/dist
 
 # The version stamped into the binary (gatehouse version, /api/v1/health): the nearest tag, or
 # the short commit, with -dirty for uncommitted changes; the Dockerfile passes both in.
@@ -18,13 +19,13 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # make release: static binaries (modernc SQLite needs no cgo) for these GOOS/GOARCH pairs.
 RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64 windows/amd64
 
-.PHONY: run build release test generate check bench assets clean
+.PHONY: run build release test generate check bench assets console clean
 
 ## run: serve on http://localhost:8080 with embedded SQLite under ./data
 run: $(BUILD_ASSETS)
 	$(GO) run -ldflags "$(LDFLAGS)" .
 
-## build: the gatehouse binary, with the explorer bundle embedded and the version stamped in
+## build: the gatehouse binary, with the explorer bundle and the console embedded, and the version stamped in
 build: $(BUILD_ASSETS)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
 
@@ -43,7 +44,7 @@ release: $(BUILD_ASSETS)
 ## including the real clients in e2e/: better-auth's browser client, the openapi-typescript +
 ## openapi-fetch client type-checked with tsc --strict, and oapi-codegen's Go client, the last
 ## two generated from the committed openapi/openapi.json (node and npm ci are required)
-test: assets
+test: assets console
 	GATEHOUSE_REQUIRE_NODE_E2E=1 $(GO) test -race -count=1 -timeout 45m ./...
 
 ## assets: fetch the npm build tools and copy the Scalar bundle into the embed folder
@@ -67,6 +68,18 @@ $(SCALAR_BUNDLE): node_modules/.package-lock.json
 	@cmp -s node_modules/@scalar/api-reference/dist/browser/standalone.js $@ || \
 		cp node_modules/@scalar/api-reference/dist/browser/standalone.js $@
 
+## console: the admin console (console/, React + Vite): npm ci, the types and permission table
+## generated from openapi/openapi.json, tsc, vite build, the initial-JS budget; the output is
+## copied into $(CONSOLE_EMBED) (embedded by server/consoleui, never committed)
+console: console/node_modules/.package-lock.json
+	cd console && npm run --silent build
+	rsync -a --delete --checksum --exclude README.md console/dist/ $(CONSOLE_EMBED)/
+
+console/node_modules/.package-lock.json: console/package.json console/package-lock.json
+	cd console && npm ci --no-audit --no-fund --loglevel=error
+	@printf 'module ignore\n' > console/node_modules/go.mod
+	@touch $@
+
 ## generate: regenerate gen/ and the committed snapshot openapi/openapi.json from openapi/openapi.yaml,
 ## then the end-to-end tests' Go client e2e/goclient/ from that snapshot
 generate:
@@ -76,7 +89,7 @@ generate:
 ## check: generation drift, formatting, vet, staticcheck, spec lint, migration parity, the import
 ## layers (store/ < identity/ < oauth/ < server/, over go list -deps) and at most 600 lines per
 ## hand-written Go file
-check: assets
+check: assets console
 	@$(MAKE) --no-print-directory generate
 	@git diff --exit-code -- gen openapi/openapi.json e2e/goclient || { echo "check: gen/, openapi/openapi.json or e2e/goclient/ is stale: run make generate and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- gen openapi e2e/goclient)" || { git status --porcelain -- gen openapi e2e/goclient; echo "check: untracked generated files"; exit 1; }
@@ -86,6 +99,7 @@ check: assets
 	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npx --no-install redocly lint --config openapi/redocly.yaml --format=stylish openapi/openapi.yaml
 	$(GO) test -count=1 -run 'TestDialectsHaveSameVersions' ./migrations/
 	$(GO) test -count=1 -run 'TestLayers|TestFileSizes' .
+	cd console && node scripts/budget.mjs
 
 ## bench: Go benchmarks of the hot paths (a batch's cost to the server alone among them), then loopback load runs (16 connections, 5 s each) of
 ## POST /api/v1/authorize, of batches of 100 checks (plain and explained) against the same checks
@@ -105,4 +119,5 @@ bench: assets
 	GOMAXPROCS=1 $(GO) test -run '^$$' -bench 'UsageLoad/postgres' -benchtime=1x -timeout 60m ./server/
 
 clean:
-	rm -rf bin dist $(SCALAR_BUNDLE)
+	rm -rf bin dist $(SCALAR_BUNDLE) console/dist
+	find $(CONSOLE_EMBED) -mindepth 1 ! -name README.md -delete

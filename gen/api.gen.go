@@ -2525,6 +2525,19 @@ type InvoicePaidEventData struct {
 	SubscriptionId string     `json:"subscriptionId"`
 }
 
+// MemberPermissions A member's role in an organization and the control-plane permissions it grants.
+type MemberPermissions struct {
+	// Permissions The permissions the role grants, sorted.
+	//
+	// Examples: ["audit:read","project:read"]
+	Permissions []string `json:"permissions"`
+
+	// Role The member's role, as in the organization's member list.
+	//
+	// Examples: viewer
+	Role string `json:"role"`
+}
+
 // MeterUsage defines model for MeterUsage.
 type MeterUsage struct {
 	Events   int64   `json:"events"`
@@ -6655,6 +6668,9 @@ type ServerInterface interface {
 	// ListOrganizationAuditLogs List an organization's audit log
 	// (GET /api/v1/organizations/{organizationId}/audit-logs)
 	ListOrganizationAuditLogs(ctx echo.Context, organizationId OrganizationId, params ListOrganizationAuditLogsParams) error
+	// GetMyOrganizationPermissions The caller's role and permissions in an organization
+	// (GET /api/v1/organizations/{organizationId}/permissions)
+	GetMyOrganizationPermissions(ctx echo.Context, organizationId OrganizationId) error
 	// ListProjects List an organization's projects
 	// (GET /api/v1/organizations/{organizationId}/projects)
 	ListProjects(ctx echo.Context, organizationId OrganizationId, params ListProjectsParams) error
@@ -8056,6 +8072,22 @@ func (w *ServerInterfaceWrapper) ListOrganizationAuditLogs(ctx echo.Context) err
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.ListOrganizationAuditLogs(ctx, organizationId, params)
+	return err
+}
+
+// GetMyOrganizationPermissions converts echo context to params.
+func (w *ServerInterfaceWrapper) GetMyOrganizationPermissions(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "organizationId" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organizationId", ctx.Param("organizationId"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter organizationId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetMyOrganizationPermissions(ctx, organizationId)
 	return err
 }
 
@@ -9504,6 +9536,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/api/v1/organizations/:organizationId", wrapper.GetOrganization, options.OperationMiddlewares["getOrganization"]...)
 	router.PATCH(options.BaseURL+"/api/v1/organizations/:organizationId", wrapper.UpdateOrganization, options.OperationMiddlewares["updateOrganization"]...)
 	router.POST(options.BaseURL+"/api/v1/organizations/:organizationId/restore", wrapper.RestoreOrganization, options.OperationMiddlewares["restoreOrganization"]...)
+	router.GET(options.BaseURL+"/api/v1/organizations/:organizationId/permissions", wrapper.GetMyOrganizationPermissions, options.OperationMiddlewares["getMyOrganizationPermissions"]...)
 	router.GET(options.BaseURL+"/api/v1/organizations/:organizationId/projects", wrapper.ListProjects, options.OperationMiddlewares["listProjects"]...)
 	router.POST(options.BaseURL+"/api/v1/organizations/:organizationId/projects", wrapper.CreateProject, options.OperationMiddlewares["createProject"]...)
 	router.GET(options.BaseURL+"/api/v1/organizations/:organizationId/audit-logs", wrapper.ListOrganizationAuditLogs, options.OperationMiddlewares["listOrganizationAuditLogs"]...)
@@ -21820,6 +21853,79 @@ func (response ListOrganizationAuditLogs404ApplicationProblemPlusJSONResponse) V
 	return err
 }
 
+type GetMyOrganizationPermissionsRequestObject struct {
+	OrganizationId OrganizationId `json:"organizationId"`
+}
+
+type GetMyOrganizationPermissionsResponseObject interface {
+	VisitGetMyOrganizationPermissionsResponse(w http.ResponseWriter) error
+}
+
+type GetMyOrganizationPermissions200JSONResponse struct {
+	// Data A member's role in an organization and the control-plane permissions it grants.
+	Data MemberPermissions `json:"data"`
+}
+
+func (response GetMyOrganizationPermissions200JSONResponse) VisitGetMyOrganizationPermissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMyOrganizationPermissions401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetMyOrganizationPermissions401ApplicationProblemPlusJSONResponse) VisitGetMyOrganizationPermissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMyOrganizationPermissions403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetMyOrganizationPermissions403ApplicationProblemPlusJSONResponse) VisitGetMyOrganizationPermissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMyOrganizationPermissions404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetMyOrganizationPermissions404ApplicationProblemPlusJSONResponse) VisitGetMyOrganizationPermissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListProjectsRequestObject struct {
 	OrganizationId OrganizationId `json:"organizationId"`
 	Params         ListProjectsParams
@@ -26834,6 +26940,9 @@ type StrictServerInterface interface {
 	// ListOrganizationAuditLogs List an organization's audit log
 	// (GET /api/v1/organizations/{organizationId}/audit-logs)
 	ListOrganizationAuditLogs(ctx context.Context, request ListOrganizationAuditLogsRequestObject) (ListOrganizationAuditLogsResponseObject, error)
+	// GetMyOrganizationPermissions The caller's role and permissions in an organization
+	// (GET /api/v1/organizations/{organizationId}/permissions)
+	GetMyOrganizationPermissions(ctx context.Context, request GetMyOrganizationPermissionsRequestObject) (GetMyOrganizationPermissionsResponseObject, error)
 	// ListProjects List an organization's projects
 	// (GET /api/v1/organizations/{organizationId}/projects)
 	ListProjects(ctx context.Context, request ListProjectsRequestObject) (ListProjectsResponseObject, error)
@@ -30035,6 +30144,31 @@ func (sh *strictHandler) ListOrganizationAuditLogs(ctx echo.Context, organizatio
 		return err
 	} else if validResponse, ok := response.(ListOrganizationAuditLogsResponseObject); ok {
 		return validResponse.VisitListOrganizationAuditLogsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetMyOrganizationPermissions operation middleware
+func (sh *strictHandler) GetMyOrganizationPermissions(ctx echo.Context, organizationId OrganizationId) error {
+	var request GetMyOrganizationPermissionsRequestObject
+
+	request.OrganizationId = organizationId
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetMyOrganizationPermissions(ctx.Request().Context(), request.(GetMyOrganizationPermissionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetMyOrganizationPermissions")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetMyOrganizationPermissionsResponseObject); ok {
+		return validResponse.VisitGetMyOrganizationPermissionsResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

@@ -251,20 +251,7 @@ func cloneValues(v url.Values) url.Values {
 // client's requirePushedAuthorizationRequests.
 func (b *browserProvider) signInPage(w http.ResponseWriter, r *http.Request, clientName string, pushed bool) {
 	q := cloneValues(r.Form)
-	message := ""
-	switch q.Get(loginErrorParam) {
-	case "":
-	case "too_many_attempts":
-		message = "Too many failed attempts. Wait a while and try again."
-	case "email_not_verified":
-		message = "Confirm your email address first: we have sent you a new link."
-	case "social":
-		message = "Signing in with that provider did not work. Try again or use another way."
-	case "two_factor_expired":
-		message = "The second step of your sign-in expired or took too many wrong codes. Sign in again."
-	default:
-		message = "The email or password is not correct."
-	}
+	message := loginMessage(q.Get(loginErrorParam))
 	q.Del(loginErrorParam)
 	q.Del("error")
 	q.Del("max_age")
@@ -291,6 +278,25 @@ func (b *browserProvider) signInPage(w http.ResponseWriter, r *http.Request, cli
 		Social: b.social, SocialErrorURL: withQueryParam(callback, loginErrorParam, "social"),
 		SignUpURL: pageLinkTo(b.signUpURL, callback, ""), ForgotURL: pageLinkTo(b.forgotPasswordURL, callback, r.Form.Get("login_hint")),
 	})
+}
+
+// loginMessage is the sentence the sign-in page shows for the login_error a failed sign-in
+// came back with ("" for none).
+func loginMessage(code string) string {
+	switch code {
+	case "":
+		return ""
+	case "too_many_attempts":
+		return "Too many failed attempts. Wait a while and try again."
+	case "email_not_verified":
+		return "Confirm your email address first: we have sent you a new link."
+	case "social":
+		return "Signing in with that provider did not work. Try again or use another way."
+	case "two_factor_expired":
+		return "The second step of your sign-in expired or took too many wrong codes. Sign in again."
+	default:
+		return "The email or password is not correct."
+	}
 }
 
 // grant issues the authorization code for the signed-in user and redirects to the client

@@ -30,6 +30,7 @@ func (p *Provider) Routes() []Route {
 		{http.MethodGet, AuthorizePath, noError(b.authorize)},
 		{http.MethodPost, AuthorizePath, noError(b.authorize)},
 		{http.MethodGet, ConsentPath, noError(b.consentPage)},
+		{http.MethodGet, SignInPath, noError(b.hostedSignIn)},
 		{http.MethodPost, ConsentPath, noError(b.consentDecision)},
 		{http.MethodGet, UserinfoPath, noError(b.userinfo)},
 		{http.MethodPost, UserinfoPath, noError(b.userinfo)},

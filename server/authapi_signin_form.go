@@ -52,12 +52,13 @@ func withQueryParam(raw, key, value string) string {
 
 // signInRetryURL is where a failed browser sign-in is sent back: callbackURL with login_error
 // code, and, when callbackURL is the provider's authorization endpoint on this site (the
-// hosted sign-in page's own continuation), with the typed email as login_hint, which the page
+// hosted sign-in page's own continuation) or the hosted sign-in page itself, with the typed email as login_hint, which the page
 // shows again. The access log records paths without their query, so the address stays out of
 // it; a product's callbackURL never receives it.
 func signInRetryURL(callbackURL, code, email string) string {
 	loc := withQueryParam(callbackURL, "login_error", code)
-	if u, err := url.Parse(callbackURL); err == nil && u.Scheme == "" && u.Host == "" && u.Path == oauth.AuthorizePath {
+	if u, err := url.Parse(callbackURL); err == nil && u.Scheme == "" && u.Host == "" &&
+		(u.Path == oauth.AuthorizePath || u.Path == oauth.SignInPath) {
 		loc = withQueryParam(loc, "login_hint", email)
 	}
 	return loc

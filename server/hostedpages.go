@@ -138,7 +138,7 @@ func signUpPageRefused(err error, body *gen.AuthSignUpEmailBody) (gen.SignUpEmai
 
 // isHostedContinuation reports whether callbackURL is one of this site's hosted sign-in
 // places, where a hosted page returns the browser: the authorization endpoint (the sign-in
-// page's own continuation) or an invitation's page, as a relative URL, as the pages write it.
+// page's own continuation), the hosted sign-in page (its own continuation) or an invitation's page, as a relative URL, as the pages write it.
 // A reset link with such a callbackURL opens the hosted reset form rather than forwarding its
 // token there.
 func isHostedContinuation(callbackURL *string) bool {
@@ -149,5 +149,5 @@ func isHostedContinuation(callbackURL *string) bool {
 	if err != nil || u.Scheme != "" || u.Host != "" {
 		return false
 	}
-	return u.Path == oauth.AuthorizePath || strings.HasPrefix(u.Path, invitationPagePrefix)
+	return u.Path == oauth.AuthorizePath || u.Path == oauth.SignInPath || strings.HasPrefix(u.Path, invitationPagePrefix)
 }

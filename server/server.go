@@ -21,6 +21,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/identity/webhook"
 	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/openapi"
+	"github.com/gatehouse-dev/gatehouse/server/consoleui"
 	"github.com/gatehouse-dev/gatehouse/server/docsui"
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/seal"
@@ -206,7 +207,17 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	e.GET("/docs/api-reference", ui.Index)
 	// The explorer's script and styles: static files, deliberately not API operations.
 	assets := e.GET("/docs/assets/:file", ui.Asset)
-	if err := ops.bind(e.Routes(), map[string]bool{routeKey(assets.Method, assets.Path): true}); err != nil {
+	unspecified := map[string]bool{routeKey(assets.Method, assets.Path): true}
+	// The admin console (a static single-page app on the API) and the browser entry points
+	// that lead to it and to the explorer: pages and files, deliberately not API operations.
+	console := consoleui.New(consoleui.Dist(), "/docs/api-reference")
+	for _, r := range []*echo.Route{
+		e.GET("/", console.Root), e.GET("/docs", console.Docs),
+		e.GET("/console", console.Slash), e.GET(consoleui.Prefix+"*", console.Serve),
+	} {
+		unspecified[routeKey(r.Method, r.Path)] = true
+	}
+	if err := ops.bind(e.Routes(), unspecified); err != nil {
 		return nil, err
 	}
 	s.echo = e

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"slices"
 
 	"github.com/oapi-codegen/nullable"
 
@@ -46,6 +47,20 @@ func (s *Server) GetOrganization(ctx context.Context, req gen.GetOrganizationReq
 		return nil, err
 	}
 	return gen.GetOrganization200JSONResponse{Data: organizationJSON(org, ScopeFrom(ctx).MemberRole)}, nil
+}
+
+// GetMyOrganizationPermissions returns the caller's role in the organization and the
+// control-plane permissions its fixed roles grant (roleGrants, the authorizer's own rule), sorted.
+func (s *Server) GetMyOrganizationPermissions(ctx context.Context, req gen.GetMyOrganizationPermissionsRequestObject) (gen.GetMyOrganizationPermissionsResponseObject, error) {
+	role := ScopeFrom(ctx).MemberRole
+	perms := []string{}
+	for _, p := range allPermissions {
+		if roleGrants(role, p) {
+			perms = append(perms, p)
+		}
+	}
+	slices.Sort(perms)
+	return gen.GetMyOrganizationPermissions200JSONResponse{Data: gen.MemberPermissions{Role: role, Permissions: perms}}, nil
 }
 
 // UpdateOrganization renames an organization, changes its slug or whether it requires a second

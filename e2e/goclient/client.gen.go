@@ -2605,6 +2605,19 @@ type InvoicePaidEventData struct {
 	SubscriptionId string     `json:"subscriptionId"`
 }
 
+// MemberPermissions A member's role in an organization and the control-plane permissions it grants.
+type MemberPermissions struct {
+	// Permissions The permissions the role grants, sorted.
+	//
+	// Examples: ["audit:read","project:read"]
+	Permissions []string `json:"permissions"`
+
+	// Role The member's role, as in the organization's member list.
+	//
+	// Examples: viewer
+	Role string `json:"role"`
+}
+
 // MeterUsage defines model for MeterUsage.
 type MeterUsage struct {
 	Events   int64   `json:"events"`
@@ -3916,6 +3929,13 @@ type SendVerificationEmailJSONBody struct {
 	// CallbackURL Where the link sends the browser after verifying (with `error` on failure).
 	CallbackURL *string             `json:"callbackURL,omitempty"`
 	Email       openapi_types.Email `json:"email"`
+}
+
+// GetSignInPageParams defines parameters for GetSignInPage.
+type GetSignInPageParams struct {
+	CallbackURL *string `form:"callbackURL,omitempty" json:"callbackURL,omitempty"`
+	LoginHint   *string `form:"login_hint,omitempty" json:"login_hint,omitempty"`
+	LoginError  *string `form:"login_error,omitempty" json:"login_error,omitempty"`
 }
 
 // SignInEmail200JSONResponseBody defines parameters for SignInEmail.
@@ -8024,6 +8044,23 @@ type ClientInterface interface {
 	// Corresponds with POST /api/auth/send-verification-email (the `SendVerificationEmail` operationId).
 	SendVerificationEmail(ctx context.Context, body SendVerificationEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetSignInPage Open the hosted sign-in page
+	//
+	// The hosted sign-in page for the product's own browser apps (the admin console at
+	// `/console/` sends a signed-out browser here): the same page, form and passkey sign-in
+	// as the authorization endpoint's, coming back to `callbackURL` once signed in.
+	// `callbackURL` must be a path on this site (`/…`, not `//…`; default `/`), else 400 with
+	// the HTML error page. A browser already signed in is sent there at once (303). The form
+	// posts to `POST /api/auth/sign-in/email` with this page itself as its `callbackURL`, so a
+	// wrong password comes back here with `login_error` (shown as a sentence), a second
+	// factor goes through the hosted two-factor step, and success (password, second factor,
+	// passkey or social) returns here and on to `callbackURL`. `login_hint` fills in the
+	// email. Like every hosted page it loads nothing from elsewhere (a per-response CSP
+	// nonce), is never cached and never framed.
+	//
+	// Corresponds with GET /api/auth/sign-in (the `GetSignInPage` operationId).
+	GetSignInPage(ctx context.Context, params *GetSignInPageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// SignInEmailWithBody Sign in with email and password
 	//
 	// Starts a new session (a new token at every sign-in) and sets the session cookie; with
@@ -8749,6 +8786,18 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/organizations/{organizationId}/audit-logs (the `ListOrganizationAuditLogs` operationId).
 	ListOrganizationAuditLogs(ctx context.Context, organizationId OrganizationId, params *ListOrganizationAuditLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetMyOrganizationPermissions The caller's role and permissions in an organization
+	//
+	// The signed-in member's role (one fixed role, or several comma-joined, dynamic roles
+	// included) and the control-plane permissions it grants, sorted. Every fixed role holds
+	// `project:read`, so every member may ask; a non-member gets 404. A client (the admin
+	// console) compares these with each operation's `x-permission` to offer only the actions
+	// the member may take; the API still decides every request. Dynamic roles never widen
+	// `/api/v1` access, so they add nothing here.
+	//
+	// Corresponds with GET /api/v1/organizations/{organizationId}/permissions (the `GetMyOrganizationPermissions` operationId).
+	GetMyOrganizationPermissions(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListProjects List an organization's projects
 	//
@@ -11940,6 +11989,33 @@ func (c *Client) SendVerificationEmail(ctx context.Context, body SendVerificatio
 	return c.Client.Do(req)
 }
 
+// GetSignInPage Open the hosted sign-in page
+//
+// The hosted sign-in page for the product's own browser apps (the admin console at
+// `/console/` sends a signed-out browser here): the same page, form and passkey sign-in
+// as the authorization endpoint's, coming back to `callbackURL` once signed in.
+// `callbackURL` must be a path on this site (`/…`, not `//…`; default `/`), else 400 with
+// the HTML error page. A browser already signed in is sent there at once (303). The form
+// posts to `POST /api/auth/sign-in/email` with this page itself as its `callbackURL`, so a
+// wrong password comes back here with `login_error` (shown as a sentence), a second
+// factor goes through the hosted two-factor step, and success (password, second factor,
+// passkey or social) returns here and on to `callbackURL`. `login_hint` fills in the
+// email. Like every hosted page it loads nothing from elsewhere (a per-response CSP
+// nonce), is never cached and never framed.
+//
+// Corresponds with GET /api/auth/sign-in (the `GetSignInPage` operationId).
+func (c *Client) GetSignInPage(ctx context.Context, params *GetSignInPageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSignInPageRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // SignInEmailWithBody Sign in with email and password
 //
 // Starts a new session (a new token at every sign-in) and sets the session cookie; with
@@ -13216,6 +13292,28 @@ func (c *Client) UpdateOrganization(ctx context.Context, organizationId Organiza
 // Corresponds with GET /api/v1/organizations/{organizationId}/audit-logs (the `ListOrganizationAuditLogs` operationId).
 func (c *Client) ListOrganizationAuditLogs(ctx context.Context, organizationId OrganizationId, params *ListOrganizationAuditLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListOrganizationAuditLogsRequest(c.Server, organizationId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetMyOrganizationPermissions The caller's role and permissions in an organization
+//
+// The signed-in member's role (one fixed role, or several comma-joined, dynamic roles
+// included) and the control-plane permissions it grants, sorted. Every fixed role holds
+// `project:read`, so every member may ask; a non-member gets 404. A client (the admin
+// console) compares these with each operation's `x-permission` to offer only the actions
+// the member may take; the API still decides every request. Dynamic roles never widen
+// `/api/v1` access, so they add nothing here.
+//
+// Corresponds with GET /api/v1/organizations/{organizationId}/permissions (the `GetMyOrganizationPermissions` operationId).
+func (c *Client) GetMyOrganizationPermissions(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetMyOrganizationPermissionsRequest(c.Server, organizationId)
 	if err != nil {
 		return nil, err
 	}
@@ -17935,6 +18033,84 @@ func NewSendVerificationEmailRequestWithBody(server string, contentType string, 
 	return req, nil
 }
 
+// NewGetSignInPageRequest constructs an http.Request for the GetSignInPage method
+func NewGetSignInPageRequest(server string, params *GetSignInPageParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/auth/sign-in")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.CallbackURL != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "callbackURL", *params.CallbackURL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.LoginHint != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "login_hint", *params.LoginHint, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.LoginError != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "login_error", *params.LoginError, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewSignInEmailRequest calls the generic SignInEmail builder with application/json body
 func NewSignInEmailRequest(server string, body SignInEmailJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -19535,6 +19711,40 @@ func NewListOrganizationAuditLogsRequest(server string, organizationId Organizat
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
 		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetMyOrganizationPermissionsRequest constructs an http.Request for the GetMyOrganizationPermissions method
+func NewGetMyOrganizationPermissionsRequest(server string, organizationId OrganizationId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "organizationId", organizationId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/organizations/%s/permissions", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -23946,6 +24156,25 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/auth/send-verification-email (the `SendVerificationEmail` operationId).
 	SendVerificationEmailWithResponse(ctx context.Context, body SendVerificationEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*SendVerificationEmailResponse, error)
 
+	// GetSignInPageWithResponse Open the hosted sign-in page
+	//
+	// The hosted sign-in page for the product's own browser apps (the admin console at
+	// `/console/` sends a signed-out browser here): the same page, form and passkey sign-in
+	// as the authorization endpoint's, coming back to `callbackURL` once signed in.
+	// `callbackURL` must be a path on this site (`/…`, not `//…`; default `/`), else 400 with
+	// the HTML error page. A browser already signed in is sent there at once (303). The form
+	// posts to `POST /api/auth/sign-in/email` with this page itself as its `callbackURL`, so a
+	// wrong password comes back here with `login_error` (shown as a sentence), a second
+	// factor goes through the hosted two-factor step, and success (password, second factor,
+	// passkey or social) returns here and on to `callbackURL`. `login_hint` fills in the
+	// email. Like every hosted page it loads nothing from elsewhere (a per-response CSP
+	// nonce), is never cached and never framed.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/auth/sign-in (the `GetSignInPage` operationId).
+	GetSignInPageWithResponse(ctx context.Context, params *GetSignInPageParams, reqEditors ...RequestEditorFn) (*GetSignInPageResponse, error)
+
 	// SignInEmailWithBodyWithResponse Sign in with email and password
 	//
 	// Starts a new session (a new token at every sign-in) and sets the session cookie; with
@@ -24705,6 +24934,20 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/organizations/{organizationId}/audit-logs (the `ListOrganizationAuditLogs` operationId).
 	ListOrganizationAuditLogsWithResponse(ctx context.Context, organizationId OrganizationId, params *ListOrganizationAuditLogsParams, reqEditors ...RequestEditorFn) (*ListOrganizationAuditLogsResponse, error)
+
+	// GetMyOrganizationPermissionsWithResponse The caller's role and permissions in an organization
+	//
+	// The signed-in member's role (one fixed role, or several comma-joined, dynamic roles
+	// included) and the control-plane permissions it grants, sorted. Every fixed role holds
+	// `project:read`, so every member may ask; a non-member gets 404. A client (the admin
+	// console) compares these with each operation's `x-permission` to offer only the actions
+	// the member may take; the API still decides every request. Dynamic roles never widen
+	// `/api/v1` access, so they add nothing here.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/organizations/{organizationId}/permissions (the `GetMyOrganizationPermissions` operationId).
+	GetMyOrganizationPermissionsWithResponse(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*GetMyOrganizationPermissionsResponse, error)
 
 	// ListProjectsWithResponse List an organization's projects
 	//
@@ -29740,6 +29983,47 @@ func (r SendVerificationEmailResponse) ContentType() string {
 	return ""
 }
 
+// GetSignInPageResponse303Headers the declared response headers of an HTTP 303 response for GetSignInPage
+type GetSignInPageResponse303Headers struct {
+	Location *string
+}
+
+type GetSignInPageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *GetSignInPageResponse303Headers
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSignInPageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSignInPageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSignInPageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSignInPageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // SignInEmailResponse200Headers the declared response headers of an HTTP 200 response for SignInEmail
 type SignInEmailResponse200Headers struct {
 	SetCookie *string
@@ -32270,6 +32554,74 @@ func (r ListOrganizationAuditLogsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListOrganizationAuditLogsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetMyOrganizationPermissionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		// Data A member's role in an organization and the control-plane permissions it grants.
+		Data MemberPermissions `json:"data"`
+	}
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetMyOrganizationPermissionsResponse) GetJSON200() *struct {
+	// Data A member's role in an organization and the control-plane permissions it grants.
+	Data MemberPermissions `json:"data"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetMyOrganizationPermissionsResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetMyOrganizationPermissionsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetMyOrganizationPermissionsResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetMyOrganizationPermissionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetMyOrganizationPermissionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetMyOrganizationPermissionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetMyOrganizationPermissionsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -38440,6 +38792,31 @@ func (c *ClientWithResponses) SendVerificationEmailWithResponse(ctx context.Cont
 	return ParseSendVerificationEmailResponse(rsp)
 }
 
+// GetSignInPageWithResponse Open the hosted sign-in page
+//
+// The hosted sign-in page for the product's own browser apps (the admin console at
+// `/console/` sends a signed-out browser here): the same page, form and passkey sign-in
+// as the authorization endpoint's, coming back to `callbackURL` once signed in.
+// `callbackURL` must be a path on this site (`/…`, not `//…`; default `/`), else 400 with
+// the HTML error page. A browser already signed in is sent there at once (303). The form
+// posts to `POST /api/auth/sign-in/email` with this page itself as its `callbackURL`, so a
+// wrong password comes back here with `login_error` (shown as a sentence), a second
+// factor goes through the hosted two-factor step, and success (password, second factor,
+// passkey or social) returns here and on to `callbackURL`. `login_hint` fills in the
+// email. Like every hosted page it loads nothing from elsewhere (a per-response CSP
+// nonce), is never cached and never framed.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/auth/sign-in (the `GetSignInPage` operationId).
+func (c *ClientWithResponses) GetSignInPageWithResponse(ctx context.Context, params *GetSignInPageParams, reqEditors ...RequestEditorFn) (*GetSignInPageResponse, error) {
+	rsp, err := c.GetSignInPage(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSignInPageResponse(rsp)
+}
+
 // SignInEmailWithBodyWithResponse Sign in with email and password
 //
 // Starts a new session (a new token at every sign-in) and sets the session cookie; with
@@ -39534,6 +39911,26 @@ func (c *ClientWithResponses) ListOrganizationAuditLogsWithResponse(ctx context.
 		return nil, err
 	}
 	return ParseListOrganizationAuditLogsResponse(rsp)
+}
+
+// GetMyOrganizationPermissionsWithResponse The caller's role and permissions in an organization
+//
+// The signed-in member's role (one fixed role, or several comma-joined, dynamic roles
+// included) and the control-plane permissions it grants, sorted. Every fixed role holds
+// `project:read`, so every member may ask; a non-member gets 404. A client (the admin
+// console) compares these with each operation's `x-permission` to offer only the actions
+// the member may take; the API still decides every request. Dynamic roles never widen
+// `/api/v1` access, so they add nothing here.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/organizations/{organizationId}/permissions (the `GetMyOrganizationPermissions` operationId).
+func (c *ClientWithResponses) GetMyOrganizationPermissionsWithResponse(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*GetMyOrganizationPermissionsResponse, error) {
+	rsp, err := c.GetMyOrganizationPermissions(ctx, organizationId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetMyOrganizationPermissionsResponse(rsp)
 }
 
 // ListProjectsWithResponse List an organization's projects
@@ -44288,6 +44685,35 @@ func ParseSendVerificationEmailResponse(rsp *http.Response) (*SendVerificationEm
 	return response, nil
 }
 
+// ParseGetSignInPageResponse parses an HTTP response from a GetSignInPageWithResponse call
+func ParseGetSignInPageResponse(rsp *http.Response) (*GetSignInPageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSignInPageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
+		var headers GetSignInPageResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers303 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseSignInEmailResponse parses an HTTP response from a SignInEmailWithResponse call
 func ParseSignInEmailResponse(rsp *http.Response) (*SignInEmailResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -46506,6 +46932,56 @@ func ParseListOrganizationAuditLogsResponse(rsp *http.Response) (*ListOrganizati
 			headers.XNextCursor = &value
 		}
 		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetMyOrganizationPermissionsResponse parses an HTTP response from a GetMyOrganizationPermissionsWithResponse call
+func ParseGetMyOrganizationPermissionsResponse(rsp *http.Response) (*GetMyOrganizationPermissionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetMyOrganizationPermissionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			// Data A member's role in an organization and the control-plane permissions it grants.
+			Data MemberPermissions `json:"data"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
 	}
 
 	return response, nil
