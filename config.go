@@ -40,6 +40,9 @@ type settings struct {
 	// SigningKeyPublishDelay is how long `keys rotate-signing` publishes the next token
 	// signing key before it signs.
 	SigningKeyPublishDelay time.Duration
+	// UsageRetention (0: keep forever) and UsageReplayWindow are the store's
+	// WithUsageRetention and WithUsageReplayWindow.
+	UsageRetention, UsageReplayWindow time.Duration
 	// github and google collect a social provider's variables; configFromEnv puts those with a
 	// client id (and so a secret) into Config.Social, in this order.
 	github, google server.SocialConfig
@@ -239,6 +242,20 @@ var envVars = []envVar{
 			}
 			s.ShutdownTimeout = d
 			return nil
+		}},
+	{Name: "GATEHOUSE_USAGE_RETENTION", Unset: "none: raw usage events are kept forever",
+		Doc: "PostgreSQL: drop raw usage events received longer ago than this (`400d`, `9600h`), by whole monthly partitions.",
+		Parse: func(s *settings, v string) (err error) {
+			if v != "" {
+				s.UsageRetention, err = parseDays(v)
+			}
+			return err
+		}},
+	{Name: "GATEHOUSE_USAGE_REPLAY_WINDOW", Default: "35d",
+		Doc: "PostgreSQL: how long after an event was received a replay of its eventId is still recognised.",
+		Parse: func(s *settings, v string) (err error) {
+			s.UsageReplayWindow, err = parseDays(v)
+			return err
 		}},
 	{Name: "GATEHOUSE_LOG_FORMAT", Default: "text",
 		Doc: "Log format: text or json.",
@@ -504,6 +521,24 @@ func parseLifetime(v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
 	if err != nil || d < time.Minute {
 		return 0, errors.New("want a Go duration of at least 1m, for example 720h")
+	}
+	return d, nil
+}
+
+// parseDays accepts a number of days ("400d") or a Go duration ("9600h") of at least one day.
+func parseDays(v string) (time.Duration, error) {
+	var d time.Duration
+	var err error
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		var n int
+		if n, err = strconv.Atoi(days); err == nil {
+			d = time.Duration(n) * 24 * time.Hour
+		}
+	} else {
+		d, err = time.ParseDuration(v)
+	}
+	if err != nil || d < 24*time.Hour {
+		return 0, errors.New("want a number of days such as 400d, or a Go duration of at least 24h")
 	}
 	return d, nil
 }

@@ -46,20 +46,30 @@ import (
 // postgresIngestSQL builds postgresIngest; with legacy, an event id still in
 // usage_events_legacy (a conversion under way: usage_partitions.go) counts as stored.
 func postgresIngestSQL(legacy bool) string {
-	notLegacy := ""
-	if legacy {
-		notLegacy = ` AND NOT EXISTS (SELECT 1 FROM usage_events_legacy l WHERE l.project_id = $1::text AND l.event_id = ok.event_id)`
-	}
-	return `WITH input AS (
+	return postgresUsageSQL(`input AS (
 	SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
 		$8::timestamptz[], $9::timestamptz[], $10::text[], $11::text[], $13::text[]) WITH ORDINALITY
 		AS t(event_id, id, environment_id, subject_id, meter, quantity, occurred_at, received_at, properties, day, key_id, n)
 ), usable AS (
-	SELECT k.id FROM ` + usableKeyJoin + `
-	WHERE k.id = ANY($13::text[]) AND ` + strings.Replace(usableKeyCondition, "?", "$14::timestamptz", 1) + `
+	SELECT k.id FROM `+usableKeyJoin+`
+	WHERE k.id = ANY($13::text[]) AND `+strings.Replace(usableKeyCondition, "?", "$14::timestamptz", 1)+`
 ), ok AS (
 	SELECT input.* FROM input WHERE input.key_id IS NULL OR input.key_id IN (SELECT id FROM usable)
-), ids AS (
+)`, "$12", legacy, `SELECT fresh.id, coalesce(fresh.n = input.n, false) AS inserted, ok.n IS NULL AS refused
+FROM input LEFT JOIN fresh ON fresh.event_id = input.event_id LEFT JOIN ok ON ok.n = input.n
+ORDER BY input.n`)
+}
+
+// postgresUsageSQL is the statement that records the events of ok (CTEs input and ok, with
+// columns event_id, id, environment_id, subject_id, meter, quantity, occurred_at, received_at,
+// properties, day, key_id and n) into usage_event_ids, usage_events and the rollups, for
+// project $1 and in shard parameter shard, and ends with final.
+func postgresUsageSQL(sources, shard string, legacy bool, final string) string {
+	notLegacy := ""
+	if legacy {
+		notLegacy = ` AND NOT EXISTS (SELECT 1 FROM usage_events_legacy l WHERE l.project_id = $1::text AND l.event_id = ok.event_id)`
+	}
+	return `WITH ` + sources + `, ids AS (
 	INSERT INTO usage_event_ids (project_id, event_id, id, received_at)
 	SELECT $1::text, event_id, id, received_at FROM ok WHERE true` + notLegacy + `
 	ORDER BY event_id, n
@@ -99,7 +109,7 @@ func postgresIngestSQL(legacy bool) string {
 		events = usage_subjects.events + excluded.events, quantity = usage_subjects.quantity + excluded.quantity
 ), ut AS (
 	INSERT INTO usage_totals (project_id, day, environment_id, meter, shard, events, quantity, new_subjects)
-	SELECT $1::text, t.day, t.environment_id, t.meter, $12::int2, t.events, t.quantity, coalesce(new_sd.subjects, 0)
+	SELECT $1::text, t.day, t.environment_id, t.meter, ` + shard + `::int2, t.events, t.quantity, coalesce(new_sd.subjects, 0)
 	FROM (SELECT day, environment_id, meter, count(*) AS events, sum(quantity) AS quantity
 		FROM fresh GROUP BY day, environment_id, meter) t
 	LEFT JOIN new_sd USING (day, environment_id, meter)
@@ -108,9 +118,7 @@ func postgresIngestSQL(legacy bool) string {
 		events = usage_totals.events + excluded.events, quantity = usage_totals.quantity + excluded.quantity,
 		new_subjects = usage_totals.new_subjects + excluded.new_subjects
 )
-SELECT fresh.id, coalesce(fresh.n = input.n, false) AS inserted, ok.n IS NULL AS refused
-FROM input LEFT JOIN fresh ON fresh.event_id = input.event_id LEFT JOIN ok ON ok.n = input.n
-ORDER BY input.n`
+` + final
 }
 
 // The two forms of postgresIngest: without and with the legacy table.

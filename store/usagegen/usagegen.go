@@ -1,6 +1,8 @@
-// Package usagegen writes synthetic usage events through the real store (store.IngestUsage in
-// batches of store.MaxUsageBatch, so every rollup is maintained exactly as on ingest), for
-// `gatehouse dev seed-usage`, the benchmarks and load tests.
+// Package usagegen writes synthetic usage events through the real store, so every rollup is
+// maintained exactly as on ingest, for `gatehouse dev seed-usage`, the benchmarks and load
+// tests: on PostgreSQL with store.BulkIngestUsage (COPY, chunks of store.BulkUsageChunk, one
+// chunk generated while the previous one is recorded), on SQLite with store.IngestUsage in
+// batches of store.MaxUsageBatch.
 package usagegen
 
 import (
@@ -25,7 +27,8 @@ type Spec struct {
 	End time.Time
 	// Prefix starts every eventId (default "seed"), so that two runs do not collide.
 	Prefix string
-	// Workers is how many batches are in flight at once (default 1; PostgreSQL takes more).
+	// Workers is how many batches are in flight at once on SQLite (default 1); PostgreSQL
+	// records one COPY chunk at a time (concurrent chunks would wait on each other's rollup rows).
 	Workers int
 	// Progress, when set, is called after each batch with the events written so far.
 	Progress func(done int)
@@ -62,6 +65,9 @@ func Seed(ctx context.Context, st *store.Store, spec Spec) (int, error) {
 		spec.Prefix = "seed"
 	}
 	spec.Workers = max(spec.Workers, 1)
+	if st.Dialect() == store.Postgres {
+		return seedBulk(ctx, st, spec)
+	}
 	var next, done, fresh atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, spec.Workers)
@@ -102,4 +108,38 @@ func Seed(ctx context.Context, st *store.Store, spec Spec) (int, error) {
 		return int(fresh.Load()), err
 	}
 	return int(fresh.Load()), nil
+}
+
+// seedBulk is Seed on PostgreSQL: chunks of store.BulkUsageChunk events through
+// store.BulkIngestUsage, the next chunk generated while the store records the previous one.
+func seedBulk(ctx context.Context, st *store.Store, spec Spec) (int, error) {
+	chunks := make(chan []store.UsageEvent, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		defer close(chunks)
+		for from := 0; from < spec.Events; from += store.BulkUsageChunk {
+			chunk := make([]store.UsageEvent, 0, min(store.BulkUsageChunk, spec.Events-from))
+			for i := from; i < min(from+store.BulkUsageChunk, spec.Events); i++ {
+				chunk = append(chunk, spec.Event(i))
+			}
+			select {
+			case chunks <- chunk:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	fresh, done := 0, 0
+	for chunk := range chunks {
+		n, err := st.BulkIngestUsage(ctx, chunk)
+		fresh += n
+		if err != nil {
+			return fresh, err
+		}
+		if done += len(chunk); spec.Progress != nil {
+			spec.Progress(done)
+		}
+	}
+	return fresh, ctx.Err()
 }
