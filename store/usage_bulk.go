@@ -83,6 +83,14 @@ func (s *Store) BulkIngestUsage(ctx context.Context, events []UsageEvent) (int, 
 		if err := stmt.Close(); err != nil {
 			return err
 		}
+		// A temporary table has no statistics until analysed (autovacuum never sees it), and
+		// the statement's sorts and hashes of a whole chunk spill to disk at the default
+		// work_mem: planned blind and spilling, a chunk took about twice as long.
+		for _, stmt := range []string{`ANALYZE usage_stage`, `SET LOCAL work_mem = '256MB'`} {
+			if _, err := tx.tx.ExecContext(ctx, stmt); err != nil {
+				return err
+			}
+		}
 		return tx.tx.GetContext(ctx, &fresh, postgresBulkIngest, events[0].ProjectID, callShard())
 	})
 	if err != nil {
