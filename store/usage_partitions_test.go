@@ -264,6 +264,12 @@ func TestUsageConversion(t *testing.T) {
 	if err := s.writer.Get(&cursorMoved, `SELECT moved FROM usage_events_conversion`); err != nil || cursorMoved != int64(batch) {
 		t.Fatalf("cursor after the interruption = %d, %v; want %d", cursorMoved, err, batch)
 	}
+	// The cursor is the last event moved: in usage_event_ids, and no legacy row at or before it.
+	var cursorOK bool
+	if err := s.writer.Get(&cursorOK, `SELECT EXISTS (SELECT 1 FROM usage_event_ids i JOIN usage_events_conversion c USING (project_id, event_id))
+		AND NOT EXISTS (SELECT 1 FROM usage_events_legacy l, usage_events_conversion c WHERE (l.project_id, l.event_id) <= (c.project_id, c.event_id))`); err != nil || !cursorOK {
+		t.Fatalf("the cursor is not the last event moved (%v)", err)
+	}
 	// A restart: a new store resumes from the cursor.
 	s2, err := Open(ctx, dbURL, WithClock(clock.Now))
 	if err != nil {
