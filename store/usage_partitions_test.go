@@ -230,6 +230,11 @@ func TestUsageConversion(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("seeded %d legacy events in %v", n, time.Since(start).Round(time.Millisecond))
+	// The subject summary SubjectActivity needs (the rollups are not what this test is about).
+	if _, err := s.writer.Exec(`INSERT INTO usage_subjects (project_id, subject_id, environment_id, first_seen, last_seen, events, quantity)
+		VALUES ('prj_1', 'sub_1', 'env_a', $1, $1, 1, 1)`, clock.Now()); err != nil {
+		t.Fatal(err)
+	}
 	var wantSum float64
 	if err := s.writer.Get(&wantSum, `SELECT sum(quantity) FROM usage_events`); err != nil {
 		t.Fatal(err)
@@ -247,6 +252,15 @@ func TestUsageConversion(t *testing.T) {
 	}
 	if r := ingestOne(t, s, UsageEvent{EventID: "during"}); r.Duplicate {
 		t.Errorf("new event during the conversion = %+v", r)
+	}
+	// The subject's recent events read the legacy table too: sub_1's are ev-1, ev-1001, …
+	// (the seed's i % 1000 == 1), the newest first by timestamp.
+	act, err := s.SubjectActivity(ctx, AnalyticsScope{ProjectID: "prj_1"}, "sub_1", clock.Now(), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := min(n/1000, RecentSubjectEvents); len(act.Recent) != want || act.Recent[0].EventID != "ev-1" {
+		t.Fatalf("recent events of sub_1 during the conversion: %+v; want %d, ev-1 first", act.Recent, want)
 	}
 	batch := max(n/8, 1)
 	moved, done, err := s.ConvertUsageBatch(ctx, batch)
