@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/lib/pq"
 )
 
 // Bulk loading of usage events (`gatehouse dev seed-usage`): on PostgreSQL a chunk of events is
@@ -64,8 +62,10 @@ func (s *Store) BulkIngestUsage(ctx context.Context, events []UsageEvent) (int, 
 			day text, n bigint) ON COMMIT DROP`); err != nil {
 			return err
 		}
-		stmt, err := tx.tx.PrepareContext(ctx, pq.CopyIn("usage_stage", "event_id", "id", "environment_id", "subject_id",
-			"meter", "quantity", "occurred_at", "received_at", "properties", "day", "n"))
+		// lib/pq runs a prepared COPY … FROM STDIN as a copy: each Exec sends a row, the last
+		// (without arguments) ends it.
+		stmt, err := tx.tx.PrepareContext(ctx, `COPY usage_stage (event_id, id, environment_id, subject_id, meter, quantity,
+			occurred_at, received_at, properties, day, n) FROM STDIN`)
 		if err != nil {
 			return err
 		}
