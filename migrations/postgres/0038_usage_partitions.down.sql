@@ -25,4 +25,5 @@ DROP TABLE usage_events_conversion;
 DROP TABLE usage_event_ids;
 ALTER TABLE usage_events_flat RENAME TO usage_events;
 ALTER TABLE usage_events RENAME CONSTRAINT usage_events_flat_pkey TO usage_events_pkey;
+ALTER TABLE usage_events RENAME CONSTRAINT usage_events_flat_quantity_check TO usage_events_quantity_check;
 CREATE INDEX usage_events_subject_idx ON usage_events (project_id, subject_id, occurred_at);
