@@ -56,6 +56,22 @@ func (s *Store) BulkIngestUsage(ctx context.Context, events []UsageEvent) (int, 
 		}
 	}
 	var fresh int
+	var err error
+	// Concurrent chunks meet on rollup rows; a deadlock rolls one back, which is run again.
+	for attempt := 0; attempt < 3; attempt++ {
+		if fresh, err = s.bulkIngestPostgres(ctx, events); err == nil || !isRetryableWrite(err) {
+			break
+		}
+	}
+	if err != nil {
+		return 0, wrapError(op, err)
+	}
+	return fresh, nil
+}
+
+// bulkIngestPostgres records prepared events with COPY and postgresBulkIngest in one transaction.
+func (s *Store) bulkIngestPostgres(ctx context.Context, events []UsageEvent) (int, error) {
+	var fresh int
 	err := s.InTx(ctx, func(tx *Tx) error {
 		if _, err := tx.tx.ExecContext(ctx, `CREATE TEMPORARY TABLE usage_stage (event_id text, id text, environment_id text,
 			subject_id text, meter text, quantity float8, occurred_at timestamptz, received_at timestamptz, properties text,
@@ -93,10 +109,7 @@ func (s *Store) BulkIngestUsage(ctx context.Context, events []UsageEvent) (int, 
 		}
 		return tx.tx.GetContext(ctx, &fresh, postgresBulkIngest, events[0].ProjectID, callShard())
 	})
-	if err != nil {
-		return 0, wrapError(op, err)
-	}
-	return fresh, nil
+	return fresh, err
 }
 
 // prepareUsageEvent validates one event and fills in its id, received time and precision

@@ -1,7 +1,7 @@
 // Package usagegen writes synthetic usage events through the real store, so every rollup is
 // maintained exactly as on ingest, for `gatehouse dev seed-usage`, the benchmarks and load
-// tests: on PostgreSQL with store.BulkIngestUsage (COPY, chunks of store.BulkUsageChunk, one
-// chunk generated while the previous one is recorded), on SQLite with store.IngestUsage in
+// tests: on PostgreSQL with store.BulkIngestUsage (COPY, chunks of 25,000 events, Workers
+// chunks at once), on SQLite with store.IngestUsage in
 // batches of store.MaxUsageBatch.
 package usagegen
 
@@ -27,8 +27,8 @@ type Spec struct {
 	End time.Time
 	// Prefix starts every eventId (default "seed"), so that two runs do not collide.
 	Prefix string
-	// Workers is how many batches are in flight at once on SQLite (default 1); PostgreSQL
-	// records one COPY chunk at a time (concurrent chunks would wait on each other's rollup rows).
+	// Workers is how many batches (SQLite) or COPY chunks (PostgreSQL) are in flight at once
+	// (default 1).
 	Workers int
 	// Progress, when set, is called after each batch with the events written so far.
 	Progress func(done int)
@@ -110,36 +110,44 @@ func Seed(ctx context.Context, st *store.Store, spec Spec) (int, error) {
 	return int(fresh.Load()), nil
 }
 
-// seedBulk is Seed on PostgreSQL: chunks of store.BulkUsageChunk events through
-// store.BulkIngestUsage, the next chunk generated while the store records the previous one.
+// seedBulk is Seed on PostgreSQL: chunks of bulkChunk events through store.BulkIngestUsage,
+// spec.Workers chunks at once (PostgreSQL runs each statement on one core; concurrent chunks
+// overlap their COPY and event inserts and queue only on shared rollup rows).
 func seedBulk(ctx context.Context, st *store.Store, spec Spec) (int, error) {
-	chunks := make(chan []store.UsageEvent, 1)
+	var next, done, fresh atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, spec.Workers)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() {
-		defer close(chunks)
-		for from := 0; from < spec.Events; from += store.BulkUsageChunk {
-			chunk := make([]store.UsageEvent, 0, min(store.BulkUsageChunk, spec.Events-from))
-			for i := from; i < min(from+store.BulkUsageChunk, spec.Events); i++ {
-				chunk = append(chunk, spec.Event(i))
+	for range spec.Workers {
+		wg.Go(func() {
+			chunk := make([]store.UsageEvent, 0, bulkChunk)
+			for {
+				from := int(next.Add(bulkChunk)) - bulkChunk
+				if from >= spec.Events || ctx.Err() != nil {
+					return
+				}
+				chunk = chunk[:0]
+				for i := from; i < min(from+bulkChunk, spec.Events); i++ {
+					chunk = append(chunk, spec.Event(i))
+				}
+				n, err := st.BulkIngestUsage(ctx, chunk)
+				if err != nil {
+					errs <- err
+					cancel()
+					return
+				}
+				fresh.Add(int64(n))
+				if d := done.Add(int64(len(chunk))); spec.Progress != nil {
+					spec.Progress(int(d))
+				}
 			}
-			select {
-			case chunks <- chunk:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	fresh, done := 0, 0
-	for chunk := range chunks {
-		n, err := st.BulkIngestUsage(ctx, chunk)
-		fresh += n
-		if err != nil {
-			return fresh, err
-		}
-		if done += len(chunk); spec.Progress != nil {
-			spec.Progress(done)
-		}
+		})
 	}
-	return fresh, ctx.Err()
+	wg.Wait()
+	close(errs)
+	return int(fresh.Load()), <-errs
 }
+
+// bulkChunk is how many events one BulkIngestUsage call of seedBulk takes.
+const bulkChunk = 25_000
