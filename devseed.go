@@ -26,7 +26,7 @@ func seedUsage(ctx context.Context, cfg settings, args []string, stderr io.Write
 	subjects := fs.Int("subjects", 10_000, "distinct subjects")
 	days := fs.Int("days", 90, "days the events spread over, ending now")
 	prefix := fs.String("prefix", "seed", "eventId prefix")
-	workers := fs.Int("workers", 4, "batches in flight on SQLite (which writes one at a time anyway); PostgreSQL uses COPY chunks")
+	workers := fs.Int("workers", 4, "batches (SQLite, which writes one at a time anyway) or COPY chunks (PostgreSQL) in flight")
 	if err := fs.Parse(args); err != nil {
 		return &ConfigError{Var: "seed-usage", Reason: err.Error()}
 	}
