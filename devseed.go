@@ -14,8 +14,9 @@ import (
 
 // seedUsage is `gatehouse dev seed-usage -project ID [-events N] [-subjects M] [-days D]`: it
 // writes N synthetic usage events over M subjects and the last D days into the project's
-// environments through the real store (batches of 1,000 via store.IngestUsage, rollups
-// included), for trying the analytics at scale. Event ids are "<prefix>-<n>", so a rerun with
+// environments through the real store (rollups included; on PostgreSQL COPY chunks through
+// store.BulkIngestUsage, on SQLite batches of 1,000 through store.IngestUsage), for trying the
+// analytics at scale. Event ids are "<prefix>-<n>", so a rerun with
 // the same prefix only replays.
 func seedUsage(ctx context.Context, cfg settings, args []string, stderr io.Writer, log *slog.Logger) error {
 	fs := flag.NewFlagSet("seed-usage", flag.ContinueOnError)
@@ -25,7 +26,7 @@ func seedUsage(ctx context.Context, cfg settings, args []string, stderr io.Write
 	subjects := fs.Int("subjects", 10_000, "distinct subjects")
 	days := fs.Int("days", 90, "days the events spread over, ending now")
 	prefix := fs.String("prefix", "seed", "eventId prefix")
-	workers := fs.Int("workers", 4, "batches in flight (SQLite writes one at a time anyway)")
+	workers := fs.Int("workers", 4, "batches (SQLite, which writes one at a time anyway) or COPY chunks (PostgreSQL) in flight")
 	if err := fs.Parse(args); err != nil {
 		return &ConfigError{Var: "seed-usage", Reason: err.Error()}
 	}

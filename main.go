@@ -118,7 +118,8 @@ func serve(ctx context.Context, cfg settings, log *slog.Logger, ready chan<- net
 		return err
 	}
 	cfg.SecretKey = key
-	st, err := store.Open(ctx, cfg.DatabaseURL)
+	st, err := store.Open(ctx, cfg.DatabaseURL, store.WithUsageRetention(cfg.UsageRetention),
+		store.WithUsageReplayWindow(cfg.UsageReplayWindow))
 	if err != nil {
 		return err
 	}
@@ -141,6 +142,7 @@ func serve(ctx context.Context, cfg settings, log *slog.Logger, ready chan<- net
 		for _, w := range workers {
 			wg.Go(func() { w.Run(wctx) })
 		}
+		wg.Go(func() { maintainUsage(wctx, st, log) })
 		wg.Wait()
 		close(workersDone)
 	}()

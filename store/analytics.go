@@ -390,9 +390,22 @@ func (s *Store) SubjectActivity(ctx context.Context, scope AnalyticsScope, subje
 		Received   sqlTime `db:"received_at"`
 		Props      *string `db:"properties"`
 	}
-	err = s.reader.SelectContext(ctx, &recent, s.reader.Rebind(`SELECT id, project_id, environment_id, event_id, subject_id, meter, quantity,
-		occurred_at, received_at, properties FROM usage_events WHERE project_id = ? AND subject_id = ?`+env+`
+	recentEvents := func(legacy bool) error {
+		// While a conversion is under way (usage_partitions.go) the events not yet moved are
+		// read from the legacy table too; each event is in exactly one of the two.
+		from := `usage_events`
+		if legacy {
+			from = `(SELECT * FROM usage_events UNION ALL SELECT * FROM usage_events_legacy) e`
+		}
+		return s.reader.SelectContext(ctx, &recent, s.reader.Rebind(`SELECT id, project_id, environment_id, event_id, subject_id, meter, quantity,
+		occurred_at, received_at, properties FROM `+from+` WHERE project_id = ? AND subject_id = ?`+env+`
 		ORDER BY occurred_at DESC, event_id DESC LIMIT ?`), append(base, RecentSubjectEvents)...)
+	}
+	err = recentEvents(s.usageLegacy.Load())
+	if isUndefinedTable(err) {
+		recent = recent[:0]
+		err = recentEvents(false)
+	}
 	if err != nil {
 		return out, wrapError(op, err)
 	}

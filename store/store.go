@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-migrate/migrate/v4"
@@ -74,6 +75,11 @@ type Store struct {
 	statements sync.Map
 	// usageQueue groups concurrent single usage events into shared transactions.
 	usageQueue usageQueue
+	// usageRetention and usageReplayWindow are WithUsageRetention and WithUsageReplayWindow;
+	// usageLegacy is whether usage_events_legacy exists (a conversion under way, PostgreSQL:
+	// usage_partitions.go).
+	usageRetention, usageReplayWindow time.Duration
+	usageLegacy                       atomic.Bool
 	// auditHook, when set (OnAudit), runs after each audit entry is written, in its
 	// transaction.
 	auditHook AuditHook
@@ -281,6 +287,12 @@ func (s *Store) MigrateApplied(ctx context.Context) (applied bool, err error) {
 		applied = err == nil
 		return err
 	})
+	if err == nil && s.dialect == Postgres {
+		// The usage partitions of this month and the next exist before the first event.
+		if _, err = s.maintainUsage(ctx, false); err == nil {
+			err = s.refreshUsageLegacy(ctx)
+		}
+	}
 	return applied, err
 }
 

@@ -135,26 +135,12 @@ func (s *Store) prepareUsage(events []UsageEvent) error {
 	}
 	now := s.Now()
 	for i := range events {
-		e := &events[i]
-		switch {
-		case e.ProjectID != events[0].ProjectID:
+		if events[i].ProjectID != events[0].ProjectID {
 			return fmt.Errorf("%w: events of several projects", ErrInvalid)
-		case e.ProjectID == "" || e.EnvironmentID == "" || e.EventID == "" || e.SubjectID == "" || e.Meter == "":
-			return fmt.Errorf("%w: event %d lacks an id field", ErrInvalid, i)
-		case !(e.Quantity >= 0):
-			return fmt.Errorf("%w: event %d has a negative quantity", ErrInvalid, i)
 		}
-		if e.ID == "" {
-			e.ID = NewID("uev")
+		if err := prepareUsageEvent(&events[i], now); err != nil {
+			return err
 		}
-		if e.ReceivedAt.IsZero() {
-			e.ReceivedAt = now
-		}
-		if e.Timestamp.IsZero() {
-			e.Timestamp = e.ReceivedAt
-		}
-		e.Timestamp = e.Timestamp.UTC().Truncate(time.Microsecond)
-		e.ReceivedAt = e.ReceivedAt.UTC().Truncate(time.Microsecond)
 	}
 	return nil
 }

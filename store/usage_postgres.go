@@ -22,10 +22,12 @@ import (
 //
 //   - usable is the events' API keys that may still authenticate at $14 (usableKeyCondition),
 //     and ok the events that carry no key or a usable one; the others are refused;
-//   - ev inserts the ok events in event-id order (the lock order every call follows) and skips
-//     an event id already stored, also earlier in the same call (only its first occurrence
-//     is inserted, ORDER BY n);
-//   - fresh is the inserted events with their call position n;
+//   - ids inserts the ok events' ids into usage_event_ids in event-id order (the lock order
+//     every call follows) and skips an event id already stored, also earlier in the same call
+//     (only its first occurrence is inserted, ORDER BY n): its primary key is the replay
+//     detection, since the partitioned usage_events can hold no unique (project, event id);
+//   - fresh is the inserted events with their call position n, and ev writes them to
+//     usage_events (the partition of their received_at month);
 //   - sd upserts the subject-days; a row whose count after the upsert equals what this call
 //     added is new, the subject's first event that day, counted in usage_totals.new_subjects
 //     under the meter of that subject-day's first new event in the call;
@@ -40,23 +42,44 @@ import (
 // Parameters: project, then arrays of event id, id, environment, subject, meter, quantity,
 // timestamp, received at, properties (NULL for none) and day; the call's shard; the array of
 // API key ids (NULL for none); the time keys are judged at.
-var postgresIngest = `WITH input AS (
+//
+// postgresIngestSQL builds postgresIngest; with legacy, an event id still in
+// usage_events_legacy (a conversion under way: usage_partitions.go) counts as stored.
+func postgresIngestSQL(legacy bool) string {
+	return postgresUsageSQL(`input AS (
 	SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
 		$8::timestamptz[], $9::timestamptz[], $10::text[], $11::text[], $13::text[]) WITH ORDINALITY
 		AS t(event_id, id, environment_id, subject_id, meter, quantity, occurred_at, received_at, properties, day, key_id, n)
 ), usable AS (
-	SELECT k.id FROM ` + usableKeyJoin + `
-	WHERE k.id = ANY($13::text[]) AND ` + strings.Replace(usableKeyCondition, "?", "$14::timestamptz", 1) + `
+	SELECT k.id FROM `+usableKeyJoin+`
+	WHERE k.id = ANY($13::text[]) AND `+strings.Replace(usableKeyCondition, "?", "$14::timestamptz", 1)+`
 ), ok AS (
 	SELECT input.* FROM input WHERE input.key_id IS NULL OR input.key_id IN (SELECT id FROM usable)
-), ev AS (
-	INSERT INTO usage_events (project_id, event_id, id, environment_id, subject_id, meter, quantity, occurred_at, received_at, properties)
-	SELECT $1::text, event_id, id, environment_id, subject_id, meter, quantity, occurred_at, received_at, properties
-	FROM ok ORDER BY event_id, n
+)`, "$12", legacy, `SELECT fresh.id, coalesce(fresh.n = input.n, false) AS inserted, ok.n IS NULL AS refused
+FROM input LEFT JOIN fresh ON fresh.event_id = input.event_id LEFT JOIN ok ON ok.n = input.n
+ORDER BY input.n`)
+}
+
+// postgresUsageSQL is the statement that records the events of ok (CTEs input and ok, with
+// columns event_id, id, environment_id, subject_id, meter, quantity, occurred_at, received_at,
+// properties, day, key_id and n) into usage_event_ids, usage_events and the rollups, for
+// project $1 and in shard parameter shard, and ends with final.
+func postgresUsageSQL(sources, shard string, legacy bool, final string) string {
+	notLegacy := ""
+	if legacy {
+		notLegacy = ` AND NOT EXISTS (SELECT 1 FROM usage_events_legacy l WHERE l.project_id = $1::text AND l.event_id = ok.event_id)`
+	}
+	return `WITH ` + sources + `, ids AS (
+	INSERT INTO usage_event_ids (project_id, event_id, id, received_at)
+	SELECT $1::text, event_id, id, received_at FROM ok WHERE true` + notLegacy + `
+	ORDER BY event_id, n
 	ON CONFLICT (project_id, event_id) DO NOTHING
 	RETURNING id
 ), fresh AS (
-	SELECT input.* FROM input JOIN ev USING (id)
+	SELECT input.* FROM input JOIN ids USING (id)
+), ev AS (
+	INSERT INTO usage_events (project_id, event_id, id, environment_id, subject_id, meter, quantity, occurred_at, received_at, properties)
+	SELECT $1::text, event_id, id, environment_id, subject_id, meter, quantity, occurred_at, received_at, properties FROM fresh
 ), sd_in AS (
 	SELECT subject_id, day, environment_id, count(*) AS events, (array_agg(meter ORDER BY n))[1] AS first_meter
 	FROM fresh GROUP BY subject_id, day, environment_id
@@ -86,7 +109,7 @@ var postgresIngest = `WITH input AS (
 		events = usage_subjects.events + excluded.events, quantity = usage_subjects.quantity + excluded.quantity
 ), ut AS (
 	INSERT INTO usage_totals (project_id, day, environment_id, meter, shard, events, quantity, new_subjects)
-	SELECT $1::text, t.day, t.environment_id, t.meter, $12::int2, t.events, t.quantity, coalesce(new_sd.subjects, 0)
+	SELECT $1::text, t.day, t.environment_id, t.meter, ` + shard + `::int2, t.events, t.quantity, coalesce(new_sd.subjects, 0)
 	FROM (SELECT day, environment_id, meter, count(*) AS events, sum(quantity) AS quantity
 		FROM fresh GROUP BY day, environment_id, meter) t
 	LEFT JOIN new_sd USING (day, environment_id, meter)
@@ -95,9 +118,11 @@ var postgresIngest = `WITH input AS (
 		events = usage_totals.events + excluded.events, quantity = usage_totals.quantity + excluded.quantity,
 		new_subjects = usage_totals.new_subjects + excluded.new_subjects
 )
-SELECT fresh.id, coalesce(fresh.n = input.n, false) AS inserted, ok.n IS NULL AS refused
-FROM input LEFT JOIN fresh ON fresh.event_id = input.event_id LEFT JOIN ok ON ok.n = input.n
-ORDER BY input.n`
+` + final
+}
+
+// The two forms of postgresIngest: without and with the legacy table.
+var postgresIngest, postgresIngestLegacy = postgresIngestSQL(false), postgresIngestSQL(true)
 
 // ingestPostgres records prepared events of one project with postgresIngest; see
 // IngestUsage for the contract.
@@ -115,18 +140,32 @@ func (s *Store) ingestPostgres(ctx context.Context, events []UsageEvent) ([]Inge
 		properties[i], keys[i] = nullString(e.Properties), nullString(e.KeyID)
 		days[i] = UsageDay(e.Timestamp)
 	}
-	stmt, err := s.readStatement(ctx, postgresIngest)
-	if err != nil {
-		return nil, err
-	}
 	var rows []struct {
 		ID       sql.NullString `db:"id"`
 		Inserted bool           `db:"inserted"`
 		Refused  bool           `db:"refused"`
 	}
-	err = stmt.SelectContext(ctx, &rows, events[0].ProjectID, pq.Array(eventIDs), pq.Array(ids), pq.Array(envs),
-		pq.Array(subjects), pq.Array(meters), pq.Array(quantities), pq.Array(occurred), pq.Array(received),
-		pq.GenericArray{A: properties}, pq.Array(days), callShard(), pq.GenericArray{A: keys}, sqlTime(s.Now()).text())
+	run := func() error {
+		query := postgresIngest
+		if s.usageLegacy.Load() {
+			query = postgresIngestLegacy
+		}
+		stmt, err := s.readStatement(ctx, query)
+		if err != nil {
+			return err
+		}
+		return stmt.SelectContext(ctx, &rows, events[0].ProjectID, pq.Array(eventIDs), pq.Array(ids), pq.Array(envs),
+			pq.Array(subjects), pq.Array(meters), pq.Array(quantities), pq.Array(occurred), pq.Array(received),
+			pq.GenericArray{A: properties}, pq.Array(days), callShard(), pq.GenericArray{A: keys}, sqlTime(s.Now()).text())
+	}
+	err := run()
+	if isUndefinedTable(err) {
+		// Another replica finished the conversion and dropped usage_events_legacy (or this
+		// one has not yet seen it start): look again, then once more.
+		if err = s.refreshUsageLegacy(ctx); err == nil {
+			err = run()
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -168,9 +207,21 @@ func (s *Store) ingestPostgres(ctx context.Context, events []UsageEvent) ([]Inge
 		EventID string `db:"event_id"`
 		ID      string `db:"id"`
 	}
-	err = s.reader.SelectContext(ctx, &stored, `SELECT r.event_id, e.id FROM unnest(`+pq.QuoteLiteral(arrayText.(string))+`::text[]) AS r(event_id)
-		CROSS JOIN LATERAL (SELECT id FROM usage_events WHERE project_id = `+pq.QuoteLiteral(events[0].ProjectID)+`
-		AND event_id = r.event_id LIMIT 1) e`)
+	// The id from usage_event_ids, or while a conversion is under way from the legacy table.
+	lookup := func(legacy bool) error {
+		project := pq.QuoteLiteral(events[0].ProjectID)
+		from := `SELECT id FROM usage_event_ids WHERE project_id = ` + project + ` AND event_id = r.event_id`
+		if legacy {
+			from += ` UNION ALL SELECT id FROM usage_events_legacy WHERE project_id = ` + project + ` AND event_id = r.event_id`
+		}
+		return s.reader.SelectContext(ctx, &stored, `SELECT r.event_id, e.id FROM unnest(`+pq.QuoteLiteral(arrayText.(string))+`::text[]) AS r(event_id)
+		CROSS JOIN LATERAL (`+from+` LIMIT 1) e`)
+	}
+	err = lookup(s.usageLegacy.Load())
+	if isUndefinedTable(err) {
+		stored = stored[:0]
+		err = lookup(false)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,8 @@
-// Package usagegen writes synthetic usage events through the real store (store.IngestUsage in
-// batches of store.MaxUsageBatch, so every rollup is maintained exactly as on ingest), for
-// `gatehouse dev seed-usage`, the benchmarks and load tests.
+// Package usagegen writes synthetic usage events through the real store, so every rollup is
+// maintained exactly as on ingest, for `gatehouse dev seed-usage`, the benchmarks and load
+// tests: on PostgreSQL with store.BulkIngestUsage (COPY, chunks of 25,000 events, Workers
+// chunks at once), on SQLite with store.IngestUsage in
+// batches of store.MaxUsageBatch.
 package usagegen
 
 import (
@@ -25,7 +27,8 @@ type Spec struct {
 	End time.Time
 	// Prefix starts every eventId (default "seed"), so that two runs do not collide.
 	Prefix string
-	// Workers is how many batches are in flight at once (default 1; PostgreSQL takes more).
+	// Workers is how many batches (SQLite) or COPY chunks (PostgreSQL) are in flight at once
+	// (default 1).
 	Workers int
 	// Progress, when set, is called after each batch with the events written so far.
 	Progress func(done int)
@@ -62,6 +65,9 @@ func Seed(ctx context.Context, st *store.Store, spec Spec) (int, error) {
 		spec.Prefix = "seed"
 	}
 	spec.Workers = max(spec.Workers, 1)
+	if st.Dialect() == store.Postgres {
+		return seedBulk(ctx, st, spec)
+	}
 	var next, done, fresh atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, spec.Workers)
@@ -103,3 +109,45 @@ func Seed(ctx context.Context, st *store.Store, spec Spec) (int, error) {
 	}
 	return int(fresh.Load()), nil
 }
+
+// seedBulk is Seed on PostgreSQL: chunks of bulkChunk events through store.BulkIngestUsage,
+// spec.Workers chunks at once (PostgreSQL runs each statement on one core; concurrent chunks
+// overlap their COPY and event inserts and queue only on shared rollup rows).
+func seedBulk(ctx context.Context, st *store.Store, spec Spec) (int, error) {
+	var next, done, fresh atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, spec.Workers)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for range spec.Workers {
+		wg.Go(func() {
+			chunk := make([]store.UsageEvent, 0, bulkChunk)
+			for {
+				from := int(next.Add(bulkChunk)) - bulkChunk
+				if from >= spec.Events || ctx.Err() != nil {
+					return
+				}
+				chunk = chunk[:0]
+				for i := from; i < min(from+bulkChunk, spec.Events); i++ {
+					chunk = append(chunk, spec.Event(i))
+				}
+				n, err := st.BulkIngestUsage(ctx, chunk)
+				if err != nil {
+					errs <- err
+					cancel()
+					return
+				}
+				fresh.Add(int64(n))
+				if d := done.Add(int64(len(chunk))); spec.Progress != nil {
+					spec.Progress(int(d))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return int(fresh.Load()), <-errs
+}
+
+// bulkChunk is how many events one BulkIngestUsage call of seedBulk takes.
+const bulkChunk = 25_000
