@@ -186,6 +186,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
 	e.IPExtractor = ipExtractor(cfg)
+	e.Binder = &bodyBinder{} // the validated body, decoded once (bind.go)
 	e.Pre(routeOnEscapedPath)
 	e.Use(s.recoverer(), s.requestID, s.accessLog(), s.cors(), s.securityHeaders(), s.bodyLimit(),
 		s.match, s.authenticate, s.validate, s.authorize)

@@ -99,7 +99,7 @@ func compileBodies(doc *openapi3.T) (map[string]*jsonBody, error) {
 		}})
 	}
 	c.AssertFormat()
-	if err := c.AddResource(base, tree); err != nil {
+	if err := c.AddResource(base, inlineSchemaRefs(tree)); err != nil {
 		return nil, fmt.Errorf("server: compile request bodies: %w", err)
 	}
 	out := map[string]*jsonBody{}
@@ -169,6 +169,7 @@ func validateBody(req *http.Request, b *jsonBody) (any, []FieldError, error) {
 		if len(text) > 0 {
 			return nil, text, nil
 		}
+		req.Body = &validatedBody{Reader: bytes.NewReader(raw), value: v}
 		return v, nil, nil
 	}
 	var verr *jsonschema.ValidationError
@@ -178,19 +179,21 @@ func validateBody(req *http.Request, b *jsonBody) (any, []FieldError, error) {
 	return nil, preferText(text, validationErrors(verr, []string{"body"})), nil
 }
 
-// decodeJSONDocument decodes one JSON document, numbers as json.Number; ok is false when raw is not
-// exactly one.
-func decodeJSONDocument(raw []byte) (v any, ok bool) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil || dec.More() {
-		return nil, false
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, false
-	}
-	return v, true
+// validatedBody is a request body that passed validateBody: its bytes, still readable, and the
+// value decoded from them and validated. It has the method (ValidatedValue) by which
+// oapi-codegen's strict handlers recognise a body kin-openapi validated with KeepValidatedValue:
+// they bind that value (runtime.BindJSONValue, member names matched exactly) instead of
+// decoding the bytes a second time, and fall back to decoding them when it does not fit.
+type validatedBody struct {
+	*bytes.Reader
+	value any
 }
+
+// ValidatedValue is the decoded body as it was validated (numbers as json.Number).
+func (b *validatedBody) ValidatedValue() any { return b.value }
+
+// Close does nothing: the bytes are in memory.
+func (b *validatedBody) Close() error { return nil }
 
 // isJSON reports whether a Content-Type header names application/json.
 func isJSON(contentType string) bool {
