@@ -50,7 +50,7 @@ export function ClientList() {
                 key: 'state',
                 header: 'State',
                 sortValue: (c) => (c.disabledAt ? 1 : 0),
-                render: (c) => (c.disabledAt ? <Badge color="gray">Disabled</Badge> : <Badge color="teal">Enabled</Badge>),
+                render: (c) => (c.disabledAt ? <Badge color="gray">Disabled</Badge> : <Badge color="teal.9">Enabled</Badge>),
               },
               { key: 'created', header: 'Created', sortValue: (c) => c.createdAt, render: (c) => when(c.createdAt) },
             ]}

@@ -5,6 +5,7 @@ import { Link, useParams } from 'react-router';
 import { api, unwrap } from '../../api/client';
 import { useProjectId } from '../../lib/org';
 import { Loading } from '../../components/States';
+import { ScrollRegion } from '../../components/ScrollRegion';
 import { ProblemAlert } from '../../components/ProblemAlert';
 import { CopyOnce } from '../../components/CopyOnce';
 import { ConfirmButton } from '../../components/ConfirmButton';
@@ -81,8 +82,8 @@ export function ClientPage() {
     <Stack>
       {back}
       <Title order={1}>OIDC client {c.name}</Title>
-      <Group gap="xs">{c.disabledAt ? <Badge color="gray">Disabled since {when(c.disabledAt)}</Badge> : <Badge color="teal">Enabled</Badge>}</Group>
-      <Table.ScrollContainer minWidth={320}>
+      <Group gap="xs">{c.disabledAt ? <Badge color="gray">Disabled since {when(c.disabledAt)}</Badge> : <Badge color="teal.9">Enabled</Badge>}</Group>
+      <ScrollRegion label="Client registration" minWidth={320}>
         <Table variant="vertical" withTableBorder>
           <Table.Tbody>
             {rows.map(([k, v]) => (
@@ -93,7 +94,7 @@ export function ClientPage() {
             ))}
           </Table.Tbody>
         </Table>
-      </Table.ScrollContainer>
+      </ScrollRegion>
       {c.jwks && (
         <Stack gap={4}>
           <Title order={2} size="h3">
@@ -108,7 +109,7 @@ export function ClientPage() {
         {c.type === 'web' && c.tokenEndpointAuthMethod !== 'private_key_jwt' && (
           <ConfirmButton
             op="rotateOidcClientSecret"
-            color="orange"
+            color="orange.9"
             title={`Rotate the secret of ${c.name}`}
             message="A new secret is drawn and shown once. The current secret stops authenticating at once — there is no overlap — so deploy the new one right away."
             confirmLabel="Rotate secret"
@@ -118,7 +119,7 @@ export function ClientPage() {
           </ConfirmButton>
         )}
         {c.disabledAt ? (
-          <ConfirmButton op="enableOidcClient" color="teal" title={`Enable ${c.name}`} message="The client authenticates again with its current secret or keys." confirmLabel="Enable" onConfirm={() => setEnabled(true)}>
+          <ConfirmButton op="enableOidcClient" color="teal.9" title={`Enable ${c.name}`} message="The client authenticates again with its current secret or keys." confirmLabel="Enable" onConfirm={() => setEnabled(true)}>
             Enable client
           </ConfirmButton>
         ) : (

@@ -149,6 +149,7 @@ function CreateBinding() {
           onChange={setRoleId}
           error={local.roleId ?? fieldError(create.error, 'roleId')}
           placeholder={roles.isPending ? 'Loading…' : 'Choose a role'}
+          allowDeselect={false}
           searchable
         />
         <div>

@@ -3,6 +3,7 @@ import { Badge, Code, Group, Paper, SegmentedControl, Stack, Switch, Table, Text
 import { useMutation } from '@tanstack/react-query';
 import { api, unwrap } from '../../api/client';
 import { useProjectId } from '../../lib/org';
+import { ScrollRegion } from '../../components/ScrollRegion';
 import { ProblemAlert } from '../../components/ProblemAlert';
 import { GatedButton } from '../../components/GatedButton';
 import { fieldError, fieldErrors, unclaimed } from '../../components/forms';
@@ -143,7 +144,7 @@ export function DecisionView({ d }: { d: Decision }) {
     <Paper withBorder p="md" data-testid="decision" aria-live="polite">
       <Stack gap="xs">
         <Group gap="sm" wrap="wrap">
-          <Badge size="lg" color={d.allowed ? 'teal' : 'red'} data-testid="decision-result">
+          <Badge size="lg" color={d.allowed ? 'teal.9' : 'red.9'} data-testid="decision-result">
             {d.allowed ? 'Allowed' : 'Denied'}
           </Badge>
           <Text size="sm">
@@ -156,7 +157,7 @@ export function DecisionView({ d }: { d: Decision }) {
             <Text size="sm" fw={600}>
               Granted by
             </Text>
-            <Table.ScrollContainer minWidth={420}>
+            <ScrollRegion label="Granted by" minWidth={420}>
               <Table data-testid="granted-by">
                 <Table.Thead>
                   <Table.Tr>
@@ -177,7 +178,7 @@ export function DecisionView({ d }: { d: Decision }) {
                   ))}
                 </Table.Tbody>
               </Table>
-            </Table.ScrollContainer>
+            </ScrollRegion>
           </>
         )}
         {x?.reason && (
@@ -190,7 +191,7 @@ export function DecisionView({ d }: { d: Decision }) {
             <Text size="sm" fw={600}>
               Bindings considered
             </Text>
-            <Table.ScrollContainer minWidth={420}>
+            <ScrollRegion label="Bindings considered" minWidth={420}>
               <Table data-testid="considered">
                 <Table.Thead>
                   <Table.Tr>
@@ -211,7 +212,7 @@ export function DecisionView({ d }: { d: Decision }) {
                   ))}
                 </Table.Tbody>
               </Table>
-            </Table.ScrollContainer>
+            </ScrollRegion>
           </>
         )}
       </Stack>
@@ -269,7 +270,7 @@ function Batch() {
         </Stack>
       </form>
       {run.data && (
-        <Table.ScrollContainer minWidth={520}>
+        <ScrollRegion label="Batch results" minWidth={520}>
           <Table data-testid="batch-results">
             <Table.Thead>
               <Table.Tr>
@@ -291,7 +292,7 @@ function Batch() {
                     </Table.Td>
                     <Table.Td>{c.permission}</Table.Td>
                     <Table.Td>
-                      <Badge color={r.allowed ? 'teal' : 'red'}>{r.allowed ? 'Allowed' : 'Denied'}</Badge>
+                      <Badge color={r.allowed ? 'teal.9' : 'red.9'}>{r.allowed ? 'Allowed' : 'Denied'}</Badge>
                     </Table.Td>
                     <Table.Td>
                       {r.explanation?.grantedBy?.map((g) => g.roleSlug).join(', ') ?? r.explanation?.reason ?? r.roles.join(', ')}
@@ -301,7 +302,7 @@ function Batch() {
               })}
             </Table.Tbody>
           </Table>
-        </Table.ScrollContainer>
+        </ScrollRegion>
       )}
     </Stack>
   );

@@ -67,7 +67,7 @@ export function AccountList() {
                 key: 'state',
                 header: 'State',
                 sortValue: (a) => (a.disabledAt ? 1 : 0),
-                render: (a) => (a.disabledAt ? <Badge color="gray">Disabled</Badge> : <Badge color="teal">Enabled</Badge>),
+                render: (a) => (a.disabledAt ? <Badge color="gray">Disabled</Badge> : <Badge color="teal.9">Enabled</Badge>),
               },
               { key: 'created', header: 'Created', sortValue: (a) => a.createdAt, render: (a) => when(a.createdAt) },
             ]}

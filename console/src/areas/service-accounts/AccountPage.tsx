@@ -58,7 +58,7 @@ export function AccountPage() {
       {back}
       <Title order={1}>Service account {account.name}</Title>
       <Group gap="xs" wrap="wrap">
-        {account.disabledAt ? <Badge color="gray">Disabled since {when(account.disabledAt)}</Badge> : <Badge color="teal">Enabled</Badge>}
+        {account.disabledAt ? <Badge color="gray">Disabled since {when(account.disabledAt)}</Badge> : <Badge color="teal.9">Enabled</Badge>}
         <Text size="sm">
           Id <Code>{account.id}</Code> · {env}
         </Text>
@@ -78,7 +78,7 @@ export function AccountPage() {
         {account.disabledAt ? (
           <ConfirmButton
             op="enableServiceAccount"
-            color="teal"
+            color="teal.9"
             title={`Enable ${account.name}`}
             message="Its unrevoked, unexpired keys authenticate again at once."
             confirmLabel="Enable"
@@ -115,7 +115,7 @@ export function AccountPage() {
             sortValue: (k) => keyState(k),
             render: (k) => {
               const s = keyState(k);
-              return <Badge color={s === 'active' ? 'teal' : 'gray'}>{s}</Badge>;
+              return <Badge color={s === 'active' ? 'teal.9' : 'gray'}>{s}</Badge>;
             },
           },
           { key: 'created', header: 'Created', sortValue: (k) => k.createdAt, render: (k) => when(k.createdAt) },
