@@ -2486,6 +2486,24 @@ type OidcClientSecret = string
 // OidcClientType `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
 type OidcClientType string
 
+// OidcClientUpdate The members to replace; each has the rules of `OidcClientCreate`.
+type OidcClientUpdate struct {
+	GrantTypes *[]OidcGrantType `json:"grantTypes,omitempty"`
+
+	// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
+	// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
+	// (ES256), `use` absent or `sig`, `kid`s distinct. Private key members are refused.
+	Jwks                               *OidcClientJwks    `json:"jwks,omitempty"`
+	Name                               *string            `json:"name,omitempty"`
+	PostLogoutRedirectUris             *[]OidcRedirectUri `json:"postLogoutRedirectUris,omitempty"`
+	RedirectUris                       *[]OidcRedirectUri `json:"redirectUris,omitempty"`
+	RequirePushedAuthorizationRequests *bool              `json:"requirePushedAuthorizationRequests,omitempty"`
+	Scopes                             *[]OidcScope       `json:"scopes,omitempty"`
+
+	// SkipConsent Refused (400) as true for `native` and `spa` clients.
+	SkipConsent *bool `json:"skipConsent,omitempty"`
+}
+
 // OidcGrantType defines model for OidcGrantType.
 type OidcGrantType string
 
@@ -5883,6 +5901,9 @@ type UpdateBillingPlanJSONRequestBody = BillingPlanUpdate
 // CreateOidcClientJSONRequestBody defines body for CreateOidcClient for application/json ContentType.
 type CreateOidcClientJSONRequestBody = OidcClientCreate
 
+// UpdateOidcClientJSONRequestBody defines body for UpdateOidcClient for application/json ContentType.
+type UpdateOidcClientJSONRequestBody = OidcClientUpdate
+
 // CreateRoleBindingJSONRequestBody defines body for CreateRoleBinding for application/json ContentType.
 type CreateRoleBindingJSONRequestBody = RoleBindingCreate
 
@@ -8734,6 +8755,38 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients (the `CreateOidcClient` operationId).
 	CreateOidcClient(ctx context.Context, projectId ProjectId, body CreateOidcClientJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateOidcClientWithBody Change an OIDC client's registration
+	//
+	// Replaces the members sent (at least one); the others keep their values. `type` and
+	// `tokenEndpointAuthMethod` are fixed at registration (register a new client to change
+	// them), and the secret changes only by rotation. The registration that results must
+	// satisfy every rule of `POST …/oidc-clients`, reported the same way (400 with
+	// `errors[].path`, for example `[body, redirectUris, "0"]`); `jwks` only for a
+	// `private_key_jwt` client. A refused change writes nothing. The next authorization
+	// request and token exchange see the new registration; tokens already issued stay valid.
+	// A disabled client may be changed and stays disabled. The change is audited.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /api/v1/projects/{projectId}/oidc-clients/{clientId} (the `UpdateOidcClient` operationId).
+	UpdateOidcClientWithBody(ctx context.Context, projectId ProjectId, clientId ClientId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateOidcClient Change an OIDC client's registration
+	//
+	// Replaces the members sent (at least one); the others keep their values. `type` and
+	// `tokenEndpointAuthMethod` are fixed at registration (register a new client to change
+	// them), and the secret changes only by rotation. The registration that results must
+	// satisfy every rule of `POST …/oidc-clients`, reported the same way (400 with
+	// `errors[].path`, for example `[body, redirectUris, "0"]`); `jwks` only for a
+	// `private_key_jwt` client. A refused change writes nothing. The next authorization
+	// request and token exchange see the new registration; tokens already issued stay valid.
+	// A disabled client may be changed and stays disabled. The change is audited.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /api/v1/projects/{projectId}/oidc-clients/{clientId} (the `UpdateOidcClient` operationId).
+	UpdateOidcClient(ctx context.Context, projectId ProjectId, clientId ClientId, body UpdateOidcClientJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DisableOidcClient Disable an OIDC client
 	//
@@ -13462,6 +13515,58 @@ func (c *Client) CreateOidcClientWithBody(ctx context.Context, projectId Project
 // Corresponds with POST /api/v1/projects/{projectId}/oidc-clients (the `CreateOidcClient` operationId).
 func (c *Client) CreateOidcClient(ctx context.Context, projectId ProjectId, body CreateOidcClientJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateOidcClientRequest(c.Server, projectId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateOidcClientWithBody Change an OIDC client's registration
+//
+// Replaces the members sent (at least one); the others keep their values. `type` and
+// `tokenEndpointAuthMethod` are fixed at registration (register a new client to change
+// them), and the secret changes only by rotation. The registration that results must
+// satisfy every rule of `POST …/oidc-clients`, reported the same way (400 with
+// `errors[].path`, for example `[body, redirectUris, "0"]`); `jwks` only for a
+// `private_key_jwt` client. A refused change writes nothing. The next authorization
+// request and token exchange see the new registration; tokens already issued stay valid.
+// A disabled client may be changed and stays disabled. The change is audited.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /api/v1/projects/{projectId}/oidc-clients/{clientId} (the `UpdateOidcClient` operationId).
+func (c *Client) UpdateOidcClientWithBody(ctx context.Context, projectId ProjectId, clientId ClientId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateOidcClientRequestWithBody(c.Server, projectId, clientId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateOidcClient Change an OIDC client's registration
+//
+// Replaces the members sent (at least one); the others keep their values. `type` and
+// `tokenEndpointAuthMethod` are fixed at registration (register a new client to change
+// them), and the secret changes only by rotation. The registration that results must
+// satisfy every rule of `POST …/oidc-clients`, reported the same way (400 with
+// `errors[].path`, for example `[body, redirectUris, "0"]`); `jwks` only for a
+// `private_key_jwt` client. A refused change writes nothing. The next authorization
+// request and token exchange see the new registration; tokens already issued stay valid.
+// A disabled client may be changed and stays disabled. The change is audited.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /api/v1/projects/{projectId}/oidc-clients/{clientId} (the `UpdateOidcClient` operationId).
+func (c *Client) UpdateOidcClient(ctx context.Context, projectId ProjectId, clientId ClientId, body UpdateOidcClientJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateOidcClientRequest(c.Server, projectId, clientId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -20366,6 +20471,60 @@ func NewCreateOidcClientRequestWithBody(server string, projectId ProjectId, cont
 	return req, nil
 }
 
+// NewUpdateOidcClientRequest calls the generic UpdateOidcClient builder with application/json body
+func NewUpdateOidcClientRequest(server string, projectId ProjectId, clientId ClientId, body UpdateOidcClientJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateOidcClientRequestWithBody(server, projectId, clientId, "application/json", bodyReader)
+}
+
+// NewUpdateOidcClientRequestWithBody constructs an http.Request for the UpdateOidcClient method, with any body, and a specified content type
+func NewUpdateOidcClientRequestWithBody(server string, projectId ProjectId, clientId ClientId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "clientId", clientId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/oidc-clients/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewDisableOidcClientRequest constructs an http.Request for the DisableOidcClient method
 func NewDisableOidcClientRequest(server string, projectId ProjectId, clientId ClientId) (*http.Request, error) {
 	var err error
@@ -24808,6 +24967,38 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients (the `CreateOidcClient` operationId).
 	CreateOidcClientWithResponse(ctx context.Context, projectId ProjectId, body CreateOidcClientJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateOidcClientResponse, error)
+
+	// UpdateOidcClientWithBodyWithResponse Change an OIDC client's registration
+	//
+	// Replaces the members sent (at least one); the others keep their values. `type` and
+	// `tokenEndpointAuthMethod` are fixed at registration (register a new client to change
+	// them), and the secret changes only by rotation. The registration that results must
+	// satisfy every rule of `POST …/oidc-clients`, reported the same way (400 with
+	// `errors[].path`, for example `[body, redirectUris, "0"]`); `jwks` only for a
+	// `private_key_jwt` client. A refused change writes nothing. The next authorization
+	// request and token exchange see the new registration; tokens already issued stay valid.
+	// A disabled client may be changed and stays disabled. The change is audited.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/v1/projects/{projectId}/oidc-clients/{clientId} (the `UpdateOidcClient` operationId).
+	UpdateOidcClientWithBodyWithResponse(ctx context.Context, projectId ProjectId, clientId ClientId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateOidcClientResponse, error)
+
+	// UpdateOidcClientWithResponse Change an OIDC client's registration
+	//
+	// Replaces the members sent (at least one); the others keep their values. `type` and
+	// `tokenEndpointAuthMethod` are fixed at registration (register a new client to change
+	// them), and the secret changes only by rotation. The registration that results must
+	// satisfy every rule of `POST …/oidc-clients`, reported the same way (400 with
+	// `errors[].path`, for example `[body, redirectUris, "0"]`); `jwks` only for a
+	// `private_key_jwt` client. A refused change writes nothing. The next authorization
+	// request and token exchange see the new registration; tokens already issued stay valid.
+	// A disabled client may be changed and stays disabled. The change is audited.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/v1/projects/{projectId}/oidc-clients/{clientId} (the `UpdateOidcClient` operationId).
+	UpdateOidcClientWithResponse(ctx context.Context, projectId ProjectId, clientId ClientId, body UpdateOidcClientJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateOidcClientResponse, error)
 
 	// DisableOidcClientWithResponse Disable an OIDC client
 	//
@@ -33506,6 +33697,75 @@ func (r CreateOidcClientResponse) ContentType() string {
 	return ""
 }
 
+type UpdateOidcClientResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OidcClientResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateOidcClientResponse) GetJSON200() *OidcClientResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r UpdateOidcClientResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r UpdateOidcClientResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r UpdateOidcClientResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r UpdateOidcClientResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateOidcClientResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateOidcClientResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateOidcClientResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateOidcClientResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type DisableOidcClientResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -39818,6 +40078,50 @@ func (c *ClientWithResponses) CreateOidcClientWithResponse(ctx context.Context, 
 		return nil, err
 	}
 	return ParseCreateOidcClientResponse(rsp)
+}
+
+// UpdateOidcClientWithBodyWithResponse Change an OIDC client's registration
+//
+// Replaces the members sent (at least one); the others keep their values. `type` and
+// `tokenEndpointAuthMethod` are fixed at registration (register a new client to change
+// them), and the secret changes only by rotation. The registration that results must
+// satisfy every rule of `POST …/oidc-clients`, reported the same way (400 with
+// `errors[].path`, for example `[body, redirectUris, "0"]`); `jwks` only for a
+// `private_key_jwt` client. A refused change writes nothing. The next authorization
+// request and token exchange see the new registration; tokens already issued stay valid.
+// A disabled client may be changed and stays disabled. The change is audited.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/v1/projects/{projectId}/oidc-clients/{clientId} (the `UpdateOidcClient` operationId).
+func (c *ClientWithResponses) UpdateOidcClientWithBodyWithResponse(ctx context.Context, projectId ProjectId, clientId ClientId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateOidcClientResponse, error) {
+	rsp, err := c.UpdateOidcClientWithBody(ctx, projectId, clientId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateOidcClientResponse(rsp)
+}
+
+// UpdateOidcClientWithResponse Change an OIDC client's registration
+//
+// Replaces the members sent (at least one); the others keep their values. `type` and
+// `tokenEndpointAuthMethod` are fixed at registration (register a new client to change
+// them), and the secret changes only by rotation. The registration that results must
+// satisfy every rule of `POST …/oidc-clients`, reported the same way (400 with
+// `errors[].path`, for example `[body, redirectUris, "0"]`); `jwks` only for a
+// `private_key_jwt` client. A refused change writes nothing. The next authorization
+// request and token exchange see the new registration; tokens already issued stay valid.
+// A disabled client may be changed and stays disabled. The change is audited.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/v1/projects/{projectId}/oidc-clients/{clientId} (the `UpdateOidcClient` operationId).
+func (c *ClientWithResponses) UpdateOidcClientWithResponse(ctx context.Context, projectId ProjectId, clientId ClientId, body UpdateOidcClientJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateOidcClientResponse, error) {
+	rsp, err := c.UpdateOidcClient(ctx, projectId, clientId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateOidcClientResponse(rsp)
 }
 
 // DisableOidcClientWithResponse Disable an OIDC client
@@ -47394,6 +47698,60 @@ func ParseCreateOidcClientResponse(rsp *http.Response) (*CreateOidcClientRespons
 			return nil, err
 		}
 		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseUpdateOidcClientResponse parses an HTTP response from a UpdateOidcClientWithResponse call
+func ParseUpdateOidcClientResponse(rsp *http.Response) (*UpdateOidcClientResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateOidcClientResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OidcClientResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest ValidationFailed
