@@ -637,6 +637,7 @@ const (
 	WebhookEventTypeOidcClientDisable           WebhookEventType = "oidc_client.disable"
 	WebhookEventTypeOidcClientEnable            WebhookEventType = "oidc_client.enable"
 	WebhookEventTypeOidcClientRotateSecret      WebhookEventType = "oidc_client.rotate_secret"
+	WebhookEventTypeOidcClientUpdate            WebhookEventType = "oidc_client.update"
 	WebhookEventTypeOrgRoleCreate               WebhookEventType = "org_role.create"
 	WebhookEventTypeOrgRoleDelete               WebhookEventType = "org_role.delete"
 	WebhookEventTypeOrgRoleUpdate               WebhookEventType = "org_role.update"
@@ -733,6 +734,8 @@ func (e WebhookEventType) Valid() bool {
 	case WebhookEventTypeOidcClientEnable:
 		return true
 	case WebhookEventTypeOidcClientRotateSecret:
+		return true
+	case WebhookEventTypeOidcClientUpdate:
 		return true
 	case WebhookEventTypeOrgRoleCreate:
 		return true
@@ -4492,6 +4495,33 @@ type OnOidcClientRotateSecretParams struct {
 	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
 }
 
+// OnOidcClientUpdateJSONBody defines parameters for OnOidcClientUpdate.
+type OnOidcClientUpdateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOidcClientUpdateParams defines parameters for OnOidcClientUpdate.
+type OnOidcClientUpdateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
 // OnOrgRoleCreateJSONBody defines parameters for OnOrgRoleCreate.
 type OnOrgRoleCreateJSONBody struct {
 	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
@@ -5804,6 +5834,9 @@ type OnOidcClientEnableJSONRequestBody OnOidcClientEnableJSONBody
 
 // OnOidcClientRotateSecretJSONRequestBody defines body for OnOidcClientRotateSecret for application/json ContentType.
 type OnOidcClientRotateSecretJSONRequestBody OnOidcClientRotateSecretJSONBody
+
+// OnOidcClientUpdateJSONRequestBody defines body for OnOidcClientUpdate for application/json ContentType.
+type OnOidcClientUpdateJSONRequestBody OnOidcClientUpdateJSONBody
 
 // OnOrgRoleCreateJSONRequestBody defines body for OnOrgRoleCreate for application/json ContentType.
 type OnOrgRoleCreateJSONRequestBody OnOrgRoleCreateJSONBody
@@ -9441,6 +9474,9 @@ type WebhookReceiverInterface interface {
 	// oidc_client.rotate_secret
 	// HandleOnOidcClientRotateSecretWebhook handles the POST webhook for oidc_client.rotate_secret.
 	HandleOnOidcClientRotateSecretWebhook(ctx echo.Context, params OnOidcClientRotateSecretParams) error
+	// oidc_client.update
+	// HandleOnOidcClientUpdateWebhook handles the POST webhook for oidc_client.update.
+	HandleOnOidcClientUpdateWebhook(ctx echo.Context, params OnOidcClientUpdateParams) error
 	// org_role.create
 	// HandleOnOrgRoleCreateWebhook handles the POST webhook for org_role.create.
 	HandleOnOrgRoleCreateWebhook(ctx echo.Context, params OnOrgRoleCreateParams) error
@@ -11575,6 +11611,81 @@ func OnOidcClientRotateSecretWebhookHandler(si WebhookReceiverInterface, middlew
 		}
 
 		return si.HandleOnOidcClientRotateSecretWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnOidcClientUpdateWebhookHandler returns the echo.HandlerFunc for the oidc_client.update webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnOidcClientUpdateWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnOidcClientUpdateParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnOidcClientUpdateWebhook(ctx, params)
 	})
 	for _, mw := range middlewares {
 		h = mw(h)

@@ -102,5 +102,25 @@ func TestOidcClientUpdate(t *testing.T) {
 		if got := get(web.ID); got.Name != "Storefront v2" {
 			t.Fatalf("a refused change renamed the client to %q", got.Name)
 		}
+
+		// Audit: one row per accepted change, naming the members sent.
+		var entries envelope[[]struct {
+			Action   string
+			Target   struct{ Type, ID string }
+			Metadata map[string]any
+		}]
+		app.do(owner.as(request{method: "GET", path: "/api/v1/projects/" + project.ID + "/audit-logs"})).decode(t, http.StatusOK, &entries)
+		var changes [][]any
+		for _, e := range entries.Data {
+			if e.Action == "oidc_client.update" {
+				if e.Target.Type != "oidc_client" || e.Target.ID != web.ID {
+					t.Errorf("update audit target %+v", e.Target)
+				}
+				changes = append(changes, e.Metadata["changed"].([]any))
+			}
+		}
+		if len(changes) != 2 {
+			t.Fatalf("%d oidc_client.update audit rows, want 2: %v", len(changes), changes)
+		}
 	})
 }

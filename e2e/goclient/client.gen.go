@@ -636,6 +636,7 @@ const (
 	WebhookEventTypeOidcClientDisable           WebhookEventType = "oidc_client.disable"
 	WebhookEventTypeOidcClientEnable            WebhookEventType = "oidc_client.enable"
 	WebhookEventTypeOidcClientRotateSecret      WebhookEventType = "oidc_client.rotate_secret"
+	WebhookEventTypeOidcClientUpdate            WebhookEventType = "oidc_client.update"
 	WebhookEventTypeOrgRoleCreate               WebhookEventType = "org_role.create"
 	WebhookEventTypeOrgRoleDelete               WebhookEventType = "org_role.delete"
 	WebhookEventTypeOrgRoleUpdate               WebhookEventType = "org_role.update"
@@ -732,6 +733,8 @@ func (e WebhookEventType) Valid() bool {
 	case WebhookEventTypeOidcClientEnable:
 		return true
 	case WebhookEventTypeOidcClientRotateSecret:
+		return true
+	case WebhookEventTypeOidcClientUpdate:
 		return true
 	case WebhookEventTypeOrgRoleCreate:
 		return true
@@ -4678,6 +4681,33 @@ type OnOidcClientRotateSecretParams struct {
 	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
 }
 
+// OnOidcClientUpdateJSONBody defines parameters for OnOidcClientUpdate.
+type OnOidcClientUpdateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOidcClientUpdateParams defines parameters for OnOidcClientUpdate.
+type OnOidcClientUpdateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
 // OnOrgRoleCreateJSONBody defines parameters for OnOrgRoleCreate.
 type OnOrgRoleCreateJSONBody struct {
 	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
@@ -6017,6 +6047,9 @@ type OnOidcClientEnableJSONRequestBody OnOidcClientEnableJSONBody
 
 // OnOidcClientRotateSecretJSONRequestBody defines body for OnOidcClientRotateSecret for application/json ContentType.
 type OnOidcClientRotateSecretJSONRequestBody OnOidcClientRotateSecretJSONBody
+
+// OnOidcClientUpdateJSONRequestBody defines body for OnOidcClientUpdate for application/json ContentType.
+type OnOidcClientUpdateJSONRequestBody OnOidcClientUpdateJSONBody
 
 // OnOrgRoleCreateJSONRequestBody defines body for OnOrgRoleCreate for application/json ContentType.
 type OnOrgRoleCreateJSONRequestBody OnOrgRoleCreateJSONBody
@@ -50073,6 +50106,11 @@ type WebhookInitiatorInterface interface {
 
 	OnOidcClientRotateSecret(ctx context.Context, targetURL string, params *OnOidcClientRotateSecretParams, body OnOidcClientRotateSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// OnOidcClientUpdateWithBody fires the oidc_client.update webhook with any body
+	OnOidcClientUpdateWithBody(ctx context.Context, targetURL string, params *OnOidcClientUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnOidcClientUpdate(ctx context.Context, targetURL string, params *OnOidcClientUpdateParams, body OnOidcClientUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// OnOrgRoleCreateWithBody fires the org_role.create webhook with any body
 	OnOrgRoleCreateWithBody(ctx context.Context, targetURL string, params *OnOrgRoleCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -50902,6 +50940,30 @@ func (p *WebhookInitiator) OnOidcClientRotateSecretWithBody(ctx context.Context,
 
 func (p *WebhookInitiator) OnOidcClientRotateSecret(ctx context.Context, targetURL string, params *OnOidcClientRotateSecretParams, body OnOidcClientRotateSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewOnOidcClientRotateSecretWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOidcClientUpdateWithBody(ctx context.Context, targetURL string, params *OnOidcClientUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOidcClientUpdateWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOidcClientUpdate(ctx context.Context, targetURL string, params *OnOidcClientUpdateParams, body OnOidcClientUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOidcClientUpdateWebhookRequest(targetURL, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -53423,6 +53485,67 @@ func NewOnOidcClientRotateSecretWebhookRequest(targetURL string, params *OnOidcC
 
 // NewOnOidcClientRotateSecretWebhookRequestWithBody builds a POST request for the oidc_client.rotate_secret webhook with any body
 func NewOnOidcClientRotateSecretWebhookRequestWithBody(targetURL string, params *OnOidcClientRotateSecretParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnOidcClientUpdateWebhookRequest builds a application/json POST request for the oidc_client.update webhook
+func NewOnOidcClientUpdateWebhookRequest(targetURL string, params *OnOidcClientUpdateParams, body OnOidcClientUpdateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnOidcClientUpdateWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnOidcClientUpdateWebhookRequestWithBody builds a POST request for the oidc_client.update webhook with any body
+func NewOnOidcClientUpdateWebhookRequestWithBody(targetURL string, params *OnOidcClientUpdateParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 	_ = err
 
