@@ -165,6 +165,23 @@ export function accessSteps() {
         assert.equal(await p.getByTestId('secret-value').count(), 0, 'the secret is not shown again');
         await p.getByText('https://shop.example.com/callback').waitFor();
         await w.page.check('oidc client page');
+        // Change the registration: a second redirect URI and PAR.
+        await p.getByRole('button', { name: 'Edit registration' }).click();
+        const dialog = p.getByRole('dialog');
+        await dialog.getByRole('textbox', { name: 'Redirect URIs', exact: false }).first().fill('https://shop.example.com/callback\nhttps://shop.example.com/callback-v2');
+        await dialog.getByRole('switch', { name: 'Require pushed authorization requests (PAR)' }).check();
+        await w.page.check('oidc client: edit registration');
+        await dialog.getByRole('button', { name: 'Save registration' }).click();
+        await dialog.waitFor({ state: 'detached' });
+        await p.getByText('https://shop.example.com/callback-v2').waitFor();
+        await p.getByRole('row', { name: /Require PAR\s*yes/ }).waitFor();
+        // Disable and enable, each confirmed.
+        await p.getByRole('button', { name: 'Disable client' }).click();
+        await p.getByRole('dialog').getByRole('button', { name: 'Disable', exact: true }).click();
+        await p.getByText('Disabled since', { exact: false }).waitFor();
+        await p.getByRole('button', { name: 'Enable client' }).click();
+        await p.getByRole('dialog').getByRole('button', { name: 'Enable', exact: true }).click();
+        await p.getByRole('button', { name: 'Disable client' }).waitFor();
         const list = await w.page.api('GET', `/api/v1/projects/${w.state.projectId}/oidc-clients`);
         assert.equal(list.status, 200);
         assert.ok(!JSON.stringify(list.body).includes(secret), 'the list never carries the secret');
@@ -179,6 +196,7 @@ export function accessSteps() {
         await p.getByRole('button', { name: `Revoke key ${publicId}` }).click();
         const dialog = p.getByRole('dialog');
         await dialog.getByText('This cannot be undone.', { exact: false }).waitFor();
+        await w.page.check('service account: revoke confirmation');
         await dialog.getByRole('button', { name: 'Revoke key' }).click();
         await dialog.waitFor({ state: 'detached' });
         await p.getByRole('row').filter({ hasText: publicId }).getByText('revoked').waitFor();

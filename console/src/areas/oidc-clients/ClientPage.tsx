@@ -10,6 +10,7 @@ import { ProblemAlert } from '../../components/ProblemAlert';
 import { CopyOnce } from '../../components/CopyOnce';
 import { ConfirmButton } from '../../components/ConfirmButton';
 import { clientsKey, useClients, when } from './lib';
+import { EditClient } from './EditClient';
 
 /** One client: its registration, secret rotation, and disable / enable. */
 export function ClientPage() {
@@ -106,6 +107,7 @@ export function ClientPage() {
         </Stack>
       )}
       <Group wrap="wrap">
+        <EditClient client={c} />
         {c.type === 'web' && c.tokenEndpointAuthMethod !== 'private_key_jwt' && (
           <ConfirmButton
             op="rotateOidcClientSecret"

@@ -67,7 +67,7 @@ export function Roles() {
           />
         )}
       </QueryView>
-      <Modal opened={!!editing && can('updateProjectRole').allowed} onClose={() => setEditing(null)} title={`Edit role ${editing?.name ?? ''}`} size="lg">
+      <Modal opened={!!editing && can('updateProjectRole').allowed} onClose={() => setEditing(null)} title={`Edit role ${editing?.name ?? ''}`} size="lg" closeButtonProps={{ 'aria-label': 'Close' }}>
         {editing && <RoleForm key={editing.id} role={editing} onDone={() => setEditing(null)} />}
       </Modal>
     </Stack>
