@@ -781,6 +781,7 @@ const (
 	WebhookEventTypeOidcClientDisable           WebhookEventType = "oidc_client.disable"
 	WebhookEventTypeOidcClientEnable            WebhookEventType = "oidc_client.enable"
 	WebhookEventTypeOidcClientRotateSecret      WebhookEventType = "oidc_client.rotate_secret"
+	WebhookEventTypeOidcClientUpdate            WebhookEventType = "oidc_client.update"
 	WebhookEventTypeOrgRoleCreate               WebhookEventType = "org_role.create"
 	WebhookEventTypeOrgRoleDelete               WebhookEventType = "org_role.delete"
 	WebhookEventTypeOrgRoleUpdate               WebhookEventType = "org_role.update"
@@ -877,6 +878,8 @@ func (e WebhookEventType) Valid() bool {
 	case WebhookEventTypeOidcClientEnable:
 		return true
 	case WebhookEventTypeOidcClientRotateSecret:
+		return true
+	case WebhookEventTypeOidcClientUpdate:
 		return true
 	case WebhookEventTypeOrgRoleCreate:
 		return true
@@ -2634,6 +2637,24 @@ type OidcClientSecret = string
 
 // OidcClientType `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
 type OidcClientType string
+
+// OidcClientUpdate The members to replace; each has the rules of `OidcClientCreate`.
+type OidcClientUpdate struct {
+	GrantTypes *[]OidcGrantType `json:"grantTypes,omitempty"`
+
+	// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
+	// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
+	// (ES256), `use` absent or `sig`, `kid`s distinct. Private key members are refused.
+	Jwks                               *OidcClientJwks    `json:"jwks,omitempty"`
+	Name                               *string            `json:"name,omitempty"`
+	PostLogoutRedirectUris             *[]OidcRedirectUri `json:"postLogoutRedirectUris,omitempty"`
+	RedirectUris                       *[]OidcRedirectUri `json:"redirectUris,omitempty"`
+	RequirePushedAuthorizationRequests *bool              `json:"requirePushedAuthorizationRequests,omitempty"`
+	Scopes                             *[]OidcScope       `json:"scopes,omitempty"`
+
+	// SkipConsent Refused (400) as true for `native` and `spa` clients.
+	SkipConsent *bool `json:"skipConsent,omitempty"`
+}
 
 // OidcGrantType defines model for OidcGrantType.
 type OidcGrantType string
@@ -4727,6 +4748,33 @@ type OnOidcClientRotateSecretParams struct {
 	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
 }
 
+// OnOidcClientUpdateJSONBody defines parameters for OnOidcClientUpdate.
+type OnOidcClientUpdateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOidcClientUpdateParams defines parameters for OnOidcClientUpdate.
+type OnOidcClientUpdateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
 // OnOrgRoleCreateJSONBody defines parameters for OnOrgRoleCreate.
 type OnOrgRoleCreateJSONBody struct {
 	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
@@ -5926,6 +5974,9 @@ type UpdateBillingPlanJSONRequestBody = BillingPlanUpdate
 // CreateOidcClientJSONRequestBody defines body for CreateOidcClient for application/json ContentType.
 type CreateOidcClientJSONRequestBody = OidcClientCreate
 
+// UpdateOidcClientJSONRequestBody defines body for UpdateOidcClient for application/json ContentType.
+type UpdateOidcClientJSONRequestBody = OidcClientUpdate
+
 // CreateRoleBindingJSONRequestBody defines body for CreateRoleBinding for application/json ContentType.
 type CreateRoleBindingJSONRequestBody = RoleBindingCreate
 
@@ -6036,6 +6087,9 @@ type OnOidcClientEnableJSONRequestBody OnOidcClientEnableJSONBody
 
 // OnOidcClientRotateSecretJSONRequestBody defines body for OnOidcClientRotateSecret for application/json ContentType.
 type OnOidcClientRotateSecretJSONRequestBody OnOidcClientRotateSecretJSONBody
+
+// OnOidcClientUpdateJSONRequestBody defines body for OnOidcClientUpdate for application/json ContentType.
+type OnOidcClientUpdateJSONRequestBody OnOidcClientUpdateJSONBody
 
 // OnOrgRoleCreateJSONRequestBody defines body for OnOrgRoleCreate for application/json ContentType.
 type OnOrgRoleCreateJSONRequestBody OnOrgRoleCreateJSONBody
@@ -6725,6 +6779,9 @@ type ServerInterface interface {
 	// CreateOidcClient Register an OIDC client
 	// (POST /api/v1/projects/{projectId}/oidc-clients)
 	CreateOidcClient(ctx echo.Context, projectId ProjectId) error
+	// UpdateOidcClient Change an OIDC client's registration
+	// (PATCH /api/v1/projects/{projectId}/oidc-clients/{clientId})
+	UpdateOidcClient(ctx echo.Context, projectId ProjectId, clientId ClientId) error
 	// DisableOidcClient Disable an OIDC client
 	// (POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/disable)
 	DisableOidcClient(ctx echo.Context, projectId ProjectId, clientId ClientId) error
@@ -8556,6 +8613,30 @@ func (w *ServerInterfaceWrapper) CreateOidcClient(ctx echo.Context) error {
 	return err
 }
 
+// UpdateOidcClient converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdateOidcClient(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "projectId" -------------
+	var projectId ProjectId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "projectId", ctx.Param("projectId"), &projectId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter projectId: %s", err))
+	}
+
+	// ------------- Path parameter "clientId" -------------
+	var clientId ClientId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "clientId", ctx.Param("clientId"), &clientId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter clientId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdateOidcClient(ctx, projectId, clientId)
+	return err
+}
+
 // DisableOidcClient converts echo context to params.
 func (w *ServerInterfaceWrapper) DisableOidcClient(ctx echo.Context) error {
 	var err error
@@ -9554,6 +9635,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.DELETE(options.BaseURL+"/api/v1/projects/:projectId/subjects/:subjectId", wrapper.DeleteSubject, options.OperationMiddlewares["deleteSubject"]...)
 	router.GET(options.BaseURL+"/api/v1/projects/:projectId/oidc-clients", wrapper.ListOidcClients, options.OperationMiddlewares["listOidcClients"]...)
 	router.POST(options.BaseURL+"/api/v1/projects/:projectId/oidc-clients", wrapper.CreateOidcClient, options.OperationMiddlewares["createOidcClient"]...)
+	router.PATCH(options.BaseURL+"/api/v1/projects/:projectId/oidc-clients/:clientId", wrapper.UpdateOidcClient, options.OperationMiddlewares["updateOidcClient"]...)
 	router.POST(options.BaseURL+"/api/v1/projects/:projectId/oidc-clients/:clientId/disable", wrapper.DisableOidcClient, options.OperationMiddlewares["disableOidcClient"]...)
 	router.POST(options.BaseURL+"/api/v1/projects/:projectId/oidc-clients/:clientId/enable", wrapper.EnableOidcClient, options.OperationMiddlewares["enableOidcClient"]...)
 	router.POST(options.BaseURL+"/api/v1/projects/:projectId/oidc-clients/:clientId/rotate-secret", wrapper.RotateOidcClientSecret, options.OperationMiddlewares["rotateOidcClientSecret"]...)
@@ -9753,6 +9835,9 @@ type WebhookReceiverInterface interface {
 	// oidc_client.rotate_secret
 	// HandleOnOidcClientRotateSecretWebhook handles the POST webhook for oidc_client.rotate_secret.
 	HandleOnOidcClientRotateSecretWebhook(ctx echo.Context, params OnOidcClientRotateSecretParams) error
+	// oidc_client.update
+	// HandleOnOidcClientUpdateWebhook handles the POST webhook for oidc_client.update.
+	HandleOnOidcClientUpdateWebhook(ctx echo.Context, params OnOidcClientUpdateParams) error
 	// org_role.create
 	// HandleOnOrgRoleCreateWebhook handles the POST webhook for org_role.create.
 	HandleOnOrgRoleCreateWebhook(ctx echo.Context, params OnOrgRoleCreateParams) error
@@ -11887,6 +11972,81 @@ func OnOidcClientRotateSecretWebhookHandler(si WebhookReceiverInterface, middlew
 		}
 
 		return si.HandleOnOidcClientRotateSecretWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
+// OnOidcClientUpdateWebhookHandler returns the echo.HandlerFunc for the oidc_client.update webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func OnOidcClientUpdateWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params OnOidcClientUpdateParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId WebhookIdHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-id: %s", err))
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp WebhookTimestampHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-timestamp: %s", err))
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature WebhookSignatureHeader
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for webhook-signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook-signature: %s", err))
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter webhook-signature is required, but not found"))
+		}
+
+		return si.HandleOnOidcClientUpdateWebhook(ctx, params)
 	})
 	for _, mw := range middlewares {
 		h = mw(h)
@@ -23547,6 +23707,94 @@ func (response CreateOidcClient404ApplicationProblemPlusJSONResponse) VisitCreat
 	return err
 }
 
+type UpdateOidcClientRequestObject struct {
+	ProjectId ProjectId `json:"projectId"`
+	ClientId  ClientId  `json:"clientId"`
+	Body      *UpdateOidcClientJSONRequestBody
+}
+
+type UpdateOidcClientResponseObject interface {
+	VisitUpdateOidcClientResponse(w http.ResponseWriter) error
+}
+
+type UpdateOidcClient200JSONResponse OidcClientResponse
+
+func (response UpdateOidcClient200JSONResponse) VisitUpdateOidcClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateOidcClient400ApplicationProblemPlusJSONResponse struct {
+	ValidationFailedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateOidcClient400ApplicationProblemPlusJSONResponse) VisitUpdateOidcClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateOidcClient401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateOidcClient401ApplicationProblemPlusJSONResponse) VisitUpdateOidcClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateOidcClient403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateOidcClient403ApplicationProblemPlusJSONResponse) VisitUpdateOidcClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateOidcClient404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateOidcClient404ApplicationProblemPlusJSONResponse) VisitUpdateOidcClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type DisableOidcClientRequestObject struct {
 	ProjectId ProjectId `json:"projectId"`
 	ClientId  ClientId  `json:"clientId"`
@@ -26997,6 +27245,9 @@ type StrictServerInterface interface {
 	// CreateOidcClient Register an OIDC client
 	// (POST /api/v1/projects/{projectId}/oidc-clients)
 	CreateOidcClient(ctx context.Context, request CreateOidcClientRequestObject) (CreateOidcClientResponseObject, error)
+	// UpdateOidcClient Change an OIDC client's registration
+	// (PATCH /api/v1/projects/{projectId}/oidc-clients/{clientId})
+	UpdateOidcClient(ctx context.Context, request UpdateOidcClientRequestObject) (UpdateOidcClientResponseObject, error)
 	// DisableOidcClient Disable an OIDC client
 	// (POST /api/v1/projects/{projectId}/oidc-clients/{clientId}/disable)
 	DisableOidcClient(ctx context.Context, request DisableOidcClientRequestObject) (DisableOidcClientResponseObject, error)
@@ -30767,6 +31018,55 @@ func (sh *strictHandler) CreateOidcClient(ctx echo.Context, projectId ProjectId)
 		return err
 	} else if validResponse, ok := response.(CreateOidcClientResponseObject); ok {
 		return validResponse.VisitCreateOidcClientResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// UpdateOidcClient operation middleware
+func (sh *strictHandler) UpdateOidcClient(ctx echo.Context, projectId ProjectId, clientId ClientId) error {
+	var request UpdateOidcClientRequestObject
+
+	request.ProjectId = projectId
+	request.ClientId = clientId
+
+	var body UpdateOidcClientJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateOidcClient(ctx.Request().Context(), request.(UpdateOidcClientRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateOidcClient")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(UpdateOidcClientResponseObject); ok {
+		return validResponse.VisitUpdateOidcClientResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

@@ -423,6 +423,7 @@ func TestOidcClientAccess(t *testing.T) {
 			{"disable", "POST", client + "/disable", "", http.StatusOK, true},
 			{"enable", "POST", client + "/enable", "", http.StatusOK, true},
 			{"rotate-secret", "POST", client + "/rotate-secret", "", http.StatusOK, true},
+			{"update", "PATCH", client, `{"name":"Renamed"}`, http.StatusOK, true},
 		}
 		for _, o := range ops {
 			for _, who := range append(slices.Clone(fixedRoles), "non-member", "key:*", "key:project:read") {

@@ -347,3 +347,61 @@ func getOIDCClient(ctx context.Context, q querier, op, projectID, id string) (OI
 	}
 	return c, nil
 }
+
+// UpdateOIDCClient changes client id of project projectID in one transaction:
+// it reads the client (without its secret hash), lets change edit it, and
+// writes back Name, RedirectURIs, PostLogoutRedirectURIs, GrantTypes, Scopes,
+// SkipConsent, JWKS and RequirePAR, bumping UpdatedAt. Type,
+// TokenEndpointAuthMethod, the secret and DisabledAt are not written (change
+// may not alter them). An error from change is returned as is and nothing is
+// written. The client as stored is returned.
+//
+// It returns ErrNotFound when the project has no such client, and ErrInvalid
+// when the result breaks a rule of CreateOIDCClient (empty name or lists, a
+// public client skipping consent, a jwks on a client without private_key_jwt
+// or none on one with it).
+func (tx *Tx) UpdateOIDCClient(ctx context.Context, projectID, id string, change func(*OIDCClient) error) (OIDCClient, error) {
+	const op = "update oidc client"
+	c, err := getOIDCClient(ctx, tx.tx, op, projectID, id)
+	if err != nil {
+		return OIDCClient{}, err
+	}
+	before := c
+	if err := change(&c); err != nil {
+		return OIDCClient{}, err
+	}
+	switch {
+	case c.Type != before.Type || c.TokenEndpointAuthMethod != before.TokenEndpointAuthMethod:
+		return OIDCClient{}, fmt.Errorf("store: %s: %w: type and authentication method are fixed", op, ErrInvalid)
+	case c.Name == "" || len(c.RedirectURIs) == 0 || len(c.GrantTypes) == 0 || len(c.Scopes) == 0:
+		return OIDCClient{}, fmt.Errorf("store: %s: %w: name, a redirect uri, a grant type and a scope are required", op, ErrInvalid)
+	case c.Public() && c.SkipConsent:
+		return OIDCClient{}, fmt.Errorf("store: %s: %w: public clients may not skip consent", op, ErrInvalid)
+	case (c.TokenEndpointAuthMethod == OIDCAuthPrivateKeyJWT) != (c.JWKS != ""):
+		return OIDCClient{}, fmt.Errorf("store: %s: %w: a private_key_jwt client, and only it, has a jwks", op, ErrInvalid)
+	}
+	if c.PostLogoutRedirectURIs == nil {
+		c.PostLogoutRedirectURIs = []string{}
+	}
+	var lists [4]string
+	for i, l := range [][]string{c.RedirectURIs, c.PostLogoutRedirectURIs, c.GrantTypes, c.Scopes} {
+		b, err := json.Marshal(l)
+		if err != nil {
+			return OIDCClient{}, fmt.Errorf("store: %s: %w", op, err)
+		}
+		lists[i] = string(b)
+	}
+	var jwks any
+	if c.JWKS != "" {
+		jwks = c.JWKS
+	}
+	const update = `UPDATE oidc_clients SET name = ?, redirect_uris = ?, post_logout_redirect_uris = ?,
+		grant_types = ?, scopes = ?, skip_consent = ?, jwks = ?, require_par = ?, updated_at = ?
+		WHERE id = ? AND project_id = ?`
+	res, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(update), c.Name, lists[0], lists[1], lists[2], lists[3],
+		c.SkipConsent, jwks, c.RequirePAR, sqlTime(tx.store.Now()), id, projectID)
+	if err := oneRowAffected(op, res, err); err != nil {
+		return OIDCClient{}, err
+	}
+	return getOIDCClient(ctx, tx.tx, op, projectID, id)
+}

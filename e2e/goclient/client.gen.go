@@ -780,6 +780,7 @@ const (
 	WebhookEventTypeOidcClientDisable           WebhookEventType = "oidc_client.disable"
 	WebhookEventTypeOidcClientEnable            WebhookEventType = "oidc_client.enable"
 	WebhookEventTypeOidcClientRotateSecret      WebhookEventType = "oidc_client.rotate_secret"
+	WebhookEventTypeOidcClientUpdate            WebhookEventType = "oidc_client.update"
 	WebhookEventTypeOrgRoleCreate               WebhookEventType = "org_role.create"
 	WebhookEventTypeOrgRoleDelete               WebhookEventType = "org_role.delete"
 	WebhookEventTypeOrgRoleUpdate               WebhookEventType = "org_role.update"
@@ -876,6 +877,8 @@ func (e WebhookEventType) Valid() bool {
 	case WebhookEventTypeOidcClientEnable:
 		return true
 	case WebhookEventTypeOidcClientRotateSecret:
+		return true
+	case WebhookEventTypeOidcClientUpdate:
 		return true
 	case WebhookEventTypeOrgRoleCreate:
 		return true
@@ -2714,6 +2717,24 @@ type OidcClientSecret = string
 
 // OidcClientType `web`: a confidential client with a secret. `native` and `spa`: public clients, without a secret.
 type OidcClientType string
+
+// OidcClientUpdate The members to replace; each has the rules of `OidcClientCreate`.
+type OidcClientUpdate struct {
+	GrantTypes *[]OidcGrantType `json:"grantTypes,omitempty"`
+
+	// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
+	// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
+	// (ES256), `use` absent or `sig`, `kid`s distinct. Private key members are refused.
+	Jwks                               *OidcClientJwks    `json:"jwks,omitempty"`
+	Name                               *string            `json:"name,omitempty"`
+	PostLogoutRedirectUris             *[]OidcRedirectUri `json:"postLogoutRedirectUris,omitempty"`
+	RedirectUris                       *[]OidcRedirectUri `json:"redirectUris,omitempty"`
+	RequirePushedAuthorizationRequests *bool              `json:"requirePushedAuthorizationRequests,omitempty"`
+	Scopes                             *[]OidcScope       `json:"scopes,omitempty"`
+
+	// SkipConsent Refused (400) as true for `native` and `spa` clients.
+	SkipConsent *bool `json:"skipConsent,omitempty"`
+}
 
 // OidcGrantType defines model for OidcGrantType.
 type OidcGrantType string
@@ -4913,6 +4934,33 @@ type OnOidcClientRotateSecretParams struct {
 	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
 }
 
+// OnOidcClientUpdateJSONBody defines parameters for OnOidcClientUpdate.
+type OnOidcClientUpdateJSONBody struct {
+	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
+	Data AuditEventData `json:"data"`
+
+	// EnvironmentId The environment the event belongs to, when it belongs to one.
+	EnvironmentId *string     `json:"environmentId,omitempty"`
+	Id            string      `json:"id"`
+	ProjectId     string      `json:"projectId"`
+	Timestamp     time.Time   `json:"timestamp"`
+	Type          interface{} `json:"type"`
+}
+
+// OnOidcClientUpdateParams defines parameters for OnOidcClientUpdate.
+type OnOidcClientUpdateParams struct {
+	// WebhookId The event's id; the same on every retry. Dedupe on it.
+	WebhookId WebhookIdHeader `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was signed, in Unix seconds; reject ones too far from now.
+	WebhookTimestamp WebhookTimestampHeader `json:"webhook-timestamp"`
+
+	// WebhookSignature Space-separated `v1,<base64 HMAC-SHA256>` signatures over `{webhook-id}.{webhook-timestamp}.{body}`,
+	// keyed with the base64-decoded part of the endpoint's `whsec_` secret — two during the 24
+	// hours after a rotation (one per secret). Verify with any Standard Webhooks library.
+	WebhookSignature WebhookSignatureHeader `json:"webhook-signature"`
+}
+
 // OnOrgRoleCreateJSONBody defines parameters for OnOrgRoleCreate.
 type OnOrgRoleCreateJSONBody struct {
 	// Data The data of an event that records a mutation — the audit entry without request details. Its metadata never holds a secret, config value, key or token.
@@ -6136,6 +6184,9 @@ type UpdateBillingPlanJSONRequestBody = BillingPlanUpdate
 // CreateOidcClientJSONRequestBody defines body for CreateOidcClient for application/json ContentType.
 type CreateOidcClientJSONRequestBody = OidcClientCreate
 
+// UpdateOidcClientJSONRequestBody defines body for UpdateOidcClient for application/json ContentType.
+type UpdateOidcClientJSONRequestBody = OidcClientUpdate
+
 // CreateRoleBindingJSONRequestBody defines body for CreateRoleBinding for application/json ContentType.
 type CreateRoleBindingJSONRequestBody = RoleBindingCreate
 
@@ -6249,6 +6300,9 @@ type OnOidcClientEnableJSONRequestBody OnOidcClientEnableJSONBody
 
 // OnOidcClientRotateSecretJSONRequestBody defines body for OnOidcClientRotateSecret for application/json ContentType.
 type OnOidcClientRotateSecretJSONRequestBody OnOidcClientRotateSecretJSONBody
+
+// OnOidcClientUpdateJSONRequestBody defines body for OnOidcClientUpdate for application/json ContentType.
+type OnOidcClientUpdateJSONRequestBody OnOidcClientUpdateJSONBody
 
 // OnOrgRoleCreateJSONRequestBody defines body for OnOrgRoleCreate for application/json ContentType.
 type OnOrgRoleCreateJSONRequestBody OnOrgRoleCreateJSONBody
@@ -9092,6 +9146,38 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients (the `CreateOidcClient` operationId).
 	CreateOidcClient(ctx context.Context, projectId ProjectId, body CreateOidcClientJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateOidcClientWithBody Change an OIDC client's registration
+	//
+	// Replaces the members sent (at least one); the others keep their values. `type` and
+	// `tokenEndpointAuthMethod` are fixed at registration (register a new client to change
+	// them), and the secret changes only by rotation. The registration that results must
+	// satisfy every rule of `POST …/oidc-clients`, reported the same way (400 with
+	// `errors[].path`, for example `[body, redirectUris, "0"]`); `jwks` only for a
+	// `private_key_jwt` client. A refused change writes nothing. The next authorization
+	// request and token exchange see the new registration; tokens already issued stay valid.
+	// A disabled client may be changed and stays disabled. The change is audited.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /api/v1/projects/{projectId}/oidc-clients/{clientId} (the `UpdateOidcClient` operationId).
+	UpdateOidcClientWithBody(ctx context.Context, projectId ProjectId, clientId ClientId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateOidcClient Change an OIDC client's registration
+	//
+	// Replaces the members sent (at least one); the others keep their values. `type` and
+	// `tokenEndpointAuthMethod` are fixed at registration (register a new client to change
+	// them), and the secret changes only by rotation. The registration that results must
+	// satisfy every rule of `POST …/oidc-clients`, reported the same way (400 with
+	// `errors[].path`, for example `[body, redirectUris, "0"]`); `jwks` only for a
+	// `private_key_jwt` client. A refused change writes nothing. The next authorization
+	// request and token exchange see the new registration; tokens already issued stay valid.
+	// A disabled client may be changed and stays disabled. The change is audited.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /api/v1/projects/{projectId}/oidc-clients/{clientId} (the `UpdateOidcClient` operationId).
+	UpdateOidcClient(ctx context.Context, projectId ProjectId, clientId ClientId, body UpdateOidcClientJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DisableOidcClient Disable an OIDC client
 	//
@@ -13848,6 +13934,58 @@ func (c *Client) CreateOidcClientWithBody(ctx context.Context, projectId Project
 // Corresponds with POST /api/v1/projects/{projectId}/oidc-clients (the `CreateOidcClient` operationId).
 func (c *Client) CreateOidcClient(ctx context.Context, projectId ProjectId, body CreateOidcClientJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateOidcClientRequest(c.Server, projectId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateOidcClientWithBody Change an OIDC client's registration
+//
+// Replaces the members sent (at least one); the others keep their values. `type` and
+// `tokenEndpointAuthMethod` are fixed at registration (register a new client to change
+// them), and the secret changes only by rotation. The registration that results must
+// satisfy every rule of `POST …/oidc-clients`, reported the same way (400 with
+// `errors[].path`, for example `[body, redirectUris, "0"]`); `jwks` only for a
+// `private_key_jwt` client. A refused change writes nothing. The next authorization
+// request and token exchange see the new registration; tokens already issued stay valid.
+// A disabled client may be changed and stays disabled. The change is audited.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /api/v1/projects/{projectId}/oidc-clients/{clientId} (the `UpdateOidcClient` operationId).
+func (c *Client) UpdateOidcClientWithBody(ctx context.Context, projectId ProjectId, clientId ClientId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateOidcClientRequestWithBody(c.Server, projectId, clientId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateOidcClient Change an OIDC client's registration
+//
+// Replaces the members sent (at least one); the others keep their values. `type` and
+// `tokenEndpointAuthMethod` are fixed at registration (register a new client to change
+// them), and the secret changes only by rotation. The registration that results must
+// satisfy every rule of `POST …/oidc-clients`, reported the same way (400 with
+// `errors[].path`, for example `[body, redirectUris, "0"]`); `jwks` only for a
+// `private_key_jwt` client. A refused change writes nothing. The next authorization
+// request and token exchange see the new registration; tokens already issued stay valid.
+// A disabled client may be changed and stays disabled. The change is audited.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /api/v1/projects/{projectId}/oidc-clients/{clientId} (the `UpdateOidcClient` operationId).
+func (c *Client) UpdateOidcClient(ctx context.Context, projectId ProjectId, clientId ClientId, body UpdateOidcClientJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateOidcClientRequest(c.Server, projectId, clientId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -20773,6 +20911,60 @@ func NewCreateOidcClientRequestWithBody(server string, projectId ProjectId, cont
 	return req, nil
 }
 
+// NewUpdateOidcClientRequest calls the generic UpdateOidcClient builder with application/json body
+func NewUpdateOidcClientRequest(server string, projectId ProjectId, clientId ClientId, body UpdateOidcClientJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateOidcClientRequestWithBody(server, projectId, clientId, "application/json", bodyReader)
+}
+
+// NewUpdateOidcClientRequestWithBody constructs an http.Request for the UpdateOidcClient method, with any body, and a specified content type
+func NewUpdateOidcClientRequestWithBody(server string, projectId ProjectId, clientId ClientId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "projectId", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "clientId", clientId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/oidc-clients/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewDisableOidcClientRequest constructs an http.Request for the DisableOidcClient method
 func NewDisableOidcClientRequest(server string, projectId ProjectId, clientId ClientId) (*http.Request, error) {
 	var err error
@@ -25266,6 +25458,38 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/projects/{projectId}/oidc-clients (the `CreateOidcClient` operationId).
 	CreateOidcClientWithResponse(ctx context.Context, projectId ProjectId, body CreateOidcClientJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateOidcClientResponse, error)
+
+	// UpdateOidcClientWithBodyWithResponse Change an OIDC client's registration
+	//
+	// Replaces the members sent (at least one); the others keep their values. `type` and
+	// `tokenEndpointAuthMethod` are fixed at registration (register a new client to change
+	// them), and the secret changes only by rotation. The registration that results must
+	// satisfy every rule of `POST …/oidc-clients`, reported the same way (400 with
+	// `errors[].path`, for example `[body, redirectUris, "0"]`); `jwks` only for a
+	// `private_key_jwt` client. A refused change writes nothing. The next authorization
+	// request and token exchange see the new registration; tokens already issued stay valid.
+	// A disabled client may be changed and stays disabled. The change is audited.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/v1/projects/{projectId}/oidc-clients/{clientId} (the `UpdateOidcClient` operationId).
+	UpdateOidcClientWithBodyWithResponse(ctx context.Context, projectId ProjectId, clientId ClientId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateOidcClientResponse, error)
+
+	// UpdateOidcClientWithResponse Change an OIDC client's registration
+	//
+	// Replaces the members sent (at least one); the others keep their values. `type` and
+	// `tokenEndpointAuthMethod` are fixed at registration (register a new client to change
+	// them), and the secret changes only by rotation. The registration that results must
+	// satisfy every rule of `POST …/oidc-clients`, reported the same way (400 with
+	// `errors[].path`, for example `[body, redirectUris, "0"]`); `jwks` only for a
+	// `private_key_jwt` client. A refused change writes nothing. The next authorization
+	// request and token exchange see the new registration; tokens already issued stay valid.
+	// A disabled client may be changed and stays disabled. The change is audited.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/v1/projects/{projectId}/oidc-clients/{clientId} (the `UpdateOidcClient` operationId).
+	UpdateOidcClientWithResponse(ctx context.Context, projectId ProjectId, clientId ClientId, body UpdateOidcClientJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateOidcClientResponse, error)
 
 	// DisableOidcClientWithResponse Disable an OIDC client
 	//
@@ -33983,6 +34207,75 @@ func (r CreateOidcClientResponse) ContentType() string {
 	return ""
 }
 
+type UpdateOidcClientResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OidcClientResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ValidationFailed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateOidcClientResponse) GetJSON200() *OidcClientResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r UpdateOidcClientResponse) GetApplicationproblemJSON400() *ValidationFailed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r UpdateOidcClientResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r UpdateOidcClientResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r UpdateOidcClientResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateOidcClientResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateOidcClientResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateOidcClientResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateOidcClientResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type DisableOidcClientResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -40393,6 +40686,50 @@ func (c *ClientWithResponses) CreateOidcClientWithResponse(ctx context.Context, 
 		return nil, err
 	}
 	return ParseCreateOidcClientResponse(rsp)
+}
+
+// UpdateOidcClientWithBodyWithResponse Change an OIDC client's registration
+//
+// Replaces the members sent (at least one); the others keep their values. `type` and
+// `tokenEndpointAuthMethod` are fixed at registration (register a new client to change
+// them), and the secret changes only by rotation. The registration that results must
+// satisfy every rule of `POST …/oidc-clients`, reported the same way (400 with
+// `errors[].path`, for example `[body, redirectUris, "0"]`); `jwks` only for a
+// `private_key_jwt` client. A refused change writes nothing. The next authorization
+// request and token exchange see the new registration; tokens already issued stay valid.
+// A disabled client may be changed and stays disabled. The change is audited.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/v1/projects/{projectId}/oidc-clients/{clientId} (the `UpdateOidcClient` operationId).
+func (c *ClientWithResponses) UpdateOidcClientWithBodyWithResponse(ctx context.Context, projectId ProjectId, clientId ClientId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateOidcClientResponse, error) {
+	rsp, err := c.UpdateOidcClientWithBody(ctx, projectId, clientId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateOidcClientResponse(rsp)
+}
+
+// UpdateOidcClientWithResponse Change an OIDC client's registration
+//
+// Replaces the members sent (at least one); the others keep their values. `type` and
+// `tokenEndpointAuthMethod` are fixed at registration (register a new client to change
+// them), and the secret changes only by rotation. The registration that results must
+// satisfy every rule of `POST …/oidc-clients`, reported the same way (400 with
+// `errors[].path`, for example `[body, redirectUris, "0"]`); `jwks` only for a
+// `private_key_jwt` client. A refused change writes nothing. The next authorization
+// request and token exchange see the new registration; tokens already issued stay valid.
+// A disabled client may be changed and stays disabled. The change is audited.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/v1/projects/{projectId}/oidc-clients/{clientId} (the `UpdateOidcClient` operationId).
+func (c *ClientWithResponses) UpdateOidcClientWithResponse(ctx context.Context, projectId ProjectId, clientId ClientId, body UpdateOidcClientJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateOidcClientResponse, error) {
+	rsp, err := c.UpdateOidcClient(ctx, projectId, clientId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateOidcClientResponse(rsp)
 }
 
 // DisableOidcClientWithResponse Disable an OIDC client
@@ -48025,6 +48362,60 @@ func ParseCreateOidcClientResponse(rsp *http.Response) (*CreateOidcClientRespons
 	return response, nil
 }
 
+// ParseUpdateOidcClientResponse parses an HTTP response from a UpdateOidcClientWithResponse call
+func ParseUpdateOidcClientResponse(rsp *http.Response) (*UpdateOidcClientResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateOidcClientResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OidcClientResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseDisableOidcClientResponse parses an HTTP response from a DisableOidcClientWithResponse call
 func ParseDisableOidcClientResponse(rsp *http.Response) (*DisableOidcClientResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -50381,6 +50772,11 @@ type WebhookInitiatorInterface interface {
 
 	OnOidcClientRotateSecret(ctx context.Context, targetURL string, params *OnOidcClientRotateSecretParams, body OnOidcClientRotateSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// OnOidcClientUpdateWithBody fires the oidc_client.update webhook with any body
+	OnOidcClientUpdateWithBody(ctx context.Context, targetURL string, params *OnOidcClientUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	OnOidcClientUpdate(ctx context.Context, targetURL string, params *OnOidcClientUpdateParams, body OnOidcClientUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// OnOrgRoleCreateWithBody fires the org_role.create webhook with any body
 	OnOrgRoleCreateWithBody(ctx context.Context, targetURL string, params *OnOrgRoleCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -51210,6 +51606,30 @@ func (p *WebhookInitiator) OnOidcClientRotateSecretWithBody(ctx context.Context,
 
 func (p *WebhookInitiator) OnOidcClientRotateSecret(ctx context.Context, targetURL string, params *OnOidcClientRotateSecretParams, body OnOidcClientRotateSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewOnOidcClientRotateSecretWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOidcClientUpdateWithBody(ctx context.Context, targetURL string, params *OnOidcClientUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOidcClientUpdateWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) OnOidcClientUpdate(ctx context.Context, targetURL string, params *OnOidcClientUpdateParams, body OnOidcClientUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOnOidcClientUpdateWebhookRequest(targetURL, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -53731,6 +54151,67 @@ func NewOnOidcClientRotateSecretWebhookRequest(targetURL string, params *OnOidcC
 
 // NewOnOidcClientRotateSecretWebhookRequestWithBody builds a POST request for the oidc_client.rotate_secret webhook with any body
 func NewOnOidcClientRotateSecretWebhookRequestWithBody(targetURL string, params *OnOidcClientRotateSecretParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewOnOidcClientUpdateWebhookRequest builds a application/json POST request for the oidc_client.update webhook
+func NewOnOidcClientUpdateWebhookRequest(targetURL string, params *OnOidcClientUpdateParams, body OnOidcClientUpdateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOnOidcClientUpdateWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewOnOidcClientUpdateWebhookRequestWithBody builds a POST request for the oidc_client.update webhook with any body
+func NewOnOidcClientUpdateWebhookRequestWithBody(targetURL string, params *OnOidcClientUpdateParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 	_ = err
 

@@ -21,6 +21,7 @@ func runOIDCClients(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("Disable", func(t *testing.T) { testSetOIDCClientDisabled(t, open) })
 	t.Run("RotateSecret", func(t *testing.T) { testSetOIDCClientSecretHash(t, open) })
 	t.Run("ByID", func(t *testing.T) { testOIDCClientByID(t, open) })
+	t.Run("Update", func(t *testing.T) { testUpdateOIDCClient(t, open) })
 }
 
 // clientHash returns the SHA-256 of a random secret, standing in for the

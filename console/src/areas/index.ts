@@ -24,5 +24,8 @@ export const areas: Area[] = [
   { id: 'overview', label: 'Overview', scope: 'project', load: () => import('./project') },
   { id: 'config', label: 'Configuration', scope: 'project', load: () => import('./config') },
   { id: 'audit-logs', label: 'Project audit log', scope: 'project', load: () => import('./audit') },
+  { id: 'service-accounts', label: 'Service accounts', scope: 'project', load: () => import('./service-accounts') },
+  { id: 'rbac', label: 'Access control', scope: 'project', load: () => import('./rbac') },
+  { id: 'oidc-clients', label: 'OIDC clients', scope: 'project', load: () => import('./oidc-clients') },
   { id: 'organizations', label: 'Organizations', scope: 'user', load: () => import('./organizations') },
 ];

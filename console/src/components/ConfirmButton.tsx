@@ -56,7 +56,7 @@ export function ConfirmButton({
           {children}
         </Button>
       )}
-      <Modal opened={open} onClose={() => setOpen(false)} title={title} centered>
+      <Modal opened={open} onClose={() => setOpen(false)} title={title} centered closeButtonProps={{ 'aria-label': 'Close' }}>
         <Stack>
           <Text size="sm">{message}</Text>
           <ProblemAlert error={error} />
