@@ -1873,6 +1873,11 @@ type AuthUser struct {
 	Image         nullable.Nullable[string] `json:"image"`
 	Name          string                    `json:"name"`
 
+	// TwoFactorEnabled Whether the user's second factor (TOTP) is on: better-auth's twoFactor plugin field.
+	// Sent by `get-session` only (the console's account view reads it); an enrolment that
+	// no code has confirmed yet is not on.
+	TwoFactorEnabled *bool `json:"twoFactorEnabled,omitempty"`
+
 	// UpdatedAt UTC, ISO 8601.
 	UpdatedAt Timestamp `json:"updatedAt"`
 }

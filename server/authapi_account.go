@@ -209,7 +209,13 @@ func (s *Server) GetSession(ctx context.Context, request gen.GetSessionRequestOb
 			setCookie(ctx, cookie)
 		}
 	}
-	return gen.GetSession200JSONResponse{Session: toAuthSession(sess, p.SessionToken), User: toAuthUser(p.User)}, nil
+	user := toAuthUser(p.User)
+	on, err := s.twoFactorOn(ctx, p.ID())
+	if err != nil {
+		return nil, err
+	}
+	user.TwoFactorEnabled = &on
+	return gen.GetSession200JSONResponse{Session: toAuthSession(sess, p.SessionToken), User: user}, nil
 }
 
 // ListSessions lists the caller's unexpired sessions, newest first. Only the caller's own
