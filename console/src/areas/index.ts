@@ -25,4 +25,8 @@ export const areas: Area[] = [
   { id: 'config', label: 'Configuration', scope: 'project', load: () => import('./config') },
   { id: 'audit-logs', label: 'Audit log', scope: 'project', load: () => import('./audit') },
   { id: 'organizations', label: 'Organizations', scope: 'user', load: () => import('./organizations') },
+  { id: 'usage', label: 'Usage analytics', scope: 'project', load: () => import('./usage') },
+  { id: 'billing', label: 'Billing', scope: 'project', load: () => import('./billing') },
+  { id: 'webhooks', label: 'Webhooks', scope: 'project', load: () => import('./webhooks') },
+  { id: 'account', label: 'Your account', scope: 'user', load: () => import('./account') },
 ];
