@@ -40,7 +40,7 @@ export function Sessions() {
                         {s.userAgent || 'Unknown'}
                       </Text>
                       {s.id === currentId && (
-                        <Badge variant="light" color="teal" w="fit-content">
+                        <Badge variant="outline" color="teal.9" w="fit-content">
                           this session
                         </Badge>
                       )}

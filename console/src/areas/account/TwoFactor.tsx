@@ -94,7 +94,7 @@ export function TwoFactor() {
     <Section title="Second factor">
       <Group gap="xs">
         <Text size="sm">Authenticator app (TOTP):</Text>
-        <Badge color={on ? 'teal' : 'gray'} variant="light" data-testid="two-factor-state">
+        <Badge color={on ? 'teal.9' : 'gray.8'} variant="outline" data-testid="two-factor-state">
           {on ? 'on' : 'off'}
         </Badge>
       </Group>

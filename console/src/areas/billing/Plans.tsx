@@ -68,7 +68,7 @@ export function Plans({ projectId }: { projectId: string }) {
                 key: 'state',
                 header: 'State',
                 sortValue: (p) => (p.archived ? 1 : 0),
-                render: (p) => <Badge variant="light" color={p.archived ? 'gray' : 'teal'}>{p.archived ? 'archived' : 'active'}</Badge>,
+                render: (p) => <Badge variant="outline" color={p.archived ? 'gray.8' : 'teal.9'}>{p.archived ? 'archived' : 'active'}</Badge>,
               },
               {
                 key: 'actions',

@@ -64,7 +64,7 @@ function Connection({ environmentId, name }: { environmentId: string; name: stri
           {(c) => (
             <Stack gap={4}>
               <Group gap="xs">
-                <Badge color={c.connected ? 'teal' : 'gray'} variant="light" data-testid={`processor-${name}`}>
+                <Badge color={c.connected ? 'teal.9' : 'gray.8'} variant="outline" data-testid={`processor-${name}`}>
                   {c.connected ? `Connected (${c.mode})` : 'Not connected'}
                 </Badge>
                 {c.secretKeyLast4 && <Text size="sm">key ••••{c.secretKeyLast4}</Text>}

@@ -152,6 +152,7 @@ export function ActivityChart({
             dataKey="day"
             withLegend
             curveType="linear"
+            areaChartProps={{ accessibilityLayer: false }}
             series={[
               { name: 'events', label: 'Events', color: 'indigo.8' },
               ...(hasSubjects ? [{ name: 'activeSubjects', label: 'Active subjects', color: 'teal.8' }] : []),

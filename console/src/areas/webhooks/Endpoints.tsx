@@ -15,8 +15,8 @@ import { EndpointFieldsForm, fields, useEndpointFields, type Endpoint } from './
 import { when } from '../usage/format';
 
 export function endpointState(e: Endpoint) {
-  if (!e.disabledAt) return <Badge variant="light" color="teal">enabled</Badge>;
-  return <Badge variant="light" color={e.disabledReason === 'failing' ? 'red' : 'gray'}>disabled ({e.disabledReason})</Badge>;
+  if (!e.disabledAt) return <Badge variant="outline" color="teal.9">enabled</Badge>;
+  return <Badge variant="outline" color={e.disabledReason === 'failing' ? 'red.9' : 'gray.8'}>disabled ({e.disabledReason})</Badge>;
 }
 
 export function Endpoints() {
