@@ -70,6 +70,7 @@ function Actions({ projectId, e }: { projectId: string; e: Endpoint }) {
         </GatedButton>
         {e.disabledAt ? (
           <ConfirmButton
+            key="enable"
             op="enableWebhookEndpoint"
             color="indigo"
             title="Enable endpoint"
@@ -81,6 +82,7 @@ function Actions({ projectId, e }: { projectId: string; e: Endpoint }) {
           </ConfirmButton>
         ) : (
           <ConfirmButton
+            key="disable"
             op="disableWebhookEndpoint"
             title="Disable endpoint"
             message="No event is sent to this endpoint until it is enabled again."
@@ -92,7 +94,6 @@ function Actions({ projectId, e }: { projectId: string; e: Endpoint }) {
         )}
         <ConfirmButton
           op="rotateWebhookEndpointSecret"
-          color="orange"
           title="Rotate signing secret"
           message="A new secret is drawn and shown once. For 24 hours the current one keeps signing too, so the receiver can switch."
           confirmLabel="Rotate secret"
