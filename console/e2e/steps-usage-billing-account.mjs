@@ -3,6 +3,7 @@
 // a function of w = {page, width, state}, state = {orgId, projectId, apiKey (for ingestUsage), ...};
 // this module registers no test, so importing it runs nothing.
 import assert from 'node:assert/strict';
+import { URI } from 'otpauth';
 import { base } from './harness.mjs';
 
 const projectPath = (s) => `/console/orgs/${s.orgId}/projects/${s.projectId}`;
@@ -168,3 +169,57 @@ export async function revokeOtherSession(w, email, password) {
   }
 }
 
+
+/**
+ * processor connects an environment to Stripe (after the API refused a malformed key beside
+ * its field), sees only the mode and last four characters, and disconnects it.
+ */
+export async function processor(w) {
+  const p = w.page.page;
+  const env = w.width === 390 ? 'staging' : 'development';
+  await w.page.visit(`${projectPath(w.state)}/billing`, 'Billing');
+  const card = p.getByRole('region', { name: `${env} processor connection` });
+  const [key, hook] = [card.locator('input[type=password]').nth(0), card.locator('input[type=password]').nth(1)];
+  await key.fill('not-a-stripe-key');
+  await hook.fill('whsec_abcdefgh12345678');
+  await w.page.allowErrors(/status of 400/, async () => {
+    await card.getByRole('button', { name: 'Connect' }).click();
+    await card.locator('input[aria-invalid="true"]').first().waitFor();
+  });
+  const secretKey = `sk_test_A1b2C3d4E5f6W${w.width}`;
+  await key.fill(secretKey);
+  await card.getByRole('button', { name: 'Connect' }).click();
+  await card.getByTestId(`processor-${env}`).filter({ hasText: 'Connected (test)' }).waitFor();
+  await card.getByText(`key ••••${secretKey.slice(-4)}`).waitFor();
+  assert.equal(await key.inputValue(), '', 'the secret is not kept in the form');
+  assert.ok(!(await p.content()).includes(secretKey), 'the secret key is nowhere on the page');
+  await w.page.check('billing, processor connected');
+  await card.getByRole('button', { name: 'Disconnect' }).click();
+  await p.getByRole('dialog').getByRole('button', { name: 'Disconnect' }).click();
+  await card.getByTestId(`processor-${env}`).filter({ hasText: 'Not connected' }).waitFor();
+}
+
+/**
+ * twoFactor enrols the signed-in user's authenticator app from the account view (QR, URI and
+ * ten backup codes shown), turns it on with a code computed from the URI, and turns it off.
+ */
+export async function twoFactor(w, password) {
+  const p = w.page.page;
+  await w.page.visit('/console/account', 'Your account');
+  const sec = p.getByRole('region', { name: 'Second factor' });
+  await sec.getByTestId('two-factor-state').filter({ hasText: /^off$/ }).waitFor();
+  await sec.locator('input[type=password]').fill(password);
+  await sec.getByRole('button', { name: 'Set up authenticator app' }).click();
+  const uri = await sec.getByTestId('totp-uri').textContent();
+  await sec.getByTestId('totp-qr').waitFor();
+  const codes = (await sec.getByTestId('secret-value').textContent()).trim().split('\n');
+  assert.equal(codes.length, 10, 'ten backup codes');
+  await w.page.check('account, second factor enrolment');
+  await sec.getByRole('textbox', { name: /^Code from the app/ }).fill(URI.parse(uri).generate());
+  await sec.getByRole('button', { name: 'Turn on' }).click();
+  await sec.getByTestId('two-factor-state').filter({ hasText: /^on$/ }).waitFor();
+  await sec.locator('input[type=password]').fill(password);
+  await sec.getByRole('button', { name: 'Turn off second factor' }).click();
+  await sec.getByTestId('two-factor-state').filter({ hasText: /^off$/ }).waitFor();
+  w.page.assertClean('account, second factor');
+}

@@ -4,7 +4,7 @@
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { Page, launch, fixtures, widths } from './harness.mjs';
-import { environments, grantAndDelete, ingestUsage, plans, revokeOtherSession, seeUsage, webhooks } from './steps-usage-billing-account.mjs';
+import { environments, grantAndDelete, ingestUsage, plans, processor, revokeOtherSession, seeUsage, twoFactor, webhooks } from './steps-usage-billing-account.mjs';
 
 const fx = fixtures();
 const projectPath = (s) => `/console/orgs/${s.orgId}/projects/${s.projectId}`;
@@ -49,8 +49,10 @@ for (const width of widths) {
       await step('see it in the charts and the subject directory', () => seeUsage(w));
       await step('grant a feature; deletion explained', () => grantAndDelete(w));
       await step('create a plan, archive and restore it', () => plans(w));
+      await step('connect and disconnect the payment processor', () => processor(w));
       await step('webhook endpoint', () => webhooks(w));
       await step('revoke another session from the account view', () => revokeOtherSession(w, fx.owner.email, fx.owner.password));
+      await step('second factor: enrol, turn on, turn off', () => twoFactor(w, fx.owner.password));
     } finally {
       await w.page.close();
     }
