@@ -184,7 +184,7 @@ export async function processor(w) {
   await hook.fill('whsec_abcdefgh12345678');
   await w.page.allowErrors(/status of 400/, async () => {
     await card.getByRole('button', { name: 'Connect' }).click();
-    await card.locator('input[aria-invalid="true"]').first().waitFor();
+    await key.and(p.locator('[aria-invalid="true"]')).waitFor();
   });
   const secretKey = `sk_test_A1b2C3d4E5f6W${w.width}`;
   await key.fill(secretKey);

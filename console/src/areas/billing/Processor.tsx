@@ -104,6 +104,7 @@ function Connection({ environmentId, name }: { environmentId: string; name: stri
               value={secretKey}
               onChange={(e) => setSecretKey(e.currentTarget.value)}
               error={fieldError(put.error, 'secretKey')}
+              aria-invalid={!!fieldError(put.error, 'secretKey')}
               autoComplete="off"
               required
             />
@@ -113,6 +114,7 @@ function Connection({ environmentId, name }: { environmentId: string; name: stri
               value={webhookSecret}
               onChange={(e) => setWebhookSecret(e.currentTarget.value)}
               error={fieldError(put.error, 'webhookSecret')}
+              aria-invalid={!!fieldError(put.error, 'webhookSecret')}
               autoComplete="off"
               required
             />
