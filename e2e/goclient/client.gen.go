@@ -7072,7 +7072,8 @@ type ClientInterface interface {
 	// The session and user of the cookie, or `null` (200) when signed out. A day after the session
 	// was started or last extended, it is extended to the idle timeout from now (sliding expiry, 7
 	// days by default), never past its absolute lifetime (30 days after sign-in by default), and
-	// the cookie is set again with a Max-Age that follows the new expiry. `Cache-Control: no-store`.
+	// the cookie is set again with a Max-Age that follows the new expiry. The user carries
+	// `twoFactorEnabled`, whether its second factor is on. `Cache-Control: no-store`.
 	//
 	// Corresponds with GET /api/auth/get-session (the `GetSession` operationId).
 	GetSession(ctx context.Context, params *GetSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -10209,7 +10210,8 @@ func (c *Client) ForgotPasswordPage(ctx context.Context, params *ForgotPasswordP
 // The session and user of the cookie, or `null` (200) when signed out. A day after the session
 // was started or last extended, it is extended to the idle timeout from now (sliding expiry, 7
 // days by default), never past its absolute lifetime (30 days after sign-in by default), and
-// the cookie is set again with a Max-Age that follows the new expiry. `Cache-Control: no-store`.
+// the cookie is set again with a Max-Age that follows the new expiry. The user carries
+// `twoFactorEnabled`, whether its second factor is on. `Cache-Control: no-store`.
 //
 // Corresponds with GET /api/auth/get-session (the `GetSession` operationId).
 func (c *Client) GetSession(ctx context.Context, params *GetSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -23286,7 +23288,8 @@ type ClientWithResponsesInterface interface {
 	// The session and user of the cookie, or `null` (200) when signed out. A day after the session
 	// was started or last extended, it is extended to the idle timeout from now (sliding expiry, 7
 	// days by default), never past its absolute lifetime (30 days after sign-in by default), and
-	// the cookie is set again with a Max-Age that follows the new expiry. `Cache-Control: no-store`.
+	// the cookie is set again with a Max-Age that follows the new expiry. The user carries
+	// `twoFactorEnabled`, whether its second factor is on. `Cache-Control: no-store`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -37519,7 +37522,8 @@ func (c *ClientWithResponses) ForgotPasswordPageWithResponse(ctx context.Context
 // The session and user of the cookie, or `null` (200) when signed out. A day after the session
 // was started or last extended, it is extended to the idle timeout from now (sliding expiry, 7
 // days by default), never past its absolute lifetime (30 days after sign-in by default), and
-// the cookie is set again with a Max-Age that follows the new expiry. `Cache-Control: no-store`.
+// the cookie is set again with a Max-Age that follows the new expiry. The user carries
+// `twoFactorEnabled`, whether its second factor is on. `Cache-Control: no-store`.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -28,4 +28,8 @@ export const areas: Area[] = [
   { id: 'rbac', label: 'Access control', scope: 'project', load: () => import('./rbac') },
   { id: 'oidc-clients', label: 'OIDC clients', scope: 'project', load: () => import('./oidc-clients') },
   { id: 'organizations', label: 'Organizations', scope: 'user', load: () => import('./organizations') },
+  { id: 'usage', label: 'Usage analytics', scope: 'project', load: () => import('./usage') },
+  { id: 'billing', label: 'Billing', scope: 'project', load: () => import('./billing') },
+  { id: 'webhooks', label: 'Webhooks', scope: 'project', load: () => import('./webhooks') },
+  { id: 'account', label: 'Your account', scope: 'user', load: () => import('./account') },
 ];
