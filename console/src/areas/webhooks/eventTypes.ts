@@ -30,6 +30,7 @@ const all: Record<EventType, true> = {
   'oidc_client.disable': true,
   'oidc_client.enable': true,
   'oidc_client.rotate_secret': true,
+  'oidc_client.update': true,
   'org_role.create': true,
   'org_role.delete': true,
   'org_role.update': true,
