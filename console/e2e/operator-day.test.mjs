@@ -4,6 +4,8 @@
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { Page, launch, fixtures, widths } from './harness.mjs';
+import { accessSteps } from './access-steps.mjs';
+import { ingestUsage, seeUsage } from './steps-usage-billing-account.mjs';
 
 const fx = fixtures();
 let browser;
@@ -97,6 +99,29 @@ export const steps = [
     },
   ],
 ];
+
+// The rest of the day, in the issue's order: a service account and its key; usage events sent
+// with the key from the test and seen in the charts; a role, a binding and the playground; an
+// OIDC client; the key revoked, after which the next request with it is 401. accessSteps' own
+// one-event ingest is left out: the charts expect exactly the events ingestUsage sends.
+{
+  const byName = Object.fromEntries(accessSteps().map((s) => [s[0], s]));
+  steps.push(
+    byName['create a service account and copy its key'],
+    [
+      'send usage events with the key and see them in the charts',
+      async (w) => {
+        w.state.usageEnv = 'production'; // the key is pinned to production
+        await ingestUsage(w);
+        await seeUsage(w);
+      },
+    ],
+    byName['create a role and a binding, get allow and deny in the playground'],
+    byName['register an OIDC client and see its secret once'],
+    byName['revoke the key in the console: the next request with it is 401'],
+  );
+  for (const s of steps) assert.ok(s, 'a step of the day is missing from accessSteps()');
+}
 
 for (const width of widths) {
   test(`operator's day at ${width} px`, async (t) => {

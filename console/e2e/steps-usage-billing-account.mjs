@@ -28,7 +28,8 @@ async function chooseEnvironment(p, name) {
  */
 export async function ingestUsage(w) {
   const envs = await environments(w);
-  w.state.usageEnv ??= w.width === 390 ? 'staging' : 'production';
+  // Not production: access.test.mjs ingests into the seeded project's production at the same time.
+  w.state.usageEnv ??= w.width === 390 ? 'staging' : 'development';
   const environmentId = envs[w.state.usageEnv];
   const events = [
     { subjectId: `cust-${w.width}-a`, quantity: 2 },

@@ -40,7 +40,7 @@ for (const width of widths) {
         const r = await w.page.api('POST', `/api/v1/projects/${fx.projectId}/service-accounts`, {
           name: `usage-${width}`,
           scopes: ['usage:write'],
-          environmentId: envs[width === 390 ? 'staging' : 'production'],
+          environmentId: envs[width === 390 ? 'staging' : 'development'],
         });
         assert.equal(r.status, 201, JSON.stringify(r.body));
         w.state.apiKey = r.body.data.apiKey;
