@@ -93,6 +93,9 @@ func applyOidcClientUpdate(c *store.OIDCClient, body *gen.UpdateOidcClientJSONRe
 	if body.Jwks != nil {
 		changed = append(changed, "jwks")
 	}
+	if body.IdTokenSignedResponseAlg != nil {
+		c.IDTokenAlg, changed = string(*body.IdTokenSignedResponseAlg), append(changed, "idTokenSignedResponseAlg")
+	}
 	if body.RequirePushedAuthorizationRequests != nil {
 		c.RequirePAR, changed = *body.RequirePushedAuthorizationRequests, append(changed, "requirePushedAuthorizationRequests")
 	}

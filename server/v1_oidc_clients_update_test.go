@@ -63,6 +63,26 @@ func TestOidcClientUpdate(t *testing.T) {
 			t.Fatalf("after a one-member change %+v", c)
 		}
 
+		// The ID token algorithm can be set (and changed) after registration.
+		var alg envelope[struct {
+			Alg  *string `json:"idTokenSignedResponseAlg"`
+			Name string  `json:"name"`
+		}]
+		app.do(owner.as(request{method: "PATCH", path: base + "/" + web.ID, body: `{"idTokenSignedResponseAlg":"ES256"}`})).decode(t, http.StatusOK, &alg)
+		if alg.Data.Alg == nil || *alg.Data.Alg != "ES256" || alg.Data.Name != "Storefront v2" {
+			t.Fatalf("after setting the ID token algorithm: %+v", alg.Data)
+		}
+		var list envelope[[]struct {
+			ID  string  `json:"id"`
+			Alg *string `json:"idTokenSignedResponseAlg"`
+		}]
+		app.do(owner.as(request{method: "GET", path: base})).decode(t, http.StatusOK, &list)
+		for _, c := range list.Data {
+			if c.ID == web.ID && (c.Alg == nil || *c.Alg != "ES256") {
+				t.Fatalf("listed ID token algorithm %v, want ES256", c.Alg)
+			}
+		}
+
 		before := map[string]oidcClientPAR{web.ID: get(web.ID), spa.ID: get(spa.ID)}
 		for _, tc := range []struct {
 			name, id, body string
@@ -72,6 +92,7 @@ func TestOidcClientUpdate(t *testing.T) {
 			{"type is fixed", web.ID, `{"type":"spa"}`, []string{"body.type"}},
 			{"authentication method is fixed", web.ID, `{"tokenEndpointAuthMethod":"private_key_jwt"}`, []string{"body.tokenEndpointAuthMethod"}},
 			{"empty name", web.ID, `{"name":""}`, []string{"body.name"}},
+			{"unknown ID token algorithm", web.ID, `{"idTokenSignedResponseAlg":"HS256"}`, []string{"body.idTokenSignedResponseAlg"}},
 			{"no redirect uri", web.ID, `{"redirectUris":[]}`, []string{"body.redirectUris"}},
 			{"http redirect uri", web.ID, `{"redirectUris":["https://ok.example.com/cb","http://shop.example.com/cb"]}`, []string{"body.redirectUris.1"}},
 			{"refresh_token without authorization_code", web.ID, `{"grantTypes":["client_credentials","refresh_token"]}`, []string{"body.grantTypes.1"}},
@@ -119,8 +140,8 @@ func TestOidcClientUpdate(t *testing.T) {
 				changes = append(changes, e.Metadata["changed"].([]any))
 			}
 		}
-		if len(changes) != 2 {
-			t.Fatalf("%d oidc_client.update audit rows, want 2: %v", len(changes), changes)
+		if len(changes) != 3 || len(changes[0]) != 1 || changes[0][0] != "idTokenSignedResponseAlg" {
+			t.Fatalf("%d oidc_client.update audit rows, want 3, the newest naming idTokenSignedResponseAlg: %v", len(changes), changes)
 		}
 	})
 }

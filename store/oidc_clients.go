@@ -396,10 +396,10 @@ func (tx *Tx) UpdateOIDCClient(ctx context.Context, projectID, id string, change
 		jwks = c.JWKS
 	}
 	const update = `UPDATE oidc_clients SET name = ?, redirect_uris = ?, post_logout_redirect_uris = ?,
-		grant_types = ?, scopes = ?, skip_consent = ?, jwks = ?, require_par = ?, updated_at = ?
-		WHERE id = ? AND project_id = ?`
+		grant_types = ?, scopes = ?, skip_consent = ?, jwks = ?, require_par = ?, id_token_signed_response_alg = ?,
+		updated_at = ? WHERE id = ? AND project_id = ?`
 	res, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(update), c.Name, lists[0], lists[1], lists[2], lists[3],
-		c.SkipConsent, jwks, c.RequirePAR, sqlTime(tx.store.Now()), id, projectID)
+		c.SkipConsent, jwks, c.RequirePAR, c.IDTokenAlg, sqlTime(tx.store.Now()), id, projectID)
 	if err := oneRowAffected(op, res, err); err != nil {
 		return OIDCClient{}, err
 	}

@@ -2722,6 +2722,9 @@ type OidcClientType string
 type OidcClientUpdate struct {
 	GrantTypes *[]OidcGrantType `json:"grantTypes,omitempty"`
 
+	// IdTokenSignedResponseAlg Sets the algorithm the client's ID tokens must be signed with (see `OidcClientCreate`). A registered algorithm can be changed here, not removed: register a new client for that.
+	IdTokenSignedResponseAlg *OidcSigningAlg `json:"idTokenSignedResponseAlg,omitempty"`
+
 	// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
 	// 1 to 5 keys, all RSA of at least 2048 bits (assertions signed RS256) or all EC P-256
 	// (ES256), `use` absent or `sig`, `kid`s distinct. Private key members are refused.
