@@ -19,7 +19,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # make release: static binaries (modernc SQLite needs no cgo) for these GOOS/GOARCH pairs.
 RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64 windows/amd64
 
-.PHONY: run build release test generate check bench assets console clean
+.PHONY: run build release test generate check bench bench-scale assets console clean
 
 ## run: serve on http://localhost:8080 with embedded SQLite under ./data
 run: $(BUILD_ASSETS)
@@ -117,6 +117,12 @@ bench: assets
 	$(GO) test -run '^$$' -bench 'OAuthTokenLoad|OAuthIntrospectLoad|OAuthPrivateKeyJWTLoad' -benchtime=1x ./oauth/
 	$(GO) test -run '^$$' -bench 'UsageLoad' -benchtime=1x -timeout 60m ./server/
 	GOMAXPROCS=1 $(GO) test -run '^$$' -bench 'UsageLoad/postgres' -benchtime=1x -timeout 60m ./server/
+
+## bench-scale: usage on PostgreSQL at a size (GATEHOUSE_BENCH_EVENTS, default 10 M): the seed rate, ingest right
+## after it and GATEHOUSE_BENCH_SETTLE (5m) later with the slowest request, batch ingest, every analytics route's p95.
+## Needs GATEHOUSE_TEST_POSTGRES_URL. Figures go in docs/benchmarks.md.
+bench-scale:
+	GATEHOUSE_BENCH_EVENTS=$${GATEHOUSE_BENCH_EVENTS:-10000000} $(GO) test -run '^$$' -bench UsageScale -benchtime 1x -timeout 120m ./server/
 
 clean:
 	rm -rf bin dist $(SCALAR_BUNDLE) console/dist

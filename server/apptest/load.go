@@ -40,9 +40,9 @@ type LoadResult struct {
 	Requests int
 	RPS      float64
 	P50, P99 time.Duration
-	// P95 is the 95th latency percentile.
-	P95    time.Duration
-	Errors int
+	// P95 is the 95th latency percentile; Max the slowest request (a stall shows here).
+	P95, Max time.Duration
+	Errors   int
 	// CPU is the process's CPU time (user + system, client and server alike when both run in
 	// this process) over the measured window: CPU / Requests is what one request costs,
 	// whatever else the machine is running.
@@ -155,6 +155,7 @@ func RunLoad(tb testing.TB, target func() *http.Request, conns int, duration tim
 	res.P50 = all[(len(all)-1)*50/100]
 	res.P95 = all[(len(all)-1)*95/100]
 	res.P99 = all[(len(all)-1)*99/100]
+	res.Max = all[len(all)-1]
 	return res
 }
 
