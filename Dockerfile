@@ -41,7 +41,7 @@ ENV GATEHOUSE_LISTEN_ADDR=:8080 \
     GATEHOUSE_DATA_DIR=/data \
     GATEHOUSE_LOG_FORMAT=json
 # Set GATEHOUSE_BASE_URL to the origin browsers use, and for production GATEHOUSE_SECRET_KEY
-# and GATEHOUSE_DATABASE_URL (the README's configuration table lists every variable).
+# and GATEHOUSE_DATABASE_URL (docs/configuration.md lists every variable).
 EXPOSE 8080
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/gatehouse"]

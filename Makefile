@@ -88,7 +88,7 @@ generate:
 
 ## check: generation drift, formatting, vet, staticcheck, spec lint, migration parity, the import
 ## layers (store/ < identity/ < oauth/ < server/, over go list -deps) and at most 600 lines per
-## hand-written Go file
+## hand-written Go file, and README.md at most 250 lines (TestReadmeLines)
 check: assets console
 	@$(MAKE) --no-print-directory generate
 	@git diff --exit-code -- gen openapi/openapi.json e2e/goclient || { echo "check: gen/, openapi/openapi.json or e2e/goclient/ is stale: run make generate and commit"; exit 1; }
@@ -98,7 +98,7 @@ check: assets console
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npx --no-install redocly lint --config openapi/redocly.yaml --format=stylish openapi/openapi.yaml
 	$(GO) test -count=1 -run 'TestDialectsHaveSameVersions' ./migrations/
-	$(GO) test -count=1 -run 'TestLayers|TestFileSizes' .
+	$(GO) test -count=1 -run 'TestLayers|TestFileSizes|TestReadmeLines' .
 	cd console && node scripts/budget.mjs
 
 ## bench: Go benchmarks of the hot paths (a batch's cost to the server alone among them), then loopback load runs (16 connections, 5 s each) of
@@ -107,9 +107,10 @@ check: assets console
 ## with an API key, of the OAuth provider's token and
 ## introspection endpoints (./oauth/), and usage ingest (single and batch,
 ## new and duplicate events); SQLite always, PostgreSQL too when GATEHOUSE_TEST_POSTGRES_URL is set,
-## and PostgreSQL's usage runs again with GOMAXPROCS=1 (the database's share of the cores; README).
+## and PostgreSQL's usage runs again with GOMAXPROCS=1 (the database's share of the cores;
+## docs/operations.md, "Sharing cores with PostgreSQL").
 ## GATEHOUSE_BENCH_EVENTS=2000000 also seeds that many usage events, measures ingest again at that
-## size and loads every analytics route (p50/p95). Figures are recorded in README.md.
+## size and loads every analytics route (p50/p95). Figures are recorded in docs/benchmarks.md.
 bench: assets
 	$(GO) test -run '^$$' -bench 'Decide|AuthorizeBatchHandler|APIKeyAuth|SubjectEntitlements|WebhookApply|IngestUsage' -benchmem -count=3 ./server/
 	$(GO) test -run '^$$' -bench 'AuthorizeLoad|AuthorizeBatchLoad|RBACLookupLoad|ConfigRevealLoad' -benchtime=1x ./server/

@@ -120,6 +120,6 @@ func printUsage(w io.Writer) {
 		fmt.Fprintln(w, "  "+strings.SplitN(c.text, "\n", 2)[0])
 	}
 	fmt.Fprintln(w, "\nRun gatehouse help <command> for one command. Configuration comes from environment")
-	fmt.Fprintln(w, "variables such as GATEHOUSE_DATABASE_URL (one table of them in README.md); an invalid value")
+	fmt.Fprintln(w, "variables such as GATEHOUSE_DATABASE_URL (one table of them in docs/configuration.md); an invalid value")
 	fmt.Fprintln(w, "exits with status 2 and one line naming the variable.")
 }

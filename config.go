@@ -1,9 +1,9 @@
 package main
 
 // The configuration. Every GATEHOUSE_* variable the binary reads is one row of envVars: its
-// name, its default as README.md documents it, one line on what it sets, and how its value is
-// parsed. README.md's configuration table is this table (TestREADMEConfigTable holds the names
-// and defaults equal), and no other code reads the environment (TestConfigVariablesInTable).
+// name, its default as docs/configuration.md documents it, one line on what it sets, and how its
+// value is parsed. The table of docs/configuration.md is this table (TestConfigTableInDocs holds
+// the names and defaults equal), and no other code reads the environment (TestConfigVariablesInTable).
 
 import (
 	"errors"
@@ -55,7 +55,7 @@ type envVar struct {
 	// value. Empty when unset means something else, which Unset describes.
 	Default string
 	// Unset is, when there is no Default, what leaving the variable unset means, as the
-	// README's table shows it (Markdown): "none", "off", or how the value is derived.
+	// table of docs/configuration.md shows it (Markdown): "none", "off", or how the value is derived.
 	Unset string
 	// Doc is one line on what the variable sets.
 	Doc string
@@ -65,7 +65,7 @@ type envVar struct {
 	Parse func(s *settings, v string) error
 }
 
-// documented is the default as the README's table shows it.
+// documented is the default as the table of docs/configuration.md shows it.
 func (e envVar) documented() string {
 	if e.Default != "" {
 		return "`" + e.Default + "`"
@@ -73,7 +73,7 @@ func (e envVar) documented() string {
 	return e.Unset
 }
 
-// envVars is the configuration table, in the README's order. A row may read the fields that
+// envVars is the configuration table, in the order of docs/configuration.md. A row may read the fields that
 // rows above it have set.
 var envVars = []envVar{
 	{Name: "GATEHOUSE_LISTEN_ADDR", Default: ":8080",

@@ -36,14 +36,17 @@ func TestConfigTable(t *testing.T) {
 	}
 }
 
-// readmeVar is one variable of the README's configuration table and its documented default.
-type readmeVar struct{ name, def string }
+// configDoc is the configuration reference whose table must equal envVars.
+const configDoc = "docs/configuration.md"
 
-// readmeConfigTable reads the configuration table of README.md: the rows after the header
+// docVar is one variable of the configuration reference's table and its documented default.
+type docVar struct{ name, def string }
+
+// docConfigTable reads the configuration table of the configuration reference: the rows after the header
 // "| Variable | Default | Meaning |". A row may name several variables ("`A`, `B`"); its
 // default is then shared by all of them, or one comma-separated code span per variable, in
 // order ("`a`, `b`").
-func readmeConfigTable(t *testing.T, path string) []readmeVar {
+func docConfigTable(t *testing.T, path string) []docVar {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -52,7 +55,7 @@ func readmeConfigTable(t *testing.T, path string) []readmeVar {
 	defer f.Close()
 	names := regexp.MustCompile("^`GATEHOUSE_[A-Z0-9_]+`(, `GATEHOUSE_[A-Z0-9_]+`)*$")
 	spans := regexp.MustCompile("^`[^`]*`(, `[^`]*`)*$")
-	var out []readmeVar
+	var out []docVar
 	in := false
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
@@ -86,7 +89,7 @@ func readmeConfigTable(t *testing.T, path string) []readmeVar {
 			if len(defs) > 1 {
 				d = defs[i]
 			}
-			out = append(out, readmeVar{name: strings.Trim(v, "`"), def: d})
+			out = append(out, docVar{name: strings.Trim(v, "`"), def: d})
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -98,18 +101,19 @@ func readmeConfigTable(t *testing.T, path string) []readmeVar {
 	return out
 }
 
-// TestREADMEConfigTable: the README's configuration table and envVars list the same variables in
-// the same order, each with the same default (envVar.documented, compared as Markdown text).
-func TestREADMEConfigTable(t *testing.T) {
-	readme := readmeConfigTable(t, "README.md")
+// TestConfigTableInDocs: the configuration reference's table (docs/configuration.md) and
+// envVars list the same variables in the same order, each with the same default
+// (envVar.documented, compared as Markdown text).
+func TestConfigTableInDocs(t *testing.T) {
+	doc := docConfigTable(t, configDoc)
 	documented := map[string]string{}
-	var readmeOrder []string
-	for _, r := range readme {
+	var docOrder []string
+	for _, r := range doc {
 		if _, dup := documented[r.name]; dup {
-			t.Errorf("README.md: %s in two rows", r.name)
+			t.Errorf("%s: %s in two rows", configDoc, r.name)
 		}
 		documented[r.name] = r.def
-		readmeOrder = append(readmeOrder, r.name)
+		docOrder = append(docOrder, r.name)
 	}
 	var goOrder []string
 	for _, e := range envVars {
@@ -117,24 +121,24 @@ func TestREADMEConfigTable(t *testing.T) {
 		def, ok := documented[e.Name]
 		switch {
 		case !ok:
-			t.Errorf("%s is in the table of config.go but not in README.md's", e.Name)
+			t.Errorf("%s is in the table of config.go but not in %s", e.Name, configDoc)
 		case def != e.documented():
-			t.Errorf("%s: README.md's default is %s, config.go's %s", e.Name, def, e.documented())
+			t.Errorf("%s: %s's default is %s, config.go's %s", e.Name, configDoc, def, e.documented())
 		}
 		delete(documented, e.Name)
 	}
-	for _, r := range readme {
+	for _, r := range doc {
 		if _, left := documented[r.name]; left {
-			t.Errorf("%s is in README.md's configuration table but not in config.go's", r.name)
+			t.Errorf("%s is in %s's configuration table but not in config.go's", r.name, configDoc)
 		}
 	}
-	if !t.Failed() && !slices.Equal(readmeOrder, goOrder) {
+	if !t.Failed() && !slices.Equal(docOrder, goOrder) {
 		i := 0
-		for readmeOrder[i] == goOrder[i] {
+		for docOrder[i] == goOrder[i] {
 			i++
 		}
-		t.Errorf("the tables list the variables in another order: row %d is %s in README.md, %s in config.go",
-			i+1, readmeOrder[i], goOrder[i])
+		t.Errorf("the tables list the variables in another order: row %d is %s in %s, %s in config.go",
+			i+1, docOrder[i], configDoc, goOrder[i])
 	}
 }
 
@@ -175,7 +179,7 @@ func TestConfigVariablesInTable(t *testing.T) {
 				case name == "GATEHOUSE_" || strings.HasSuffix(name, "_"):
 					t.Errorf("%s:%d: %q assembles a variable name; write it out in full and add it to envVars", path, lit.line, lit.text)
 				case !inTable[name]:
-					t.Errorf("%s:%d: %s is read or named but is not in the configuration table (envVars in config.go, and README.md)", path, lit.line, name)
+					t.Errorf("%s:%d: %s is read or named but is not in the configuration table (envVars in config.go, and docs/configuration.md)", path, lit.line, name)
 				}
 			}
 		}

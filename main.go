@@ -13,7 +13,7 @@
 //	gatehouse --help | help [command]
 //
 // Configuration comes from GATEHOUSE_* environment variables, the table in config.go that
-// README.md shows. An invalid value exits with status 2 and one line naming the variable.
+// docs/configuration.md shows. An invalid value exits with status 2 and one line naming the variable.
 package main
 
 import (

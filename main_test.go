@@ -98,8 +98,8 @@ func TestMigrateUpDown(t *testing.T) {
 }
 
 // TestDrainTimeoutExitsZero: a request still running when the drain timeout passes (a client
-// that never finishes its body) is cut, and the requested stop still exits 0 — the README's
-// promise; before, the process exited 1.
+// that never finishes its body) is cut, and the requested stop still exits 0 — the promise of
+// docs/configuration.md, "Stopping and busy ports"; before, the process exited 1.
 func TestDrainTimeoutExitsZero(t *testing.T) {
 	sv := startServe(t, testEnv(t, map[string]string{"GATEHOUSE_SHUTDOWN_TIMEOUT": "300ms"}))
 	addr, cancel, done, stderr := sv.addr, sv.cancel, sv.done, sv.stderr

@@ -24,7 +24,7 @@ import (
 )
 
 // grantState is what survives of a user's credentials, each seen through the endpoint that
-// uses it (the columns of README's "What survives what").
+// uses it (the columns of "What survives what" in docs/security.md).
 type grantState struct {
 	SessionHere  bool // get-session in the browser that acted answers a session
 	SessionOther bool // get-session in the user's other browser answers a session
@@ -154,7 +154,7 @@ func (e *providerEnv) observe(t *testing.T, u *lifecycleUser, shopID string) gra
 	return s
 }
 
-// TestOAuthGrantLifecycle walks the rows of README's "What survives what" that exist: for each
+// TestOAuthGrantLifecycle walks the rows of "What survives what" (docs/security.md) that exist: for each
 // event, a fresh user with two signed-in browsers, a grant of a consent-asking client and an
 // API key, first seen whole, then after the event.
 func TestOAuthGrantLifecycle(t *testing.T) {

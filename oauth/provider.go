@@ -22,7 +22,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/store"
 )
 
-// Token lifetimes of the provider (README "OAuth provider"). Refresh tokens also have an
+// Token lifetimes of the provider (docs/oauth.md, "The provider: tokens"). Refresh tokens also have an
 // absolute lifetime, MaxRefreshGrantAge (90 days), enforced by FositeStore.
 const (
 	AccessTokenLifespan   = time.Hour

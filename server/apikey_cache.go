@@ -27,7 +27,7 @@ import (
 //
 // Reading the key was half of PostgreSQL's work per single-event ingest and kept 16 of its
 // backends busy answering it: 2,100–2,500 events/s against 3,400 with the key remembered, all
-// else equal (README, Benchmarks, "Second round").
+// else equal (docs/benchmarks.md, "What the ingest figures rest on").
 
 // apiKeyCacheSize and apiKeyCacheTTL bound the cache: at most that many keys, each forgotten
 // that long after it was read (then read again on its next use).

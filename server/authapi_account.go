@@ -292,7 +292,7 @@ func (s *Server) RevokeOtherSessions(ctx context.Context, _ gen.RevokeOtherSessi
 // user and starts a new one for the caller (a new cookie). With revokeOtherSessions (the user's
 // "sign out everywhere"), the OAuth grants the user gave end too, in the same transaction:
 // refresh tokens stop working and their access tokens introspect inactive; consents stay, so
-// signing in to the same applications again does not ask again (README "What survives what").
+// signing in to the same applications again does not ask again (docs/security.md, "What survives what").
 func (s *Server) ChangePassword(ctx context.Context, request gen.ChangePasswordRequestObject) (gen.ChangePasswordResponseObject, error) {
 	noStore(ctx)
 	p := PrincipalFrom(ctx)

@@ -36,9 +36,9 @@ type testApp struct {
 // forEachBackend runs fn against SQLite and, when configured, PostgreSQL.
 var forEachBackend = apptest.ForEachBackend
 
-// The throttles' limits as the README states them (identity.AccountFailureLimit and its
-// siblings must equal these): failed password checks per account and per client IP within
-// one 15-minute window.
+// The throttles' limits as docs/security.md states them ("Limits, timeouts and lifetimes";
+// identity.AccountFailureLimit and its siblings must equal these): failed password checks per
+// account and per client IP within one 15-minute window.
 const (
 	accountFailureLimit = 5
 	ipFailureLimit      = 30

@@ -226,7 +226,7 @@ func TestMetrics(t *testing.T) {
 }
 
 // TestGrafanaDashboard parses the example dashboard (testdata/grafana-dashboard.json, linked
-// from the README) and checks that every metric its queries name is one the server serves.
+// from docs/operations.md, "Metrics") and checks that every metric its queries name is one the server serves.
 func TestGrafanaDashboard(t *testing.T) {
 	raw, err := os.ReadFile("testdata/grafana-dashboard.json")
 	if err != nil {

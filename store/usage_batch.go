@@ -25,7 +25,8 @@ import (
 // callers' responses) out of a 3 ms cycle.
 
 // postgresBatchSlots is how many batch calls may run their transactions at once per Store
-// on PostgreSQL, besides the flusher's. Measured with 16 senders on loopback (README):
+// on PostgreSQL, besides the flusher's. Measured with 16 senders on loopback (docs/benchmarks.md,
+// "What the ingest figures rest on"):
 // batches of 500 record 31,100–32,800 events/s with 2 against 25,600–26,400 with 1, and
 // 14,500 when all 16 batch transactions ran at once, queueing on each other's rollup row
 // locks. Single events have one transaction at a time, the flusher's: two at once recorded

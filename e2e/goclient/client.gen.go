@@ -7961,7 +7961,7 @@ type ClientInterface interface {
 	// an hour of the request, and the other reset links of the user stop working. The old
 	// password stops working at once; every session of the user ends and the OAuth grants the
 	// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
-	// survives what" in the README. When the account's address had never been verified, the
+	// survives what" in docs/security.md. When the account's address had never been verified, the
 	// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
 	// provider links and consents go too; audited as `user.email_claim`). Audited as
 	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
@@ -7981,7 +7981,7 @@ type ClientInterface interface {
 	// an hour of the request, and the other reset links of the user stop working. The old
 	// password stops working at once; every session of the user ends and the OAuth grants the
 	// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
-	// survives what" in the README. When the account's address had never been verified, the
+	// survives what" in docs/security.md. When the account's address had never been verified, the
 	// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
 	// provider links and consents go too; audited as `user.email_claim`). Audited as
 	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
@@ -8001,7 +8001,7 @@ type ClientInterface interface {
 	// an hour of the request, and the other reset links of the user stop working. The old
 	// password stops working at once; every session of the user ends and the OAuth grants the
 	// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
-	// survives what" in the README. When the account's address had never been verified, the
+	// survives what" in docs/security.md. When the account's address had never been verified, the
 	// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
 	// provider links and consents go too; audited as `user.email_claim`). Audited as
 	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
@@ -11839,7 +11839,7 @@ func (c *Client) RequestPasswordResetWithFormdataBody(ctx context.Context, body 
 // an hour of the request, and the other reset links of the user stop working. The old
 // password stops working at once; every session of the user ends and the OAuth grants the
 // user gave end (refresh tokens and access tokens revoked; consents stay): see "What
-// survives what" in the README. When the account's address had never been verified, the
+// survives what" in docs/security.md. When the account's address had never been verified, the
 // reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
 // provider links and consents go too; audited as `user.email_claim`). Audited as
 // `user.password_reset`. Nobody is signed in: the user signs in with the new password.
@@ -11869,7 +11869,7 @@ func (c *Client) ResetPasswordWithBody(ctx context.Context, params *ResetPasswor
 // an hour of the request, and the other reset links of the user stop working. The old
 // password stops working at once; every session of the user ends and the OAuth grants the
 // user gave end (refresh tokens and access tokens revoked; consents stay): see "What
-// survives what" in the README. When the account's address had never been verified, the
+// survives what" in docs/security.md. When the account's address had never been verified, the
 // reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
 // provider links and consents go too; audited as `user.email_claim`). Audited as
 // `user.password_reset`. Nobody is signed in: the user signs in with the new password.
@@ -11899,7 +11899,7 @@ func (c *Client) ResetPassword(ctx context.Context, params *ResetPasswordParams,
 // an hour of the request, and the other reset links of the user stop working. The old
 // password stops working at once; every session of the user ends and the OAuth grants the
 // user gave end (refresh tokens and access tokens revoked; consents stay): see "What
-// survives what" in the README. When the account's address had never been verified, the
+// survives what" in docs/security.md. When the account's address had never been verified, the
 // reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
 // provider links and consents go too; audited as `user.email_claim`). Audited as
 // `user.password_reset`. Nobody is signed in: the user signs in with the new password.
@@ -24211,7 +24211,7 @@ type ClientWithResponsesInterface interface {
 	// an hour of the request, and the other reset links of the user stop working. The old
 	// password stops working at once; every session of the user ends and the OAuth grants the
 	// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
-	// survives what" in the README. When the account's address had never been verified, the
+	// survives what" in docs/security.md. When the account's address had never been verified, the
 	// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
 	// provider links and consents go too; audited as `user.email_claim`). Audited as
 	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
@@ -24231,7 +24231,7 @@ type ClientWithResponsesInterface interface {
 	// an hour of the request, and the other reset links of the user stop working. The old
 	// password stops working at once; every session of the user ends and the OAuth grants the
 	// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
-	// survives what" in the README. When the account's address had never been verified, the
+	// survives what" in docs/security.md. When the account's address had never been verified, the
 	// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
 	// provider links and consents go too; audited as `user.email_claim`). Audited as
 	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
@@ -24251,7 +24251,7 @@ type ClientWithResponsesInterface interface {
 	// an hour of the request, and the other reset links of the user stop working. The old
 	// password stops working at once; every session of the user ends and the OAuth grants the
 	// user gave end (refresh tokens and access tokens revoked; consents stay): see "What
-	// survives what" in the README. When the account's address had never been verified, the
+	// survives what" in docs/security.md. When the account's address had never been verified, the
 	// reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
 	// provider links and consents go too; audited as `user.email_claim`). Audited as
 	// `user.password_reset`. Nobody is signed in: the user signs in with the new password.
@@ -38889,7 +38889,7 @@ func (c *ClientWithResponses) RequestPasswordResetWithFormdataBodyWithResponse(c
 // an hour of the request, and the other reset links of the user stop working. The old
 // password stops working at once; every session of the user ends and the OAuth grants the
 // user gave end (refresh tokens and access tokens revoked; consents stay): see "What
-// survives what" in the README. When the account's address had never been verified, the
+// survives what" in docs/security.md. When the account's address had never been verified, the
 // reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
 // provider links and consents go too; audited as `user.email_claim`). Audited as
 // `user.password_reset`. Nobody is signed in: the user signs in with the new password.
@@ -38915,7 +38915,7 @@ func (c *ClientWithResponses) ResetPasswordWithBodyWithResponse(ctx context.Cont
 // an hour of the request, and the other reset links of the user stop working. The old
 // password stops working at once; every session of the user ends and the OAuth grants the
 // user gave end (refresh tokens and access tokens revoked; consents stay): see "What
-// survives what" in the README. When the account's address had never been verified, the
+// survives what" in docs/security.md. When the account's address had never been verified, the
 // reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
 // provider links and consents go too; audited as `user.email_claim`). Audited as
 // `user.password_reset`. Nobody is signed in: the user signs in with the new password.
@@ -38941,7 +38941,7 @@ func (c *ClientWithResponses) ResetPasswordWithResponse(ctx context.Context, par
 // an hour of the request, and the other reset links of the user stop working. The old
 // password stops working at once; every session of the user ends and the OAuth grants the
 // user gave end (refresh tokens and access tokens revoked; consents stay): see "What
-// survives what" in the README. When the account's address had never been verified, the
+// survives what" in docs/security.md. When the account's address had never been verified, the
 // reset proves ownership of it and the account is claimed first (`identity.ClaimEmail`:
 // provider links and consents go too; audited as `user.email_claim`). Audited as
 // `user.password_reset`. Nobody is signed in: the user signs in with the new password.
