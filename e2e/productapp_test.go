@@ -79,8 +79,8 @@ func TestProductApp(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin)
-	cmd.Env = append(os.Environ(), "GATEHOUSE_URL="+gh, "PRODUCT_URL="+product, "CLIENT_ID="+client.id(), "CLIENT_SECRET=",
-		"PROJECT_ID="+project.id(), "GATEHOUSE_API_KEY="+account.field("data", "apiKey"))
+	cmd.Env = append(os.Environ(), "ISSUER_URL="+gh, "PRODUCT_URL="+product, "CLIENT_ID="+client.id(), "CLIENT_SECRET=",
+		"PROJECT_ID="+project.id(), "API_KEY="+account.field("data", "apiKey"))
 	var logs syncBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {

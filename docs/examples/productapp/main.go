@@ -8,9 +8,10 @@
 //   - /export is on when the user's entitlements (GET .../subjects/{sub}/entitlements) include
 //     the feature csv_export.
 //
-// Configuration, from the environment: GATEHOUSE_URL, PRODUCT_URL (this server's own origin;
-// it listens on its host and port), CLIENT_ID and, for a web client, CLIENT_SECRET, PROJECT_ID,
-// and GATEHOUSE_API_KEY, a service account key with the scopes project:read and billing:read.
+// Configuration, from the environment: ISSUER_URL (Gatehouse's base URL, its OIDC issuer),
+// PRODUCT_URL (this server's own origin; it listens on its host and port), CLIENT_ID and, for a
+// web client, CLIENT_SECRET, PROJECT_ID, and API_KEY, a Gatehouse service account key with the
+// scopes project:read and billing:read.
 // Sessions live in memory: a restart signs everyone out.
 package main
 
@@ -33,13 +34,13 @@ import (
 
 func main() {
 	ctx := context.Background()
-	gatehouse, product := env("GATEHOUSE_URL", "http://localhost:8080"), env("PRODUCT_URL", "http://localhost:3000")
+	gatehouse, product := env("ISSUER_URL", "http://localhost:8080"), env("PRODUCT_URL", "http://localhost:3000")
 	provider, err := oidc.NewProvider(ctx, gatehouse) // discovery: /.well-known/openid-configuration
 	if err != nil {
 		log.Fatal(err)
 	}
 	a := &app{
-		gatehouse: gatehouse, projectID: os.Getenv("PROJECT_ID"), apiKey: os.Getenv("GATEHOUSE_API_KEY"), provider: provider,
+		gatehouse: gatehouse, projectID: os.Getenv("PROJECT_ID"), apiKey: os.Getenv("API_KEY"), provider: provider,
 		oauth: oauth2.Config{ClientID: os.Getenv("CLIENT_ID"), ClientSecret: os.Getenv("CLIENT_SECRET"),
 			Endpoint: provider.Endpoint(), RedirectURL: product + "/callback", Scopes: []string{oidc.ScopeOpenID, "profile", "email"}},
 		idTokens: provider.Verifier(&oidc.Config{ClientID: os.Getenv("CLIENT_ID")}),
