@@ -184,7 +184,7 @@ func TestGettingStartedGuide(t *testing.T) {
 			defer cancel()
 			cmd := exec.CommandContext(ctx, "bash", script)
 			cmd.Dir = root
-			cmd.Env = append(os.Environ(), "GATEHOUSE_URL="+base)
+			cmd.Env = append(os.Environ(), "GATEHOUSE_URL="+base, "TMPDIR="+t.TempDir()) // mktemp's cookie jar
 			start := time.Now()
 			out, err := cmd.CombinedOutput()
 			if msg := guideFailure(blocks, string(out), err); msg != "" {
