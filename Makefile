@@ -98,7 +98,7 @@ check: assets console
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npx --no-install redocly lint --config openapi/redocly.yaml --format=stylish openapi/openapi.yaml
 	$(GO) test -count=1 -run 'TestDialectsHaveSameVersions' ./migrations/
-	$(GO) test -count=1 -run 'TestLayers|TestFileSizes|TestReadmeLines' .
+	$(GO) test -count=1 -run 'TestLayers|TestFileSizes|TestReadmeLines|TestDocsLinks' .
 	cd console && node scripts/budget.mjs
 
 ## bench: Go benchmarks of the hot paths (a batch's cost to the server alone among them), then loopback load runs (16 connections, 5 s each) of
