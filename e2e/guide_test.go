@@ -145,13 +145,33 @@ func TestGettingStartedGuide(t *testing.T) {
 		t.Fatal(err)
 	}
 	requireGuideTools(t, root)
-	md, err := os.ReadFile(filepath.Join(root, guideFile))
+	runGuide(t, root, guideFile, guideSteps, root, "")
+}
+
+// TestReadmeFirstFiveMinutes runs README.md's "first five minutes" block against a fresh server,
+// in an empty folder (it writes cookies.txt), and wants its last command's answer: allowed.
+func TestReadmeFirstFiveMinutes(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireGuideTools(t, root)
+	runGuide(t, root, "README.md", []string{"## The first five minutes"}, "", `"allowed":true`)
+}
+
+// runGuide runs the guideFence blocks of file (relative to root) as one bash script against a
+// fresh server on each backend, in dir (a new empty folder when ""), with GATEHOUSE_URL set to
+// the server. The blocks must sit under exactly the headings steps, in order, and the output
+// must contain want when it is not "".
+func runGuide(t *testing.T, root, file string, steps []string, dir, want string) {
+	t.Helper()
+	md, err := os.ReadFile(filepath.Join(root, file))
 	if err != nil {
 		t.Fatal(err)
 	}
 	blocks, err := parseGuide(string(md))
 	if err != nil {
-		t.Fatalf("%s: %v", guideFile, err)
+		t.Fatalf("%s: %v", file, err)
 	}
 	var headings []string
 	for _, b := range blocks {
@@ -159,8 +179,8 @@ func TestGettingStartedGuide(t *testing.T) {
 			headings = append(headings, b.Heading)
 		}
 	}
-	if !slices.Equal(headings, guideSteps) {
-		t.Fatalf("%s: the sections with run blocks are\n%s\nwant\n%s", guideFile, strings.Join(headings, "\n"), strings.Join(guideSteps, "\n"))
+	if !slices.Equal(headings, steps) {
+		t.Fatalf("%s: the sections with run blocks are\n%s\nwant\n%s", file, strings.Join(headings, "\n"), strings.Join(steps, "\n"))
 	}
 	script := filepath.Join(t.TempDir(), "guide.sh")
 	if err := os.WriteFile(script, []byte(guideScript(blocks)), 0o600); err != nil {
@@ -183,14 +203,20 @@ func TestGettingStartedGuide(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, "bash", script)
-			cmd.Dir = root
+			cmd.Dir = dir
+			if dir == "" {
+				cmd.Dir = t.TempDir()
+			}
 			cmd.Env = append(os.Environ(), "GATEHOUSE_URL="+base, "TMPDIR="+t.TempDir()) // mktemp's cookie jar
 			start := time.Now()
 			out, err := cmd.CombinedOutput()
 			if msg := guideFailure(blocks, string(out), err); msg != "" {
 				t.Fatalf("%s\n----- server log -----\n%s", msg, strings.TrimSpace(logs.String()))
 			}
-			t.Logf("%d blocks of %s ran in %s", len(blocks), guideFile, time.Since(start).Round(time.Millisecond))
+			if want != "" && !strings.Contains(string(out), want) {
+				t.Fatalf("%s: the output lacks %s:\n%s", file, want, out)
+			}
+			t.Logf("%d blocks of %s ran in %s", len(blocks), file, time.Since(start).Round(time.Millisecond))
 		})
 	}
 }
