@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 )
 
@@ -125,8 +126,10 @@ func postgresUsageSQL(sources, shard string, legacy bool, final string) string {
 var postgresIngest, postgresIngestLegacy = postgresIngestSQL(false), postgresIngestSQL(true)
 
 // ingestPostgres records prepared events of one project with postgresIngest; see
-// IngestUsage for the contract.
-func (s *Store) ingestPostgres(ctx context.Context, events []UsageEvent) ([]IngestResult, error) {
+// IngestUsage for the contract. With tx nil the statement commits on its own; otherwise it
+// runs in tx (a group commit carrying several projects: usage_batch.go), and an error leaves
+// tx to be rolled back by the caller, which also handles a dropped legacy table.
+func (s *Store) ingestPostgres(ctx context.Context, tx *sqlx.Tx, events []UsageEvent) ([]IngestResult, error) {
 	n := len(events)
 	eventIDs, ids, envs, subjects, meters := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	occurred, received, days := make([]string, n), make([]string, n), make([]string, n)
@@ -154,12 +157,15 @@ func (s *Store) ingestPostgres(ctx context.Context, events []UsageEvent) ([]Inge
 		if err != nil {
 			return err
 		}
+		if tx != nil {
+			stmt = tx.StmtxContext(ctx, stmt)
+		}
 		return stmt.SelectContext(ctx, &rows, events[0].ProjectID, pq.Array(eventIDs), pq.Array(ids), pq.Array(envs),
 			pq.Array(subjects), pq.Array(meters), pq.Array(quantities), pq.Array(occurred), pq.Array(received),
 			pq.GenericArray{A: properties}, pq.Array(days), callShard(), pq.GenericArray{A: keys}, sqlTime(s.Now()).text())
 	}
 	err := run()
-	if isUndefinedTable(err) {
+	if isUndefinedTable(err) && tx == nil {
 		// Another replica finished the conversion and dropped usage_events_legacy (or this
 		// one has not yet seen it start): look again, then once more.
 		if err = s.refreshUsageLegacy(ctx); err == nil {
@@ -214,11 +220,15 @@ func (s *Store) ingestPostgres(ctx context.Context, events []UsageEvent) ([]Inge
 		if legacy {
 			from += ` UNION ALL SELECT id FROM usage_events_legacy WHERE project_id = ` + project + ` AND event_id = r.event_id`
 		}
-		return s.reader.SelectContext(ctx, &stored, `SELECT r.event_id, e.id FROM unnest(`+pq.QuoteLiteral(arrayText.(string))+`::text[]) AS r(event_id)
+		var q querier = s.reader
+		if tx != nil {
+			q = tx
+		}
+		return q.SelectContext(ctx, &stored, `SELECT r.event_id, e.id FROM unnest(`+pq.QuoteLiteral(arrayText.(string))+`::text[]) AS r(event_id)
 		CROSS JOIN LATERAL (`+from+` LIMIT 1) e`)
 	}
 	err = lookup(s.usageLegacy.Load())
-	if isUndefinedTable(err) {
+	if isUndefinedTable(err) && tx == nil {
 		stored = stored[:0]
 		err = lookup(false)
 	}
