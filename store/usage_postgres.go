@@ -36,9 +36,12 @@ import (
 //     in key order.
 //
 // It returns one row per event, in call order: the id this call gave the event (also to a
-// later occurrence of an event id it inserted), or NULL for a replay of a stored event, whose
-// id ingestPostgres reads with a second statement; whether this call inserted it; and whether
-// its key was refused.
+// later occurrence of an event id it inserted), or for a replay the stored id as the
+// statement's snapshot shows it in usage_event_ids (prior: one primary-key probe, so a replay
+// costs one round trip like a new event), or NULL when the snapshot does not show it (a racing
+// transaction committed it after the snapshot was taken, or it is in usage_events_legacy),
+// which ingestPostgres then reads with a second statement; whether this call inserted it; and
+// whether its key was refused.
 //
 // Parameters: project, then arrays of event id, id, environment, subject, meter, quantity,
 // timestamp, received at, properties (NULL for none) and day; the call's shard; the array of
@@ -56,8 +59,10 @@ func postgresIngestSQL(legacy bool) string {
 	WHERE k.id = ANY($13::text[]) AND `+strings.Replace(usableKeyCondition, "?", "$14::timestamptz", 1)+`
 ), ok AS (
 	SELECT input.* FROM input WHERE input.key_id IS NULL OR input.key_id IN (SELECT id FROM usable)
-)`, "$12", legacy, `SELECT fresh.id, coalesce(fresh.n = input.n, false) AS inserted, ok.n IS NULL AS refused
+)`, "$12", legacy, `SELECT coalesce(fresh.id, prior.id) AS id, coalesce(fresh.n = input.n, false) AS inserted, ok.n IS NULL AS refused
 FROM input LEFT JOIN fresh ON fresh.event_id = input.event_id LEFT JOIN ok ON ok.n = input.n
+LEFT JOIN LATERAL (SELECT e.id FROM usage_event_ids e
+	WHERE fresh.id IS NULL AND ok.n IS NOT NULL AND e.project_id = $1::text AND e.event_id = input.event_id LIMIT 1) prior ON true
 ORDER BY input.n`)
 }
 
