@@ -105,8 +105,9 @@ check: assets console
 ## POST /api/v1/authorize, of batches of 100 checks (plain and explained) against the same checks
 ## one by one, of effective permissions and who-holds (10,000 principals), and of a secret reveal
 ## with an API key, of the OAuth provider's token and
-## introspection endpoints (./oauth/), and usage ingest (single and batch,
-## new and duplicate events); SQLite always, PostgreSQL too when GATEHOUSE_TEST_POSTGRES_URL is set,
+## introspection endpoints (./oauth/), and usage ingest (single and batches of 100, new and duplicate
+## events, in one project and spread over 10 projects with 10 keys, CPU per event; then pgbench's raw
+## INSERT limit for the same shapes, tools/pgbench-usage.sh); SQLite always, PostgreSQL too when GATEHOUSE_TEST_POSTGRES_URL is set,
 ## and PostgreSQL's usage runs again with GOMAXPROCS=1 (the database's share of the cores; README).
 ## GATEHOUSE_BENCH_EVENTS=2000000 also seeds that many usage events, measures ingest again at that
 ## size and loads every analytics route (p50/p95). Figures are recorded in README.md.
@@ -117,6 +118,7 @@ bench: assets
 	$(GO) test -run '^$$' -bench 'OAuthTokenLoad|OAuthIntrospectLoad|OAuthPrivateKeyJWTLoad' -benchtime=1x ./oauth/
 	$(GO) test -run '^$$' -bench 'UsageLoad' -benchtime=1x -timeout 60m ./server/
 	GOMAXPROCS=1 $(GO) test -run '^$$' -bench 'UsageLoad/postgres' -benchtime=1x -timeout 60m ./server/
+	@if [ -n "$$GATEHOUSE_TEST_POSTGRES_URL" ]; then tools/pgbench-usage.sh; fi
 
 clean:
 	rm -rf bin dist $(SCALAR_BUNDLE) console/dist
