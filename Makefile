@@ -105,8 +105,9 @@ check: assets console
 ## POST /api/v1/authorize, of batches of 100 checks (plain and explained) against the same checks
 ## one by one, of effective permissions and who-holds (10,000 principals), and of a secret reveal
 ## with an API key, of the OAuth provider's token and
-## introspection endpoints (./oauth/), and usage ingest (single and batch,
-## new and duplicate events); SQLite always, PostgreSQL too when GATEHOUSE_TEST_POSTGRES_URL is set,
+## introspection endpoints (./oauth/), and usage ingest (single and batches of 100, new and duplicate
+## events, in one project and spread over 10 projects with 10 keys, CPU per event; then pgbench's raw
+## INSERT limit for the same shapes, tools/pgbench-usage.sh); SQLite always, PostgreSQL too when GATEHOUSE_TEST_POSTGRES_URL is set,
 ## and PostgreSQL's usage runs again with GOMAXPROCS=1 (the database's share of the cores;
 ## docs/operations.md, "Sharing cores with PostgreSQL").
 ## GATEHOUSE_BENCH_EVENTS=2000000 also seeds that many usage events, measures ingest again at that
@@ -118,6 +119,7 @@ bench: assets
 	$(GO) test -run '^$$' -bench 'OAuthTokenLoad|OAuthIntrospectLoad|OAuthPrivateKeyJWTLoad' -benchtime=1x ./oauth/
 	$(GO) test -run '^$$' -bench 'UsageLoad' -benchtime=1x -timeout 60m ./server/
 	GOMAXPROCS=1 $(GO) test -run '^$$' -bench 'UsageLoad/postgres' -benchtime=1x -timeout 60m ./server/
+	@if [ -n "$$GATEHOUSE_TEST_POSTGRES_URL" ]; then tools/pgbench-usage.sh; fi
 
 ## bench-scale: usage on PostgreSQL at a size (GATEHOUSE_BENCH_EVENTS, default 10 M): the seed rate, ingest right
 ## after it and GATEHOUSE_BENCH_SETTLE (5m) later with the slowest request, batch ingest, every analytics route's p95.

@@ -31,18 +31,44 @@ import (
 // N/200 subjects and 90 days (usagegen, through the store), ingest is measured again at that
 // size, and every analytics route is loaded from 4 connections for its p50/p95.
 
-const usageBatchSize = 500
+// usageBatchSize is the events per batch request in the load runs: 100, the size the
+// targets and the pgbench raw-limit run (tools/pgbench-usage.sh) use.
+const usageBatchSize = 100
+
+// usageProjects is how many projects, each with its own key, the multi-project runs spread
+// their events over.
+const usageProjects = 10
 
 // analyticsLoadConns is how many connections load the analytics routes at once: a handful of
 // dashboards, not the ingest's 16 senders.
 const analyticsLoadConns = 4
 
 // usageBench is a running server with one project and an API key holding usage:write,
-// usage:read and billing:read.
+// usage:read and billing:read; senders is that project and key first, then any added by
+// addProjects.
 type usageBench struct {
 	url, key, projectID string
 	envs                []string
 	st                  *store.Store
+	handler             http.Handler
+	srv                 *Server
+	cookie, orgID       string
+	senders             []usageSender
+}
+
+// addProjects creates n more projects in the organization, each with a key holding
+// usage:write, and adds them to u.senders.
+func (u *usageBench) addProjects(b *testing.B, n int) {
+	b.Helper()
+	ctx := context.Background()
+	for i := range n {
+		prj := store.Project{Name: "Usage " + strconv.Itoa(i), Slug: "usage-" + strconv.Itoa(i), OrganizationID: u.orgID}
+		if err := u.st.InTx(ctx, func(tx *store.Tx) error { return tx.CreateProject(ctx, &prj) }); err != nil {
+			b.Fatal(err)
+		}
+		key := benchServiceAccountKey(b, u.srv, u.cookie, prj.ID, `{"name":"meter","scopes":["usage:write"]}`)
+		u.senders = append(u.senders, usageSender{project: prj.ID, env: prj.Environments[0].ID, key: key})
+	}
 }
 
 func newUsageBench(b *testing.B, st *store.Store) usageBench {
@@ -68,49 +94,56 @@ func newUsageBench(b *testing.B, st *store.Store) usageBench {
 	if err != nil {
 		b.Fatal(err)
 	}
-	key := benchServiceAccountKey(b, srv, srv.sessionCookieName+"="+identity.CookieValue(srv.cookieKey, token), prj.ID,
-		`{"name":"meter","scopes":["usage:write","usage:read","billing:read"]}`)
-	ts := startLoopback(b, srv.Handler())
+	cookie := srv.sessionCookieName + "=" + identity.CookieValue(srv.cookieKey, token)
+	key := benchServiceAccountKey(b, srv, cookie, prj.ID, `{"name":"meter","scopes":["usage:write","usage:read","billing:read"]}`)
+	h := srv.Handler()
+	ts := startLoopback(b, h)
 	envs := make([]string, len(prj.Environments))
 	for i, e := range prj.Environments {
 		envs[i] = e.ID
 	}
-	return usageBench{url: ts.URL, key: key, projectID: prj.ID, envs: envs, st: st}
+	return usageBench{url: ts.URL, key: key, projectID: prj.ID, envs: envs, st: st, handler: h, srv: srv, cookie: cookie,
+		orgID: org.ID, senders: []usageSender{{project: prj.ID, env: envs[0], key: key}}}
 }
 
 // ingestLoad drives single-event (batch 0) or batch ingest of events "<prefix>-<n>" for
 // n = 0, 1, 2, … (new events) or of n modulo known (duplicates of an earlier run with the
-// same prefix) and reports events/s. It returns how many events it sent.
-func (u usageBench) ingestLoad(b *testing.B, name, prefix string, batch, known int) int {
-	var sent int
+// same prefix) and reports events/s. Request r goes to sender r modulo len(u.senders), each
+// project with its own key and its own numbering n. It returns how many events it sent to
+// each sender (known, for the duplicate run).
+func (u usageBench) ingestLoad(b *testing.B, name, prefix string, batch int, known []int) []int {
+	sent := make([]int, len(u.senders))
 	b.Run(name, func(b *testing.B) {
-		var next atomic.Int64
-		id := func() int {
-			n := int(next.Add(1) - 1)
-			if known > 0 {
-				n %= known
+		next := make([]atomic.Int64, len(u.senders))
+		id := func(s int) int {
+			n := int(next[s].Add(1) - 1)
+			if known != nil && known[s] > 0 {
+				n %= known[s]
 			}
 			return n
 		}
 		event := func(n int) string {
 			return fmt.Sprintf(`"eventId":"%s-%d","subjectId":"load_%05d","meter":"api_call","quantity":1`, prefix, n, n%5000)
 		}
+		var requests atomic.Int64
 		target := func() *http.Request {
+			si := int(requests.Add(1)-1) % len(u.senders)
+			snd := u.senders[si]
 			var body, path string
 			if batch == 0 {
-				body = `{` + event(id()) + `,"environmentId":"` + u.envs[0] + `"}`
+				body = `{` + event(id(si)) + `,"environmentId":"` + snd.env + `"}`
 				path = "/usage-events"
 			} else {
 				parts := make([]string, batch)
 				for i := range parts {
-					parts[i] = "{" + event(id()) + "}"
+					parts[i] = "{" + event(id(si)) + "}"
 				}
-				body = `{"environmentId":"` + u.envs[0] + `","events":[` + strings.Join(parts, ",") + `]}`
+				body = `{"environmentId":"` + snd.env + `","events":[` + strings.Join(parts, ",") + `]}`
 				path = "/usage-events/batch"
 			}
-			req, _ := http.NewRequest(http.MethodPost, u.url+"/api/v1/projects/"+u.projectID+path, strings.NewReader(body))
+			req, _ := http.NewRequest(http.MethodPost, u.url+"/api/v1/projects/"+snd.project+path, strings.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("X-API-Key", u.key)
+			req.Header.Set("X-API-Key", snd.key)
 			return req
 		}
 		var res loadResult
@@ -123,18 +156,21 @@ func (u usageBench) ingestLoad(b *testing.B, name, prefix string, batch, known i
 			b.Errorf("%d errors, first: %s", res.Errors, res.FirstError)
 		}
 		b.ReportMetric(res.RPS*float64(perRequest), "events/s")
+		b.ReportMetric(float64(res.CPU.Microseconds())/float64(max(res.Requests*perRequest, 1)), "cpu-us/event")
 		b.ReportMetric(float64(res.P50.Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(res.P99.Microseconds())/1000, "p99-ms")
-		sent = int(next.Load())
+		for i := range sent {
+			sent[i] = int(next[i].Load())
+		}
 	})
 	return sent
 }
 
 // ingestRuns measures new then duplicate events, single and batch.
 func (u usageBench) ingestRuns(b *testing.B, tag string) {
-	n := u.ingestLoad(b, "single/new"+tag, "s"+tag, 0, 0)
+	n := u.ingestLoad(b, "single/new"+tag, "s"+tag, 0, nil)
 	u.ingestLoad(b, "single/duplicate"+tag, "s"+tag, 0, n)
-	n = u.ingestLoad(b, "batch/new"+tag, "b"+tag, usageBatchSize, 0)
+	n = u.ingestLoad(b, "batch/new"+tag, "b"+tag, usageBatchSize, nil)
 	u.ingestLoad(b, "batch/duplicate"+tag, "b"+tag, usageBatchSize, n)
 }
 
@@ -143,6 +179,12 @@ func BenchmarkUsageLoad(b *testing.B) {
 		b.Run(be.name, func(b *testing.B) {
 			u := newUsageBench(b, be.open(b))
 			u.ingestRuns(b, "")
+			// The same runs spread over usageProjects projects with a key each (events of
+			// duplicate runs keep their project: request r goes to project r mod 10 and
+			// carries the event ids it did the first time).
+			multi := u
+			multi.addProjects(b, usageProjects-1)
+			multi.ingestRuns(b, "/projects="+strconv.Itoa(usageProjects))
 			size, _ := strconv.Atoi(os.Getenv("GATEHOUSE_BENCH_EVENTS"))
 			if size <= 0 {
 				return

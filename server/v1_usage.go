@@ -44,10 +44,8 @@ func (s *Server) IngestUsageEvent(ctx context.Context, req gen.IngestUsageEventR
 	if r.KeyRefused {
 		return nil, ErrUnauthenticated
 	}
-	if r.Duplicate {
-		return gen.IngestUsageEvent200JSONResponse{Data: gen.UsageEventAck{Accepted: false, Duplicate: true, Id: r.ID}}, nil
-	}
-	return gen.IngestUsageEvent201JSONResponse{Data: gen.UsageEventAck{Accepted: true, Duplicate: false, Id: r.ID}}, nil
+	// 200 for a replay, 201 for a new event (usage_ack.go).
+	return usageAckBody{id: r.ID, duplicate: r.Duplicate}, nil
 }
 
 // IngestUsageEventBatch records up to store.MaxUsageBatch events of one environment in one

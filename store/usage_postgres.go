@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 )
 
@@ -35,9 +36,12 @@ import (
 //     in key order.
 //
 // It returns one row per event, in call order: the id this call gave the event (also to a
-// later occurrence of an event id it inserted), or NULL for a replay of a stored event, whose
-// id ingestPostgres reads with a second statement; whether this call inserted it; and whether
-// its key was refused.
+// later occurrence of an event id it inserted), or for a replay the stored id as the
+// statement's snapshot shows it in usage_event_ids (prior: one primary-key probe, so a replay
+// costs one round trip like a new event), or NULL when the snapshot does not show it (a racing
+// transaction committed it after the snapshot was taken, or it is in usage_events_legacy),
+// which ingestPostgres then reads with a second statement; whether this call inserted it; and
+// whether its key was refused.
 //
 // Parameters: project, then arrays of event id, id, environment, subject, meter, quantity,
 // timestamp, received at, properties (NULL for none) and day; the call's shard; the array of
@@ -55,8 +59,10 @@ func postgresIngestSQL(legacy bool) string {
 	WHERE k.id = ANY($13::text[]) AND `+strings.Replace(usableKeyCondition, "?", "$14::timestamptz", 1)+`
 ), ok AS (
 	SELECT input.* FROM input WHERE input.key_id IS NULL OR input.key_id IN (SELECT id FROM usable)
-)`, "$12", legacy, `SELECT fresh.id, coalesce(fresh.n = input.n, false) AS inserted, ok.n IS NULL AS refused
+)`, "$12", legacy, `SELECT coalesce(fresh.id, prior.id) AS id, coalesce(fresh.n = input.n, false) AS inserted, ok.n IS NULL AS refused
 FROM input LEFT JOIN fresh ON fresh.event_id = input.event_id LEFT JOIN ok ON ok.n = input.n
+LEFT JOIN LATERAL (SELECT e.id FROM usage_event_ids e
+	WHERE fresh.id IS NULL AND ok.n IS NOT NULL AND e.project_id = $1::text AND e.event_id = input.event_id LIMIT 1) prior ON true
 ORDER BY input.n`)
 }
 
@@ -125,8 +131,10 @@ func postgresUsageSQL(sources, shard string, legacy bool, final string) string {
 var postgresIngest, postgresIngestLegacy = postgresIngestSQL(false), postgresIngestSQL(true)
 
 // ingestPostgres records prepared events of one project with postgresIngest; see
-// IngestUsage for the contract.
-func (s *Store) ingestPostgres(ctx context.Context, events []UsageEvent) ([]IngestResult, error) {
+// IngestUsage for the contract. With tx nil the statement commits on its own; otherwise it
+// runs in tx (a group commit carrying several projects: usage_batch.go), and an error leaves
+// tx to be rolled back by the caller, which also handles a dropped legacy table.
+func (s *Store) ingestPostgres(ctx context.Context, tx *sqlx.Tx, events []UsageEvent) ([]IngestResult, error) {
 	n := len(events)
 	eventIDs, ids, envs, subjects, meters := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	occurred, received, days := make([]string, n), make([]string, n), make([]string, n)
@@ -154,12 +162,15 @@ func (s *Store) ingestPostgres(ctx context.Context, events []UsageEvent) ([]Inge
 		if err != nil {
 			return err
 		}
+		if tx != nil {
+			stmt = tx.StmtxContext(ctx, stmt)
+		}
 		return stmt.SelectContext(ctx, &rows, events[0].ProjectID, pq.Array(eventIDs), pq.Array(ids), pq.Array(envs),
 			pq.Array(subjects), pq.Array(meters), pq.Array(quantities), pq.Array(occurred), pq.Array(received),
 			pq.GenericArray{A: properties}, pq.Array(days), callShard(), pq.GenericArray{A: keys}, sqlTime(s.Now()).text())
 	}
 	err := run()
-	if isUndefinedTable(err) {
+	if isUndefinedTable(err) && tx == nil {
 		// Another replica finished the conversion and dropped usage_events_legacy (or this
 		// one has not yet seen it start): look again, then once more.
 		if err = s.refreshUsageLegacy(ctx); err == nil {
@@ -214,11 +225,15 @@ func (s *Store) ingestPostgres(ctx context.Context, events []UsageEvent) ([]Inge
 		if legacy {
 			from += ` UNION ALL SELECT id FROM usage_events_legacy WHERE project_id = ` + project + ` AND event_id = r.event_id`
 		}
-		return s.reader.SelectContext(ctx, &stored, `SELECT r.event_id, e.id FROM unnest(`+pq.QuoteLiteral(arrayText.(string))+`::text[]) AS r(event_id)
+		var q querier = s.reader
+		if tx != nil {
+			q = tx
+		}
+		return q.SelectContext(ctx, &stored, `SELECT r.event_id, e.id FROM unnest(`+pq.QuoteLiteral(arrayText.(string))+`::text[]) AS r(event_id)
 		CROSS JOIN LATERAL (`+from+` LIMIT 1) e`)
 	}
 	err = lookup(s.usageLegacy.Load())
-	if isUndefinedTable(err) {
+	if isUndefinedTable(err) && tx == nil {
 		stored = stored[:0]
 		err = lookup(false)
 	}
