@@ -137,3 +137,52 @@ func TestDecisionsAnswerLiteral(t *testing.T) {
 		t.Errorf("%d %q\n%s\nwant\n%s", got.Code, got.Header().Get("Content-Type"), got.Body, want)
 	}
 }
+
+// BenchmarkDecisionsAnswer measures writing a 100-check batch's answer, plain and explained,
+// through the generated types (the former path: decisionBody, then encoding/json) and through
+// decisionsAnswer, in one process so that the two are paired:
+//
+//	go test -run '^$' -bench DecisionsAnswer -benchmem -count 8 ./server/
+func BenchmarkDecisionsAnswer(b *testing.B) {
+	at := time.Date(2026, 11, 26, 17, 0, 0, 0, time.UTC)
+	bindings := []store.CheckedBinding{
+		{BindingID: "rb_01jd8x3q0f5m6z1v2c4k7r9t0w", RoleID: "role_01jd8x3q0f5m6z1v2c4k7r9t0x", RoleSlug: "editor", Matched: "document:read"},
+		{BindingID: "rb_01jd8x3q0f5m6z1v2c4k7r9t0y", RoleID: "role_01jd8x3q0f5m6z1v2c4k7r9t0z", RoleSlug: "viewer", ExpiresAt: &at},
+	}
+	results := make([]store.CheckResult, 100)
+	for i := range results { // half allowed, half denied (by the benchmark data's mix)
+		results[i] = store.CheckResult{Decision: store.Decision{Allowed: i%2 == 0, Roles: []string{"editor", "viewer"}}, Bindings: bindings}
+		if i%2 == 1 {
+			results[i].Bindings = bindings[1:]
+		}
+	}
+	ids := store.NewIDs("dec", len(results))
+	for _, explain := range []bool{false, true} {
+		name := "plain"
+		if explain {
+			name = "explain"
+		}
+		b.Run(name+"/generated", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				out := make([]gen.AuthorizationDecision, len(results))
+				for i, r := range results {
+					out[i] = decisionBody(r, explain, ids[i])
+				}
+				w := httptest.NewRecorder()
+				if err := (gen.AuthorizeBatch200JSONResponse{Data: gen.AuthorizationBatch{Results: out}}).VisitAuthorizeBatchResponse(w); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(name+"/direct", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				if err := (decisionsAnswer{explain: explain, results: results, ids: ids}).VisitAuthorizeBatchResponse(w); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
