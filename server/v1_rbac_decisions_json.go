@@ -190,15 +190,17 @@ func appendJSONString(b []byte, s string) []byte {
 }
 
 // appendJSONTime appends t as nullable.Nullable[time.Time] encodes it: null for nil, else
-// time.Time's JSON text (RFC 3339 with nanoseconds, by its MarshalJSON, whose error it
-// returns).
+// time.Time's JSON text, RFC 3339 with nanoseconds between quotes (MarshalJSON's text, by
+// AppendText, which formats it the same way without allocating; its error, for a time RFC 3339
+// cannot represent, is returned).
 func appendJSONTime(b []byte, t *time.Time) ([]byte, error) {
 	if t == nil {
 		return append(b, "null"...), nil
 	}
-	text, err := t.MarshalJSON()
+	b = append(b, '"')
+	b, err := t.AppendText(b)
 	if err != nil {
 		return nil, err
 	}
-	return append(b, text...), nil
+	return append(b, '"'), nil
 }
