@@ -113,7 +113,7 @@ check: assets console
 ## GATEHOUSE_BENCH_EVENTS=2000000 also seeds that many usage events, measures ingest again at that
 ## size and loads every analytics route (p50/p95). Figures are recorded in docs/benchmarks.md.
 bench: assets
-	$(GO) test -run '^$$' -bench 'Decide|AuthorizeBatchHandler|APIKeyAuth|SubjectEntitlements|WebhookApply|IngestUsage' -benchmem -count=3 ./server/
+	$(GO) test -run '^$$' -bench 'Decide|AuthorizeBatchHandler|DecisionsAnswer|APIKeyAuth|SubjectEntitlements|WebhookApply|IngestUsage' -benchmem -count=3 ./server/
 	$(GO) test -run '^$$' -bench 'AuthorizeLoad|AuthorizeBatchLoad|RBACLookupLoad|ConfigRevealLoad' -benchtime=1x ./server/
 	$(GO) test -run '^$$' -bench 'RequestPasswordResetTiming' -benchtime=400x ./server/
 	$(GO) test -run '^$$' -bench 'OAuthTokenLoad|OAuthIntrospectLoad|OAuthPrivateKeyJWTLoad' -benchtime=1x ./oauth/

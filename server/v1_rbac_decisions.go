@@ -30,25 +30,27 @@ func (s *Server) Authorize(ctx context.Context, req gen.AuthorizeRequestObject) 
 	if err != nil {
 		return nil, err
 	}
-	var out gen.AuthorizationDecision
-	if body.Explain != nil && *body.Explain {
+	var result store.CheckResult
+	explain := body.Explain != nil && *body.Explain
+	if explain {
 		results, err := s.store.DecideBatch(ctx, projectID, []store.Check{{PrincipalType: string(body.PrincipalType),
 			PrincipalID: body.PrincipalId, Permission: body.Permission}}, s.store.Now(), true)
 		if err != nil {
 			return nil, err
 		}
-		out = decisionBody(results[0], true, store.NewID("dec"))
+		result = results[0]
 	} else {
 		d, err := s.decide(ctx, authorizeQuestion{ProjectID: projectID, PrincipalType: string(body.PrincipalType),
 			PrincipalID: body.PrincipalId, Permission: body.Permission})
 		if err != nil {
 			return nil, err
 		}
-		out = gen.AuthorizationDecision{Allowed: d.Allowed, Roles: d.Roles, DecisionId: store.NewID("dec")}
+		result.Decision = d
 	}
-	s.metrics.decision(out.Allowed)
-	requestMetaFrom(ctx).DecisionID = out.DecisionId
-	return gen.Authorize200JSONResponse{Data: out}, nil
+	id := store.NewID("dec")
+	s.metrics.decision(result.Allowed)
+	requestMetaFrom(ctx).DecisionID = id
+	return decisionsAnswer{single: true, explain: explain, results: []store.CheckResult{result}, ids: []string{id}}, nil
 }
 
 // AuthorizeBatch decides 1 to 100 checks in the project named by the body, by the rule of
@@ -70,13 +72,10 @@ func (s *Server) AuthorizeBatch(ctx context.Context, req gen.AuthorizeBatchReque
 	if err != nil {
 		return nil, err
 	}
-	out := make([]gen.AuthorizationDecision, len(results))
-	ids := store.NewIDs("dec", len(results))
-	for i, r := range results {
-		out[i] = decisionBody(r, explain, ids[i])
+	for _, r := range results {
 		s.metrics.decision(r.Allowed)
 	}
-	return gen.AuthorizeBatch200JSONResponse{Data: gen.AuthorizationBatch{Results: out}}, nil
+	return decisionsAnswer{explain: explain, results: results, ids: store.NewIDs("dec", len(results))}, nil
 }
 
 // GetPrincipalPermissions answers what a principal holds in the project now: its unexpired
@@ -141,34 +140,6 @@ func decisionProject(ctx context.Context, named string) (string, error) {
 		return "", fmt.Errorf("server: authorize: project %q was not resolved by the authorization middleware", named)
 	}
 	return projectID, nil
-}
-
-// decisionBody is one check's decision under decision id id, with its explanation when explain
-// is set: the granting bindings when allowed, the reason and every binding considered when
-// denied.
-func decisionBody(r store.CheckResult, explain bool, id string) gen.AuthorizationDecision {
-	out := gen.AuthorizationDecision{Allowed: r.Allowed, Roles: r.Roles, DecisionId: id}
-	if !explain {
-		return out
-	}
-	if r.Allowed {
-		granted := r.GrantedBy()
-		by := make([]gen.GrantingBinding, len(granted))
-		for i, b := range granted {
-			by[i] = gen.GrantingBinding{BindingId: b.BindingID, RoleId: b.RoleID, RoleSlug: b.RoleSlug,
-				Matched: b.Matched, ExpiresAt: nullableOf(b.ExpiresAt)}
-		}
-		out.Explanation = &gen.DecisionExplanation{GrantedBy: &by}
-		return out
-	}
-	considered := make([]gen.ConsideredBinding, len(r.Bindings))
-	for i, b := range r.Bindings {
-		considered[i] = gen.ConsideredBinding{BindingId: b.BindingID, RoleSlug: b.RoleSlug,
-			ExpiresAt: nullableOf(b.ExpiresAt), Expired: b.Expired}
-	}
-	reason := gen.DecisionExplanationReason(r.DenialReason())
-	out.Explanation = &gen.DecisionExplanation{Reason: &reason, Considered: &considered}
-	return out
 }
 
 // A permission-holders cursor is the last holder of the page before, opaque to callers: the

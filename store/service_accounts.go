@@ -258,10 +258,19 @@ func (s *Store) APIKeyByPublicID(ctx context.Context, publicID string) (APIKeyAu
 	if err != nil {
 		return APIKeyAuth{}, wrapError(op, err)
 	}
-	if err := stmt.GetContext(ctx, &r, publicID); err != nil {
+	// Scanned by position (apiKeyAuthRow.dest), not through sqlx's reflection: this read is on
+	// the path of every API-key request.
+	if err := stmt.QueryRowContext(ctx, publicID).Scan(r.dest()...); err != nil {
 		return APIKeyAuth{}, wrapError(op, err)
 	}
 	return r.auth(op)
+}
+
+// dest is r's fields in the order of apiKeyByPublicIDQuery's columns, for Scan.
+func (r *apiKeyAuthRow) dest() []any {
+	return []any{&r.KeyID, &r.PublicID, &r.SecretHash, &r.ExpiresAt, &r.RevokedAt, &r.LastUsedAt,
+		&r.AccountID, &r.AccountName, &r.ProjectID, &r.OrganizationID, &r.EnvironmentID, &r.Scopes,
+		&r.DisabledAt, &r.ProjectArchived, &r.OrganizationArchived}
 }
 
 // apiKeyAuthRow is the row of apiKeyByPublicIDQuery (and the key part of
