@@ -39,6 +39,9 @@ type settings struct {
 	// SigningAlg is the algorithm of new token signing keys (GATEHOUSE_SIGNING_ALG): the first
 	// key the server creates and the next key `keys rotate-signing` creates.
 	SigningAlg string
+	// SigningAlgs are further algorithms offered beside SigningAlg (GATEHOUSE_SIGNING_ALGS):
+	// each keeps an active key, and clients may register it as idTokenSignedResponseAlg.
+	SigningAlgs []string
 	// UsageRetention (0: keep forever) and UsageReplayWindow are the store's
 	// WithUsageRetention and WithUsageReplayWindow.
 	UsageRetention, UsageReplayWindow time.Duration
@@ -239,6 +242,18 @@ var envVars = []envVar{
 				return errors.New("want RS256, ES256 or EdDSA")
 			}
 			s.SigningAlg = v
+			return nil
+		}},
+	{Name: "GATEHOUSE_SIGNING_ALGS", Unset: "none: only `GATEHOUSE_SIGNING_ALG`",
+		Doc: "Comma-separated further signing algorithms kept active beside GATEHOUSE_SIGNING_ALG, for clients that register one as idTokenSignedResponseAlg.",
+		Parse: func(s *settings, v string) error {
+			s.SigningAlgs = nil
+			for _, a := range splitList(v) {
+				if err := oauth.CheckSigningAlgorithm(a); err != nil {
+					return errors.New("want a comma-separated list of RS256, ES256 and EdDSA")
+				}
+				s.SigningAlgs = append(s.SigningAlgs, a)
+			}
 			return nil
 		}},
 	{Name: "GATEHOUSE_SHUTDOWN_TIMEOUT", Default: "20s",

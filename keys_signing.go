@@ -5,22 +5,25 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/oauth"
 )
 
-// rotateSigning is `gatehouse keys rotate-signing`: it generates the next token signing key,
-// publishes it in the JWKS at once and lets it sign after the publish delay
+// rotateSigning is `gatehouse keys rotate-signing`: for GATEHOUSE_SIGNING_ALG and each of
+// GATEHOUSE_SIGNING_ALGS it generates the next token signing key of that algorithm, publishes
+// it in the JWKS at once and lets it sign after the publish delay
 // (GATEHOUSE_SIGNING_KEY_PUBLISH_DELAY, a Go duration ≥ 0, default 1h), and schedules the
-// current key's retirement for when the last token it signs has expired. The new key is of
-// GATEHOUSE_SIGNING_ALG (default RS256), so a rotation can move from one algorithm to another;
-// the old key, of whatever algorithm, stays published until it retires (activation + 1 h token
-// lifetime + 5 min clock skew); see package oauth. Running replicas pick the new key up within
-// a minute and switch at the activation time; nothing needs a restart.
+// retirement of the algorithm's current key for when the last token it signs has expired
+// (activation + 1 h token lifetime + 5 min clock skew); see package oauth. The keys of
+// algorithms no longer offered retire with GATEHOUSE_SIGNING_ALG's, so a rotation can move from
+// one algorithm to another, the old key published until it retires. Running replicas pick the
+// new keys up within a minute and switch at the activation time; nothing needs a restart.
 //
-// It refuses while an earlier rotation has not activated yet. A delay of 0 makes the new key
-// sign at once: relying parties that cached the JWKS refuse its tokens until they refetch.
+// It refuses while an earlier rotation of an algorithm has not activated yet (the algorithms
+// before it are rotated). A delay of 0 makes the new keys sign at once: relying parties that
+// cached the JWKS refuse their tokens until they refetch.
 func rotateSigning(ctx context.Context, cfg settings, out io.Writer, log *slog.Logger) error {
 	ring, err := loadKeyring(cfg, log, "keys rotate-signing", "the key that seals signing keys")
 	if err != nil {
@@ -31,16 +34,24 @@ func rotateSigning(ctx context.Context, cfg settings, out io.Writer, log *slog.L
 		return err
 	}
 	defer st.Close()
-	r, err := oauth.NewKeySet(st, ring, oauth.KeySetOptions{Algorithm: cfg.SigningAlg}).Rotate(ctx, cfg.SigningKeyPublishDelay)
-	if err != nil {
-		return err
+	ks := oauth.NewKeySet(st, ring, oauth.KeySetOptions{Algorithm: cfg.SigningAlg, Algorithms: cfg.SigningAlgs})
+	for i, alg := range ks.Algorithms() {
+		var r oauth.Rotation
+		if i == 0 {
+			r, err = ks.Rotate(ctx, cfg.SigningKeyPublishDelay)
+		} else {
+			r, err = ks.RotateAlgorithm(ctx, alg, cfg.SigningKeyPublishDelay)
+		}
+		if err != nil {
+			return err
+		}
+		log.Info("signing key rotated", "kid", r.KeyID, "alg", alg, "signs_from", r.ActivatesAt, "previous_kids", r.Retired, "previous_retires_at", r.RetiresAt)
+		if r.RetiredKeyID == "" {
+			fmt.Fprintf(out, "gatehouse: %s signing key %s created; it signs from now on\n", alg, r.KeyID)
+			continue
+		}
+		fmt.Fprintf(out, "gatehouse: %s signing key %s published; it signs from %s; key %s stays published until %s\n",
+			alg, r.KeyID, r.ActivatesAt.Format(time.RFC3339), strings.Join(r.Retired, ", "), r.RetiresAt.Format(time.RFC3339))
 	}
-	log.Info("signing key rotated", "kid", r.KeyID, "alg", cfg.SigningAlg, "signs_from", r.ActivatesAt, "previous_kid", r.RetiredKeyID, "previous_retires_at", r.RetiresAt)
-	if r.RetiredKeyID == "" {
-		fmt.Fprintf(out, "gatehouse: %s signing key %s created; it signs from now on\n", cfg.SigningAlg, r.KeyID)
-		return nil
-	}
-	fmt.Fprintf(out, "gatehouse: %s signing key %s published; it signs from %s; key %s stays published until %s\n",
-		cfg.SigningAlg, r.KeyID, r.ActivatesAt.Format(time.RFC3339), r.RetiredKeyID, r.RetiresAt.Format(time.RFC3339))
 	return nil
 }

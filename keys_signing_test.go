@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -267,5 +268,35 @@ func TestSigningAlgUnknownExitsTwo(t *testing.T) {
 				t.Errorf("%s %v: exit %d, stderr %q; want 2 and %q", bad, args, code, out, want)
 			}
 		}
+	}
+}
+
+// TestSigningAlgsStartUp: serve with GATEHOUSE_SIGNING_ALGS=ES256,EdDSA beside the default RS256
+// makes a key of each at start-up, all published; a list naming anything else exits 2 naming
+// the variable.
+func TestSigningAlgsStartUp(t *testing.T) {
+	f := newRotationFixture(t)
+	keyText, _ := newKey(t)
+	base := f.withKeys(keyText, "")
+	serveWith(t, func(k string) string {
+		if k == "GATEHOUSE_SIGNING_ALGS" {
+			return "ES256, EdDSA"
+		}
+		return base(k)
+	}, func(url string) {
+		var got []string
+		for _, a := range jwksAlgs(t, url) {
+			got = append(got, strings.SplitN(a, " ", 2)[1])
+		}
+		slices.Sort(got)
+		if want := []string{"ES256 EC P-256", "EdDSA OKP Ed25519", "RS256 RSA"}; !slices.Equal(got, want) {
+			t.Fatalf("JWKS after start-up: %v, want %v", got, want)
+		}
+	})
+	var stderr bytes.Buffer
+	code := run(context.Background(), nil, testEnv(t, map[string]string{"GATEHOUSE_SIGNING_ALGS": "ES256,HS256"}), &stderr, nil)
+	want := "gatehouse: invalid GATEHOUSE_SIGNING_ALGS: want a comma-separated list of RS256, ES256 and EdDSA"
+	if out := strings.TrimSpace(stderr.String()); code != 2 || out != want {
+		t.Errorf("exit %d, stderr %q; want 2 and %q", code, out, want)
 	}
 }

@@ -129,7 +129,7 @@ func serve(ctx context.Context, cfg settings, log *slog.Logger, ready chan<- net
 		return err
 	}
 	log.Info("database schema", "migrations_applied", applied)
-	srv, workers, err := wire(ctx, cfg.Config, cfg.SigningAlg, st, log)
+	srv, workers, err := wire(ctx, cfg.Config, cfg.SigningAlg, cfg.SigningAlgs, st, log)
 	if err != nil {
 		return err
 	}
@@ -215,23 +215,25 @@ func listen(envVar, addr string) (net.Listener, error) {
 }
 
 // wire builds every dependency of the server once, in order, and the server over them: the
-// keyring, the token signing keys (a current key is ensured; a new one is of signingAlg), the accounts (sessions, password
+// keyring, the token signing keys (each of signingAlg and signingAlgs gets an active key), the accounts (sessions, password
 // hashing, throttles, social providers), the OAuth provider, the mailer and the metrics; and
 // the outbox workers that deliver the mailer's messages and the webhooks (serve runs them).
-func wire(ctx context.Context, cfg server.Config, signingAlg string, st *store.Store, log *slog.Logger) (*server.Server, []*outbox.Worker, error) {
+func wire(ctx context.Context, cfg server.Config, signingAlg string, signingAlgs []string, st *store.Store, log *slog.Logger) (*server.Server, []*outbox.Worker, error) {
 	ring, err := seal.NewKeyring(cfg.SecretKey, cfg.OldSecretKeys...)
 	if err != nil {
 		return nil, nil, &ConfigError{Var: "GATEHOUSE_SECRET_KEYS_OLD", Reason: err.Error()}
 	}
-	keys := oauth.NewKeySet(st, ring, oauth.KeySetOptions{Algorithm: signingAlg})
-	signing, err := keys.Ensure(ctx)
+	keys := oauth.NewKeySet(st, ring, oauth.KeySetOptions{Algorithm: signingAlg, Algorithms: signingAlgs})
+	signing, err := keys.EnsureAll(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("token signing key (sealed under GATEHOUSE_SECRET_KEY or GATEHOUSE_SECRET_KEYS_OLD): %w", err)
 	}
-	log.Info("token signing key", "kid", signing.ID, "alg", signing.Algorithm, "signs_since", signing.ActivatesAt)
-	if signing.Algorithm != keys.Algorithm() {
-		log.Info("the token signing key has another algorithm than GATEHOUSE_SIGNING_ALG; `gatehouse keys rotate-signing` moves to it",
-			"alg", signing.Algorithm, "GATEHOUSE_SIGNING_ALG", keys.Algorithm())
+	for _, k := range signing {
+		log.Info("token signing key", "kid", k.ID, "alg", k.Algorithm, "signs_since", k.ActivatesAt)
+	}
+	if def, err := keys.Current(ctx); err == nil && def.Algorithm != keys.Algorithm() {
+		log.Info("a key of another algorithm than GATEHOUSE_SIGNING_ALG signs by default until its rotation activates",
+			"alg", def.Algorithm, "GATEHOUSE_SIGNING_ALG", keys.Algorithm())
 	}
 	social, err := identity.NewSocialProviders(cfg.BaseURL, cfg.Social)
 	if err != nil {

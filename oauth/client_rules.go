@@ -28,6 +28,10 @@ type ClientRegistration struct {
 	// JWKS is the client's key set (nil when absent).
 	JWKS        []byte
 	SkipConsent bool
+	// IDTokenSignedResponseAlg is the id_token_signed_response_alg asked for ("" when the
+	// request left it out); it must be one of OfferedAlgorithms (Provider.SigningAlgorithms).
+	IDTokenSignedResponseAlg string
+	OfferedAlgorithms        []string
 }
 
 // ClientProblem is one broken rule: the field it concerns (a JSON path relative to the
@@ -84,6 +88,10 @@ func CheckClient(r ClientRegistration) []ClientProblem {
 	}
 	if public && r.SkipConsent {
 		problems = append(problems, ClientProblem{[]string{"skipConsent"}, "public clients (native, spa) may not skip consent"})
+	}
+	if alg := r.IDTokenSignedResponseAlg; alg != "" && !slices.Contains(r.OfferedAlgorithms, alg) {
+		problems = append(problems, ClientProblem{[]string{"idTokenSignedResponseAlg"},
+			"is not an algorithm this server signs with (GATEHOUSE_SIGNING_ALGS): one of " + strings.Join(r.OfferedAlgorithms, ", ")})
 	}
 	return problems
 }

@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 )
@@ -44,7 +45,7 @@ type Metadata struct {
 }
 
 // Metadata returns the discovery document.
-func (p *Provider) Metadata() Metadata {
+func (p *Provider) Metadata(ctx context.Context) Metadata {
 	b := p.baseURL
 	return Metadata{
 		Issuer:                                     b,
@@ -70,15 +71,15 @@ func (p *Provider) Metadata() Metadata {
 		IntrospectionEndpointAuthMethodsSupported:  []string{"client_secret_basic"},
 		RevocationEndpointAuthMethodsSupported:     []string{"client_secret_basic", "client_secret_post", "private_key_jwt", "none"},
 		SubjectTypesSupported:                      []string{"public"},
-		IDTokenSigningAlgValuesSupported:           p.signingAlgs,
+		IDTokenSigningAlgValuesSupported:           p.publishedAlgorithms(ctx),
 		AuthorizationResponseIssParameterSupported: true,
 	}
 }
 
 // Discovery serves GET /.well-known/openid-configuration and
 // /.well-known/oauth-authorization-server: the Metadata document, cacheable for five minutes.
-func (p *Provider) Discovery(w http.ResponseWriter, _ *http.Request) {
+func (p *Provider) Discovery(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "public, max-age=300")
-	_ = json.NewEncoder(w).Encode(p.Metadata())
+	_ = json.NewEncoder(w).Encode(p.Metadata(r.Context()))
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ory/fosite"
@@ -29,9 +30,13 @@ const MaxRefreshGrantAge = 90 * 24 * time.Hour
 // its expiry, then it is deleted (a replay is refused either way).
 const PurgeGrace = 24 * time.Hour
 
-// purgePerWrite is how many long-expired rows each write removes (two per row written keeps up
-// with any issuing rate).
-const purgePerWrite = 2
+// purgePerWrite is how many long-expired rows each write removes on average (two per row
+// written keeps up with any issuing rate). The purge runs on one write in purgeEvery, removing
+// purgeEvery × purgePerWrite rows: the same bound for one statement instead of purgeEvery.
+const (
+	purgePerWrite = 2
+	purgeEvery    = 8
+)
 
 // FositeStore is fosite's storage over package store: the client manager (OIDC clients) and
 // every grant-state interface the composed handlers need, all in the oauth_tokens table.
@@ -51,6 +56,8 @@ const purgePerWrite = 2
 type FositeStore struct {
 	st    *store.Store
 	clock func() time.Time
+	// writes counts stored rows; the purge runs when it is a multiple of purgeEvery.
+	writes atomic.Uint64
 }
 
 // NewFositeStore returns the storage over st.
@@ -270,10 +277,14 @@ func (f *FositeStore) create(ctx context.Context, kind, signature, accessSignatu
 		if err := tx.CreateOAuthToken(ctx, row); err != nil {
 			return err
 		}
-		// Amortised purge: each stored row removes up to purgePerWrite rows that expired more
-		// than PurgeGrace ago, so the table stays bounded by what is live (plus the grace)
-		// without a background job, at the cost of one statement in a transaction already open.
-		_, err := tx.DeleteExpiredOAuthTokens(ctx, f.clock().Add(-PurgeGrace), purgePerWrite)
+		// Amortised purge: every purgeEvery-th stored row (the first included) removes up to
+		// purgeEvery × purgePerWrite rows that expired more than PurgeGrace ago, so the table
+		// stays bounded by what is live (plus the grace) without a background job, at the cost
+		// of one statement in a transaction already open, on each replica by what it writes.
+		if (f.writes.Add(1)-1)%purgeEvery != 0 {
+			return nil
+		}
+		_, err := tx.DeleteExpiredOAuthTokens(ctx, f.clock().Add(-PurgeGrace), purgeEvery*purgePerWrite)
 		return err
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -100,8 +101,6 @@ type Provider struct {
 	store   *FositeStore
 	baseURL string
 	keys    *KeySet
-	// signingAlgs is discovery's id_token_signing_alg_values_supported.
-	signingAlgs []string
 	// browser serves the authorization, consent, userinfo and end-session routes.
 	browser *browserProvider
 }
@@ -149,7 +148,10 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 			k, err = cfg.Keys.Current(ctx)
 		}
 		if err != nil {
-			return nil, err
+			// fosite passes a plain error on as the unregistered code "error"; failing to read
+			// or open a key is the provider's own failure, a server_error (RFC 6749 section
+			// 5.2). The cause stays in the wrap, for the log, never in the response.
+			return nil, fosite.ErrServerError.WithWrap(err)
 		}
 		return k.JSONWebKey(), nil
 	}
@@ -168,13 +170,7 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 	} else {
 		return nil, errors.New("oauth: new provider: unexpected fosite provider type")
 	}
-	algs := []string{cfg.Keys.Algorithm()}
-	for _, a := range SigningAlgorithms {
-		if a != algs[0] {
-			algs = append(algs, a)
-		}
-	}
-	p := &Provider{OAuth2Provider: provider, config: conf, store: fs, baseURL: base, keys: cfg.Keys, signingAlgs: algs}
+	p := &Provider{OAuth2Provider: provider, config: conf, store: fs, baseURL: base, keys: cfg.Keys}
 	claims := cfg.Claims
 	if claims == nil {
 		claims = noProductClaims{}
@@ -230,9 +226,10 @@ func (s accessTokenStrategy) ValidateAccessToken(_ context.Context, r fosite.Req
 type idTokenAlgKey struct{}
 
 // idTokenStrategy is fosite's ID token strategy, signing with the key of the client's
-// id_token_signed_response_alg when it registered one. When the key that signs now has another
-// algorithm it fails (CurrentFor), and the token endpoint answers server_error: the client
-// would not verify a token signed otherwise.
+// id_token_signed_response_alg when it registered one (CurrentFor). When no key of that
+// algorithm signs and none can be made (the algorithm is no longer offered, or its next key is
+// not active yet) it fails, and the token endpoint answers server_error: the client would not
+// verify a token signed otherwise.
 type idTokenStrategy struct {
 	openid.OpenIDConnectTokenStrategy
 }
@@ -244,11 +241,31 @@ func (s idTokenStrategy) GenerateIDToken(ctx context.Context, lifespan time.Dura
 	}
 	token, err := s.OpenIDConnectTokenStrategy.GenerateIDToken(ctx, lifespan, r)
 	if errors.Is(err, ErrNoSigningKeyForAlgorithm) {
-		// fosite passes a plain error on as the unregistered code "error"; this is the
-		// provider's own failure to serve the client, a server_error (RFC 6749 section 5.2).
+		// The key getter made it a server_error (RFC 6749 section 5.2); say which key is missing.
 		return "", fosite.ErrServerError.WithWrap(err).WithHint("No signing key of the client's id_token_signed_response_alg signs now.")
 	}
 	return token, err
+}
+
+// SigningAlgorithms are the algorithms a client may register as id_token_signed_response_alg:
+// the offered ones (GATEHOUSE_SIGNING_ALGS), the default first.
+func (p *Provider) SigningAlgorithms() []string { return slices.Clone(p.keys.Algorithms()) }
+
+// publishedAlgorithms is discovery's id_token_signing_alg_values_supported: the offered
+// algorithms, then those of other published keys (a line being retired still signs tokens
+// relying parties must verify). When the keys cannot be read it is the offered ones.
+func (p *Provider) publishedAlgorithms(ctx context.Context) []string {
+	algs := p.SigningAlgorithms()
+	set, err := p.keys.JWKS(ctx)
+	if err != nil {
+		return algs
+	}
+	for _, k := range set.Keys {
+		if !slices.Contains(algs, k.Algorithm) {
+			algs = append(algs, k.Algorithm)
+		}
+	}
+	return algs
 }
 
 // Issuer returns the issuer: the base URL.

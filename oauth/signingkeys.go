@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,16 +18,20 @@ import (
 
 // Token signing keys.
 //
-// The provider signs every JWT (access tokens, ID tokens) under one key at a time and publishes
-// its public keys at /.well-known/jwks.json. A key is RS256, ES256 or EdDSA (signingalgs.go);
-// KeySetOptions.Algorithm (GATEHOUSE_SIGNING_ALG) picks the algorithm of the keys a KeySet
-// generates, so a rotation may move from one algorithm to another: both keys are published
-// through the timeline below, and tokens of either verify. Keys live in the signing_keys table,
-// the private key sealed (package store/seal) under the secret key with the additional data
+// The provider signs every JWT (access tokens, ID tokens) and publishes its public keys at
+// /.well-known/jwks.json. A key is RS256, ES256 or EdDSA (signingalgs.go). Each algorithm the
+// provider offers (KeySetOptions.Algorithms, GATEHOUSE_SIGNING_ALGS) has its own line of keys
+// with at most one key not scheduled for retirement (its head; the database admits one per
+// algorithm), so a client that registered id_token_signed_response_alg is served by the key of
+// its algorithm (CurrentFor) while the others sign with the default algorithm's key
+// (KeySetOptions.Algorithm, GATEHOUSE_SIGNING_ALG; Current). An offered algorithm without a key
+// gets one at start-up (EnsureAll) or on first use. Keys live in the signing_keys table, the
+// private key sealed (package store/seal) under the secret key with the additional data
 // "signing-key:<kid>".
 //
-// Timeline of a rotation (`gatehouse keys rotate-signing`) started at T with publish delay P
-// (GATEHOUSE_SIGNING_KEY_PUBLISH_DELAY, default DefaultPublishDelay = 1 h):
+// Timeline of a rotation of one algorithm's line (`gatehouse keys rotate-signing`, Rotate and
+// RotateAlgorithm) started at T with publish delay P (GATEHOUSE_SIGNING_KEY_PUBLISH_DELAY,
+// default DefaultPublishDelay = 1 h):
 //
 //	T             the new key is created and published; the old key still signs.
 //	T + P         the new key signs (ActivatesAt). Relying parties that cached the JWKS before
@@ -34,6 +39,12 @@ import (
 //	T + P + L + S the old key leaves the JWKS (RetiresAt): L = MaxSignedTokenLifetime (1 h) is
 //	              the life of the last token it signed, S = ClockSkew (5 min) the leeway
 //	              verifiers allow past exp.
+//
+// So a key signs from ActivatesAt until RetiresAt - L - S (signsAt), whichever key replaced
+// it. A rotation of the default algorithm also retires the heads of algorithms no longer
+// offered: that is how GATEHOUSE_SIGNING_ALG moves from one algorithm to another, both keys
+// published through the timeline, tokens of either verifying, and the default key falling back
+// to the newest key that signs while the new algorithm's key is not active yet.
 //
 // Every replica sees a rotation within its cache TTL (DefaultKeyCacheTTL = 1 min), far less
 // than P; activation and retirement are times stored in the rows, so replicas switch keys at
@@ -92,9 +103,14 @@ type KeySetOptions struct {
 	// CacheTTL is how long keys read from the database are reused: 0 means
 	// DefaultKeyCacheTTL, a negative value reads them on every call.
 	CacheTTL time.Duration
-	// Algorithm is the algorithm of the keys Ensure and Rotate generate: one of
-	// SigningAlgorithms ("" means DefaultSigningAlgorithm). Keys already stored keep theirs.
+	// Algorithm is the default algorithm: the one Current signs with and Ensure and Rotate
+	// generate keys of; one of SigningAlgorithms ("" means DefaultSigningAlgorithm). Keys
+	// already stored keep theirs.
 	Algorithm string
+	// Algorithms are the algorithms offered: each keeps an active key (EnsureAll, CurrentFor)
+	// and clients may register them. Algorithm is offered whether listed or not, and comes
+	// first; nil offers only Algorithm.
+	Algorithms []string
 }
 
 // KeySet is the provider's signing keys over the store: the key that signs now (Current) and
@@ -105,6 +121,8 @@ type KeySet struct {
 	now    func() time.Time
 	ttl    time.Duration
 	alg    string
+	// offered is alg then the other offered algorithms.
+	offered []string
 
 	mu       sync.Mutex
 	loaded   bool
@@ -131,6 +149,12 @@ func NewKeySet(st *store.Store, sealer Sealer, opts KeySetOptions) *KeySet {
 	if ks.alg == "" {
 		ks.alg = DefaultSigningAlgorithm
 	}
+	ks.offered = []string{ks.alg}
+	for _, a := range opts.Algorithms {
+		if !slices.Contains(ks.offered, a) {
+			ks.offered = append(ks.offered, a)
+		}
+	}
 	if ks.now == nil {
 		ks.now = time.Now
 	}
@@ -140,102 +164,153 @@ func NewKeySet(st *store.Store, sealer Sealer, opts KeySetOptions) *KeySet {
 	return ks
 }
 
-// Algorithm is the algorithm of the keys ks generates.
+// Algorithm is the default algorithm: Current's, and that of the keys Ensure and Rotate make.
 func (ks *KeySet) Algorithm() string { return ks.alg }
 
-// Current returns the key to sign with now: the newest key whose ActivatesAt has passed and
-// that is not retired. When there is none (an empty database) it creates one, as Ensure does.
+// Algorithms are the algorithms offered, the default first. The caller must not modify them.
+func (ks *KeySet) Algorithms() []string { return ks.offered }
+
+// Current returns the key to sign with now for a client that asked for no algorithm: the
+// newest key of the default algorithm that signs now (signsAt), else the newest key of any
+// algorithm that signs now (while a rotation to the default algorithm has not activated yet).
+// When no key signs (an empty database) it creates one, as Ensure does.
 func (ks *KeySet) Current(ctx context.Context) (SigningKey, error) {
 	keys, err := ks.snapshot(ctx, false)
 	if err != nil {
 		return SigningKey{}, err
 	}
-	if k, ok := current(keys, ks.now()); ok {
+	now := ks.now()
+	if k, ok := current(keys, now, ks.alg); ok {
+		return ks.open(k)
+	}
+	if k, ok := current(keys, now, ""); ok {
 		return ks.open(k)
 	}
 	return ks.Ensure(ctx)
 }
 
-// ErrNoSigningKeyForAlgorithm is returned by CurrentFor when the key that signs now has another
-// algorithm than the one asked for.
+// ErrNoSigningKeyForAlgorithm is returned by CurrentFor when no key of the algorithm signs now
+// and none can be made for it.
 var ErrNoSigningKeyForAlgorithm = errors.New("oauth: no active signing key of the algorithm")
 
-// CurrentFor returns the key to sign with now when its algorithm is alg, and an error wrapping
-// ErrNoSigningKeyForAlgorithm otherwise. One key signs at a time: the outgoing key of a rotation
-// stops signing when the next one activates (it is only published after that, for the tokens
-// it signed), so a client that registered another algorithm than the current key's gets no
-// token rather than one it cannot verify.
+// CurrentFor returns the newest key of algorithm alg that signs now. When there is none and alg
+// is offered with no key of its line pending, it creates one that signs at once (as Ensure).
+// Otherwise (alg not offered, or its next key published but not active yet) it returns an
+// error wrapping ErrNoSigningKeyForAlgorithm: a client that registered alg gets no token
+// rather than one it cannot verify.
 func (ks *KeySet) CurrentFor(ctx context.Context, alg string) (SigningKey, error) {
-	k, err := ks.Current(ctx)
+	keys, err := ks.snapshot(ctx, false)
 	if err != nil {
 		return SigningKey{}, err
 	}
-	if k.Algorithm != alg {
-		return SigningKey{}, fmt.Errorf("%w: %s is asked for, key %s signs %s", ErrNoSigningKeyForAlgorithm, alg, k.ID, k.Algorithm)
+	if k, ok := current(keys, ks.now(), alg); ok {
+		return ks.open(k)
 	}
-	return k, nil
+	if !slices.Contains(ks.offered, alg) {
+		return SigningKey{}, fmt.Errorf("%w: %s is not offered (GATEHOUSE_SIGNING_ALGS) and no key of it signs", ErrNoSigningKeyForAlgorithm, alg)
+	}
+	return ks.ensure(ctx, alg)
 }
 
-// Ensure makes sure a key signs now and returns it: when the database holds no active key and
-// none is scheduled, it generates a key of ks.Algorithm() that signs at once (no relying party
-// can hold a token yet). Replicas that call it together end up with one key: the database admits
-// one unscheduled key, and the losers read the winner's.
+// Ensure makes sure a key of the default algorithm signs now and returns it (see ensure).
 func (ks *KeySet) Ensure(ctx context.Context) (SigningKey, error) {
+	return ks.ensure(ctx, ks.alg)
+}
+
+// EnsureAll makes sure every offered algorithm has a key that signs now, or one published that
+// will, and returns the key of each that signs now (none for a line whose next key is pending),
+// in the order of Algorithms.
+func (ks *KeySet) EnsureAll(ctx context.Context) ([]SigningKey, error) {
+	var out []SigningKey
+	for _, alg := range ks.offered {
+		k, err := ks.ensure(ctx, alg)
+		if errors.Is(err, ErrNoSigningKeyForAlgorithm) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// ensure returns the newest key of alg that signs now. When alg has no key that signs and
+// none scheduled (no head), it generates one that signs at once: no relying party can hold a
+// token of it yet. When the head is published but not active yet it returns an error wrapping
+// ErrNoSigningKeyForAlgorithm. Replicas that call it together end up with one key: the database
+// admits one unscheduled key per algorithm, and the losers read the winner's.
+func (ks *KeySet) ensure(ctx context.Context, alg string) (SigningKey, error) {
 	keys, err := ks.snapshot(ctx, true)
 	if err != nil {
 		return SigningKey{}, err
 	}
-	if k, ok := current(keys, ks.now()); ok {
+	if k, ok := current(keys, ks.now(), alg); ok {
 		return ks.open(k)
 	}
-	if !hasHead(keys) {
-		next, err := ks.newKey(time.Time{})
+	if !hasHead(keys, alg) {
+		next, err := newKey(ks.sealer, alg, time.Time{})
 		if err != nil {
 			return SigningKey{}, err
 		}
 		err = ks.store.InTx(ctx, func(tx *store.Tx) error {
 			existing, err := tx.ListSigningKeys(ctx, ks.now())
-			if err != nil || hasHead(publicRows(existing)) {
+			if err != nil || hasHead(publicRows(existing), alg) {
 				return err
 			}
 			next.ActivatesAt = ks.now()
 			return tx.CreateSigningKey(ctx, &next)
 		})
 		if err != nil && !errors.Is(err, store.ErrConflict) { // conflict: another replica won
-			return SigningKey{}, fmt.Errorf("oauth: ensure signing key: %w", err)
+			return SigningKey{}, fmt.Errorf("oauth: ensure %s signing key: %w", alg, err)
 		}
 	}
 	if keys, err = ks.snapshot(ctx, true); err != nil {
 		return SigningKey{}, err
 	}
-	if k, ok := current(keys, ks.now()); ok {
+	if k, ok := current(keys, ks.now(), alg); ok {
 		return ks.open(k)
 	}
-	return SigningKey{}, errors.New("oauth: ensure signing key: no key is active (the newest is not active yet and no older key is left)")
+	return SigningKey{}, fmt.Errorf("%w: ensure %s signing key: its next key is not active yet and no older one signs", ErrNoSigningKeyForAlgorithm, alg)
 }
 
-// Rotation is what Rotate did.
+// Rotation is what Rotate or RotateAlgorithm did.
 type Rotation struct {
-	// KeyID is the new key; it is published now and signs from ActivatesAt.
+	// KeyID is the new key, of Algorithm; it is published now and signs from ActivatesAt.
 	KeyID       string
+	Algorithm   string
 	ActivatesAt time.Time
-	// RetiredKeyID is the key that signed until now ("" when there was none); it stays
-	// published until RetiresAt.
+	// RetiredKeyID is the key of Algorithm that signed until now, or when there was none the
+	// first of Retired ("" when there was no key at all); it stays published until RetiresAt.
 	RetiredKeyID string
 	RetiresAt    time.Time
+	// Retired are every key whose retirement the rotation scheduled at RetiresAt: the head of
+	// Algorithm and, for Rotate, the heads of algorithms no longer offered.
+	Retired []string
 }
 
-// Rotate creates the next key, published now and signing from now + publishDelay, and
-// schedules the retirement of the current newest key at that activation plus
-// MaxSignedTokenLifetime plus ClockSkew (see the timeline above). With no key at all it
-// creates one that signs at once. It returns ErrRotationPending while the key of an earlier
-// rotation has not activated yet, and an error wrapping store.ErrConflict when a concurrent
-// rotation won.
+// Rotate rotates the default algorithm's line (RotateAlgorithm) and retires with it the heads
+// of the algorithms ks does not offer, which is how the default algorithm moves from one
+// algorithm to another.
 func (ks *KeySet) Rotate(ctx context.Context, publishDelay time.Duration) (Rotation, error) {
+	return ks.rotate(ctx, ks.alg, publishDelay, true)
+}
+
+// RotateAlgorithm creates the next key of alg, published now and signing from now +
+// publishDelay, and schedules the retirement of alg's current head at that activation plus
+// MaxSignedTokenLifetime plus ClockSkew (see the timeline above). With no key of alg at all it
+// creates one that signs at once. It returns ErrRotationPending while the key of an earlier
+// rotation of alg has not activated yet, and an error wrapping store.ErrConflict when a
+// concurrent rotation won.
+func (ks *KeySet) RotateAlgorithm(ctx context.Context, alg string, publishDelay time.Duration) (Rotation, error) {
+	return ks.rotate(ctx, alg, publishDelay, false)
+}
+
+func (ks *KeySet) rotate(ctx context.Context, alg string, publishDelay time.Duration, unoffered bool) (Rotation, error) {
 	if publishDelay < 0 {
 		return Rotation{}, fmt.Errorf("oauth: rotate signing key: negative publish delay %s", publishDelay)
 	}
-	next, err := ks.newKey(time.Time{})
+	next, err := newKey(ks.sealer, alg, time.Time{})
 	if err != nil {
 		return Rotation{}, err
 	}
@@ -246,18 +321,27 @@ func (ks *KeySet) Rotate(ctx context.Context, publishDelay time.Duration) (Rotat
 		if err != nil {
 			return err
 		}
-		r = Rotation{KeyID: next.ID, ActivatesAt: now}
-		for _, k := range keys {
-			if k.RetiresAt != nil {
+		r = Rotation{KeyID: next.ID, Algorithm: alg, ActivatesAt: now}
+		var retire []string
+		for _, k := range keys { // newest activation first: alg's head before the others
+			if k.RetiresAt != nil || (k.Algorithm != alg && (!unoffered || slices.Contains(ks.offered, k.Algorithm))) {
 				continue
 			}
-			if k.ActivatesAt.After(now) {
-				return fmt.Errorf("%w: key %s signs from %s", ErrRotationPending, k.ID, k.ActivatesAt.Format(time.RFC3339))
+			if k.Algorithm == alg && k.ActivatesAt.After(now) {
+				return fmt.Errorf("%w: %s key %s signs from %s", ErrRotationPending, alg, k.ID, k.ActivatesAt.Format(time.RFC3339))
 			}
+			r.Retired = append(r.Retired, k.ID)
+			if !slices.Contains(retire, k.Algorithm) {
+				retire = append(retire, k.Algorithm)
+			}
+			if k.Algorithm == alg || r.RetiredKeyID == "" {
+				r.RetiredKeyID = k.ID
+			}
+		}
+		if len(r.Retired) > 0 {
 			r.ActivatesAt = now.Add(publishDelay)
-			r.RetiredKeyID = k.ID
 			r.RetiresAt = r.ActivatesAt.Add(MaxSignedTokenLifetime + ClockSkew)
-			if _, err := tx.RetireSigningKeys(ctx, r.RetiresAt); err != nil {
+			if _, err := tx.RetireSigningKeys(ctx, r.RetiresAt, retire...); err != nil {
 				return err
 			}
 		}
@@ -270,7 +354,7 @@ func (ks *KeySet) Rotate(ctx context.Context, publishDelay time.Duration) (Rotat
 	})
 	ks.invalidate()
 	if err != nil {
-		return Rotation{}, fmt.Errorf("oauth: rotate signing key: %w", err)
+		return Rotation{}, fmt.Errorf("oauth: rotate %s signing key: %w", alg, err)
 	}
 	return r, nil
 }
@@ -352,10 +436,10 @@ func (ks *KeySet) open(k publicKey) (SigningKey, error) {
 	return SigningKey{ID: k.row.ID, Algorithm: k.row.Algorithm, Key: priv, ActivatesAt: k.row.ActivatesAt, RetiresAt: k.row.RetiresAt}, nil
 }
 
-// newKey generates a key of ks.alg and returns its row: id "sig_<ulid>", the PKCS #8 DER
-// private key sealed with SigningKeyAAD(id), the public key in PEM.
-func (ks *KeySet) newKey(activates time.Time) (store.SigningKey, error) {
-	priv, err := generateSigningKey(ks.alg)
+// newKey generates a key of alg and returns its row: id "sig_<ulid>", the PKCS #8 DER
+// private key sealed by sealer with SigningKeyAAD(id), the public key in PEM.
+func newKey(sealer Sealer, alg string, activates time.Time) (store.SigningKey, error) {
+	priv, err := generateSigningKey(alg)
 	if err != nil {
 		return store.SigningKey{}, fmt.Errorf("oauth: generate signing key: %w", err)
 	}
@@ -364,7 +448,7 @@ func (ks *KeySet) newKey(activates time.Time) (store.SigningKey, error) {
 		return store.SigningKey{}, fmt.Errorf("oauth: generate signing key: %w", err)
 	}
 	id := store.NewID("sig")
-	sealed, err := ks.sealer.Seal(der, store.SigningKeyAAD(id))
+	sealed, err := sealer.Seal(der, store.SigningKeyAAD(id))
 	clear(der)
 	if err != nil {
 		return store.SigningKey{}, fmt.Errorf("oauth: seal signing key: %w", err)
@@ -374,26 +458,34 @@ func (ks *KeySet) newKey(activates time.Time) (store.SigningKey, error) {
 		return store.SigningKey{}, fmt.Errorf("oauth: generate signing key: %w", err)
 	}
 	return store.SigningKey{
-		ID: id, Algorithm: ks.alg, PrivateKey: sealed,
+		ID: id, Algorithm: alg, PrivateKey: sealed,
 		PublicKey:   string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: spki})),
 		ActivatesAt: activates,
 	}, nil
 }
 
-// current picks the signing key at now from keys (newest activation first).
-func current(keys []publicKey, now time.Time) (publicKey, bool) {
+// signsAt reports whether key row k signs at now: from its activation until RetiresAt -
+// MaxSignedTokenLifetime - ClockSkew, when the key that replaced it activated (the timeline
+// above), so the last token it signed expires before it leaves the JWKS.
+func signsAt(k store.SigningKey, now time.Time) bool {
+	return !k.ActivatesAt.After(now) && (k.RetiresAt == nil || now.Before(k.RetiresAt.Add(-MaxSignedTokenLifetime-ClockSkew)))
+}
+
+// current picks the newest key of alg ("" for any algorithm) that signs at now from keys
+// (newest activation first).
+func current(keys []publicKey, now time.Time, alg string) (publicKey, bool) {
 	for _, k := range keys {
-		if !k.row.ActivatesAt.After(now) && (k.row.RetiresAt == nil || k.row.RetiresAt.After(now)) {
+		if (alg == "" || k.row.Algorithm == alg) && signsAt(k.row, now) {
 			return k, true
 		}
 	}
 	return publicKey{}, false
 }
 
-// hasHead reports whether a key without a scheduled retirement is among keys.
-func hasHead(keys []publicKey) bool {
+// hasHead reports whether a key of alg without a scheduled retirement is among keys.
+func hasHead(keys []publicKey, alg string) bool {
 	for _, k := range keys {
-		if k.row.RetiresAt == nil {
+		if k.row.Algorithm == alg && k.row.RetiresAt == nil {
 			return true
 		}
 	}

@@ -67,8 +67,8 @@ type testDeps struct {
 	webhooks bool
 }
 
-// newServer builds every dependency the way main's wire does (without ensuring a signing key
-// up front: the key set makes one on first use), then the server over them.
+// newServer builds every dependency the way main's wire does (without ensuring signing keys
+// up front: the key set makes each on first use), then the server over them.
 func newServer(cfg Config, st *store.Store, log *slog.Logger, over testDeps) (*Server, error) {
 	ring, err := seal.NewKeyring(cfg.SecretKey, cfg.OldSecretKeys...)
 	if err != nil {
@@ -76,7 +76,9 @@ func newServer(cfg Config, st *store.Store, log *slog.Logger, over testDeps) (*S
 	}
 	keys := over.keys
 	if keys == nil {
-		keys = oauth.NewKeySet(st, ring, oauth.KeySetOptions{})
+		// Every algorithm offered (GATEHOUSE_SIGNING_ALGS=ES256,EdDSA), so clients may register
+		// any; oauth's TestOAuthSigningKeyPerAlgorithm covers one not offered.
+		keys = oauth.NewKeySet(st, ring, oauth.KeySetOptions{Algorithms: oauth.SigningAlgorithms})
 	}
 	social, err := identity.NewSocialProviders(cfg.BaseURL, cfg.Social)
 	if err != nil {
@@ -149,7 +151,7 @@ func newTestAppWith(t *testing.T, st *store.Store, cfg Config, over testDeps) *t
 		if err != nil {
 			t.Fatal(err)
 		}
-		over.keys = oauth.NewKeySet(st, ring, oauth.KeySetOptions{})
+		over.keys = oauth.NewKeySet(st, ring, oauth.KeySetOptions{Algorithms: oauth.SigningAlgorithms}) // as in newServer
 	}
 	srv, err := newServer(cfg, st, log, over)
 	if err != nil {

@@ -58,6 +58,8 @@ type Server struct {
 	clientSecretPepper []byte
 	// keyring seals and opens secrets at rest: cfg.SecretKey, then cfg.OldSecretKeys.
 	keyring *seal.Keyring
+	// provider is the OAuth provider (deps.Provider).
+	provider Provider
 	// accountThrottle and ipThrottle count failed password checks per account (email or user
 	// id) and per client IP, signUpThrottle sign-ups per client IP, all in the database so that
 	// replicas share them (identity.NewAccountThrottle and its siblings).
@@ -92,6 +94,9 @@ var _ gen.StrictServerInterface = (*Server)(nil)
 // error handler. *oauth.Provider implements it.
 type Provider interface {
 	Routes() []oauth.Route
+	// SigningAlgorithms are the algorithms a client may register as its
+	// idTokenSignedResponseAlg.
+	SigningAlgorithms() []string
 }
 
 // Deps are the Server's dependencies. main builds each once and passes them in; New builds
@@ -169,6 +174,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		apiKeys:            newAPIKeyCache(),
 		clientSecretPepper: seal.DeriveKey(cfg.SecretKey, "oidc-client-secret"),
 		keyring:            deps.Keyring,
+		provider:           deps.Provider,
 		mailer:             deps.Mailer,
 		webhooks:           deps.Webhooks,
 		webhookPoke:        deps.PokeWebhooks,

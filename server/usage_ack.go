@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 )
@@ -33,20 +32,4 @@ func (a usageAckBody) VisitIngestUsageEventResponse(w http.ResponseWriter) error
 	w.WriteHeader(status)
 	_, err := w.Write(buf)
 	return err
-}
-
-// appendJSONString appends s as a JSON string as encoding/json writes it: quoted as is when it
-// holds only ASCII letters, digits, '_' and '-' (every id Gatehouse makes), else through
-// encoding/json.
-func appendJSONString(buf []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			quoted, _ := json.Marshal(s) // a string always marshals
-			return append(buf, quoted...)
-		}
-	}
-	buf = append(buf, '"')
-	buf = append(buf, s...)
-	return append(buf, '"')
 }

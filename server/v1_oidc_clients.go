@@ -39,7 +39,7 @@ func (s *Server) ListOidcClients(ctx context.Context, req gen.ListOidcClientsReq
 // CreateOidcClient registers a client; a web client's secret is returned this once.
 func (s *Server) CreateOidcClient(ctx context.Context, req gen.CreateOidcClientRequestObject) (gen.CreateOidcClientResponseObject, error) {
 	body := req.Body
-	if problems := checkOidcClient(body); len(problems) > 0 {
+	if problems := checkOidcClient(body, s.provider.SigningAlgorithms()); len(problems) > 0 {
 		return nil, Validation(problems...)
 	}
 	c := store.OIDCClient{
@@ -197,9 +197,12 @@ func (s *Server) mintClientSecret() (plain string, hash []byte, err error) {
 
 // checkOidcClient applies oauth.CheckClient, the registration rules the schema cannot state,
 // reporting each problem at the body field it concerns.
-func checkOidcClient(body *gen.CreateOidcClientJSONRequestBody) []FieldError {
+func checkOidcClient(body *gen.CreateOidcClientJSONRequestBody, offered []string) []FieldError {
 	r := oauth.ClientRegistration{Type: string(body.Type), RedirectURIs: body.RedirectUris,
-		GrantTypes: enumStrings(body.GrantTypes)}
+		GrantTypes: enumStrings(body.GrantTypes), OfferedAlgorithms: offered}
+	if body.IdTokenSignedResponseAlg != nil {
+		r.IDTokenSignedResponseAlg = string(*body.IdTokenSignedResponseAlg)
+	}
 	if body.Jwks != nil {
 		r.JWKS = *body.Jwks
 	}

@@ -23,7 +23,11 @@ func (s *Server) UpdateOidcClient(ctx context.Context, req gen.UpdateOidcClientR
 			changed = applyOidcClientUpdate(c, body)
 			r := oauth.ClientRegistration{Type: c.Type, RedirectURIs: c.RedirectURIs,
 				PostLogoutRedirectURIs: c.PostLogoutRedirectURIs, GrantTypes: c.GrantTypes,
-				TokenEndpointAuthMethod: c.TokenEndpointAuthMethod, SkipConsent: c.SkipConsent}
+				TokenEndpointAuthMethod: c.TokenEndpointAuthMethod, SkipConsent: c.SkipConsent,
+				OfferedAlgorithms: s.provider.SigningAlgorithms()}
+			if body.IdTokenSignedResponseAlg != nil { // a stored one stays valid when no longer offered
+				r.IDTokenSignedResponseAlg = c.IDTokenAlg
+			}
 			switch {
 			case body.Jwks != nil:
 				r.JWKS = *body.Jwks

@@ -23,9 +23,9 @@ var SigningAlgorithms = []string{SigningAlgorithmRS256, SigningAlgorithmES256, S
 //
 // PrivateKey is the stored form, never plaintext: the private key sealed by the caller
 // (package store/seal) with SigningKeyAAD(ID) as additional data. PublicKey is the public key
-// as the caller encoded it (PEM), published in the JWKS. The key signs from ActivatesAt on
-// while it is the newest activated key, and is published until RetiresAt; RetiresAt is nil
-// for the newest key, which is the only one not scheduled for retirement.
+// as the caller encoded it (PEM), published in the JWKS. The key is published until RetiresAt;
+// RetiresAt is nil for the newest key of each algorithm (its head), the only key of that
+// algorithm not scheduled for retirement. When it signs is package oauth's rule.
 type SigningKey struct {
 	ID          string
 	Algorithm   string
@@ -45,8 +45,8 @@ func SigningKeyAAD(id string) []byte { return []byte("signing-key:" + id) }
 //
 // It returns ErrInvalid for a missing field, another algorithm, a private key that is not a
 // sealed value ("v1." prefix) or a RetiresAt not after ActivatesAt; ErrConflict when the id is
-// taken or when k.RetiresAt is nil while another key is not scheduled for retirement either
-// (at most one key is: see RetireSigningKeys).
+// taken or when k.RetiresAt is nil while another key of its algorithm is not scheduled for
+// retirement either (at most one per algorithm is: see RetireSigningKeys).
 func (tx *Tx) CreateSigningKey(ctx context.Context, k *SigningKey) error {
 	const op = "create signing key"
 	if k.ID == "" || k.PrivateKey == "" || k.PublicKey == "" {
@@ -81,21 +81,29 @@ func (tx *Tx) CreateSigningKey(ctx context.Context, k *SigningKey) error {
 	return nil
 }
 
-// RetireSigningKeys schedules the retirement at `at` of every key that has none scheduled (at
-// most one key, the newest) and returns how many it scheduled. Keys that already have a
-// retirement time keep it. It returns ErrInvalid when `at` is not after that key's ActivatesAt.
-func (tx *Tx) RetireSigningKeys(ctx context.Context, at time.Time) (int, error) {
+// RetireSigningKeys schedules the retirement at `at` of every key of the given algorithms (of
+// every algorithm when none is given) that has none scheduled (at most one key per algorithm,
+// its newest) and returns how many it scheduled. Keys that already have a retirement time keep
+// it. It returns ErrInvalid when `at` is not after such a key's ActivatesAt.
+func (tx *Tx) RetireSigningKeys(ctx context.Context, at time.Time, algorithms ...string) (int, error) {
 	const op = "retire signing keys"
 	at = at.UTC().Truncate(time.Microsecond)
+	where, args := `retires_at IS NULL`, []any{}
+	if len(algorithms) > 0 {
+		where += ` AND algorithm IN (?` + strings.Repeat(`, ?`, len(algorithms)-1) + `)`
+		for _, a := range algorithms {
+			args = append(args, a)
+		}
+	}
 	var invalid int
-	const check = `SELECT COUNT(*) FROM signing_keys WHERE retires_at IS NULL AND activates_at >= ?`
-	if err := tx.tx.GetContext(ctx, &invalid, tx.tx.Rebind(check), sqlTime(at)); err != nil {
+	check := `SELECT COUNT(*) FROM signing_keys WHERE ` + where + ` AND activates_at >= ?`
+	if err := tx.tx.GetContext(ctx, &invalid, tx.tx.Rebind(check), append(slices.Clone(args), sqlTime(at))...); err != nil {
 		return 0, wrapError(op, err)
 	}
 	if invalid > 0 {
 		return 0, fmt.Errorf("store: %s: %w: retirement not after activation", op, ErrInvalid)
 	}
-	res, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(`UPDATE signing_keys SET retires_at = ? WHERE retires_at IS NULL`), sqlTime(at))
+	res, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(`UPDATE signing_keys SET retires_at = ? WHERE `+where), append([]any{sqlTime(at)}, args...)...)
 	if err != nil {
 		return 0, wrapError(op, err)
 	}

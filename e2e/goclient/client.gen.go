@@ -1895,7 +1895,7 @@ type AuthProviderMetadata struct {
 	EndSessionEndpoint                         *string   `json:"end_session_endpoint,omitempty"`
 	GrantTypesSupported                        *[]string `json:"grant_types_supported,omitempty"`
 
-	// IdTokenSigningAlgValuesSupported Every algorithm a signing key may have (`RS256`, `ES256`, `EdDSA`), the one new keys get (`GATEHOUSE_SIGNING_ALG`) first. Access tokens are signed with the same keys.
+	// IdTokenSigningAlgValuesSupported The algorithms offered (`GATEHOUSE_SIGNING_ALG` first, then `GATEHOUSE_SIGNING_ALGS`), then those of other keys still published while a rotation moves away from them. Access tokens and the ID tokens of clients that registered no algorithm are signed with `GATEHOUSE_SIGNING_ALG`'s key.
 	IdTokenSigningAlgValuesSupported          []string  `json:"id_token_signing_alg_values_supported"`
 	IntrospectionEndpoint                     *string   `json:"introspection_endpoint,omitempty"`
 	IntrospectionEndpointAuthMethodsSupported *[]string `json:"introspection_endpoint_auth_methods_supported,omitempty"`
@@ -2672,7 +2672,7 @@ type OidcClientCreate struct {
 	// GrantTypes `client_credentials` only for `web` clients; `refresh_token` only with `authorization_code`.
 	GrantTypes []OidcGrantType `json:"grantTypes"`
 
-	// IdTokenSignedResponseAlg The algorithm the client's ID tokens must be signed with (OpenID Connect Dynamic Client Registration's `id_token_signed_response_alg`). Omitted: whichever key signs, which is what most relying parties handle (they read the algorithm from the JWKS). A relying party that verifies only one algorithm registers it: while the signing key has another (see `GATEHOUSE_SIGNING_ALG` and key rotation), its token requests that would return an ID token fail with `server_error` rather than hand it a token it cannot verify.
+	// IdTokenSignedResponseAlg The algorithm the client's ID tokens must be signed with (OpenID Connect Dynamic Client Registration's `id_token_signed_response_alg`). Omitted: the default key (`GATEHOUSE_SIGNING_ALG`), which is what most relying parties handle (they read the algorithm from the JWKS). It must be one of the algorithms offered (`GATEHOUSE_SIGNING_ALG` and `GATEHOUSE_SIGNING_ALGS`, listed by discovery), each of which keeps an active key: another is a 400 validation problem at `body.idTokenSignedResponseAlg`. Should an algorithm stop being offered later, the client's token requests that would return an ID token fail with `server_error` rather than hand it a token it cannot verify.
 	IdTokenSignedResponseAlg *OidcSigningAlg `json:"idTokenSignedResponseAlg,omitempty"`
 
 	// Jwks A JSON Web Key Set (RFC 7517) of the client's public signing keys for `private_key_jwt`:
@@ -6777,8 +6777,8 @@ type ClientInterface interface {
 	//
 	// The JSON Web Key Set (RFC 7517) of the keys that sign access and ID tokens, public members
 	// only: RS256 (2048-bit RSA), ES256 (ECDSA P-256) or EdDSA (Ed25519), each key with its
-	// `alg`. New keys are of `GATEHOUSE_SIGNING_ALG` (default RS256). Find the key by the `kid`
-	// of the token's header.
+	// `alg`: one active key per algorithm offered (`GATEHOUSE_SIGNING_ALG`, default RS256, and
+	// `GATEHOUSE_SIGNING_ALGS`). Find the key by the `kid` of the token's header.
 	//
 	// More than one key is listed around a rotation (`gatehouse keys rotate-signing`): the next
 	// key is published an hour (`GATEHOUSE_SIGNING_KEY_PUBLISH_DELAY`) before it starts to
@@ -9735,8 +9735,8 @@ type ClientInterface interface {
 //
 // The JSON Web Key Set (RFC 7517) of the keys that sign access and ID tokens, public members
 // only: RS256 (2048-bit RSA), ES256 (ECDSA P-256) or EdDSA (Ed25519), each key with its
-// `alg`. New keys are of `GATEHOUSE_SIGNING_ALG` (default RS256). Find the key by the `kid`
-// of the token's header.
+// `alg`: one active key per algorithm offered (`GATEHOUSE_SIGNING_ALG`, default RS256, and
+// `GATEHOUSE_SIGNING_ALGS`). Find the key by the `kid` of the token's header.
 //
 // More than one key is listed around a rotation (`gatehouse keys rotate-signing`): the next
 // key is published an hour (`GATEHOUSE_SIGNING_KEY_PUBLISH_DELAY`) before it starts to
@@ -22977,8 +22977,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// The JSON Web Key Set (RFC 7517) of the keys that sign access and ID tokens, public members
 	// only: RS256 (2048-bit RSA), ES256 (ECDSA P-256) or EdDSA (Ed25519), each key with its
-	// `alg`. New keys are of `GATEHOUSE_SIGNING_ALG` (default RS256). Find the key by the `kid`
-	// of the token's header.
+	// `alg`: one active key per algorithm offered (`GATEHOUSE_SIGNING_ALG`, default RS256, and
+	// `GATEHOUSE_SIGNING_ALGS`). Find the key by the `kid` of the token's header.
 	//
 	// More than one key is listed around a rotation (`gatehouse keys rotate-signing`): the next
 	// key is published an hour (`GATEHOUSE_SIGNING_KEY_PUBLISH_DELAY`) before it starts to
@@ -37103,8 +37103,8 @@ func (r GetProblemTypeResponse) ContentType() string {
 //
 // The JSON Web Key Set (RFC 7517) of the keys that sign access and ID tokens, public members
 // only: RS256 (2048-bit RSA), ES256 (ECDSA P-256) or EdDSA (Ed25519), each key with its
-// `alg`. New keys are of `GATEHOUSE_SIGNING_ALG` (default RS256). Find the key by the `kid`
-// of the token's header.
+// `alg`: one active key per algorithm offered (`GATEHOUSE_SIGNING_ALG`, default RS256, and
+// `GATEHOUSE_SIGNING_ALGS`). Find the key by the `kid` of the token's header.
 //
 // More than one key is listed around a rotation (`gatehouse keys rotate-signing`): the next
 // key is published an hour (`GATEHOUSE_SIGNING_KEY_PUBLISH_DELAY`) before it starts to

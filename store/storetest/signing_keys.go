@@ -12,6 +12,7 @@ import (
 
 func runSigningKeys(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("Lifecycle", func(t *testing.T) { testSigningKeyLifecycle(t, open) })
+	t.Run("PerAlgorithm", func(t *testing.T) { testSigningKeyPerAlgorithm(t, open) })
 	t.Run("Invalid", func(t *testing.T) { testSigningKeyInvalid(t, open) })
 	t.Run("Reseal", func(t *testing.T) { testSigningKeyReseal(t, open) })
 	t.Run("ConcurrentFirstKey", func(t *testing.T) { testSigningKeyConcurrentFirst(t, open) })
@@ -260,5 +261,42 @@ func testSigningKeyConcurrentFirst(t *testing.T, open func(t *testing.T) *store.
 	keys, err := s.ListSigningKeys(ctx, time.Time{})
 	if err != nil || len(keys) != 1 || wins != 1 {
 		t.Fatalf("%d keys (%v), %d successful creations; want exactly 1", len(keys), err, wins)
+	}
+}
+
+// testSigningKeyPerAlgorithm: each algorithm has its own key not scheduled for retirement, and
+// RetireSigningKeys with algorithms schedules only theirs.
+func testSigningKeyPerAlgorithm(t *testing.T, open func(t *testing.T) *store.Store) {
+	s := open(t)
+	ctx := testContext(t)
+	t0 := time.Date(2031, 3, 1, 12, 0, 0, 0, time.UTC)
+	es := func(id string, at time.Time) *store.SigningKey {
+		k := signingKey(id, at)
+		k.Algorithm = "ES256"
+		return k
+	}
+	mustTx(t, s, func(tx *store.Tx) error { return tx.CreateSigningKey(ctx, signingKey("sig_rs", t0)) })
+	mustTx(t, s, func(tx *store.Tx) error { return tx.CreateSigningKey(ctx, es("sig_es", t0)) })
+	wantErr(t, s, store.ErrConflict, "second unretired ES256 key", func(tx *store.Tx) error {
+		return tx.CreateSigningKey(ctx, es("sig_es2", t0.Add(time.Hour)))
+	})
+	mustTx(t, s, func(tx *store.Tx) error {
+		n, err := tx.RetireSigningKeys(ctx, t0.Add(3*time.Hour), "ES256")
+		if n != 1 {
+			t.Errorf("retired %d ES256 keys, want 1", n)
+		}
+		if err != nil {
+			return err
+		}
+		return tx.CreateSigningKey(ctx, es("sig_es2", t0.Add(time.Hour)))
+	})
+	all, err := s.ListSigningKeys(ctx, time.Time{})
+	if err != nil || signingKeyIDs(all) != "sig_es2,sig_rs,sig_es" {
+		t.Fatalf("list: %s, %v", signingKeyIDs(all), err)
+	}
+	for _, k := range all {
+		if (k.ID == "sig_es") != (k.RetiresAt != nil) {
+			t.Errorf("%s retires at %v; want only sig_es scheduled", k.ID, k.RetiresAt)
+		}
 	}
 }
