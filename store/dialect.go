@@ -248,8 +248,11 @@ func isMissingReference(err error) bool {
 // isUnavailable reports whether err means the database could not be reached or stopped
 // answering, rather than refusing the statement: a network error or timeout (including a
 // deadline that passed while waiting for a connection), a connection the driver gave up on,
-// PostgreSQL's connection exception (08), operator intervention (57: shutting down) and
-// insufficient resources (53: too many connections) classes, SQLite's busy file.
+// PostgreSQL's connection exception (08), operator intervention (57: admin_shutdown 57P01,
+// crash_shutdown 57P02, cannot_connect_now 57P03 while a server starts or is promoted) and
+// insufficient resources (53: too many connections) classes, read_only_sql_transaction (25006:
+// the address still leads to a standby, or a primary demoted during a failover), SQLite's busy
+// file. docs/failover.md describes the switch these errors come from.
 func isUnavailable(err error) bool {
 	if _, ok := errors.AsType[net.Error](err); ok {
 		return true
@@ -263,7 +266,7 @@ func isUnavailable(err error) bool {
 		case "08", "53", "57":
 			return true
 		}
-		return false
+		return pqErr.Code == "25006"
 	}
 	if liteErr, ok := errors.AsType[*sqlite.Error](err); ok {
 		code := liteErr.Code() & 0xff // primary result code

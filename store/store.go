@@ -422,6 +422,15 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 	return nil
 }
 
+// IsUnavailable reports whether err means the database could not be reached or stopped
+// answering (a connection lost, refused or timed out, a server shutting down or still a
+// standby) rather than refusing the statement: either an error the store already wrapped as
+// ErrUnavailable, or a driver error that reached the caller unwrapped. The server answers
+// these 503 with Retry-After, never 500.
+func IsUnavailable(err error) bool {
+	return errors.Is(err, ErrUnavailable) || isUnavailable(err)
+}
+
 // wrapError prefixes err with "store: op:" and maps driver errors onto the
 // sentinels: sql.ErrNoRows becomes ErrNotFound, a unique violation
 // ErrConflict (the driver's message stays in the text, not in the chain).
