@@ -72,8 +72,10 @@ func startHAServer(t *testing.T, dbURL string) *haServer {
 // sign-in throttle still counts the failures from before the outage; and the server still
 // drains and exits 0 (no worker stuck). It prints the unavailability window.
 func TestHADatabaseOutageRideThrough(t *testing.T) {
+	began := time.Now()
 	h := startHAServer(t, "")
 	f := h.f
+	t.Logf("server and fixture ready after %v", time.Since(began).Round(time.Millisecond))
 	throttled := "throttle@load.example.com"
 	if code, raw := f.Do(http.MethodPost, "/api/auth/sign-up/email",
 		fmt.Sprintf(`{"name":"T","email":%q,"password":%q}`, throttled, haload.Password), nil); code != http.StatusOK {
@@ -115,6 +117,13 @@ func TestHADatabaseOutageRideThrough(t *testing.T) {
 	if w.Recovered.IsZero() || w.Recovered.Sub(up) > 5*time.Second {
 		t.Errorf("service recovered at %v, %v after the database came back; want within 5 s", w.Recovered, w.Recovered.Sub(up))
 	}
+	last := map[haload.Kind]time.Duration{}
+	for _, o := range load.Ledger.Outcomes {
+		if o.Failed() && o.End.Sub(up) > last[o.Kind] {
+			last[o.Kind] = o.End.Sub(up).Round(time.Millisecond)
+		}
+	}
+	t.Logf("last failure after the database came back, by kind: %v", last)
 	resumed := map[haload.Kind]bool{}
 	for _, o := range load.Ledger.Outcomes {
 		if o.Start.After(up) && (o.Status == http.StatusOK || o.Status == http.StatusCreated) {
@@ -127,7 +136,9 @@ func TestHADatabaseOutageRideThrough(t *testing.T) {
 		}
 	}
 	n := load.CheckDurable(t, h.dbURL)
+	waited := time.Now()
 	events := load.WaitEventsDelivered(t, h.dbURL, 60*time.Second)
+	t.Logf("events delivered %v after the load stopped", time.Since(waited).Round(time.Millisecond))
 	t.Logf("%d acknowledged writes present; %d config.update events delivered", n, events)
 	if n == 0 || events == 0 {
 		t.Error("nothing acknowledged or no event delivered: the checks saw nothing")
