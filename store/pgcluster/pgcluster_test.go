@@ -3,6 +3,7 @@ package pgcluster
 import (
 	"context"
 	"database/sql"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -58,5 +59,32 @@ func waitCount(t *testing.T, db *sql.DB, want int) {
 			t.Fatalf("marks holds %d rows (%v); want %d", n, err, want)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// recorder is a testing.TB that records how Start ended instead of ending the test.
+type recorder struct {
+	testing.TB
+	skipped, failed bool
+}
+
+func (r *recorder) Helper()               {}
+func (r *recorder) Cleanup(func())        {}
+func (r *recorder) Skipf(string, ...any)  { r.skipped = true; runtime.Goexit() }
+func (r *recorder) Fatalf(string, ...any) { r.failed = true; runtime.Goexit() }
+
+// TestMissingBinaries: without the PostgreSQL binaries Start skips, unless RequireEnv is set,
+// when it fails.
+func TestMissingBinaries(t *testing.T) {
+	t.Setenv(BinEnv, t.TempDir())
+	for _, require := range []string{"", "1"} {
+		t.Setenv(RequireEnv, require)
+		r := &recorder{TB: t}
+		done := make(chan struct{})
+		go func() { defer close(done); Start(r, Options{}) }()
+		<-done
+		if want := require == ""; r.skipped != want || r.failed == want {
+			t.Errorf("%s=%q: skipped %v, failed %v; want skipped %v", RequireEnv, require, r.skipped, r.failed, want)
+		}
 	}
 }
