@@ -34,3 +34,23 @@ func TestHAFailover(t *testing.T) {
 		t.Logf("primary killed; standby promoted %v later; proxy switched", promoted.Sub(killed).Round(time.Millisecond))
 	})
 }
+
+// TestHAFailoverSwitchedBeforePromotion: the same, but the address moves to the standby
+// before it is promoted (tooling that switches first), so for 1.5 s writes reach a server in
+// recovery and fail with 25006 read_only_sql_transaction while reads succeed. Those writes
+// are 503 too, never 500, and writes resume once the standby is promoted.
+func TestHAFailoverSwitchedBeforePromotion(t *testing.T) {
+	top := pgcluster.Start(t, pgcluster.Options{Sync: true})
+	h := startHAServer(t, top.PrimaryURL)
+	standby, err := url.Parse(top.StandbyURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.rideThrough(t, top.StandbyURL, func() {
+		top.Primary.Kill(syscall.SIGKILL)
+		h.proxy.Switch(standby.Host)
+		h.proxy.DropAll()
+		time.Sleep(1500 * time.Millisecond)
+		top.Standby.Promote()
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,6 +155,15 @@ func (h *haServer) rideThrough(t *testing.T, dbURL string, disrupt func()) {
 	wrong("failed sign-in 5 after the disruption", http.StatusUnauthorized)
 	wrong("failed sign-in 6: the counter kept the failures from before the disruption", http.StatusTooManyRequests)
 
+	if t.Failed() {
+		var internal []string
+		for _, line := range strings.Split(h.stderr.String(), "\n") {
+			if strings.Contains(line, "level=ERROR") && len(internal) < 5 {
+				internal = append(internal, line)
+			}
+		}
+		t.Logf("the server's first errors:\n%s", strings.Join(internal, "\n"))
+	}
 	h.cancel()
 	select {
 	case code := <-h.done:

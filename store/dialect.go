@@ -275,6 +275,17 @@ func isUnavailable(err error) bool {
 	return false
 }
 
+// isRecoveryAtBegin reports whether err, returned by BEGIN, is PostgreSQL refusing a read-write
+// transaction because the server is in recovery (a standby not yet promoted, reached through
+// an address that moved early during a failover): SQLSTATE 0A000 feature_not_supported, which
+// a plain BEGIN raises for nothing else. Callers treat it as the database being unavailable.
+func isRecoveryAtBegin(err error) bool {
+	if pqErr, ok := errors.AsType[*pq.Error](err); ok {
+		return pqErr.Code == "0A000"
+	}
+	return false
+}
+
 // isRetryableWrite reports whether a write failed only because of concurrent writers and may
 // simply run again: PostgreSQL's deadlock_detected (40P01) and serialization_failure (40001).
 func isRetryableWrite(err error) bool {

@@ -433,14 +433,16 @@ func IsUnavailable(err error) bool {
 
 // wrapError prefixes err with "store: op:" and maps driver errors onto the
 // sentinels: sql.ErrNoRows becomes ErrNotFound, a unique violation
-// ErrConflict (the driver's message stays in the text, not in the chain).
+// ErrConflict (the driver's message stays in the text, not in the chain), an
+// outage (isUnavailable, or a BEGIN refused by a server in recovery)
+// ErrUnavailable.
 func wrapError(op string, err error) error {
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("store: %s: %w", op, ErrNotFound)
 	case isUniqueViolation(err):
 		return fmt.Errorf("store: %s: %w: %v", op, ErrConflict, err)
-	case isUnavailable(err):
+	case isUnavailable(err), op == "begin" && isRecoveryAtBegin(err):
 		return fmt.Errorf("store: %s: %w: %w", op, ErrUnavailable, err)
 	default:
 		return fmt.Errorf("store: %s: %w", op, err)

@@ -40,6 +40,14 @@ func TestIsUnavailable(t *testing.T) {
 			t.Errorf("%s: wrapError gives %v, want ErrUnavailable", name, w)
 		}
 	}
+	// BEGIN on a standby in recovery: lib/pq's BEGIN READ WRITE is refused with 0A000.
+	recovery := &pq.Error{Code: "0A000", Message: "cannot set transaction read-write mode during recovery"}
+	if w := wrapError("begin", recovery); !errors.Is(w, ErrUnavailable) {
+		t.Errorf("0A000 at begin: wrapError gives %v, want ErrUnavailable", w)
+	}
+	if w := wrapError("insert", recovery); errors.Is(w, ErrUnavailable) {
+		t.Errorf("0A000 from a statement: wrapError gives ErrUnavailable, want the plain error")
+	}
 	for name, err := range map[string]error{
 		"23505 unique_violation":  &pq.Error{Code: "23505"},
 		"25P02 in_failed_sql_tx":  &pq.Error{Code: "25P02"},
