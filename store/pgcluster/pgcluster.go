@@ -178,6 +178,39 @@ func (top *Topology) WaitStreaming() {
 	}
 }
 
+// WaitReplayed waits (up to 30 s) until the standby has replayed everything the primary had
+// written when WaitReplayed was called.
+func (top *Topology) WaitReplayed() {
+	t := top.Primary.t
+	t.Helper()
+	primary, standby := top.Primary.DB("postgres"), top.Standby.DB("postgres")
+	defer primary.Close()
+	defer standby.Close()
+	var target string
+	if err := primary.QueryRow("SELECT pg_current_wal_lsn()::text").Scan(&target); err != nil {
+		t.Fatalf("pgcluster: primary position: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var done bool
+		err := standby.QueryRow("SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn", target).Scan(&done)
+		if err == nil && done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pgcluster: the standby has not replayed %s after 30 s (%v)", target, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// PauseReplay pauses the standby's WAL replay (pg_wal_replay_pause): it keeps receiving WAL
+// but its data stays as it is, so its lag grows with every write on the primary.
+func (n *Node) PauseReplay() { n.t.Helper(); n.Exec("SELECT pg_wal_replay_pause()") }
+
+// ResumeReplay resumes the standby's WAL replay.
+func (n *Node) ResumeReplay() { n.t.Helper(); n.Exec("SELECT pg_wal_replay_resume()") }
+
 // DB opens database name on the node (lib/pq); the caller closes it.
 func (n *Node) DB(name string) *sql.DB {
 	db, err := sql.Open("postgres", fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable&connect_timeout=5", n.Port, name))
