@@ -4,7 +4,7 @@
 // it for read replicas (store/replicas.go) and for failover: kill the primary, promote the
 // standby.
 //
-// The binaries come from GATEHOUSE_PG_BIN, else /usr/lib/postgresql/15/bin. When they are
+// The binaries come from GATEHOUSE_TEST_PG_BIN, else /usr/lib/postgresql/15/bin. When they are
 // absent, Start skips the test, unless GATEHOUSE_REQUIRE_PG_CLUSTER is set (CI sets it), in
 // which case it fails. Tests running as root (as here) run every PostgreSQL program as the
 // postgres user through `runuser -u postgres --`.
@@ -38,7 +38,7 @@ import (
 const RequireEnv = "GATEHOUSE_REQUIRE_PG_CLUSTER"
 
 // BinEnv names a directory holding initdb, pg_ctl and pg_basebackup, instead of DefaultBin.
-const BinEnv = "GATEHOUSE_PG_BIN"
+const BinEnv = "GATEHOUSE_TEST_PG_BIN"
 
 // DefaultBin is where Debian's postgresql-15 installs its server programs.
 const DefaultBin = "/usr/lib/postgresql/15/bin"
