@@ -143,6 +143,14 @@ func TestReadReplicaRouting(t *testing.T) {
 		}
 	}
 
+	mf := scrapeMetrics(t, app.srv)
+	if v, ok := sample(mf[metricReplicaUsable], map[string]string{"replica": "0"}); !ok || v != 1 {
+		t.Errorf("%s{replica=0} = %v (%v), want 1", metricReplicaUsable, v, ok)
+	}
+	if _, ok := sample(mf["go_sql_max_open_connections"], map[string]string{"db_name": "postgres-replica-0"}); !ok {
+		t.Error("no pool statistics for postgres-replica-0")
+	}
+
 	// An unreachable replica (nothing listens on port 1) is skipped: the primary answers.
 	down := openReplicaStore(t, primaryURL, []string{"postgres://postgres@127.0.0.1:1/none?sslmode=disable"}, 5*time.Second, time.Hour)
 	if got := down.CheckReplicas(context.Background()); len(got) != 1 || got[0].Usable || got[0].Reachable {
@@ -151,6 +159,9 @@ func TestReadReplicaRouting(t *testing.T) {
 	downApp := newTestApp(t, down, testConfig())
 	if s := summary(downApp); !reflect.DeepEqual(s.Data.Meters, []meterJSON{{"api_call", 4, 7}, {"storage_gb", 2, 11.5}}) {
 		t.Errorf("summary with the replica down: meters %+v, want the primary's", s.Data.Meters)
+	}
+	if v, ok := sample(scrapeMetrics(t, downApp.srv)[metricReplicaUsable], map[string]string{"replica": "0"}); !ok || v != 0 {
+		t.Errorf("%s{replica=0} with the replica down = %v (%v), want 0", metricReplicaUsable, v, ok)
 	}
 	if got := poolCount(t, downApp.srv, "getAnalyticsSummary", store.PoolPrimary); got != 1 {
 		t.Errorf("getAnalyticsSummary served by the primary with the replica down: %v, want 1", got)
