@@ -4,7 +4,7 @@
 // it for read replicas (store/replicas.go) and for failover: kill the primary, promote the
 // standby.
 //
-// The binaries come from GATEHOUSE_PG_BIN, else /usr/lib/postgresql/15/bin. When they are
+// The binaries come from GATEHOUSE_TEST_PG_BIN, else /usr/lib/postgresql/15/bin. When they are
 // absent, Start skips the test, unless GATEHOUSE_REQUIRE_PG_CLUSTER is set (CI sets it), in
 // which case it fails. Tests running as root (as here) run every PostgreSQL program as the
 // postgres user through `runuser -u postgres --`.
@@ -38,7 +38,7 @@ import (
 const RequireEnv = "GATEHOUSE_REQUIRE_PG_CLUSTER"
 
 // BinEnv names a directory holding initdb, pg_ctl and pg_basebackup, instead of DefaultBin.
-const BinEnv = "GATEHOUSE_PG_BIN"
+const BinEnv = "GATEHOUSE_TEST_PG_BIN"
 
 // DefaultBin is where Debian's postgresql-15 installs its server programs.
 const DefaultBin = "/usr/lib/postgresql/15/bin"
@@ -177,6 +177,39 @@ func (top *Topology) WaitStreaming() {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// WaitReplayed waits (up to 30 s) until the standby has replayed everything the primary had
+// written when WaitReplayed was called.
+func (top *Topology) WaitReplayed() {
+	t := top.Primary.t
+	t.Helper()
+	primary, standby := top.Primary.DB("postgres"), top.Standby.DB("postgres")
+	defer primary.Close()
+	defer standby.Close()
+	var target string
+	if err := primary.QueryRow("SELECT pg_current_wal_lsn()::text").Scan(&target); err != nil {
+		t.Fatalf("pgcluster: primary position: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var done bool
+		err := standby.QueryRow("SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn", target).Scan(&done)
+		if err == nil && done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pgcluster: the standby has not replayed %s after 30 s (%v)", target, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// PauseReplay pauses the standby's WAL replay (pg_wal_replay_pause): it keeps receiving WAL
+// but its data stays as it is, so its lag grows with every write on the primary.
+func (n *Node) PauseReplay() { n.t.Helper(); n.Exec("SELECT pg_wal_replay_pause()") }
+
+// ResumeReplay resumes the standby's WAL replay.
+func (n *Node) ResumeReplay() { n.t.Helper(); n.Exec("SELECT pg_wal_replay_resume()") }
 
 // DB opens database name on the node (lib/pq); the caller closes it.
 func (n *Node) DB(name string) *sql.DB {
