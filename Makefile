@@ -19,7 +19,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # make release: static binaries (modernc SQLite needs no cgo) for these GOOS/GOARCH pairs.
 RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64 windows/amd64
 
-.PHONY: run build release test generate check bench bench-scale assets console clean
+.PHONY: run build release test test-ha generate check bench bench-scale assets console clean
 
 ## run: serve on http://localhost:8080 with embedded SQLite under ./data
 run: $(BUILD_ASSETS)
@@ -45,7 +45,16 @@ release: $(BUILD_ASSETS)
 ## openapi-fetch client type-checked with tsc --strict, and oapi-codegen's Go client, the last
 ## two generated from the committed openapi/openapi.json (node and npm ci are required)
 test: assets console
-	GATEHOUSE_REQUIRE_NODE_E2E=1 $(GO) test -race -count=1 -timeout 45m ./...
+	GATEHOUSE_REQUIRE_NODE_E2E=1 $(GO) test -race -count=1 -timeout 45m -skip '^TestHA' ./...
+
+## test-ha: the failover tests (docs/failover.md): a database outage behind a TCP proxy
+## (needs GATEHOUSE_TEST_POSTGRES_URL) and a real primary + synchronous standby killed, promoted
+## and switched under mixed load (needs PostgreSQL 15's server programs; GATEHOUSE_REQUIRE_PG_CLUSTER=1
+## makes their absence a failure), with the proxy's and the fixture's own tests; each prints its
+## unavailability window. make test leaves the TestHA… tests to this target.
+test-ha:
+	$(GO) test -count=1 ./internal/... ./store/pgcluster/
+	$(GO) test -count=1 -v -timeout 20m -run '^TestHA' .
 
 ## assets: fetch the npm build tools and copy the Scalar bundle into the embed folder
 assets: node_modules/.package-lock.json $(SCALAR_BUNDLE)

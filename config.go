@@ -45,6 +45,9 @@ type settings struct {
 	// UsageRetention (0: keep forever) and UsageReplayWindow are the store's
 	// WithUsageRetention and WithUsageReplayWindow.
 	UsageRetention, UsageReplayWindow time.Duration
+	// ReadURLs and ReadMaxLag are the store's WithReadReplicas (docs/read-replicas.md).
+	ReadURLs   []string
+	ReadMaxLag time.Duration
 	// github and google collect a social provider's variables; configFromEnv puts those with a
 	// client id (and so a secret) into Config.Social, in this order.
 	github, google server.SocialConfig
@@ -103,6 +106,12 @@ var envVars = []envVar{
 			s.DatabaseURL = v
 			return nil
 		}},
+	{Name: "GATEHOUSE_DATABASE_READ_URL", Unset: "none: every read goes to the primary",
+		Doc:   "Comma-separated postgres:// URLs of streaming standbys that serve the reads the spec marks x-read: replica.",
+		Parse: parseReadURLs},
+	{Name: "GATEHOUSE_READ_MAX_LAG", Default: "5s",
+		Doc:   "A read replica lagging more than this behind the primary is skipped (above 0, at most 1h).",
+		Parse: parseReadMaxLag},
 	{Name: "GATEHOUSE_SECRET_KEY", Unset: "generated once into `$GATEHOUSE_DATA_DIR/secret.key` (mode 0600, with a warning)",
 		Doc: "The 32-byte master key (base64 or hex) that seals secrets and keys cookies; required under https.",
 		Parse: func(s *settings, v string) (err error) {

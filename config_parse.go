@@ -213,3 +213,40 @@ func baseURLPortMismatch(baseURL string, listenPort int) bool {
 	}
 	return port != strconv.Itoa(listenPort)
 }
+
+// parseReadURLs reads GATEHOUSE_DATABASE_READ_URL: postgres:// URLs, which need a PostgreSQL
+// GATEHOUSE_DATABASE_URL (the row above).
+func parseReadURLs(s *settings, v string) error {
+	urls := splitList(v)
+	if len(urls) == 0 {
+		return nil
+	}
+	if !isPostgresURL(s.DatabaseURL) {
+		return errors.New("read replicas need a postgres:// GATEHOUSE_DATABASE_URL")
+	}
+	for i, u := range urls {
+		if !isPostgresURL(u) {
+			return fmt.Errorf("item %d is not a postgres:// URL", i+1)
+		}
+		if _, err := url.Parse(u); err != nil {
+			return fmt.Errorf("item %d is not a URL", i+1)
+		}
+	}
+	s.ReadURLs = urls
+	return nil
+}
+
+func isPostgresURL(u string) bool {
+	l := strings.ToLower(u)
+	return strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://")
+}
+
+// parseReadMaxLag reads GATEHOUSE_READ_MAX_LAG.
+func parseReadMaxLag(s *settings, v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 || d > time.Hour {
+		return errors.New("want a duration such as 5s, above 0 and at most 1h")
+	}
+	s.ReadMaxLag = d
+	return nil
+}

@@ -119,7 +119,7 @@ func serve(ctx context.Context, cfg settings, log *slog.Logger, ready chan<- net
 	}
 	cfg.SecretKey = key
 	st, err := store.Open(ctx, cfg.DatabaseURL, store.WithUsageRetention(cfg.UsageRetention),
-		store.WithUsageReplayWindow(cfg.UsageReplayWindow))
+		store.WithUsageReplayWindow(cfg.UsageReplayWindow), store.WithReadReplicas(cfg.ReadURLs, cfg.ReadMaxLag))
 	if err != nil {
 		return err
 	}
@@ -129,6 +129,9 @@ func serve(ctx context.Context, cfg settings, log *slog.Logger, ready chan<- net
 		return err
 	}
 	log.Info("database schema", "migrations_applied", applied)
+	if len(cfg.ReadURLs) > 0 {
+		log.Info("read replicas", "count", len(cfg.ReadURLs), "max_lag", cfg.ReadMaxLag.String())
+	}
 	srv, workers, err := wire(ctx, cfg.Config, cfg.SigningAlg, cfg.SigningAlgs, st, log)
 	if err != nil {
 		return err

@@ -60,6 +60,7 @@ type Metrics struct {
 	decisions   *prometheus.CounterVec
 	apiKeyAuths *prometheus.CounterVec
 	throttled   *prometheus.CounterVec
+	readPools   *prometheus.CounterVec
 	webhooks    webhookMetrics
 }
 
@@ -91,7 +92,8 @@ func NewMetrics(pools map[string]*sql.DB) *Metrics {
 			Help: "Requests refused with 429 by a throttle, by throttle: account, ip or sign_up.",
 		}, []string{"throttle"}),
 	}
-	m.registry.MustRegister(m.requests, m.seconds, m.decisions, m.apiKeyAuths, m.throttled,
+	m.readPools = newReadPoolCounter()
+	m.registry.MustRegister(m.requests, m.seconds, m.decisions, m.apiKeyAuths, m.throttled, m.readPools,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.webhooks = newWebhookMetrics(m.registry)

@@ -78,8 +78,8 @@ func operationAPIKeyLookup(op *openapi3.Operation) (apiKeyLookup, error) {
 }
 
 // policy is how the pipeline treats an operation: its surface and what its x-permission,
-// x-user-only, x-archived-target, x-service-account-permission, x-scope-from-body and
-// x-api-key-lookup say.
+// x-user-only, x-archived-target, x-service-account-permission, x-scope-from-body,
+// x-api-key-lookup and x-read say.
 type policy struct {
 	surface surface
 	// public: x-permission none — no credential is required.
@@ -99,6 +99,9 @@ type policy struct {
 	scopeFromBody string
 	// apiKeyLookup is how authentication may read the request's API key.
 	apiKeyLookup apiKeyLookup
+	// readReplica: x-read: replica — the operation's stale-tolerant reads may go to a read
+	// replica (readpool.go).
+	readReplica bool
 }
 
 // readPolicy reads one operation's policy. An operation without a valid x-permission is an
@@ -144,6 +147,9 @@ func readPolicy(method, path string, op *openapi3.Operation) (policy, error) {
 	}
 	if p.apiKeyLookup != apiKeyRead && (p.public || p.surface != surfaceV1) {
 		return p, fmt.Errorf("server: %s %s: x-api-key-lookup on an operation no API key authenticates", method, path)
+	}
+	if p.readReplica, err = operationRead(method, op); err != nil {
+		return p, err
 	}
 	return p, nil
 }

@@ -281,6 +281,12 @@ func (s *Server) toProblem(err error, c echo.Context) *Error {
 	case errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil:
 		// The client went away; nobody reads the answer.
 		return &Error{Status: 499, Kind: kindClientError, Title: "Client closed request"}
+	case store.IsUnavailable(err):
+		// A driver error that reached here without the store's wrapping (a lost connection,
+		// a server shutting down or still a standby during a failover): the same 503.
+		s.log.WarnContext(c.Request().Context(), "database unavailable",
+			"err", err, "route", c.Path(), "request_id", RequestID(c.Request().Context()))
+		return ErrUnavailable
 	}
 	s.log.ErrorContext(c.Request().Context(), "internal error",
 		"err", err, "method", c.Request().Method, "route", c.Path(), "request_id", RequestID(c.Request().Context()))

@@ -124,7 +124,7 @@ type Deps struct {
 // New builds the app: it loads and checks the OpenAPI document and its x-permission policies,
 // registers every route and the middleware chain recover → request id → access log → CORS →
 // security headers → body limit → (route) → match the spec operation → authenticate → validate
-// → authorize → handler. Every dependency comes in deps, built by the caller.
+// → authorize → read pool → handler. Every dependency comes in deps, built by the caller.
 func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Log == nil || deps.Keyring == nil || deps.Accounts == nil || deps.Provider == nil ||
 		deps.Mailer == nil || deps.Metrics == nil || deps.Webhooks == nil {
@@ -195,7 +195,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	e.Binder = &bodyBinder{} // the validated body, decoded once (bind.go)
 	e.Pre(routeOnEscapedPath)
 	e.Use(s.recoverer(), s.requestID, s.accessLog(), s.cors(), s.securityHeaders(), s.bodyLimit(),
-		s.match, s.authenticate, s.validate, s.authorize)
+		s.match, s.authenticate, s.validate, s.authorize, s.readPool)
 
 	gen.RegisterHandlers(e, gen.NewStrictHandler(s, nil))
 	e.GET("/api/v1/openapi.json", s.getOpenAPIDocument)
@@ -226,6 +226,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	if err := ops.bind(e.Routes(), unspecified); err != nil {
 		return nil, err
+	}
+	if deps.Store != nil && len(deps.Store.ReplicaStatuses()) > 0 {
+		// Registered once per Metrics; a second server on the same Metrics shares it.
+		_ = deps.Metrics.registry.Register(newReplicaCollector(deps.Store))
 	}
 	s.echo = e
 	return s, nil

@@ -9,7 +9,8 @@ import (
 
 // Usage analytics: reads of the rollups that IngestUsage maintains (store/usage.go) and of
 // revenue_daily (AddRevenue). None scans raw events except SubjectActivity's most recent ones,
-// read through the (project_id, subject_id, occurred_at) index.
+// read through the (project_id, subject_id, occurred_at) index. They run on the read replica
+// that ctx carries, if any (ReplicaReads, replicas.go).
 
 // AnalyticsScope is what an analytics read covers: a project, and one of its environments or
 // all of them (EnvironmentID "").
@@ -64,7 +65,7 @@ func (s *Store) UsageSummary(ctx context.Context, scope AnalyticsScope, now time
 		Week  int64 `db:"week"`
 		Month int64 `db:"month"`
 	}
-	err := s.reader.GetContext(ctx, &counts, s.reader.Rebind(`SELECT
+	err := s.readerFor(ctx).GetContext(ctx, &counts, s.reader.Rebind(`SELECT
 		COUNT(DISTINCT CASE WHEN last_seen >= ? THEN subject_id END) AS today,
 		COUNT(DISTINCT CASE WHEN last_seen >= ? THEN subject_id END) AS week,
 		COUNT(DISTINCT subject_id) AS month
@@ -74,7 +75,7 @@ func (s *Store) UsageSummary(ctx context.Context, scope AnalyticsScope, now time
 		return out, wrapError(op, err)
 	}
 	out.ActiveToday, out.Active7Days, out.Active30Days = counts.Today, counts.Week, counts.Month
-	err = s.reader.SelectContext(ctx, &out.Meters, s.reader.Rebind(`SELECT meter, SUM(events) AS events, SUM(quantity) AS quantity
+	err = s.readerFor(ctx).SelectContext(ctx, &out.Meters, s.reader.Rebind(`SELECT meter, SUM(events) AS events, SUM(quantity) AS quantity
 		FROM usage_totals WHERE project_id = ? AND day >= ?`+env+` GROUP BY meter ORDER BY meter`),
 		append([]any{scope.ProjectID, UsageDay(from30)}, envArgs...)...)
 	if err != nil {
@@ -87,7 +88,7 @@ func (s *Store) UsageSummary(ctx context.Context, scope AnalyticsScope, now time
 		Currency string `db:"currency"`
 		Amount   int64  `db:"amount"`
 	}
-	err = s.reader.SelectContext(ctx, &rev, s.reader.Rebind(`SELECT currency, SUM(amount) AS amount
+	err = s.readerFor(ctx).SelectContext(ctx, &rev, s.reader.Rebind(`SELECT currency, SUM(amount) AS amount
 		FROM revenue_daily WHERE project_id = ? AND day >= ?`+env+` GROUP BY currency`),
 		append([]any{scope.ProjectID, UsageDay(from30)}, envArgs...)...)
 	if err != nil {
@@ -136,7 +137,7 @@ func (s *Store) UsageActivity(ctx context.Context, scope AnalyticsScope, now tim
 		Events   int64   `db:"events"`
 		Quantity float64 `db:"quantity"`
 	}
-	err := s.reader.SelectContext(ctx, &rows, s.reader.Rebind(`SELECT day, SUM(new_subjects) AS active, SUM(events) AS events, SUM(quantity) AS quantity
+	err := s.readerFor(ctx).SelectContext(ctx, &rows, s.reader.Rebind(`SELECT day, SUM(new_subjects) AS active, SUM(events) AS events, SUM(quantity) AS quantity
 		FROM usage_totals WHERE project_id = ? AND day >= ?`+env+` GROUP BY day`),
 		append([]any{scope.ProjectID, points[0].Day}, envArgs...)...)
 	if err != nil {
@@ -162,7 +163,7 @@ func (s *Store) addRevenue(ctx context.Context, query string, args []any, byDay 
 		Currency string `db:"currency"`
 		Amount   int64  `db:"amount"`
 	}
-	if err := s.reader.SelectContext(ctx, &rows, s.reader.Rebind(query), args...); err != nil {
+	if err := s.readerFor(ctx).SelectContext(ctx, &rows, s.reader.Rebind(query), args...); err != nil {
 		return err
 	}
 	for _, r := range rows {
@@ -250,7 +251,7 @@ func (s *Store) UsageSubjects(ctx context.Context, q SubjectQuery) (int, []Subje
 		FROM usage_subjects` + where + ` GROUP BY subject_id HAVING MAX(last_seen) >= ?
 		ORDER BY ` + col + dir + `, subject_id ASC LIMIT ? OFFSET ?`
 	var rows []subjectRow
-	err := s.reader.SelectContext(ctx, &rows, s.reader.Rebind(query), append(args, sqlTime(q.Since), q.Limit, q.Offset)...)
+	err := s.readerFor(ctx).SelectContext(ctx, &rows, s.reader.Rebind(query), append(args, sqlTime(q.Since), q.Limit, q.Offset)...)
 	if err != nil {
 		return 0, nil, wrapError(op, err)
 	}
@@ -258,7 +259,7 @@ func (s *Store) UsageSubjects(ctx context.Context, q SubjectQuery) (int, []Subje
 	if len(rows) > 0 {
 		total = rows[0].Total
 	} else if q.Offset > 0 { // past the end: count on its own
-		err := s.reader.GetContext(ctx, &total, s.reader.Rebind(`SELECT COUNT(*) FROM (SELECT subject_id FROM usage_subjects`+
+		err := s.readerFor(ctx).GetContext(ctx, &total, s.reader.Rebind(`SELECT COUNT(*) FROM (SELECT subject_id FROM usage_subjects`+
 			where+` GROUP BY subject_id HAVING MAX(last_seen) >= ?) matched`), append(args, sqlTime(q.Since))...)
 		if err != nil {
 			return 0, nil, wrapError(op, err)
@@ -280,7 +281,7 @@ func (s *Store) UsageSubjects(ctx context.Context, q SubjectQuery) (int, []Subje
 			Currency  string `db:"currency"`
 			Amount    int64  `db:"amount"`
 		}
-		err := s.reader.SelectContext(ctx, &rev, s.reader.Rebind(`SELECT subject_id, currency, SUM(amount) AS amount
+		err := s.readerFor(ctx).SelectContext(ctx, &rev, s.reader.Rebind(`SELECT subject_id, currency, SUM(amount) AS amount
 			FROM revenue_daily WHERE project_id = ?`+env+` AND subject_id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)
 			GROUP BY subject_id, currency`), append(append([]any{q.ProjectID}, envArgs...), ids...)...)
 		if err != nil {
@@ -322,7 +323,7 @@ func (s *Store) SubjectActivity(ctx context.Context, scope AnalyticsScope, subje
 	env, envArgs := scope.envFilter("environment_id")
 	base := append([]any{scope.ProjectID, subjectID}, envArgs...)
 	var rows []subjectRow
-	err := s.reader.SelectContext(ctx, &rows, s.reader.Rebind(`SELECT subject_id, MIN(first_seen) AS first_seen, MAX(last_seen) AS last_seen,
+	err := s.readerFor(ctx).SelectContext(ctx, &rows, s.reader.Rebind(`SELECT subject_id, MIN(first_seen) AS first_seen, MAX(last_seen) AS last_seen,
 		SUM(events) AS events, SUM(quantity) AS quantity, SUM(revenue) AS revenue, 0 AS total
 		FROM usage_subjects WHERE project_id = ? AND subject_id = ?`+env+` GROUP BY subject_id`), base...)
 	if err != nil {
@@ -338,7 +339,7 @@ func (s *Store) SubjectActivity(ctx context.Context, scope AnalyticsScope, subje
 		Currency string `db:"currency"`
 		Amount   int64  `db:"amount"`
 	}
-	err = s.reader.SelectContext(ctx, &rev, s.reader.Rebind(`SELECT currency, SUM(amount) AS amount FROM revenue_daily
+	err = s.readerFor(ctx).SelectContext(ctx, &rev, s.reader.Rebind(`SELECT currency, SUM(amount) AS amount FROM revenue_daily
 		WHERE project_id = ? AND subject_id = ?`+env+` GROUP BY currency`), base...)
 	if err != nil {
 		return out, wrapError(op, err)
@@ -355,7 +356,7 @@ func (s *Store) SubjectActivity(ctx context.Context, scope AnalyticsScope, subje
 		Events   int64   `db:"events"`
 		Quantity float64 `db:"quantity"`
 	}
-	err = s.reader.SelectContext(ctx, &daily, s.reader.Rebind(`SELECT day, meter, SUM(events) AS events, SUM(quantity) AS quantity
+	err = s.readerFor(ctx).SelectContext(ctx, &daily, s.reader.Rebind(`SELECT day, meter, SUM(events) AS events, SUM(quantity) AS quantity
 		FROM usage_daily WHERE project_id = ? AND subject_id = ? AND day >= ?`+env+` GROUP BY day, meter ORDER BY meter`),
 		append([]any{scope.ProjectID, subjectID, from}, envArgs...)...)
 	if err != nil {
@@ -397,7 +398,7 @@ func (s *Store) SubjectActivity(ctx context.Context, scope AnalyticsScope, subje
 		if legacy {
 			from = `(SELECT * FROM usage_events UNION ALL SELECT * FROM usage_events_legacy) e`
 		}
-		return s.reader.SelectContext(ctx, &recent, s.reader.Rebind(`SELECT id, project_id, environment_id, event_id, subject_id, meter, quantity,
+		return s.readerFor(ctx).SelectContext(ctx, &recent, s.reader.Rebind(`SELECT id, project_id, environment_id, event_id, subject_id, meter, quantity,
 		occurred_at, received_at, properties FROM `+from+` WHERE project_id = ? AND subject_id = ?`+env+`
 		ORDER BY occurred_at DESC, event_id DESC LIMIT ?`), append(base, RecentSubjectEvents)...)
 	}

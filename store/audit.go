@@ -139,7 +139,8 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, err
 }
 
 // ListAuditPage is ListAudit, and reports whether more entries match after
-// the page (continue with f.After set to the last entry's position).
+// the page (continue with f.After set to the last entry's position). It runs
+// on the read replica that ctx carries, if any (ReplicaReads).
 func (s *Store) ListAuditPage(ctx context.Context, f AuditFilter) (entries []AuditEntry, more bool, err error) {
 	var where []string
 	var args []any
@@ -180,7 +181,7 @@ func (s *Store) ListAuditPage(ctx context.Context, f AuditFilter) (entries []Aud
 	query += " ORDER BY occurred_at DESC, id DESC LIMIT ?"
 
 	var rows []auditRow
-	if err := s.reader.SelectContext(ctx, &rows, s.reader.Rebind(query), args...); err != nil {
+	if err := s.readerFor(ctx).SelectContext(ctx, &rows, s.reader.Rebind(query), args...); err != nil {
 		return nil, false, wrapError("list audit", err)
 	}
 	if len(rows) > limit {

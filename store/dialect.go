@@ -248,8 +248,11 @@ func isMissingReference(err error) bool {
 // isUnavailable reports whether err means the database could not be reached or stopped
 // answering, rather than refusing the statement: a network error or timeout (including a
 // deadline that passed while waiting for a connection), a connection the driver gave up on,
-// PostgreSQL's connection exception (08), operator intervention (57: shutting down) and
-// insufficient resources (53: too many connections) classes, SQLite's busy file.
+// PostgreSQL's connection exception (08), operator intervention (57: admin_shutdown 57P01,
+// crash_shutdown 57P02, cannot_connect_now 57P03 while a server starts or is promoted) and
+// insufficient resources (53: too many connections) classes, read_only_sql_transaction (25006:
+// the address still leads to a standby, or a primary demoted during a failover), SQLite's busy
+// file. docs/failover.md describes the switch these errors come from.
 func isUnavailable(err error) bool {
 	if _, ok := errors.AsType[net.Error](err); ok {
 		return true
@@ -263,11 +266,22 @@ func isUnavailable(err error) bool {
 		case "08", "53", "57":
 			return true
 		}
-		return false
+		return pqErr.Code == "25006"
 	}
 	if liteErr, ok := errors.AsType[*sqlite.Error](err); ok {
 		code := liteErr.Code() & 0xff // primary result code
 		return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
+	}
+	return false
+}
+
+// isRecoveryAtBegin reports whether err, returned by BEGIN, is PostgreSQL refusing a read-write
+// transaction because the server is in recovery (a standby not yet promoted, reached through
+// an address that moved early during a failover): SQLSTATE 0A000 feature_not_supported, which
+// a plain BEGIN raises for nothing else. Callers treat it as the database being unavailable.
+func isRecoveryAtBegin(err error) bool {
+	if pqErr, ok := errors.AsType[*pq.Error](err); ok {
+		return pqErr.Code == "0A000"
 	}
 	return false
 }

@@ -83,6 +83,11 @@ type Store struct {
 	// auditHook, when set (OnAudit), runs after each audit entry is written, in its
 	// transaction.
 	auditHook AuditHook
+	// replicaURLs, replicaMaxLag and replicaEvery are WithReadReplicas and
+	// WithReplicaCheckInterval; replicas are their pools and checker (replicas.go).
+	replicaURLs                 []string
+	replicaMaxLag, replicaEvery time.Duration
+	replicas                    *replicaSet
 }
 
 // Option configures Open.
@@ -112,6 +117,10 @@ func Open(ctx context.Context, databaseURL string, opts ...Option) (*Store, erro
 		opt(s)
 	}
 	if err := s.open(ctx, databaseURL); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("store: open: %w", err)
+	}
+	if err := s.openReplicas(); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
@@ -199,7 +208,7 @@ func parseURL(databaseURL string) (Dialect, string, error) {
 // report; the store must not be used afterwards.
 func (s *Store) Close() error {
 	s.closeUsage()
-	var errs []error
+	errs := s.closeReplicas()
 	s.statements.Range(func(query, stmt any) bool {
 		errs = append(errs, stmt.(*sqlx.Stmt).Close())
 		s.statements.Delete(query)
@@ -360,10 +369,12 @@ type Tx struct {
 }
 
 // Pools names the store's connection pools, for their statistics: "postgres" (the one pool) on
-// PostgreSQL; "sqlite-writer" (one connection, every transaction) and "sqlite-reader" on SQLite.
+// PostgreSQL, and "postgres-replica-N" for each read replica (WithReadReplicas); "sqlite-writer" (one connection, every transaction) and "sqlite-reader" on SQLite.
 func (s *Store) Pools() map[string]*sql.DB {
 	if s.reader == s.writer {
-		return map[string]*sql.DB{"postgres": s.writer.DB}
+		out := map[string]*sql.DB{"postgres": s.writer.DB}
+		s.replicaPools(out)
+		return out
 	}
 	return map[string]*sql.DB{"sqlite-writer": s.writer.DB, "sqlite-reader": s.reader.DB}
 }
@@ -422,16 +433,27 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 	return nil
 }
 
+// IsUnavailable reports whether err means the database could not be reached or stopped
+// answering (a connection lost, refused or timed out, a server shutting down or still a
+// standby) rather than refusing the statement: either an error the store already wrapped as
+// ErrUnavailable, or a driver error that reached the caller unwrapped. The server answers
+// these 503 with Retry-After, never 500.
+func IsUnavailable(err error) bool {
+	return errors.Is(err, ErrUnavailable) || isUnavailable(err)
+}
+
 // wrapError prefixes err with "store: op:" and maps driver errors onto the
 // sentinels: sql.ErrNoRows becomes ErrNotFound, a unique violation
-// ErrConflict (the driver's message stays in the text, not in the chain).
+// ErrConflict (the driver's message stays in the text, not in the chain), an
+// outage (isUnavailable, or a BEGIN refused by a server in recovery)
+// ErrUnavailable.
 func wrapError(op string, err error) error {
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("store: %s: %w", op, ErrNotFound)
 	case isUniqueViolation(err):
 		return fmt.Errorf("store: %s: %w: %v", op, ErrConflict, err)
-	case isUnavailable(err):
+	case isUnavailable(err), op == "begin" && isRecoveryAtBegin(err):
 		return fmt.Errorf("store: %s: %w: %w", op, ErrUnavailable, err)
 	default:
 		return fmt.Errorf("store: %s: %w", op, err)
