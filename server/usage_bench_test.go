@@ -159,6 +159,7 @@ func (u usageBench) ingestLoad(b *testing.B, name, prefix string, batch int, kno
 		b.ReportMetric(float64(res.CPU.Microseconds())/float64(max(res.Requests*perRequest, 1)), "cpu-us/event")
 		b.ReportMetric(float64(res.P50.Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(res.P99.Microseconds())/1000, "p99-ms")
+		b.ReportMetric(float64(res.Max.Microseconds())/1000, "max-ms")
 		for i := range sent {
 			sent[i] = int(next[i].Load())
 		}
