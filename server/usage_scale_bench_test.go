@@ -15,8 +15,8 @@ import (
 // scale"): it seeds GATEHOUSE_BENCH_EVENTS events (for example 10000000) over events/200
 // subjects and 90 days with usagegen's COPY path and reports the seed rate; then, with no
 // vacuum in between, single-event ingest (max-ms, the slowest request, shows a stall), batch ingest and
-// every analytics route's p50/p95; then, GATEHOUSE_BENCH_SETTLE later (default 5m), single-event
-// ingest again. It runs only with GATEHOUSE_TEST_POSTGRES_URL and GATEHOUSE_BENCH_EVENTS set:
+// every analytics route's p50/p95; then, GATEHOUSE_BENCH_SETTLE later (default 5m: autovacuum has
+// had its turn), single-event ingest and the analytics routes again. It runs only with GATEHOUSE_TEST_POSTGRES_URL and GATEHOUSE_BENCH_EVENTS set:
 //
 //	GATEHOUSE_BENCH_EVENTS=10000000 go test -run '^$' -bench UsageScale -benchtime 1x -timeout 90m ./server/
 func BenchmarkUsageScale(b *testing.B) {
@@ -54,4 +54,5 @@ func BenchmarkUsageScale(b *testing.B) {
 	b.Logf("waiting %v before ingesting again", settle)
 	time.Sleep(settle)
 	u.ingestLoad(b, "single/settled"+tag, "settled", 0, nil)
+	u.analyticsRuns(b, tag+"/settled", subjects)
 }
