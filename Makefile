@@ -131,10 +131,11 @@ bench: assets
 	@if [ -n "$$GATEHOUSE_TEST_POSTGRES_URL" ]; then tools/pgbench-usage.sh; fi
 
 ## bench-scale: usage on PostgreSQL at a size (GATEHOUSE_BENCH_EVENTS, default 10 M): the seed rate, ingest right
-## after it and GATEHOUSE_BENCH_SETTLE (5m) later with the slowest request, batch ingest, every analytics route's p95.
-## Needs GATEHOUSE_TEST_POSTGRES_URL. Figures go in docs/benchmarks.md.
+## after it and GATEHOUSE_BENCH_SETTLE (5m) later with the slowest request, batch ingest, every analytics route's p95, then
+## the analytics again beside full-rate ingest; with GATEHOUSE_BENCH_REPLICA=1 on its own primary and standby, also from the standby.
+## Needs GATEHOUSE_TEST_POSTGRES_URL (or GATEHOUSE_BENCH_REPLICA). Figures go in docs/benchmarks.md.
 bench-scale:
-	GATEHOUSE_BENCH_EVENTS=$${GATEHOUSE_BENCH_EVENTS:-10000000} $(GO) test -run '^$$' -bench UsageScale -benchtime 1x -timeout 120m ./server/
+	GATEHOUSE_BENCH_EVENTS=$${GATEHOUSE_BENCH_EVENTS:-10000000} $(GO) test -run '^$$' -bench UsageScale -benchtime 1x -timeout 180m ./server/
 
 clean:
 	rm -rf bin dist $(SCALAR_BUNDLE) console/dist

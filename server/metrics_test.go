@@ -21,7 +21,7 @@ import (
 
 // scrapeMetrics GETs /metrics from a listener serving only srv.MetricsHandler (as main.go wires
 // GATEHOUSE_METRICS_ADDR) and parses the text exposition.
-func scrapeMetrics(t *testing.T, srv *Server) map[string]*dto.MetricFamily {
+func scrapeMetrics(t testing.TB, srv *Server) map[string]*dto.MetricFamily {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", srv.MetricsHandler())

@@ -84,7 +84,7 @@ func openReplicaStore(t *testing.T, primaryURL string, replicas []string, maxLag
 }
 
 // poolCount is the number of requests to operation that pool served, from the metrics.
-func poolCount(t *testing.T, srv *Server, operation string, pool store.Pool) float64 {
+func poolCount(t testing.TB, srv *Server, operation string, pool store.Pool) float64 {
 	t.Helper()
 	v, _ := sample(scrapeMetrics(t, srv)[metricReadPool], map[string]string{"operation": operation, "pool": string(pool)})
 	return v

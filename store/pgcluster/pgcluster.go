@@ -15,6 +15,7 @@
 package pgcluster
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -57,6 +58,12 @@ type Options struct {
 	Sync bool
 	// NoStandby starts the primary alone (Topology.Standby is nil).
 	NoStandby bool
+	// Conf lines are appended to both servers' postgresql.conf after the fixture's own, which
+	// they override (the fixture runs with fsync and full_page_writes off and 32 MB of shared
+	// buffers, for tests; a benchmark puts back the defaults of a packaged cluster).
+	Conf []string
+	// ReplayTimeout bounds WaitReplayed (default 30 s).
+	ReplayTimeout time.Duration
 }
 
 // Topology is a running primary and, unless Options.NoStandby, its streaming standby. Start
@@ -66,6 +73,7 @@ type Topology struct {
 	// PrimaryURL and StandbyURL are the nodes' URLs (lib/pq, database Database, sslmode=disable).
 	PrimaryURL, StandbyURL string
 	dir                    string
+	replayTimeout          time.Duration
 }
 
 // Node is one PostgreSQL server of a topology.
@@ -105,7 +113,7 @@ func Start(t testing.TB, o Options) *Topology {
 	if err != nil {
 		t.Fatalf("pgcluster: %v", err)
 	}
-	top := &Topology{dir: dir}
+	top := &Topology{dir: dir, replayTimeout: cmp.Or(o.ReplayTimeout, 30*time.Second)}
 	t.Cleanup(top.teardown)
 	if err := chownToPostgres(dir); err != nil {
 		t.Fatalf("pgcluster: %v", err)
@@ -126,7 +134,7 @@ func Start(t testing.TB, o Options) *Topology {
 		// not needed, but a standby must report often.
 		"wal_receiver_status_interval = '1s'",
 	}
-	appendConf(t, filepath.Join(top.Primary.DataDir, "postgresql.conf"), conf)
+	appendConf(t, filepath.Join(top.Primary.DataDir, "postgresql.conf"), append(conf, o.Conf...))
 	top.Primary.Start()
 	top.Primary.exec("CREATE DATABASE "+Database+" STRATEGY FILE_COPY", "postgres")
 	top.PrimaryURL = top.Primary.URL()
@@ -178,7 +186,7 @@ func (top *Topology) WaitStreaming() {
 	}
 }
 
-// WaitReplayed waits (up to 30 s) until the standby has replayed everything the primary had
+// WaitReplayed waits (up to Options.ReplayTimeout, 30 s by default) until the standby has replayed everything the primary had
 // written when WaitReplayed was called.
 func (top *Topology) WaitReplayed() {
 	t := top.Primary.t
@@ -190,7 +198,7 @@ func (top *Topology) WaitReplayed() {
 	if err := primary.QueryRow("SELECT pg_current_wal_lsn()::text").Scan(&target); err != nil {
 		t.Fatalf("pgcluster: primary position: %v", err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(top.replayTimeout)
 	for {
 		var done bool
 		err := standby.QueryRow("SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn", target).Scan(&done)
@@ -198,7 +206,7 @@ func (top *Topology) WaitReplayed() {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("pgcluster: the standby has not replayed %s after 30 s (%v)", target, err)
+			t.Fatalf("pgcluster: the standby has not replayed %s after %v (%v)", target, top.replayTimeout, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
