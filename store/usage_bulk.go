@@ -115,6 +115,21 @@ func (s *Store) bulkIngestPostgres(ctx context.Context, events []UsageEvent) (in
 	return fresh, err
 }
 
+// AnalyzeUsage refreshes the planner's statistics of the usage tables (PostgreSQL's ANALYZE, which
+// reads a sample of each), as PostgreSQL's guide advises after a bulk load: until autovacuum
+// gets to them, which it may not for minutes while it works through a large load, the planner
+// takes tables of millions of rows for the handful they held when last analysed. On SQLite it
+// does nothing.
+func (s *Store) AnalyzeUsage(ctx context.Context) error {
+	if s.dialect != Postgres {
+		return nil
+	}
+	if _, err := s.writer.ExecContext(ctx, `ANALYZE usage_events, usage_event_ids, usage_daily, usage_subject_days, usage_subjects, usage_totals`); err != nil {
+		return wrapError("analyze usage", err)
+	}
+	return nil
+}
+
 // prepareUsageEvent validates one event and fills in its id, received time and precision
 // (received now when unset).
 func prepareUsageEvent(e *UsageEvent, now time.Time) error {

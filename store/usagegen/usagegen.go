@@ -124,7 +124,8 @@ func Seed(ctx context.Context, st *store.Store, spec Spec) (int, error) {
 // right edge instead of being updated all over. Cut by event number, every chunk touched rows
 // of every subject: at 10 M events over 50,000 subjects the rollups outgrew PostgreSQL's default
 // 128 MB of shared buffers and the seed fell from 19,000 to 12,000 events/s. The events written
-// are the same (spec.Event(i) for every i below spec.Events), only their order differs.
+// are the same (spec.Event(i) for every i below spec.Events), only their order differs. Last,
+// the usage tables are analysed (store.AnalyzeUsage).
 func seedBulk(ctx context.Context, st *store.Store, spec Spec) (int, error) {
 	chunks := subjectChunks(spec, bulkChunk)
 	var next, done, fresh atomic.Int64
@@ -157,7 +158,10 @@ func seedBulk(ctx context.Context, st *store.Store, spec Spec) (int, error) {
 	}
 	wg.Wait()
 	close(errs)
-	return int(fresh.Load()), <-errs
+	if err := <-errs; err != nil {
+		return int(fresh.Load()), err
+	}
+	return int(fresh.Load()), st.AnalyzeUsage(ctx)
 }
 
 // bulkChunk is about how many events one BulkIngestUsage call of seedBulk takes.
