@@ -120,7 +120,7 @@ func TestReadReplicaCluster(t *testing.T) {
 
 // waitUsable waits (up to 30 s) until st's one replica is usable (or not, as want says) and
 // returns its status.
-func waitUsable(t *testing.T, st *store.Store, want bool) store.ReplicaStatus {
+func waitUsable(t testing.TB, st *store.Store, want bool) store.ReplicaStatus {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -74,6 +74,7 @@ type Topology struct {
 	PrimaryURL, StandbyURL string
 	dir                    string
 	replayTimeout          time.Duration
+	standbyPort            int
 }
 
 // Node is one PostgreSQL server of a topology.
@@ -138,29 +139,43 @@ func Start(t testing.TB, o Options) *Topology {
 	top.Primary.Start()
 	top.Primary.exec("CREATE DATABASE "+Database+" STRATEGY FILE_COPY", "postgres")
 	top.PrimaryURL = top.Primary.URL()
-	if o.NoStandby {
-		return top
+	top.standbyPort = ports[1]
+	if !o.NoStandby {
+		top.AddStandby(o.Sync)
 	}
-	top.Standby = &Node{Name: "standby", Port: ports[1], DataDir: filepath.Join(dir, "standby"), t: t, bin: bin,
+	return top
+}
+
+// AddStandby builds the primary's streaming standby (pg_basebackup of the primary as it is,
+// then streaming), synchronous when sync is set, and waits until it streams. Start calls it
+// unless Options.NoStandby; a test that starts the primary alone may call it later, once,
+// to add a replica to a primary that already holds data.
+func (top *Topology) AddStandby(sync bool) {
+	t := top.Primary.t
+	t.Helper()
+	if top.Standby != nil {
+		t.Fatalf("pgcluster: the topology has a standby already")
+	}
+	dir, bin, port := top.dir, top.Primary.bin, top.standbyPort
+	top.Standby = &Node{Name: "standby", Port: port, DataDir: filepath.Join(dir, "standby"), t: t, bin: bin,
 		log: filepath.Join(dir, "standby.log")}
 	top.Standby.run("pg_basebackup", "-D", top.Standby.DataDir, "-R", "-X", "stream", "-c", "fast", "--no-sync",
-		"-d", fmt.Sprintf("host=127.0.0.1 port=%d user=postgres", ports[0]))
+		"-d", fmt.Sprintf("host=127.0.0.1 port=%d user=postgres", top.Primary.Port))
 	// postgresql.auto.conf is read last: the standby's own port, its name for
 	// synchronous_standby_names, and no synchronous standby of its own once promoted (it has none).
 	appendConf(t, filepath.Join(top.Standby.DataDir, "postgresql.auto.conf"), []string{
-		"port = " + strconv.Itoa(ports[1]),
-		fmt.Sprintf("primary_conninfo = 'host=127.0.0.1 port=%d user=postgres application_name=%s'", ports[0], StandbyName),
+		"port = " + strconv.Itoa(port),
+		fmt.Sprintf("primary_conninfo = 'host=127.0.0.1 port=%d user=postgres application_name=%s'", top.Primary.Port, StandbyName),
 		"synchronous_standby_names = ''",
 	})
 	top.Standby.Start()
 	top.StandbyURL = top.Standby.URL()
-	if o.Sync {
+	if sync {
 		// Named only now: with no standby connected, every commit would wait.
 		top.Primary.exec("ALTER SYSTEM SET synchronous_standby_names = '"+StandbyName+"'", "postgres")
 		top.Primary.exec("SELECT pg_reload_conf()", "postgres")
 	}
 	top.WaitStreaming()
-	return top
 }
 
 // WaitStreaming waits (up to 30 s) until the primary reports the standby streaming and, when
