@@ -42,6 +42,9 @@ type jsonBody struct {
 	// arbitraryText: the body schema's x-arbitrary-text is true, so its strings are exempt
 	// from the text rule (validate_text.go).
 	arbitraryText bool
+	// fast, when not nil, is true only for a decoded body that schema accepts; false leaves the
+	// body to schema (validate_fast.go).
+	fast func(any) bool
 }
 
 func newValidator(doc *openapi3.T) (*validator, error) {
@@ -99,7 +102,8 @@ func compileBodies(doc *openapi3.T) (map[string]*jsonBody, error) {
 		}})
 	}
 	c.AssertFormat()
-	if err := c.AddResource(base, inlineSchemaRefs(tree)); err != nil {
+	inlined := inlineSchemaRefs(tree)
+	if err := c.AddResource(base, inlined); err != nil {
 		return nil, fmt.Errorf("server: compile request bodies: %w", err)
 	}
 	out := map[string]*jsonBody{}
@@ -117,6 +121,7 @@ func compileBodies(doc *openapi3.T) (map[string]*jsonBody, error) {
 				return nil, fmt.Errorf("server: compile the request body of %s: %w", op.OperationID, err)
 			}
 			body := &jsonBody{required: op.RequestBody.Value.Required, schema: schema}
+			body.fast = compileFastBody(pointerNode(inlined, ptr), schema)
 			if mt := op.RequestBody.Value.Content.Get("application/json"); mt.Schema != nil && mt.Schema.Value != nil {
 				body.arbitraryText, _ = mt.Schema.Value.Extensions["x-arbitrary-text"].(bool)
 			}
@@ -124,6 +129,23 @@ func compileBodies(doc *openapi3.T) (map[string]*jsonBody, error) {
 		}
 	}
 	return out, nil
+}
+
+// pointerNode is the value at a JSON pointer in a decoded JSON tree, nil when there is none.
+func pointerNode(tree any, ptr string) any {
+	if ptr == "" {
+		return tree
+	}
+	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch x := tree.(type) {
+		case map[string]any:
+			tree = x[tok]
+		default:
+			return nil
+		}
+	}
+	return tree
 }
 
 // pointerToken escapes one JSON pointer token.
@@ -164,7 +186,10 @@ func validateBody(req *http.Request, b *jsonBody) (any, []FieldError, error) {
 			text = jsonTextErrors(v, []string{"body"})
 		}
 	}
-	err := b.schema.Validate(v)
+	var err error
+	if b.fast == nil || !b.fast(v) {
+		err = b.schema.Validate(v)
+	}
 	if err == nil {
 		if len(text) > 0 {
 			return nil, text, nil
