@@ -186,6 +186,12 @@ func validateBody(req *http.Request, b *jsonBody) (any, []FieldError, error) {
 			text = jsonTextErrors(v, []string{"body"})
 		}
 	}
+	if mayHoldHugeNumber(raw) {
+		// Numbers out of range are replaced by 0 in v, for the schema to judge the rest.
+		var errs []FieldError
+		v, errs = numberRangeErrors(v, []string{"body"})
+		text = preferText(text, errs)
+	}
 	var err error
 	if b.fast == nil || !b.fast(v) {
 		err = b.schema.Validate(v)
