@@ -70,6 +70,7 @@ func (tx *Tx) Commit() error {
 	if err := tx.tx.Commit(); err != nil {
 		return wrapError("commit", err)
 	}
+	tx.prepareLater(context.Background())
 	return nil
 }
 
@@ -97,7 +98,7 @@ func (tx *Tx) CreateOAuthToken(ctx context.Context, t OAuthToken) error {
 	const insert = `INSERT INTO oauth_tokens (kind, signature, request_id, client_id, subject, active,
 		scopes, granted_scopes, requested_audience, granted_audience, form, session, access_signature,
 		requested_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	_, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(insert), t.Kind, t.Signature, t.RequestID, t.ClientID,
+	_, err := tx.exec(ctx, insert, t.Kind, t.Signature, t.RequestID, t.ClientID,
 		t.Subject, t.Active, t.Scopes, t.GrantedScopes, t.RequestedAudience, t.GrantedAudience, t.Form,
 		session, t.AccessSignature, sqlTime(t.RequestedAt.UTC().Truncate(time.Microsecond)),
 		sqlTime(t.ExpiresAt.UTC().Truncate(time.Microsecond)))
@@ -208,7 +209,7 @@ func (tx *Tx) DeleteOAuthTokensByRequest(ctx context.Context, kind, requestID st
 // execCount runs query (with ? placeholders) in tx and returns how many rows it affected;
 // errors are wrapped with op.
 func (tx *Tx) execCount(ctx context.Context, op, query string, args ...any) (int64, error) {
-	res, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(query), args...)
+	res, err := tx.exec(ctx, query, args...)
 	if err != nil {
 		return 0, wrapError(op, err)
 	}

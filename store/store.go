@@ -70,8 +70,8 @@ type Store struct {
 	// sqliteDSN opens the separate connection migrations run on.
 	sqliteDSN string
 	clock     func() time.Time
-	// statements caches the prepared hot read queries (query text → *sqlx.Stmt); see
-	// readStatement. Close closes them.
+	// statements caches the prepared hot queries (statementKey → *sqlx.Stmt); see
+	// readStatement and writeStatement. Close closes them.
 	statements sync.Map
 	// usageQueue groups concurrent single usage events into shared transactions.
 	usageQueue usageQueue
@@ -366,6 +366,33 @@ type Tx struct {
 	reads
 	tx    *sqlx.Tx
 	store *Store
+	// unprepared are the queries exec ran unprepared, for prepareLater.
+	unprepared []string
+}
+
+// exec runs query (? placeholders) in tx as a prepared statement of the writer pool
+// (writeStatement), bound to tx's connection: database/sql reuses the connection's prepared
+// handle. A query not prepared yet runs unprepared this once and is prepared when tx ends
+// (prepareLater): on SQLite tx holds the writer pool's only connection, so preparing on the
+// pool now would wait for tx itself. For the hot writes (an OAuth token's insert), on which
+// SQLite spent more parsing the statement than running it.
+func (tx *Tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if st, ok := tx.store.statements.Load(statementKey{tx.store.writer, query}); ok {
+		return tx.tx.StmtxContext(ctx, st.(*sqlx.Stmt)).ExecContext(ctx, args...)
+	}
+	tx.unprepared = append(tx.unprepared, query)
+	return tx.tx.ExecContext(ctx, tx.tx.Rebind(query), args...)
+}
+
+// prepareLater prepares, on the writer pool, the queries exec ran unprepared in tx, once tx
+// has committed and its connection is free (not after a rollback, which may be a database
+// that cannot be reached). A failure only leaves the query unprepared for the next
+// transaction to try again.
+func (tx *Tx) prepareLater(ctx context.Context) {
+	for _, q := range tx.unprepared {
+		_, _ = tx.store.writeStatement(context.WithoutCancel(ctx), q)
+	}
+	tx.unprepared = nil
 }
 
 // Pools names the store's connection pools, for their statistics: "postgres" (the one pool) on
@@ -384,14 +411,33 @@ func (s *Store) Pools() map[string]*sql.DB {
 // decisions): preparing costs SQLite more than running them, and a prepared statement saves
 // PostgreSQL a round trip. database/sql re-prepares it on each pooled connection that runs it.
 func (s *Store) readStatement(ctx context.Context, query string) (*sqlx.Stmt, error) {
-	if stmt, ok := s.statements.Load(query); ok {
+	return s.prepared(ctx, s.reader, query)
+}
+
+// writeStatement is readStatement on the writer pool, for statements that run in transactions
+// (Tx.exec); on SQLite never call it while holding a transaction. On PostgreSQL, where both
+// pools are one, it is readStatement.
+func (s *Store) writeStatement(ctx context.Context, query string) (*sqlx.Stmt, error) {
+	return s.prepared(ctx, s.writer, query)
+}
+
+// statementKey names a prepared statement of s.statements: its pool and its query.
+type statementKey struct {
+	pool  *sqlx.DB
+	query string
+}
+
+// prepared returns query prepared on pool, from s.statements or prepared now and kept there.
+func (s *Store) prepared(ctx context.Context, pool *sqlx.DB, query string) (*sqlx.Stmt, error) {
+	key := statementKey{pool, query}
+	if stmt, ok := s.statements.Load(key); ok {
 		return stmt.(*sqlx.Stmt), nil
 	}
-	stmt, err := s.reader.PreparexContext(ctx, s.reader.Rebind(query))
+	stmt, err := pool.PreparexContext(ctx, pool.Rebind(query))
 	if err != nil {
 		return nil, err
 	}
-	if prior, loaded := s.statements.LoadOrStore(query, stmt); loaded {
+	if prior, loaded := s.statements.LoadOrStore(key, stmt); loaded {
 		_ = stmt.Close()
 		return prior.(*sqlx.Stmt), nil
 	}
@@ -419,7 +465,8 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 		}
 	}()
 
-	err = fn(&Tx{reads: reads{q: sqlTx, store: s}, tx: sqlTx, store: s})
+	tx := &Tx{reads: reads{q: sqlTx, store: s}, tx: sqlTx, store: s}
+	err = fn(tx)
 	finished = true
 	if err != nil {
 		if rbErr := sqlTx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
@@ -430,6 +477,7 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 	if err := sqlTx.Commit(); err != nil {
 		return wrapError("commit", err)
 	}
+	tx.prepareLater(ctx)
 	return nil
 }
 
