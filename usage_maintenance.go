@@ -23,7 +23,8 @@ const (
 
 // maintainUsage runs until ctx ends: on PostgreSQL it moves a pre-0032 usage table into the
 // partitions in batches while one is left (store.ConvertUsageBatch; any replica may do it, one
-// at a time), and runs store.MaintainUsage at once and then every usageMaintenanceEvery.
+// at a time), and runs store.MaintainUsage and store.RepairSubjectTotals at once and then every
+// usageMaintenanceEvery.
 // Failures are logged and retried on the next round. On SQLite it returns at once.
 func maintainUsage(ctx context.Context, st *store.Store, log *slog.Logger) {
 	if st.Dialect() != store.Postgres {
@@ -60,6 +61,13 @@ func maintainUsage(ctx context.Context, st *store.Store, log *slog.Logger) {
 		case err == nil && (len(rep.Created)+len(rep.Dropped) > 0 || rep.ExpiredIDs+rep.ExpiredDefault > 0):
 			log.Info("usage maintenance", "created", rep.Created, "dropped", rep.Dropped,
 				"expired_replay_ids", rep.ExpiredIDs, "expired_default_rows", rep.ExpiredDefault)
+		}
+		// Totals that a replica of a release before migration 34 left behind (store.RepairSubjectTotals).
+		switch repaired, err := st.RepairSubjectTotals(ctx); {
+		case err != nil && ctx.Err() == nil:
+			log.Error("usage subject totals", "err", err)
+		case len(repaired) > 0:
+			log.Info("usage subject totals rebuilt", "projects", repaired)
 		}
 		if !sleep(ctx, usageMaintenanceEvery) {
 			return

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/golang-migrate/migrate/v4"
 )
@@ -106,4 +107,74 @@ func postgresTestURL(t *testing.T) string {
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// TestSubjectTotalsMigration: migration 34 fills usage_subject_totals with the fold of the
+// usage_subjects rows already stored (one row per project and subject over its environments),
+// and its down migration drops the table.
+func TestSubjectTotalsMigration(t *testing.T) {
+	urls := map[Dialect]string{SQLite: filepath.Join(t.TempDir(), "m.db")}
+	if base := postgresTestURL(t); base != "" {
+		urls[Postgres] = base
+	}
+	for dialect, dbURL := range urls {
+		t.Run(string(dialect), func(t *testing.T) {
+			ctx := t.Context()
+			s, err := Open(ctx, dbURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			to := func(version uint) {
+				t.Helper()
+				if err := s.migrate(ctx, "migrate to", func(m *migrate.Migrate) error { return m.Migrate(version) }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			to(33)
+			day := func(d, h int) sqlTime { return sqlTime(time.Date(2025, 3, d, h, 0, 0, 0, time.UTC)) }
+			for _, r := range [][]any{
+				{"prj_1", "ada", "env_a", day(2, 9), day(4, 10), 5, 1.5, 0},
+				{"prj_1", "ada", "env_b", day(1, 8), day(3, 12), 2, 2.0, 700},
+				{"prj_1", "ada", "env_c", day(5, 0), day(5, 0), 0, 0.0, 300},
+				{"prj_1", "bo", "env_a", day(6, 1), day(7, 2), 4, 8.0, 0},
+				{"prj_2", "ada", "env_a", day(9, 9), day(9, 9), 1, 1.0, 0},
+			} {
+				if _, err := s.writer.ExecContext(ctx, s.writer.Rebind(`INSERT INTO usage_subjects (project_id, subject_id, environment_id,
+					first_seen, last_seen, events, quantity, revenue) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`), r...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			to(34)
+			type total struct {
+				ProjectID string  `db:"project_id"`
+				SubjectID string  `db:"subject_id"`
+				FirstSeen sqlTime `db:"first_seen"`
+				LastSeen  sqlTime `db:"last_seen"`
+				Events    int64   `db:"events"`
+				Quantity  float64 `db:"quantity"`
+				Revenue   int64   `db:"revenue"`
+			}
+			var got []total
+			if err := s.writer.SelectContext(ctx, &got, `SELECT * FROM usage_subject_totals ORDER BY project_id, subject_id`); err != nil {
+				t.Fatal(err)
+			}
+			for i := range got {
+				got[i].FirstSeen, got[i].LastSeen = sqlTime(time.Time(got[i].FirstSeen).UTC()), sqlTime(time.Time(got[i].LastSeen).UTC())
+			}
+			want := []total{
+				{"prj_1", "ada", day(1, 8), day(5, 0), 7, 3.5, 1000},
+				{"prj_1", "bo", day(6, 1), day(7, 2), 4, 8, 0},
+				{"prj_2", "ada", day(9, 9), day(9, 9), 1, 1, 0},
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("usage_subject_totals after up =\n%+v\nwant\n%+v", got, want)
+			}
+			to(33)
+			var n int
+			if err := s.writer.GetContext(ctx, &n, `SELECT COUNT(*) FROM usage_subject_totals`); err == nil {
+				t.Errorf("usage_subject_totals still there after down (%d rows)", n)
+			}
+		})
+	}
 }

@@ -23,7 +23,7 @@ var currencyCode = regexp.MustCompile(`^[a-z]{3}$`)
 
 // AddRevenue adds a paid invoice to revenue_daily (amount and one invoice on the row of its
 // project, environment, day, subject and currency) and to the subject summary's revenue total
-// (the sum over currencies that the directory sorts by). A subject with no usage yet gets a
+// (the sum over currencies that the directory sorts by), per environment and over all of them. A subject with no usage yet gets a
 // summary row with 0 events, first and last seen at e.At. It runs in the caller's
 // transaction, so the revenue commits with the payment that earned it.
 //
@@ -44,10 +44,26 @@ func (tx *Tx) AddRevenue(ctx context.Context, e RevenueEntry) error {
 	if err != nil {
 		return wrapError(op, err)
 	}
-	_, err = tx.tx.ExecContext(ctx, tx.tx.Rebind(`INSERT INTO usage_subjects (project_id, subject_id, environment_id, first_seen, last_seen, events, quantity, revenue)
+	// The environment's row as it now stands (new, with first and last seen at e.At, or as it
+	// was) is what the totals fold in: a row that already existed is within them already.
+	var row struct {
+		FirstSeen sqlTime `db:"first_seen"`
+		LastSeen  sqlTime `db:"last_seen"`
+	}
+	err = tx.tx.GetContext(ctx, &row, tx.tx.Rebind(`INSERT INTO usage_subjects (project_id, subject_id, environment_id, first_seen, last_seen, events, quantity, revenue)
 		VALUES (?, ?, ?, ?, ?, 0, 0, ?)
-		ON CONFLICT (project_id, subject_id, environment_id) DO UPDATE SET revenue = usage_subjects.revenue + excluded.revenue`),
+		ON CONFLICT (project_id, subject_id, environment_id) DO UPDATE SET revenue = usage_subjects.revenue + excluded.revenue
+		RETURNING first_seen, last_seen`),
 		e.ProjectID, e.SubjectID, e.EnvironmentID, sqlTime(at), sqlTime(at), e.Amount)
+	if err != nil {
+		return wrapError(op, err)
+	}
+	_, err = tx.tx.ExecContext(ctx, tx.tx.Rebind(`INSERT INTO usage_subject_totals (project_id, subject_id, first_seen, last_seen, events, quantity, revenue)
+		VALUES (?, ?, ?, ?, 0, 0, ?)
+		ON CONFLICT (project_id, subject_id) DO UPDATE SET revenue = usage_subject_totals.revenue + excluded.revenue,
+			first_seen = CASE WHEN excluded.first_seen < usage_subject_totals.first_seen THEN excluded.first_seen ELSE usage_subject_totals.first_seen END,
+			last_seen = CASE WHEN excluded.last_seen > usage_subject_totals.last_seen THEN excluded.last_seen ELSE usage_subject_totals.last_seen END`),
+		e.ProjectID, e.SubjectID, row.FirstSeen, row.LastSeen, e.Amount)
 	if err != nil {
 		return wrapError(op, err)
 	}

@@ -21,6 +21,8 @@ import (
 //     it to 1 marks the subject's first event of the day;
 //   - usage_subjects: (project, subject, environment) → first/last seen, events, quantity
 //     (and revenue, from AddRevenue);
+//   - usage_subject_totals: (project, subject) → the same figures over every environment, the
+//     fold of the subject's usage_subjects rows, so that the directory need not fold per read;
 //   - usage_totals: (project, day, environment, meter, shard) → events, quantity and the
 //     subjects whose first event of the day it was. Each call (one transaction) writes one
 //     shard, drawn at random, so that concurrent transactions rarely update the same row
@@ -298,11 +300,12 @@ func (tx *Tx) recordUsage(ctx context.Context, events []UsageEvent) ([]IngestRes
 	return results, tx.addUsageRollups(ctx, project, fresh)
 }
 
-// addUsageRollups adds new events to the four rollup tables, one upsert statement each.
+// addUsageRollups adds new events to the five rollup tables, one upsert statement each.
 func (tx *Tx) addUsageRollups(ctx context.Context, project string, fresh []UsageEvent) error {
 	daily := map[usageKey]*usageDelta{}
 	subjectDays := map[usageKey]*usageDelta{}
 	subjects := map[usageKey]*usageDelta{}
+	subjectTotals := map[usageKey]*usageDelta{}
 	totals := map[usageKey]*usageDelta{}
 	add := func(m map[usageKey]*usageDelta, k usageKey, e UsageEvent) *usageDelta {
 		d := m[k]
@@ -326,6 +329,7 @@ func (tx *Tx) addUsageRollups(ctx context.Context, project string, fresh []Usage
 		add(daily, usageKey{env: e.EnvironmentID, subject: e.SubjectID, day: day, meter: e.Meter}, e)
 		add(subjectDays, usageKey{env: e.EnvironmentID, subject: e.SubjectID, day: day}, e)
 		add(subjects, usageKey{env: e.EnvironmentID, subject: e.SubjectID}, e)
+		add(subjectTotals, usageKey{subject: e.SubjectID}, e)
 		add(totals, usageKey{env: e.EnvironmentID, day: day, meter: e.Meter, shard: shard}, e)
 	}
 
@@ -379,6 +383,21 @@ func (tx *Tx) addUsageRollups(ctx context.Context, project string, fresh []Usage
 		first_seen = CASE WHEN excluded.first_seen < usage_subjects.first_seen THEN excluded.first_seen ELSE usage_subjects.first_seen END,
 		last_seen = CASE WHEN excluded.last_seen > usage_subjects.last_seen THEN excluded.last_seen ELSE usage_subjects.last_seen END,
 		events = usage_subjects.events + excluded.events, quantity = usage_subjects.quantity + excluded.quantity`), args...)
+	if err != nil {
+		return err
+	}
+
+	keys = sortedKeys(subjectTotals)
+	args = args[:0]
+	for _, k := range keys {
+		d := subjectTotals[k]
+		args = append(args, project, k.subject, sqlTime(d.first), sqlTime(d.last), d.events, d.quantity, 0)
+	}
+	_, err = tx.tx.ExecContext(ctx, tx.tx.Rebind(`INSERT INTO usage_subject_totals (project_id, subject_id, first_seen, last_seen, events, quantity, revenue) VALUES `+
+		valuesList(len(keys), 7)+` ON CONFLICT (project_id, subject_id) DO UPDATE SET
+		first_seen = CASE WHEN excluded.first_seen < usage_subject_totals.first_seen THEN excluded.first_seen ELSE usage_subject_totals.first_seen END,
+		last_seen = CASE WHEN excluded.last_seen > usage_subject_totals.last_seen THEN excluded.last_seen ELSE usage_subject_totals.last_seen END,
+		events = usage_subject_totals.events + excluded.events, quantity = usage_subject_totals.quantity + excluded.quantity`), args...)
 	if err != nil {
 		return err
 	}

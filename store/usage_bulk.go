@@ -124,7 +124,7 @@ func (s *Store) AnalyzeUsage(ctx context.Context) error {
 	if s.dialect != Postgres {
 		return nil
 	}
-	if _, err := s.writer.ExecContext(ctx, `ANALYZE usage_events, usage_event_ids, usage_daily, usage_subject_days, usage_subjects, usage_totals`); err != nil {
+	if _, err := s.writer.ExecContext(ctx, `ANALYZE usage_events, usage_event_ids, usage_daily, usage_subject_days, usage_subjects, usage_subject_totals, usage_totals`); err != nil {
 		return wrapError("analyze usage", err)
 	}
 	return nil

@@ -13,11 +13,12 @@ func usageTables(t *testing.T, s *Store) map[string][]map[string]any {
 	t.Helper()
 	out := map[string][]map[string]any{}
 	for name, query := range map[string]string{
-		"events":       `SELECT project_id, event_id, environment_id, subject_id, meter, quantity, occurred_at, properties FROM usage_events ORDER BY event_id`,
-		"ids":          `SELECT project_id, event_id FROM usage_event_ids ORDER BY event_id`,
-		"daily":        `SELECT * FROM usage_daily ORDER BY subject_id, day, meter, environment_id`,
-		"subject_days": `SELECT * FROM usage_subject_days ORDER BY subject_id, day, environment_id`,
-		"subjects":     `SELECT * FROM usage_subjects ORDER BY subject_id, environment_id`,
+		"events":         `SELECT project_id, event_id, environment_id, subject_id, meter, quantity, occurred_at, properties FROM usage_events ORDER BY event_id`,
+		"ids":            `SELECT project_id, event_id FROM usage_event_ids ORDER BY event_id`,
+		"daily":          `SELECT * FROM usage_daily ORDER BY subject_id, day, meter, environment_id`,
+		"subject_days":   `SELECT * FROM usage_subject_days ORDER BY subject_id, day, environment_id`,
+		"subjects":       `SELECT * FROM usage_subjects ORDER BY subject_id, environment_id`,
+		"subject_totals": `SELECT * FROM usage_subject_totals ORDER BY project_id, subject_id`,
 		// Shards are drawn at random: compare their sums.
 		"totals": `SELECT project_id, day, environment_id, meter, sum(events) AS events, sum(quantity) AS quantity,
 			sum(new_subjects) AS new_subjects FROM usage_totals GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4`,

@@ -32,8 +32,8 @@ import (
 //   - sd upserts the subject-days; a row whose count after the upsert equals what this call
 //     added is new, the subject's first event that day, counted in usage_totals.new_subjects
 //     under the meter of that subject-day's first new event in the call;
-//   - ud, us and ut upsert usage_daily, usage_subjects and usage_totals (in shard $12), each
-//     in key order.
+//   - ud, us, ust and ut upsert usage_daily, usage_subjects, usage_subject_totals and
+//     usage_totals (in shard $12), each in key order.
 //
 // It returns one row per event, in call order: the id this call gave the event (also to a
 // later occurrence of an event id it inserted), or for a replay the stored id as the
@@ -113,6 +113,14 @@ func postgresUsageSQL(sources, shard string, legacy bool, final string) string {
 		first_seen = LEAST(usage_subjects.first_seen, excluded.first_seen),
 		last_seen = GREATEST(usage_subjects.last_seen, excluded.last_seen),
 		events = usage_subjects.events + excluded.events, quantity = usage_subjects.quantity + excluded.quantity
+), ust AS (
+	INSERT INTO usage_subject_totals (project_id, subject_id, first_seen, last_seen, events, quantity, revenue)
+	SELECT $1::text, subject_id, min(occurred_at), max(occurred_at), count(*), sum(quantity), 0
+	FROM fresh GROUP BY subject_id ORDER BY subject_id
+	ON CONFLICT (project_id, subject_id) DO UPDATE SET
+		first_seen = LEAST(usage_subject_totals.first_seen, excluded.first_seen),
+		last_seen = GREATEST(usage_subject_totals.last_seen, excluded.last_seen),
+		events = usage_subject_totals.events + excluded.events, quantity = usage_subject_totals.quantity + excluded.quantity
 ), ut AS (
 	INSERT INTO usage_totals (project_id, day, environment_id, meter, shard, events, quantity, new_subjects)
 	SELECT $1::text, t.day, t.environment_id, t.meter, ` + shard + `::int2, t.events, t.quantity, coalesce(new_sd.subjects, 0)

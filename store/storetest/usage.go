@@ -19,6 +19,7 @@ func runUsage(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("ReplaysOfAnyEventID", func(t *testing.T) { testUsageReplayIDs(t, open) })
 	t.Run("ConcurrentSingles", func(t *testing.T) { testUsageConcurrentSingles(t, open) })
 	t.Run("AddRevenue", func(t *testing.T) { testAddRevenue(t, open) })
+	t.Run("SubjectDirectory", func(t *testing.T) { testSubjectDirectory(t, open) })
 	t.Run("KeysConfirmed", func(t *testing.T) { testUsageKeysConfirmed(t, open) })
 	t.Run("AfterClose", func(t *testing.T) { testUsageAfterClose(t, open) })
 }
