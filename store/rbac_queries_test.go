@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,79 +16,68 @@ import (
 // EffectivePermissions and PermissionHolders one each, on both databases. The store's reader
 // pool is replaced by one whose driver counts every statement it runs.
 func TestDecisionReadsAreOneQuery(t *testing.T) {
-	urls := map[Dialect]string{SQLite: filepath.Join(t.TempDir(), "q.db")}
-	if base := postgresTestURL(t); base != "" {
-		urls[Postgres] = base
-	}
-	for dialect, dbURL := range urls {
-		t.Run(string(dialect), func(t *testing.T) {
-			ctx := t.Context()
-			s, err := Open(ctx, dbURL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			if err := s.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
-			projectID := seedQueryCountProject(t, s)
+	forEachDatabase(t, func(t *testing.T, dialect Dialect, dbURL string, s *Store) {
+		ctx := t.Context()
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		projectID := seedQueryCountProject(t, s)
 
-			var queries atomic.Int64
-			dsn := dbURL
-			if dialect == SQLite {
-				dsn = sqliteReaderDSN(dbURL)
-			}
-			base, err := sql.Open(string(dialect), "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			counted := sqlx.NewDb(sql.OpenDB(countingConnector{driver: base.Driver(), dsn: dsn, queries: &queries}), string(dialect))
-			defer counted.Close()
-			s.reader, s.reads = counted, reads{q: counted, store: s}
-			s.statements = sync.Map{}
+		var queries atomic.Int64
+		dsn := dbURL
+		if dialect == SQLite {
+			dsn = sqliteReaderDSN(dbURL)
+		}
+		base, err := sql.Open(string(dialect), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		counted := sqlx.NewDb(sql.OpenDB(countingConnector{driver: base.Driver(), dsn: dsn, queries: &queries}), string(dialect))
+		defer counted.Close()
+		s.reader, s.reads = counted, reads{q: counted, store: s}
+		s.statements = sync.Map{}
 
-			now := s.Now()
-			count := func(what string, read func() error) {
-				t.Helper()
-				if err := read(); err != nil { // the first call may prepare the statement
-					t.Fatalf("%s: %v", what, err)
-				}
-				queries.Store(0)
-				if err := read(); err != nil {
-					t.Fatalf("%s: %v", what, err)
-				}
-				if n := queries.Load(); n != 1 {
-					t.Errorf("%s ran %d queries, want 1", what, n)
-				}
+		now := s.Now()
+		count := func(what string, read func() error) {
+			t.Helper()
+			if err := read(); err != nil { // the first call may prepare the statement
+				t.Fatalf("%s: %v", what, err)
 			}
-			for _, n := range []int{1, 2, 37, MaxChecks} {
-				checks := make([]Check, n)
-				for i := range checks {
-					checks[i] = Check{PrincipalType: []string{PrincipalUser, PrincipalServiceAccount}[i%2],
-						PrincipalID: fmt.Sprintf("p%d", i%40), Permission: fmt.Sprintf("r%d:a%d", i%3, i%10)}
-				}
-				for _, explain := range []bool{true, false} {
-					count(fmt.Sprintf("DecideBatch of %d, explain %v", n, explain), func() error {
-						res, err := s.DecideBatch(ctx, projectID, checks, now, explain)
-						if err == nil && len(res) != n {
-							err = fmt.Errorf("%d results", len(res))
-						}
-						return err
-					})
-				}
+			queries.Store(0)
+			if err := read(); err != nil {
+				t.Fatalf("%s: %v", what, err)
 			}
-			count("EffectivePermissions", func() error {
-				_, err := s.EffectivePermissions(ctx, projectID, PrincipalUser, "p2", now)
-				return err
-			})
-			for _, f := range []HolderFilter{{Limit: 5}, {PrincipalType: PrincipalUser, After: &PrincipalRef{Type: PrincipalUser, ID: "p10"}}} {
-				count(fmt.Sprintf("PermissionHolders %+v", f), func() error {
-					_, _, err := s.PermissionHolders(ctx, projectID, "r1:a1", f, now)
+			if n := queries.Load(); n != 1 {
+				t.Errorf("%s ran %d queries, want 1", what, n)
+			}
+		}
+		for _, n := range []int{1, 2, 37, MaxChecks} {
+			checks := make([]Check, n)
+			for i := range checks {
+				checks[i] = Check{PrincipalType: []string{PrincipalUser, PrincipalServiceAccount}[i%2],
+					PrincipalID: fmt.Sprintf("p%d", i%40), Permission: fmt.Sprintf("r%d:a%d", i%3, i%10)}
+			}
+			for _, explain := range []bool{true, false} {
+				count(fmt.Sprintf("DecideBatch of %d, explain %v", n, explain), func() error {
+					res, err := s.DecideBatch(ctx, projectID, checks, now, explain)
+					if err == nil && len(res) != n {
+						err = fmt.Errorf("%d results", len(res))
+					}
 					return err
 				})
 			}
+		}
+		count("EffectivePermissions", func() error {
+			_, err := s.EffectivePermissions(ctx, projectID, PrincipalUser, "p2", now)
+			return err
 		})
-	}
+		for _, f := range []HolderFilter{{Limit: 5}, {PrincipalType: PrincipalUser, After: &PrincipalRef{Type: PrincipalUser, ID: "p10"}}} {
+			count(fmt.Sprintf("PermissionHolders %+v", f), func() error {
+				_, _, err := s.PermissionHolders(ctx, projectID, "r1:a1", f, now)
+				return err
+			})
+		}
+	})
 }
 
 // seedQueryCountProject writes a project with three roles and 40 principals of each type, each

@@ -38,26 +38,11 @@ func TestRepairSubjectTotals(t *testing.T) {
 			t.Fatalf("RepairSubjectTotals after %s = %v, %v; want [prj_old]", q, got, err)
 		}
 	}
-	type total struct {
-		ProjectID string    `db:"project_id"`
-		SubjectID string    `db:"subject_id"`
-		FirstSeen time.Time `db:"first_seen"`
-		LastSeen  time.Time `db:"last_seen"`
-		Events    int64     `db:"events"`
-		Quantity  float64   `db:"quantity"`
-		Revenue   int64     `db:"revenue"`
-	}
-	var rows []total
-	if err := s.writer.Select(&rows, `SELECT * FROM usage_subject_totals ORDER BY project_id, subject_id`); err != nil {
-		t.Fatal(err)
-	}
-	for i := range rows {
-		rows[i].FirstSeen, rows[i].LastSeen = rows[i].FirstSeen.UTC(), rows[i].LastSeen.UTC()
-	}
-	h := func(hour, minute int) time.Time { return time.Date(2026, 5, 4, hour, minute, 0, 0, time.UTC) }
-	want := []total{
+	rows := readSubjectTotals(t, s)
+	h := func(hour, minute int) sqlTime { return sqlTime(time.Date(2026, 5, 4, hour, minute, 0, 0, time.UTC)) }
+	want := []subjectTotal{
 		{"prj_new", "ada", h(7, 0), h(9, 0), 2, 3, 0},
-		{"prj_old", "ada", time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC), h(10, 0), 4, 7, 900},
+		{"prj_old", "ada", sqlTime(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)), h(10, 0), 4, 7, 900},
 		{"prj_old", "bo", h(9, 30), h(9, 30), 1, 1, 0},
 	}
 	if !reflect.DeepEqual(rows, want) {
@@ -66,4 +51,28 @@ func TestRepairSubjectTotals(t *testing.T) {
 	if got, err := s.RepairSubjectTotals(t.Context()); err != nil || len(got) != 0 {
 		t.Errorf("RepairSubjectTotals after the repair = %v, %v; want none", got, err)
 	}
+}
+
+// subjectTotal is a usage_subject_totals row.
+type subjectTotal struct {
+	ProjectID string  `db:"project_id"`
+	SubjectID string  `db:"subject_id"`
+	FirstSeen sqlTime `db:"first_seen"`
+	LastSeen  sqlTime `db:"last_seen"`
+	Events    int64   `db:"events"`
+	Quantity  float64 `db:"quantity"`
+	Revenue   int64   `db:"revenue"`
+}
+
+// readSubjectTotals returns every usage_subject_totals row by project and subject, times in UTC.
+func readSubjectTotals(t *testing.T, s *Store) []subjectTotal {
+	t.Helper()
+	var rows []subjectTotal
+	if err := s.writer.Select(&rows, `SELECT * FROM usage_subject_totals ORDER BY project_id, subject_id`); err != nil {
+		t.Fatal(err)
+	}
+	for i := range rows {
+		rows[i].FirstSeen, rows[i].LastSeen = sqlTime(time.Time(rows[i].FirstSeen).UTC()), sqlTime(time.Time(rows[i].LastSeen).UTC())
+	}
+	return rows
 }
