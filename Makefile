@@ -120,7 +120,7 @@ check: assets console
 ## and PostgreSQL's usage runs again with GOMAXPROCS=1 (the database's share of the cores;
 ## docs/operations.md, "Sharing cores with PostgreSQL").
 ## GATEHOUSE_BENCH_EVENTS=2000000 also seeds that many usage events, measures ingest again at that
-## size and loads every analytics route (p50/p95). Figures are recorded in docs/benchmarks.md.
+## size and loads every analytics route (p50/p95). Last, the pinned runs (bench-pinned). Figures are recorded in docs/benchmarks.md.
 bench: assets
 	$(GO) test -run '^$$' -bench 'Decide|AuthorizeBatchHandler|DecisionsAnswer|APIKeyAuth|SubjectEntitlements|WebhookApply|IngestUsage' -benchmem -count=3 ./server/
 	$(GO) test -run '^$$' -bench 'AuthorizeLoad|AuthorizeBatchLoad|RBACLookupLoad|ConfigRevealLoad' -benchtime=1x ./server/
