@@ -122,7 +122,7 @@ func TestPinnedServerChild(t *testing.T) {
 // checks a request (BenchmarkAuthorizeBatchLoad's). It reports req/s (and checks/s), p50 and
 // p99, the server child's CPU per request and the generator's (and PostgreSQL's, unpinned), each
 // decision run's share of the ceiling, a batch's p99 against a single check's, and deny's p99
-// against allow's; and it logs the figures against the targets of issues 24 and 27.
+// against allow's; and it prints the figures against the targets of issues 24 and 27.
 func BenchmarkPinnedLoad(b *testing.B) {
 	if n := runtime.NumCPU(); n < 2 {
 		b.Fatalf("pinned runs need 2 cores (server on %d, load on %d); this machine has %d", pinnedServerCPU, pinnedLoadCPU, n)
