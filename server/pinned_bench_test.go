@@ -254,9 +254,9 @@ func serverCPUPerRequest(res loadResult) time.Duration {
 	return res.ReaderCPU[1] / time.Duration(res.Requests)
 }
 
-// pinnedSummary states one backend's pinned figures against the targets: issue 24 (a batch of
+// pinnedSummary states one backend's pinned figures against the targets: batches (a batch of
 // 100 checks: p99 at most 3× a single check's; at least 20,000 checks/s on SQLite, 10,000 on
-// PostgreSQL) and issue 27 (/authorize at least 25% of the bare ceiling, about 16,000/s, p99 at
+// PostgreSQL) and the single decision (/authorize at least 25% of the bare ceiling, about 16,000/s, p99 at
 // most 5 ms, a deny costing no more than an allow).
 func pinnedSummary(backend string, r map[string]loadResult) string {
 	checksTarget := map[string]float64{string(store.SQLite): 20_000, string(store.Postgres): 10_000}[backend]
@@ -268,14 +268,14 @@ func pinnedSummary(backend string, r map[string]loadResult) string {
 	}
 	var s strings.Builder
 	fmt.Fprintf(&s, "%s pinned (server on core %d, GOMAXPROCS=1; load on core %d):\n", backend, pinnedServerCPU, pinnedLoadCPU)
-	fmt.Fprintf(&s, "  issue 24: batch p99 %v = %.2f× single p99 %v (target ≤ 3×); %.0f checks/s (target ≥ %.0f); explained %.0f checks/s, p99 %v\n",
+	fmt.Fprintf(&s, "  batch: p99 %v = %.2f× single p99 %v (target ≤ 3×); %.0f checks/s (target ≥ %.0f); explained %.0f checks/s, p99 %v\n",
 		r["batch"].P99, ratio(float64(r["batch"].P99), float64(r["single"].P99)), r["single"].P99,
 		r["batch"].RPS*batchBenchSize, checksTarget, r["batch-explain"].RPS*batchBenchSize, r["batch-explain"].P99)
 	for _, name := range []string{"allow", "deny"} {
-		fmt.Fprintf(&s, "  issue 27: %s %.0f/s = %.1f%% of the echo ceiling %.0f/s (target ≥ 25%%, ~16,000/s), p99 %v (target ≤ 5ms), server CPU %v per request\n",
+		fmt.Fprintf(&s, "  authorize: %s %.0f/s = %.1f%% of the echo ceiling %.0f/s (target ≥ 25%%, ~16,000/s), p99 %v (target ≤ 5ms), server CPU %v per request\n",
 			name, r[name].RPS, 100*ratio(r[name].RPS, r["echo"].RPS), r["echo"].RPS, r[name].P99, serverCPUPerRequest(r[name]))
 	}
-	fmt.Fprintf(&s, "  issue 27: deny/allow: p99 %.2f×, server CPU per request %.2f× (target ≤ 1)",
+	fmt.Fprintf(&s, "  deny/allow: p99 %.2f×, server CPU per request %.2f× (target ≤ 1)",
 		ratio(float64(r["deny"].P99), float64(r["allow"].P99)),
 		ratio(float64(serverCPUPerRequest(r["deny"])), float64(serverCPUPerRequest(r["allow"]))))
 	return s.String()
