@@ -19,7 +19,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # make release: static binaries (modernc SQLite needs no cgo) for these GOOS/GOARCH pairs.
 RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64 windows/amd64
 
-.PHONY: run build release test test-ha generate check bench bench-scale assets console clean
+.PHONY: run build release test test-ha generate check bench bench-pinned bench-scale assets console clean
 
 ## run: serve on http://localhost:8080 with embedded SQLite under ./data
 run: $(BUILD_ASSETS)
@@ -120,7 +120,7 @@ check: assets console
 ## and PostgreSQL's usage runs again with GOMAXPROCS=1 (the database's share of the cores;
 ## docs/operations.md, "Sharing cores with PostgreSQL").
 ## GATEHOUSE_BENCH_EVENTS=2000000 also seeds that many usage events, measures ingest again at that
-## size and loads every analytics route (p50/p95). Figures are recorded in docs/benchmarks.md.
+## size and loads every analytics route (p50/p95). Last, the pinned runs (bench-pinned). Figures are recorded in docs/benchmarks.md.
 bench: assets
 	$(GO) test -run '^$$' -bench 'Decide|AuthorizeBatchHandler|DecisionsAnswer|APIKeyAuth|SubjectEntitlements|WebhookApply|IngestUsage' -benchmem -count=3 ./server/
 	$(GO) test -run '^$$' -bench 'AuthorizeLoad|AuthorizeBatchLoad|RBACLookupLoad|ConfigRevealLoad' -benchtime=1x ./server/
@@ -129,6 +129,15 @@ bench: assets
 	$(GO) test -run '^$$' -bench 'UsageLoad' -benchtime=1x -timeout 60m ./server/
 	GOMAXPROCS=1 $(GO) test -run '^$$' -bench 'UsageLoad/postgres' -benchtime=1x -timeout 60m ./server/
 	@if [ -n "$$GATEHOUSE_TEST_POSTGRES_URL" ]; then tools/pgbench-usage.sh; fi
+	@$(MAKE) --no-print-directory bench-pinned
+
+## bench-pinned: the /authorize hot paths with the server in a child process pinned to core 1 (GOMAXPROCS=1) and the
+## load generator pinned to core 0, beside a bare echo ceiling in the same child: echo, single, allow, deny, batch (100
+## checks), batch-explain, 16 connections, GATEHOUSE_BENCH_DURATION each (default 5s: about 1 min a backend, seeding
+## included); SQLite, and PostgreSQL (not pinned) when GATEHOUSE_TEST_POSTGRES_URL is set. Needs Linux, 2 cores and taskset;
+## prints the figures against the targets of issues 24 and 27. docs/benchmarks.md, "Pinned runs".
+bench-pinned:
+	GATEHOUSE_BENCH_DURATION=$${GATEHOUSE_BENCH_DURATION:-5s} $(GO) test -run '^$$' -bench 'PinnedLoad' -benchtime=1x -timeout 15m ./server/
 
 ## bench-scale: usage on PostgreSQL at a size (GATEHOUSE_BENCH_EVENTS, default 10 M): the seed rate, ingest right
 ## after it and GATEHOUSE_BENCH_SETTLE (5m) later with the slowest request, batch ingest, every analytics route's p95, then

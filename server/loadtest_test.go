@@ -102,7 +102,7 @@ func BenchmarkAuthorizeLoad(b *testing.B) {
 
 // benchAPIKeys creates, through the API as the organization's owner, one service account per
 // project holding project:read, and returns each project's API key.
-func benchAPIKeys(b *testing.B, srv *Server, st *store.Store, ten benchTenancy) map[string]string {
+func benchAPIKeys(b testing.TB, srv *Server, st *store.Store, ten benchTenancy) map[string]string {
 	b.Helper()
 	ctx := context.Background()
 	token, err := identity.NewSessionToken()
@@ -123,7 +123,7 @@ func benchAPIKeys(b *testing.B, srv *Server, st *store.Store, ten benchTenancy) 
 
 // benchServiceAccountKey creates a service account (body: its JSON) in project projectID
 // through the handler, signed in with cookie, and returns its API key.
-func benchServiceAccountKey(b *testing.B, srv *Server, cookie, projectID, body string) string {
+func benchServiceAccountKey(b testing.TB, srv *Server, cookie, projectID, body string) string {
 	b.Helper()
 	req := httptest.NewRequest(http.MethodPost, "/api/v1/projects/"+projectID+"/service-accounts", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")

@@ -120,7 +120,7 @@ type decisionRequest struct{ path, body, key string }
 // batchBenchRequests returns, for each project of ten (in order), its mixed checks (mixedChecks)
 // as single POST /api/v1/authorize requests (100 a project), as one batch, and as one batch
 // with explain, each with its project's key.
-func batchBenchRequests(b *testing.B, ten benchTenancy, keys map[string]string) (singles, batches, explained []decisionRequest) {
+func batchBenchRequests(b testing.TB, ten benchTenancy, keys map[string]string) (singles, batches, explained []decisionRequest) {
 	b.Helper()
 	for _, p := range ten.projects {
 		list, _ := mixedChecks(ten, p.ID)

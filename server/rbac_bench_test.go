@@ -27,7 +27,7 @@ const (
 // benchBackend is a database engine to benchmark on (apptest.BenchBackend).
 type benchBackend struct {
 	name string
-	open func(b *testing.B) *store.Store
+	open func(tb testing.TB) *store.Store
 }
 
 // benchBackends returns SQLite and, when GATEHOUSE_TEST_POSTGRES_URL is set, PostgreSQL, each
@@ -55,7 +55,7 @@ type benchTenancy struct {
 }
 
 // seedRBAC writes the benchmark data set through the store, one transaction per project.
-func seedRBAC(b *testing.B, st *store.Store) benchTenancy {
+func seedRBAC(b testing.TB, st *store.Store) benchTenancy {
 	b.Helper()
 	ctx := context.Background()
 	var ten benchTenancy

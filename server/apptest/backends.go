@@ -26,24 +26,25 @@ func ForEachBackend(t *testing.T, fn func(t *testing.T, b storetest.Backend)) {
 // BenchBackend is a database engine to benchmark on.
 type BenchBackend struct {
 	Name string
-	Open func(b *testing.B) *store.Store
+	Open func(tb testing.TB) *store.Store
 }
 
 // BenchBackends returns SQLite and, when GATEHOUSE_TEST_POSTGRES_URL is set, PostgreSQL, each
-// opening a fresh migrated database (a file in b.TempDir(), or a schema dropped afterwards).
-func BenchBackends(b *testing.B) []BenchBackend {
-	out := []BenchBackend{{Name: string(store.SQLite), Open: func(b *testing.B) *store.Store {
-		return openBenchStore(b, "sqlite:"+filepath.Join(b.TempDir(), "bench.db"))
+// opening a fresh migrated database (a file in tb.TempDir(), or a schema dropped afterwards).
+// Open takes any testing.TB: the pinned load benchmark's server child is a test.
+func BenchBackends(testing.TB) []BenchBackend {
+	out := []BenchBackend{{Name: string(store.SQLite), Open: func(tb testing.TB) *store.Store {
+		return openBenchStore(tb, "sqlite:"+filepath.Join(tb.TempDir(), "bench.db"))
 	}}}
 	if base := os.Getenv(storetest.PostgresURLEnv); base != "" {
-		out = append(out, BenchBackend{Name: string(store.Postgres), Open: func(b *testing.B) *store.Store {
-			return openBenchStore(b, benchPostgresSchema(b, base))
+		out = append(out, BenchBackend{Name: string(store.Postgres), Open: func(tb testing.TB) *store.Store {
+			return openBenchStore(tb, benchPostgresSchema(tb, base))
 		}})
 	}
 	return out
 }
 
-func openBenchStore(b *testing.B, databaseURL string) *store.Store {
+func openBenchStore(b testing.TB, databaseURL string) *store.Store {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -59,7 +60,7 @@ func openBenchStore(b *testing.B, databaseURL string) *store.Store {
 }
 
 // benchPostgresSchema creates a schema of its own and returns base selecting it.
-func benchPostgresSchema(b *testing.B, base string) string {
+func benchPostgresSchema(b testing.TB, base string) string {
 	b.Helper()
 	raw := make([]byte, 8)
 	_, _ = rand.Read(raw)

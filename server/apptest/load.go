@@ -3,6 +3,7 @@ package apptest
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,6 +53,10 @@ type LoadResult struct {
 	// measured window (see PostgresBackendCPU), when the run measured it: CPU + DBCPU per
 	// request is what one request costs the machine.
 	DBCPU time.Duration
+	// ReaderCPU is, for each CPU reader RunLoad was given, in order, the CPU time it counted
+	// over the measured window (DBCPU is the first): a server in a process of its own
+	// (ProcCPU), the database's processes.
+	ReaderCPU []time.Duration
 	// FirstError describes the first error seen, for the benchmark's log.
 	FirstError string
 }
@@ -75,15 +81,21 @@ func (r LoadResult) CPUPerRequest() time.Duration {
 // RunLoad sends target() requests from conns goroutines, each holding one keep-alive
 // connection, for duration after a short warm-up (duration/10, at most one second, not
 // measured) that opens the connections. target must return a new request each call (the
-// body is consumed) addressed to 127.0.0.1; it is called concurrently. dbCPU, when given and
-// not nil, reads the database server's CPU time so far (see PostgresBackendCPU).
-func RunLoad(tb testing.TB, target func() *http.Request, conns int, duration time.Duration, dbCPU ...func() time.Duration) LoadResult {
+// body is consumed) addressed to 127.0.0.1; it is called concurrently. cpuReaders each read
+// some processes' CPU time so far; each is read when the measured window opens and when it
+// closes, and the difference is in ReaderCPU (a nil reader counts 0). The first, when given,
+// is the database server's (see PostgresBackendCPU) and is DBCPU too.
+func RunLoad(tb testing.TB, target func() *http.Request, conns int, duration time.Duration, cpuReaders ...func() time.Duration) LoadResult {
 	tb.Helper()
-	readDB := func() time.Duration { return 0 }
-	if len(dbCPU) > 0 && dbCPU[0] != nil {
-		readDB = dbCPU[0]
+	readAll := func() []time.Duration {
+		out := make([]time.Duration, len(cpuReaders))
+		for i, read := range cpuReaders {
+			if read != nil {
+				out[i] = read()
+			}
+		}
+		return out
 	}
-	tb.Helper()
 	if conns < 1 || conns > maxLoadConns {
 		tb.Fatalf("RunLoad: %d connections, want 1..%d", conns, maxLoadConns)
 	}
@@ -127,15 +139,19 @@ func RunLoad(tb testing.TB, target func() *http.Request, conns int, duration tim
 			}
 		})
 	}
-	var cpuStart, dbStart time.Duration
+	var cpuStart time.Duration
+	var readersStart []time.Duration
 	wg.Go(func() {
 		time.Sleep(time.Until(measureFrom))
-		cpuStart, dbStart = ProcessCPU(), readDB()
+		cpuStart, readersStart = ProcessCPU(), readAll()
 	})
 	wg.Wait()
 	elapsed := time.Since(measureFrom)
 	cpu := ProcessCPU() - cpuStart
-	dbUsed := readDB() - dbStart
+	readersUsed := readAll()
+	for i := range readersUsed {
+		readersUsed[i] = max(readersUsed[i]-readersStart[i], 0)
+	}
 
 	var res LoadResult
 	var all []time.Duration
@@ -146,7 +162,10 @@ func RunLoad(tb testing.TB, target func() *http.Request, conns int, duration tim
 			res.FirstError = w.firstErr
 		}
 	}
-	res.Requests, res.CPU, res.DBCPU = len(all), cpu, max(dbUsed, 0)
+	res.Requests, res.CPU, res.ReaderCPU = len(all), cpu, readersUsed
+	if len(readersUsed) > 0 {
+		res.DBCPU = readersUsed[0]
+	}
 	if res.Requests == 0 {
 		return res
 	}
@@ -169,15 +188,22 @@ func ProcessCPU() time.Duration {
 }
 
 // PostgresBackendCPU returns a function reading the CPU time (user + system) used so far by the
-// PostgreSQL server processes connected to st's database (pg_stat_activity, then /proc/<pid>/stat:
-// the server must run on this host), or nil when st is not PostgreSQL. The load benchmarks run
-// alone on their database, so these are the processes serving them; on a machine shared with
-// other work, CPU per request is the steadier figure than requests per second.
+// PostgreSQL server processes connected to st's database (PostgresCPU), or nil when st is not
+// PostgreSQL. The load benchmarks run alone on their database, so these are the processes
+// serving them; on a machine shared with other work, CPU per request is the steadier figure
+// than requests per second.
 func PostgresBackendCPU(tb testing.TB, st *store.Store) func() time.Duration {
 	db := st.Pools()["postgres"]
 	if db == nil {
 		return nil
 	}
+	return PostgresCPU(tb, db)
+}
+
+// PostgresCPU returns a function reading the CPU time used so far by the PostgreSQL server
+// processes connected to db's database (pg_stat_activity, then /proc/<pid>/stat: the server
+// must run on this host); a process not found here, or gone, counts 0.
+func PostgresCPU(tb testing.TB, db *sql.DB) func() time.Duration {
 	return func() time.Duration {
 		rows, err := db.Query("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
 		if err != nil {
@@ -191,22 +217,48 @@ func PostgresBackendCPU(tb testing.TB, st *store.Store) func() time.Duration {
 			if rows.Scan(&pid) != nil {
 				continue
 			}
-			raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			cpu, err := ProcCPU(pid)
 			if err != nil {
 				continue // not on this host, or gone
 			}
-			// Fields after the parenthesised command: utime and stime are the 14th and 15th.
-			fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
-			if len(fields) < 13 {
-				continue
-			}
-			var utime, stime int64
-			fmt.Sscan(fields[11], &utime)
-			fmt.Sscan(fields[12], &stime)
-			total += time.Duration(utime+stime) * (time.Second / clockTicks)
+			total += cpu
 		}
 		return total
 	}
+}
+
+// ProcCPU is the CPU time (user + system) process pid has used so far, from /proc/<pid>/stat
+// (Linux only: elsewhere an error).
+func ProcCPU(pid int) (time.Duration, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseProcStatCPU(string(raw))
+}
+
+// parseProcStatCPU reads utime + stime (fields 14 and 15, in clock ticks) from the text of a
+// /proc/<pid>/stat file. The command name, field 2, is in parentheses and may hold spaces and
+// parentheses itself, so fields are counted after its last ")".
+func parseProcStatCPU(stat string) (time.Duration, error) {
+	end := strings.LastIndexByte(stat, ')')
+	if end < 0 {
+		return 0, fmt.Errorf("proc stat: no command name in %q", stat)
+	}
+	// Fields after the command: state (3) … utime (14) and stime (15) are the 12th and 13th.
+	fields := strings.Fields(stat[end+1:])
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("proc stat: %d fields after the command, want at least 13", len(fields))
+	}
+	utime, err := strconv.ParseInt(fields[11], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("proc stat: utime: %w", err)
+	}
+	stime, err := strconv.ParseInt(fields[12], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("proc stat: stime: %w", err)
+	}
+	return time.Duration(utime+stime) * (time.Second / clockTicks), nil
 }
 
 // clockTicks is Linux's USER_HZ, the unit of /proc/<pid>/stat CPU times.
