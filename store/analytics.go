@@ -24,10 +24,11 @@ type AnalyticsScope struct {
 // every environment) when the scope names none, usage_subjects (per environment) otherwise.
 // Both have the columns subject_id, first_seen, last_seen, events, quantity and revenue.
 func subjectTable(a AnalyticsScope) (table, cond string, args []any) {
+	cond, args = a.envFilter("environment_id")
 	if a.EnvironmentID == "" {
-		return "usage_subject_totals", "", nil
+		return "usage_subject_totals", cond, args
 	}
-	return "usage_subjects", " AND environment_id = ?", []any{a.EnvironmentID}
+	return "usage_subjects", cond, args
 }
 
 // envFilter is " AND <column> = ?" with its argument when the scope names an environment.
@@ -88,7 +89,6 @@ func (s *Store) UsageSummary(ctx context.Context, scope AnalyticsScope, now time
 		return out, wrapError(op, err)
 	}
 	out.ActiveToday, out.Active7Days, out.Active30Days = counts.Today, counts.Week, counts.Month
-	env, envArgs = scope.envFilter("environment_id")
 	err = s.readerFor(ctx).SelectContext(ctx, &out.Meters, s.reader.Rebind(`SELECT meter, SUM(events) AS events, SUM(quantity) AS quantity
 		FROM usage_totals WHERE project_id = ? AND day >= ?`+env+` GROUP BY meter ORDER BY meter`),
 		append([]any{scope.ProjectID, UsageDay(from30)}, envArgs...)...)

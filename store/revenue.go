@@ -23,9 +23,9 @@ var currencyCode = regexp.MustCompile(`^[a-z]{3}$`)
 
 // AddRevenue adds a paid invoice to revenue_daily (amount and one invoice on the row of its
 // project, environment, day, subject and currency) and to the subject summary's revenue total
-// (the sum over currencies that the directory sorts by), per environment and over all of them. A subject with no usage yet gets a
-// summary row with 0 events, first and last seen at e.At. It runs in the caller's
-// transaction, so the revenue commits with the payment that earned it.
+// (the sum over currencies that the directory sorts by), per environment and over all of them.
+// A subject with no usage yet gets a summary row with 0 events, first and last seen at e.At.
+// It runs in the caller's transaction, so the revenue commits with the payment that earned it.
 //
 // It returns ErrInvalid for a missing id, a currency that is not three letters, a negative
 // amount or a zero At.
