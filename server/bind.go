@@ -20,6 +20,16 @@ type bodyBinder struct{ echo.DefaultBinder }
 // Bind binds request body into i.
 func (b *bodyBinder) Bind(i any, c echo.Context) error {
 	if vb, ok := c.Request().Body.(*validatedBody); ok {
+		if vb.value == nil && vb.raw != nil {
+			// Accepted by the streamed check (validate_stream.go): bound from its bytes.
+			if bindDecisionBytes(vb.raw, i) {
+				return nil
+			}
+			var ok bool
+			if vb.value, ok = decodeJSONDocument(vb.raw); !ok {
+				return b.BindBody(c, i)
+			}
+		}
 		switch dst := i.(type) {
 		case *gen.AuthorizeBatchJSONRequestBody:
 			if bindAuthorizeBatch(vb.value, dst) {

@@ -236,14 +236,20 @@ func (ops operations) bind(routes []*echo.Route, unspecified map[string]bool) er
 type matchedRoute struct {
 	*operation
 	params map[string]string
-	// body is the validated JSON body, decoded (nil when there is none).
+	// body is the validated JSON body, decoded, or its bytes as a streamedBody (nil when there
+	// is none).
 	body any
 }
 
 // bodyMember returns one top-level member of the validated JSON body, or nil.
 func (m *matchedRoute) bodyMember(name string) any {
-	members, _ := m.body.(map[string]any)
-	return members[name]
+	switch b := m.body.(type) {
+	case map[string]any:
+		return b[name]
+	case streamedBody:
+		return b.member(name)
+	}
+	return nil
 }
 
 const (

@@ -45,6 +45,9 @@ type jsonBody struct {
 	// fast, when not nil, is true only for a decoded body that schema accepts; false leaves the
 	// body to schema (validate_fast.go).
 	fast func(any) bool
+	// stream, when not nil, is fast over the body's bytes (validate_stream.go), for the bodies
+	// bound from their bytes (typedBodies): a body it accepts is never decoded into a tree.
+	stream func([]byte) bool
 }
 
 func newValidator(doc *openapi3.T) (*validator, error) {
@@ -121,7 +124,12 @@ func compileBodies(doc *openapi3.T) (map[string]*jsonBody, error) {
 				return nil, fmt.Errorf("server: compile the request body of %s: %w", op.OperationID, err)
 			}
 			body := &jsonBody{required: op.RequestBody.Value.Required, schema: schema}
-			body.fast = compileFastBody(pointerNode(inlined, ptr), schema)
+			if f, ok := newFastSchema(pointerNode(inlined, ptr), schema); ok {
+				body.fast = f.valid
+				if typedBodies[op.OperationID] && f.canStream() {
+					body.stream = f.validDocument
+				}
+			}
 			if mt := op.RequestBody.Value.Content.Get("application/json"); mt.Schema != nil && mt.Schema.Value != nil {
 				body.arbitraryText, _ = mt.Schema.Value.Extensions["x-arbitrary-text"].(bool)
 			}
@@ -154,7 +162,8 @@ func pointerToken(s string) string {
 }
 
 // validateBody checks a JSON request body against its compiled schema and returns it decoded
-// (numbers as json.Number), so later stages need not decode it again. The body stays readable
+// (numbers as json.Number), so later stages need not decode it again, or as streamedBody when
+// its streamed check accepted it undecoded. The body stays readable
 // for the handler.
 func validateBody(req *http.Request, b *jsonBody) (any, []FieldError, error) {
 	var raw []byte
@@ -170,6 +179,10 @@ func validateBody(req *http.Request, b *jsonBody) (any, []FieldError, error) {
 			return nil, []FieldError{{Path: []string{"body"}, Message: "is required"}}, nil
 		}
 		return nil, nil, nil
+	}
+	if b.stream != nil && streamable(raw) && b.stream(raw) {
+		req.Body = &validatedBody{Reader: bytes.NewReader(raw), raw: raw}
+		return streamedBody(raw), nil, nil
 	}
 	v, ok := decodeJSONDocument(raw)
 	if !ok {
@@ -211,12 +224,14 @@ func validateBody(req *http.Request, b *jsonBody) (any, []FieldError, error) {
 }
 
 // validatedBody is a request body that passed validateBody: its bytes, still readable, and the
-// value decoded from them and validated. It has the method (ValidatedValue) by which
+// value decoded from them and validated (nil when the streamed check accepted the bytes without
+// decoding them: then the binder reads raw). It has the method (ValidatedValue) by which
 // oapi-codegen's strict handlers recognise a body kin-openapi validated with KeepValidatedValue:
 // they bind that value (runtime.BindJSONValue, member names matched exactly) instead of
 // decoding the bytes a second time, and fall back to decoding them when it does not fit.
 type validatedBody struct {
 	*bytes.Reader
+	raw   []byte
 	value any
 }
 
