@@ -260,7 +260,7 @@ const holdersBenchPrincipals = 10_000
 // (like seedRBAC's principals) to 3 of 8 roles of 10 permissions (30,000 bindings), plus one
 // user, "user-zzzz", bound to a role holding "rare:permission" alone: the last in order, so
 // that its first page reads every binding of the project. It returns the project.
-func seedHolders(b *testing.B, st *store.Store, ten benchTenancy) store.Project {
+func seedHolders(b testing.TB, st *store.Store, ten benchTenancy) store.Project {
 	b.Helper()
 	ctx := context.Background()
 	project := store.Project{OrganizationID: ten.org.ID, Name: "Holders", Slug: "holders"}
