@@ -139,8 +139,11 @@ func pinnedMoreRuns(b *testing.B, backend string, hs pinnedHandshake, duration t
 				continue
 			}
 			again := newPinnedIngest(hs.URL, set.senders, prefix, batch, fresh.sent())
-			name = "ingest/" + kind + "/duplicate" + set.tag
+			newName, name := name, "ingest/"+kind+"/duplicate"+set.tag
 			b.Run(name, func(b *testing.B) {
+				if fresh.sent()[0] == 0 {
+					b.Fatalf("%s replays the events of %s: run that too", name, newName)
+				}
 				checkIngest(b, again.target(), http.StatusOK, replayed)
 				res := load(b, again.target)
 				results[name] = res
