@@ -131,11 +131,14 @@ bench: assets
 	@if [ -n "$$GATEHOUSE_TEST_POSTGRES_URL" ]; then tools/pgbench-usage.sh; fi
 	@$(MAKE) --no-print-directory bench-pinned
 
-## bench-pinned: the /authorize hot paths with the server in a child process pinned to core 1 (GOMAXPROCS=1) and the
-## load generator pinned to core 0, beside a bare echo ceiling in the same child: echo, single, allow, deny, batch (100
-## checks), batch-explain, 16 connections, GATEHOUSE_BENCH_DURATION each (default 5s: about 1 min a backend, seeding
-## included); SQLite, and PostgreSQL (not pinned) when GATEHOUSE_TEST_POSTGRES_URL is set. Needs Linux, 2 cores and taskset;
-## prints the figures against the targets of issues 24 and 27. docs/benchmarks.md, "Pinned runs".
+## bench-pinned: the hot paths with the server in a child process pinned to core 1 (GOMAXPROCS=1) and the load
+## generator pinned to core 0, beside a bare echo ceiling in the same child: echo, single, allow, deny, batch (100
+## checks), batch-explain; the lookups (effective permissions, who-holds first page common and rare, 10,000 principals);
+## usage ingest, single and batch (100), new and duplicate, in one project and over 10; 16 connections,
+## GATEHOUSE_BENCH_DURATION each (default 5s: about 2 min a backend, seeding included); SQLite, and PostgreSQL (not
+## pinned) when GATEHOUSE_TEST_POSTGRES_URL is set, then the raw insert limit (tools/pgbench-usage.sh on core 0, skipped
+## with a note without pgbench). Needs Linux, 2 cores and taskset; prints the figures against the targets of issues 24
+## and 27. docs/benchmarks.md, "Pinned runs".
 bench-pinned:
 	GATEHOUSE_BENCH_DURATION=$${GATEHOUSE_BENCH_DURATION:-5s} $(GO) test -run '^$$' -bench 'PinnedLoad' -benchtime=1x -timeout 15m ./server/
 

@@ -104,21 +104,28 @@ func BenchmarkAuthorizeLoad(b *testing.B) {
 // project holding project:read, and returns each project's API key.
 func benchAPIKeys(b testing.TB, srv *Server, st *store.Store, ten benchTenancy) map[string]string {
 	b.Helper()
-	ctx := context.Background()
-	token, err := identity.NewSessionToken()
-	if err != nil {
-		b.Fatal(err)
-	}
-	sess := store.Session{UserID: ten.owner.ID, TokenHash: identity.HashToken(token), ExpiresAt: time.Now().Add(time.Hour)}
-	if err := st.InTx(ctx, func(tx *store.Tx) error { return tx.CreateSession(ctx, &sess) }); err != nil {
-		b.Fatal(err)
-	}
-	cookie := srv.sessionCookieName + "=" + identity.CookieValue(srv.cookieKey, token)
+	cookie := benchOwnerCookie(b, srv, st, ten.owner)
 	keys := map[string]string{}
 	for _, p := range ten.projects {
 		keys[p.ID] = benchServiceAccountKey(b, srv, cookie, p.ID, `{"name":"authorizer","scopes":["project:read"]}`)
 	}
 	return keys
+}
+
+// benchOwnerCookie signs owner in (a session of an hour, through the store) and returns the
+// Cookie header value of that session.
+func benchOwnerCookie(b testing.TB, srv *Server, st *store.Store, owner store.User) string {
+	b.Helper()
+	ctx := context.Background()
+	token, err := identity.NewSessionToken()
+	if err != nil {
+		b.Fatal(err)
+	}
+	sess := store.Session{UserID: owner.ID, TokenHash: identity.HashToken(token), ExpiresAt: time.Now().Add(time.Hour)}
+	if err := st.InTx(ctx, func(tx *store.Tx) error { return tx.CreateSession(ctx, &sess) }); err != nil {
+		b.Fatal(err)
+	}
+	return srv.sessionCookieName + "=" + identity.CookieValue(srv.cookieKey, token)
 }
 
 // benchServiceAccountKey creates a service account (body: its JSON) in project projectID

@@ -44,8 +44,26 @@ const pinnedEchoPath = "/echo"
 
 var pinnedEchoBody = []byte(`{"data":{"allowed":true,"decisionId":"dec_01JBENCHPINNEDCEILING000000","roles":["role-2"]}}`)
 
-// pinnedRequest is one request of a pinned run: a POST of Body to Path with Key.
-type pinnedRequest struct{ Path, Body, Key string }
+// pinnedRequest is one request of a pinned run: Method (POST when empty) of Body (none when
+// empty) to Path with Key.
+type pinnedRequest struct{ Path, Body, Key, Method string }
+
+// request is r addressed to base (the server's URL).
+func (r pinnedRequest) request(base string) *http.Request {
+	method, body := r.Method, io.Reader(http.NoBody)
+	if method == "" {
+		method = http.MethodPost
+	}
+	if r.Body != "" {
+		body = strings.NewReader(r.Body)
+	}
+	req, _ := http.NewRequest(method, base+r.Path, body)
+	if r.Body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("X-API-Key", r.Key)
+	return req
+}
 
 // pinnedHandshake is what the server child hands the benchmark: where it serves, and the
 // requests of each run, built on the child's seeded data set (the parent never opens it).
@@ -56,13 +74,17 @@ type pinnedHandshake struct {
 	// with explain (BenchmarkAuthorizeBatchLoad's); BatchAllowed the decisions of Batches[0].
 	Allow, Deny, Singles, Batches, Explained []pinnedRequest
 	BatchAllowed                             []bool
+	// The lookup and usage ingest runs' (pinned_more_bench_test.go).
+	pinnedMoreHandshake
 }
 
 // TestPinnedServerChild is the server half of BenchmarkPinnedLoad: in the child process that
 // benchmark starts (apptest.StartPinnedChild, with pinnedChildEnv set) it opens a fresh store
-// of the backend named, seeds the /authorize data set (seedRBAC, benchAPIKeys), serves the real
-// handler and a bare echo on 127.0.0.1, writes the handshake and serves until the parent lets
-// it go (apptest.AwaitParent); then its cleanups close the servers and drop the database.
+// of the backend named, seeds the /authorize data set (seedRBAC, benchAPIKeys) and what the
+// lookup and ingest runs need (seedPinnedMore: the 10,000-principal project of seedHolders, 10
+// empty usage projects), serves the real handler and a bare echo on 127.0.0.1, writes the
+// handshake and serves until the parent lets it go (apptest.AwaitParent); then its cleanups
+// close the servers and drop the database.
 func TestPinnedServerChild(t *testing.T) {
 	backend := os.Getenv(pinnedChildEnv)
 	if backend == "" {
@@ -94,8 +116,8 @@ func TestPinnedServerChild(t *testing.T) {
 	hs := pinnedHandshake{URL: ts.URL, EchoURL: es.URL}
 	for _, p := range ten.principals {
 		key := keys[p.projectID]
-		hs.Allow = append(hs.Allow, pinnedRequest{"/api/v1/authorize", authorizeBody(p.projectID, store.PrincipalUser, p.principalID, p.allowed), key})
-		hs.Deny = append(hs.Deny, pinnedRequest{"/api/v1/authorize", authorizeBody(p.projectID, store.PrincipalUser, p.principalID, benchDenyPermission), key})
+		hs.Allow = append(hs.Allow, pinnedRequest{Path: "/api/v1/authorize", Body: authorizeBody(p.projectID, store.PrincipalUser, p.principalID, p.allowed), Key: key})
+		hs.Deny = append(hs.Deny, pinnedRequest{Path: "/api/v1/authorize", Body: authorizeBody(p.projectID, store.PrincipalUser, p.principalID, benchDenyPermission), Key: key})
 	}
 	singles, batches, explained := batchBenchRequests(t, ten, keys)
 	for _, run := range []struct {
@@ -103,10 +125,11 @@ func TestPinnedServerChild(t *testing.T) {
 		to   *[]pinnedRequest
 	}{{singles, &hs.Singles}, {batches, &hs.Batches}, {explained, &hs.Explained}} {
 		for _, r := range run.from {
-			*run.to = append(*run.to, pinnedRequest{r.path, r.body, r.key})
+			*run.to = append(*run.to, pinnedRequest{Path: r.path, Body: r.body, Key: r.key})
 		}
 	}
 	_, hs.BatchAllowed = mixedChecks(ten, ten.projects[0].ID)
+	hs.pinnedMoreHandshake = seedPinnedMore(t, srv, st, ten, keys)
 	if err := apptest.WriteHandshake(os.Stdout, hs); err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +145,9 @@ func TestPinnedServerChild(t *testing.T) {
 // checks a request (BenchmarkAuthorizeBatchLoad's). It reports req/s (and checks/s), p50 and
 // p99, the server child's CPU per request and the generator's (and PostgreSQL's, unpinned), each
 // decision run's share of the ceiling, a batch's p99 against a single check's, and deny's p99
-// against allow's; and it prints the figures against the targets of issues 24 and 27.
+// against allow's. Then, on the same child, the lookups, usage ingest and on PostgreSQL the raw
+// insert limit (pinnedMoreRuns, pinned_more_bench_test.go). It prints the figures against the
+// targets of issues 24 and 27 (pinnedSummary, pinnedMoreSummary).
 func BenchmarkPinnedLoad(b *testing.B) {
 	if n := runtime.NumCPU(); n < 2 {
 		b.Fatalf("pinned runs need 2 cores (server on %d, load on %d); this machine has %d", pinnedServerCPU, pinnedLoadCPU, n)
@@ -147,7 +172,7 @@ func BenchmarkPinnedLoad(b *testing.B) {
 			checkBatch(b, hs.URL, hs.Explained[0].Key, hs.Explained[0].Body, hs.BatchAllowed)
 			echoes := make([]pinnedRequest, len(hs.Allow))
 			for i, r := range hs.Allow {
-				echoes[i] = pinnedRequest{pinnedEchoPath, r.Body, r.Key}
+				echoes[i] = pinnedRequest{Path: pinnedEchoPath, Body: r.Body, Key: r.Key}
 			}
 			if got := benchRequest(b, http.MethodPost, hs.EchoURL+pinnedEchoPath, "", echoes[0].Body); string(got) != string(pinnedEchoBody) {
 				b.Fatalf("echo answered %s, want %s", got, pinnedEchoBody)
@@ -171,11 +196,7 @@ func BenchmarkPinnedLoad(b *testing.B) {
 				b.Run(run.name, func(b *testing.B) {
 					var next atomic.Int64
 					target := func() *http.Request {
-						r := run.requests[int(next.Add(1))%len(run.requests)]
-						req, _ := http.NewRequest(http.MethodPost, run.base+r.Path, strings.NewReader(r.Body))
-						req.Header.Set("Content-Type", "application/json")
-						req.Header.Set("X-API-Key", r.Key)
-						return req
+						return run.requests[int(next.Add(1))%len(run.requests)].request(run.base)
 					}
 					b.ResetTimer()
 					var res loadResult
@@ -186,8 +207,10 @@ func BenchmarkPinnedLoad(b *testing.B) {
 					reportPinned(b, be.Name, run.name, res, run.checks, results)
 				})
 			}
+			raw, rawNote := pinnedMoreRuns(b, be.Name, hs, duration, dbCPU, serverCPU, results)
 			// Printed, not logged: go test drops the log of a benchmark that has sub-benchmarks.
 			fmt.Println(pinnedSummary(be.Name, results))
+			fmt.Println(pinnedMoreSummary(be.Name, results, raw, rawNote))
 		})
 	}
 }
