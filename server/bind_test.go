@@ -119,7 +119,7 @@ func TestValidatedBodyIsBound(t *testing.T) {
 func TestStreamedBodyIsBound(t *testing.T) {
 	v := fastValidator(t)
 	const body = `{"checks":[{"principalType":"user","principalId":"u1","permission":"doc:read"},` +
-		`{"permission":"*","principalId":"sa \"2\"","principalType":"service_account"}],"explain":false,"projectId":"prj_1"}`
+		`{"permission":"*","principalId":"sa \"2\"","principalType":"service_account"}],"explain":false,"projectId":"prj_5e1"}`
 	req := httptest.NewRequest(http.MethodPost, "/api/v1/authorize/batch", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	value, errs, err := validateBody(req, v.bodies["authorizeBatch"])
@@ -131,8 +131,8 @@ func TestStreamedBodyIsBound(t *testing.T) {
 		t.Fatalf("validated body is %T %q, want the streamedBody of the request's bytes", value, value)
 	}
 	m := &matchedRoute{body: value}
-	if got := m.bodyMember("projectId"); got != "prj_1" {
-		t.Errorf("bodyMember(projectId) = %v, want prj_1", got)
+	if got := m.bodyMember("projectId"); got != "prj_5e1" {
+		t.Errorf("bodyMember(projectId) = %v, want prj_5e1", got)
 	}
 	if got := m.bodyMember("absent"); got != nil {
 		t.Errorf("bodyMember(absent) = %v, want nil", got)
@@ -149,7 +149,7 @@ func TestStreamedBodyIsBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	no := false
-	want := gen.AuthorizeBatchRequest{ProjectId: "prj_1", Explain: &no, Checks: []gen.AuthorizeCheck{
+	want := gen.AuthorizeBatchRequest{ProjectId: "prj_5e1", Explain: &no, Checks: []gen.AuthorizeCheck{
 		{PrincipalType: "user", PrincipalId: "u1", Permission: "doc:read"},
 		{PrincipalType: "service_account", PrincipalId: `sa "2"`, Permission: "*"},
 	}}

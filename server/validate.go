@@ -43,8 +43,9 @@ type jsonBody struct {
 	// from the text rule (validate_text.go).
 	arbitraryText bool
 	// fast, when not nil, is true only for a decoded body that schema accepts; false leaves the
-	// body to schema (validate_fast.go).
-	fast func(any) bool
+	// body to schema (validate_fast.go). fastSchema is its compiled form.
+	fast       func(any) bool
+	fastSchema *fastSchema
 	// stream, when not nil, is fast over the body's bytes (validate_stream.go), for the bodies
 	// bound from their bytes (typedBodies): a body it accepts is never decoded into a tree.
 	stream func([]byte) bool
@@ -125,7 +126,7 @@ func compileBodies(doc *openapi3.T) (map[string]*jsonBody, error) {
 			}
 			body := &jsonBody{required: op.RequestBody.Value.Required, schema: schema}
 			if f, ok := newFastSchema(pointerNode(inlined, ptr), schema); ok {
-				body.fast = f.valid
+				body.fast, body.fastSchema = f.valid, f
 				if typedBodies[op.OperationID] && f.canStream() {
 					body.stream = f.validDocument
 				}

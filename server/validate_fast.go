@@ -75,6 +75,11 @@ type fastSchema struct {
 	minLength int
 	maxLength int
 	pattern   *regexp.Regexp
+	// match is pattern's matcher: its automaton (validate_pattern.go) or, without one, pattern.
+	match interface {
+		MatchString(string) bool
+		Match([]byte) bool
+	}
 
 	// numbers
 	minimum, maximum, exclusiveMinimum, exclusiveMaximum *big.Rat
@@ -192,7 +197,10 @@ func newFastSchema(node any, s *jsonschema.Schema) (*fastSchema, bool) {
 		if !ok {
 			return nil, false
 		}
-		f.pattern = re
+		f.pattern, f.match = re, re
+		if m := newPatternMatcher(re); m != nil {
+			f.match = m
+		}
 	}
 	for _, b := range []struct {
 		dst *int
@@ -310,7 +318,7 @@ func (f *fastSchema) validString(s string) bool {
 			return false
 		}
 	}
-	return f.pattern == nil || f.pattern.MatchString(s)
+	return f.pattern == nil || f.match.MatchString(s)
 }
 
 // validNumber checks the numeric bounds exactly, as jsonschema does with rationals. A number

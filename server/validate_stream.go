@@ -18,16 +18,18 @@ import (
 // bytes themselves (typedBodies, bind.go) are checked this way, and their tree is never built.
 //
 // The streamed check answers what the fast check answers on the tree of the same bytes, for the
-// documents it is given (streamable): valid UTF-8 without \u escapes, no number a double cannot
-// hold. It answers false (not decided here: the tree and jsonschema decide) for anything else it
-// meets: a repeated member name (which the tree would resolve to its last value), and a schema
-// with allOf, enum or const on a container, or a format on a value that is not a string.
+// documents it is given (streamable): valid UTF-8 without \u escapes. It answers false (not
+// decided here: the tree and jsonschema decide) for anything else it meets: a repeated member
+// name (which the tree would resolve to its last value), a number with an exponent or of more
+// than 308 characters (one numberRangeErrors might have to replace), and a schema with allOf,
+// enum or const on a container, or a format on a value that is not a string.
 
 // streamable reports whether raw is a body the streamed check may judge: what decodeJSONDocument
 // reads with jsontext (valid UTF-8, no \u escape), with nothing for the text rule to mark
-// (markNonText) and no number for numberRangeErrors to replace.
+// (markNonText). (Numbers numberRangeErrors might replace are refused as they are read:
+// mayHoldHugeNumber, which does not tell strings from numbers, holds for many an id.)
 func streamable(raw []byte) bool {
-	return utf8.Valid(raw) && !bytes.Contains(raw, []byte(`\u`)) && !mayHoldHugeNumber(raw)
+	return utf8.Valid(raw) && !bytes.Contains(raw, []byte(`\u`))
 }
 
 // streamDecoders recycles the streamed check's decoders (a decoder is a few hundred bytes of
@@ -101,7 +103,7 @@ func (f *fastSchema) validTokens(dec *jsontext.Decoder) bool {
 		return f.validStringBytes(s)
 	case '0':
 		raw, err := dec.ReadValue()
-		if err != nil {
+		if err != nil || len(raw) > 308 || bytes.ContainsAny(raw, "eE") {
 			return false
 		}
 		n := json.Number(raw)
@@ -143,7 +145,7 @@ func (f *fastSchema) validStringBytes(s []byte) bool {
 			return false
 		}
 	}
-	if f.pattern != nil && !f.pattern.Match(s) {
+	if f.pattern != nil && !f.match.Match(s) {
 		return false
 	}
 	if f.hasEnum && !oneOfBytes(s, f.enum) || f.hasConst && !oneOfBytes(s, []any{f.constant}) {

@@ -105,6 +105,7 @@ func TestStreamLiteral(t *testing.T) {
 	}{
 		{`{"projectId":"p","checks":[` + check + `]}`, true},
 		{` {"projectId":"p","checks":[` + check + `]} `, true},
+		{`{"projectId":"prj_01m8d5e3x","checks":[` + check + `]}`, true}, // where mayHoldHugeNumber holds
 		{`{"projectId":"p\"q","checks":[` + check + `]}`, true},
 		{`{"projectId":"p","checks":[{"principalType":"user","principalId":"u1","permission":"Doc:read"}]}`, false},
 		{`{"projectId":"p","checks":[{"principalType":"user","principalId":"u1","permission":"doc\/read"}]}`, false},
