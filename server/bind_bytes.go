@@ -30,7 +30,7 @@ func bindDecisionBytes(raw []byte, i any) bool {
 		streamDecoders.Put(dec)
 	}()
 	dec.Reset(bytes.NewBuffer(raw))
-	r := tokenReader{dec: dec}
+	r := tokenReader{dec: dec, text: string(raw)}
 	switch dst := i.(type) {
 	case *gen.AuthorizeBatchRequest:
 		var out gen.AuthorizeBatchRequest
@@ -101,7 +101,10 @@ func bindDecisionBytes(raw []byte, i any) bool {
 // token of another kind than asked, a syntax error, a member refused): after it every read
 // returns zero values, and end reports false.
 type tokenReader struct {
-	dec    *jsontext.Decoder
+	dec *jsontext.Decoder
+	// text is the decoder's input, whose substrings are the strings read (one copy of the
+	// body instead of one allocation a string).
+	text   string
 	failed bool
 }
 
@@ -155,18 +158,26 @@ func (r *tokenReader) close(kind jsontext.Kind) {
 	}
 }
 
-// string reads a string.
+// string reads a string: a substring of text when it has no escape.
 func (r *tokenReader) string() string {
 	if r.failed || r.dec.PeekKind() != '"' {
 		r.failed = true
 		return ""
 	}
-	tok, err := r.dec.ReadToken()
+	raw, err := r.dec.ReadValue()
 	if err != nil {
 		r.failed = true
 		return ""
 	}
-	return tok.String()
+	if bytes.IndexByte(raw, '\\') < 0 {
+		end := int(r.dec.InputOffset())
+		return r.text[end-len(raw)+1 : end-1]
+	}
+	s, err := jsontext.AppendUnquote(nil, raw)
+	if err != nil {
+		r.failed = true
+	}
+	return string(s)
 }
 
 // principalType reads a string, without allocating for the two principal types.

@@ -459,7 +459,7 @@ func stringNeighbours(v any, limit int) []any {
 }
 
 // BenchmarkBodyValidation: a decoded /authorize body and a 100-check batch body, by the fast
-// check and by jsonschema.
+// check, by the streamed check (and bound from the bytes) and by jsonschema.
 func BenchmarkBodyValidation(b *testing.B) {
 	v := fastValidator(b)
 	for _, tc := range []struct{ name, op, body string }{
@@ -472,6 +472,24 @@ func BenchmarkBodyValidation(b *testing.B) {
 			for b.Loop() {
 				if !body.fast(doc) {
 					b.Fatal("refused")
+				}
+			}
+		})
+		b.Run(tc.name+"/streamed", func(b *testing.B) {
+			raw := []byte(tc.body)
+			b.ReportAllocs()
+			for b.Loop() {
+				if !body.stream(raw) {
+					b.Fatal("refused")
+				}
+			}
+		})
+		b.Run(tc.name+"/bound", func(b *testing.B) {
+			raw := []byte(tc.body)
+			b.ReportAllocs()
+			for b.Loop() {
+				if !bindDecisionBytes(raw, boundDecision(tc.op)) {
+					b.Fatal("not bound")
 				}
 			}
 		})
