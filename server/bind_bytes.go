@@ -44,19 +44,7 @@ func bindDecisionBytes(raw []byte, i any) bool {
 				out.Checks = make([]gen.AuthorizeCheck, 0, 16)
 				r.array(func() {
 					var c gen.AuthorizeCheck
-					r.object(func(name []byte) bool {
-						switch string(name) {
-						case "principalType":
-							c.PrincipalType = gen.PrincipalType(r.principalType())
-						case "principalId":
-							c.PrincipalId = r.string()
-						case "permission":
-							c.Permission = r.string()
-						default:
-							return false
-						}
-						return true
-					})
+					r.object(func(name []byte) bool { return r.checkMember(name, &c) })
 					out.Checks = append(out.Checks, c)
 				})
 			default:
@@ -71,30 +59,42 @@ func bindDecisionBytes(raw []byte, i any) bool {
 		return true
 	case *gen.AuthorizeRequest:
 		var out gen.AuthorizeRequest
+		var c gen.AuthorizeCheck
 		r.object(func(name []byte) bool {
 			switch string(name) {
 			case "projectId":
 				out.ProjectId = r.string()
 			case "explain":
 				out.Explain = r.optionalBool()
-			case "principalType":
-				out.PrincipalType = gen.PrincipalType(r.principalType())
-			case "principalId":
-				out.PrincipalId = r.string()
-			case "permission":
-				out.Permission = r.string()
 			default:
-				return false
+				return r.checkMember(name, &c)
 			}
 			return true
 		})
 		if !r.end() {
 			return false
 		}
+		out.PrincipalType, out.PrincipalId, out.Permission = c.PrincipalType, c.PrincipalId, c.Permission
 		*dst = out
 		return true
 	}
 	return false
+}
+
+// checkMember reads the member name of a check (the principal and the permission, members of
+// both decision bodies) into c; false for another name.
+func (r *tokenReader) checkMember(name []byte, c *gen.AuthorizeCheck) bool {
+	switch string(name) {
+	case "principalType":
+		c.PrincipalType = gen.PrincipalType(r.principalType())
+	case "principalId":
+		c.PrincipalId = r.string()
+	case "permission":
+		c.Permission = r.string()
+	default:
+		return false
+	}
+	return true
 }
 
 // tokenReader reads typed values from a jsontext decoder, remembering the first failure (a

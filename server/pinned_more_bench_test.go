@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"net/url"
@@ -238,16 +237,9 @@ func (g *pinnedIngest) sent() []int {
 // checkIngest sends req over the network and checks its status and that its answer starts with want.
 func checkIngest(b *testing.B, req *http.Request, status int, want string) {
 	b.Helper()
-	client := loopbackClient(1)
-	defer client.CloseIdleConnections()
-	resp, err := client.Do(req)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != status || !strings.HasPrefix(string(raw), want) {
-		b.Fatalf("POST %s: %d %s; want %d starting %s", req.URL.Path, resp.StatusCode, raw, status, want)
+	got, raw := roundTrip(b, req)
+	if got != status || !strings.HasPrefix(string(raw), want) {
+		b.Fatalf("POST %s: %d %s; want %d starting %s", req.URL.Path, got, raw, status, want)
 	}
 }
 

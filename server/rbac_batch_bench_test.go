@@ -241,6 +241,16 @@ func benchRequest(b *testing.B, method, target, key, body string) []byte {
 	req, _ := http.NewRequest(method, target, r)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-API-Key", key)
+	status, raw := roundTrip(b, req)
+	if status != http.StatusOK {
+		b.Fatalf("%s %s: %d %s", method, target, status, raw)
+	}
+	return raw
+}
+
+// roundTrip sends req over a connection of its own and returns the answer's status and body.
+func roundTrip(b *testing.B, req *http.Request) (int, []byte) {
+	b.Helper()
 	client := loopbackClient(1)
 	defer client.CloseIdleConnections()
 	resp, err := client.Do(req)
@@ -249,10 +259,7 @@ func benchRequest(b *testing.B, method, target, key, body string) []byte {
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		b.Fatalf("%s %s: %d %s", method, target, resp.StatusCode, raw)
-	}
-	return raw
+	return resp.StatusCode, raw
 }
 
 // holdersBenchPrincipals is the size of the who-holds benchmark's project.
