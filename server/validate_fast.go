@@ -93,16 +93,6 @@ type fastProp struct {
 	schema *fastSchema
 }
 
-// compileFastBody returns the fast check of the schema whose JSON tree is node and whose compiled
-// form is s, or nil when the schema uses anything the check does not reproduce exactly.
-func compileFastBody(node any, s *jsonschema.Schema) func(any) bool {
-	f, ok := newFastSchema(node, s)
-	if !ok {
-		return nil
-	}
-	return f.valid
-}
-
 // newFastSchema builds one schema of a fast check; ok is false when node or s uses anything not
 // reproduced here.
 func newFastSchema(node any, s *jsonschema.Schema) (*fastSchema, bool) {
