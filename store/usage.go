@@ -115,7 +115,7 @@ func (s *Store) ingestPrepared(ctx context.Context, events []UsageEvent) ([]Inge
 	// different orders) rolls back everything; the events are then simply sent again.
 	for attempt := 0; attempt < 3; attempt++ {
 		if s.dialect == Postgres {
-			results, err = s.ingestPostgres(ctx, nil, events)
+			results, err = s.ingestPostgres(ctx, events)
 		} else {
 			err = s.InTx(ctx, func(tx *Tx) error {
 				var err error

@@ -12,13 +12,13 @@ import (
 // queue on the same rollup rows, so one transaction per event caps ingest at roughly one
 // event per commit. Instead, single events are queued here and one goroutine per Store, the
 // flusher, records them together: it takes the queued events of every project (up to
-// MaxUsageBatch per project), records them in one transaction (one statement per project,
-// through the batch path), hands each waiter its own result and goes on at once with what
-// queued meanwhile. Taking one project per flush instead halved ingest when the load came
-// from 10 projects: each commit then carried a tenth of the queue. Nothing is acknowledged
-// before its transaction commits, so the durability of an acknowledged event is the same as
-// one event per transaction; an event sent alone (no queue) is recorded at once, with no added
-// wait.
+// MaxUsageBatch per project), records them in one transaction (on PostgreSQL one statement
+// for all their projects, usage_postgres.go; on SQLite the batch path once per project),
+// hands each waiter its own result and goes on at once with what queued meanwhile. Taking
+// one project per flush instead halved ingest when the load came from 10 projects: each
+// commit then carried a tenth of the queue. Nothing is acknowledged before its transaction
+// commits, so the durability of an acknowledged event is the same as one event per
+// transaction; an event sent alone (no queue) is recorded at once, with no added wait.
 //
 // No library does this for database/sql; it is the usual group commit, kept small: a
 // mutex-guarded queue, a wake-up channel and the flusher. A dedicated flusher rather than
@@ -184,10 +184,11 @@ func (q *usageQueue) take() []*pendingUsage {
 	return batch
 }
 
-// flushUsage records batch, whatever its projects, in one transaction and delivers every
-// result. If that transaction fails and it carried several projects, each project's events are
-// recorded again in a transaction of their own, so that a failure (a poisoned event, say)
-// fails only the events of its own project's transaction, as with one project per flush.
+// flushUsage records batch, whatever its projects, in one transaction (ingestShared) and
+// delivers every result. If that transaction fails and it carried several projects, each
+// project's events are recorded again in a transaction of their own, so that a failure (a
+// poisoned event, say) fails only the events of its own project's transaction, as with one
+// project per flush.
 func (s *Store) flushUsage(batch []*pendingUsage) {
 	ctx, cancel := context.WithTimeout(context.Background(), usageFlushTimeout)
 	defer cancel()
@@ -232,29 +233,39 @@ func (s *Store) flushUsage(batch []*pendingUsage) {
 	}
 }
 
-// ingestShared records prepared events of several projects (one group each) in one
-// transaction: one set-based statement per project on PostgreSQL (usage_postgres.go), and
-// tx.ingestUsage per project on SQLite. It returns one result slice per group, or an error
-// with nothing recorded. A deadlock or a legacy table dropped meanwhile runs it again.
+// ingestShared records prepared events of several projects (one group each) together and
+// returns one result slice per group, in group order, or an error with nothing recorded. On
+// PostgreSQL that is one postgresIngest statement for all the groups' events, committed on its
+// own (usage_postgres.go: every rollup is keyed, locked and joined by project); on SQLite one
+// transaction running tx.ingestUsage per project. A deadlock or a legacy table dropped
+// meanwhile runs it again.
 func (s *Store) ingestShared(ctx context.Context, groups [][]UsageEvent) ([][]IngestResult, error) {
 	var all [][]IngestResult
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		all = make([][]IngestResult, len(groups))
-		err = s.InTx(ctx, func(tx *Tx) error {
-			for g, events := range groups {
-				var err error
-				if s.dialect == Postgres {
-					all[g], err = s.ingestPostgres(ctx, tx.tx, events)
-				} else {
-					all[g], err = tx.ingestUsage(ctx, events, s.Now())
-				}
-				if err != nil {
-					return err
+		if s.dialect == Postgres {
+			var events []UsageEvent
+			for _, g := range groups {
+				events = append(events, g...)
+			}
+			var results []IngestResult
+			if results, err = s.ingestPostgres(ctx, events); err == nil {
+				for g := range groups {
+					all[g], results = results[:len(groups[g]):len(groups[g])], results[len(groups[g]):]
 				}
 			}
-			return nil
-		})
+		} else {
+			err = s.InTx(ctx, func(tx *Tx) error {
+				for g, events := range groups {
+					var err error
+					if all[g], err = tx.ingestUsage(ctx, events, s.Now()); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}
 		if isUndefinedTable(err) {
 			// Another replica finished the conversion and dropped usage_events_legacy.
 			if rerr := s.refreshUsageLegacy(ctx); rerr != nil {

@@ -19,7 +19,7 @@ const BulkUsageChunk = 200_000
 // postgresBulkIngest records the events of usage_stage (filled by COPY) for project $1 in
 // shard $2 and returns how many were new.
 var postgresBulkIngest = postgresUsageSQL(`input AS (
-	SELECT event_id, id, environment_id, subject_id, meter, quantity, occurred_at, received_at, properties, day,
+	SELECT $1::text AS project_id, event_id, id, environment_id, subject_id, meter, quantity, occurred_at, received_at, properties, day,
 		NULL::text AS key_id, n FROM usage_stage
 ), ok AS (SELECT * FROM input)`, "$2", false, `SELECT count(*) FROM fresh`)
 

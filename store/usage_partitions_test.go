@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -249,6 +250,20 @@ func TestUsageConversion(t *testing.T) {
 	// During the conversion: a replay of a legacy event, and a new event.
 	if r := ingestOne(t, s, UsageEvent{ProjectID: "prj_1", EnvironmentID: "env_a", SubjectID: "sub_1", Meter: "api_call", EventID: "ev-1"}); !r.Duplicate || r.ID != "uev_legacy_1" {
 		t.Errorf("replay of a legacy event = %+v, want duplicate uev_legacy_1", r)
+	}
+	// Legacy replays of two projects in one statement: the second statement looks each up in
+	// its own project (ev-2 and ev-4 are prj_0's, ev-3 prj_1's).
+	var replays []UsageEvent
+	for _, e := range []UsageEvent{{ProjectID: "prj_0", EventID: "ev-2"}, {ProjectID: "prj_1", EventID: "ev-3"}, {ProjectID: "prj_0", EventID: "ev-4"}} {
+		e.EnvironmentID, e.SubjectID, e.Meter = "env_a", "sub_1", "api_call"
+		if err := prepareUsageEvent(&e, clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		replays = append(replays, e)
+	}
+	replayed, err := s.ingestPostgres(ctx, replays)
+	if want := []IngestResult{{ID: "uev_legacy_2", Duplicate: true}, {ID: "uev_legacy_3", Duplicate: true}, {ID: "uev_legacy_4", Duplicate: true}}; err != nil || !reflect.DeepEqual(replayed, want) {
+		t.Errorf("legacy replays of two projects = %+v, %v; want %+v", replayed, err, want)
 	}
 	if r := ingestOne(t, s, UsageEvent{EventID: "during"}); r.Duplicate {
 		t.Errorf("new event during the conversion = %+v", r)
