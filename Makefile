@@ -137,10 +137,12 @@ bench: assets
 ## usage ingest, single and batch (100), new and duplicate, in one project and over 10; 16 connections,
 ## GATEHOUSE_BENCH_DURATION each (default 5s: about 2 min a backend, seeding included); SQLite, and PostgreSQL (not
 ## pinned) when GATEHOUSE_TEST_POSTGRES_URL is set, then the raw insert limit (tools/pgbench-usage.sh on core 0, skipped
-## with a note without pgbench). Needs Linux, 2 cores and taskset; prints the figures against the targets of issues 24
-## and 27. docs/benchmarks.md, "Pinned runs".
+## with a note without pgbench); then the token endpoint (client_credentials, RS256 and ES256 keys) and introspection
+## beside their own echo ceiling. Needs Linux, 2 cores and taskset; prints the figures against the targets of issues
+## 24 and 27. docs/benchmarks.md, "Pinned runs". GATEHOUSE_PINNED_PROFILE=<folder> writes each child's CPU profile.
 bench-pinned:
 	GATEHOUSE_BENCH_DURATION=$${GATEHOUSE_BENCH_DURATION:-5s} $(GO) test -run '^$$' -bench 'PinnedLoad' -benchtime=1x -timeout 15m ./server/
+	GATEHOUSE_BENCH_DURATION=$${GATEHOUSE_BENCH_DURATION:-5s} $(GO) test -run '^$$' -bench 'OAuthPinnedLoad' -benchtime=1x -timeout 15m ./oauth/
 
 ## bench-scale: usage on PostgreSQL at a size (GATEHOUSE_BENCH_EVENTS, default 10 M): the seed rate, ingest right
 ## after it and GATEHOUSE_BENCH_SETTLE (5m) later with the slowest request, batch ingest, every analytics route's p95, then

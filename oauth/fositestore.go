@@ -273,20 +273,26 @@ func (f *FositeStore) create(ctx context.Context, kind, signature, accessSignatu
 		RequestedAudience: lists[2], GrantedAudience: lists[3], Form: form.Encode(), Session: session,
 		AccessSignature: accessSignature, RequestedAt: r.GetRequestedAt(), ExpiresAt: expires,
 	}
-	return f.write(ctx, func(tx *store.Tx) error {
-		if err := tx.CreateOAuthToken(ctx, row); err != nil {
-			return err
-		}
-		// Amortised purge: every purgeEvery-th stored row (the first included) removes up to
-		// purgeEvery × purgePerWrite rows that expired more than PurgeGrace ago, so the table
-		// stays bounded by what is live (plus the grace) without a background job, at the cost
-		// of one statement in a transaction already open, on each replica by what it writes.
-		if (f.writes.Add(1)-1)%purgeEvery != 0 {
-			return nil
-		}
-		_, err := tx.DeleteExpiredOAuthTokens(ctx, f.clock().Add(-PurgeGrace), purgeEvery*purgePerWrite)
+	// Amortised purge: every purgeEvery-th stored row (the first included) removes up to
+	// purgeEvery × purgePerWrite rows that expired more than PurgeGrace ago, so the table
+	// stays bounded by what is live (plus the grace) without a background job, at the cost
+	// of one statement in a transaction already open, on each replica by what it writes.
+	var purge store.TokenPurge
+	if (f.writes.Add(1)-1)%purgeEvery == 0 {
+		purge = store.TokenPurge{ExpiredBefore: f.clock().Add(-PurgeGrace), Limit: purgeEvery * purgePerWrite}
+	}
+	tx := txFrom(ctx)
+	if tx == nil {
+		// A row of its own (a client_credentials access token): on SQLite stored with the
+		// rows of concurrent requests in one transaction (store.StoreOAuthToken, group
+		// commit), acknowledged once it has committed.
+		return f.st.StoreOAuthToken(ctx, row, purge)
+	}
+	if err := tx.CreateOAuthToken(ctx, row); err != nil || purge.Limit == 0 {
 		return err
-	})
+	}
+	_, err = tx.DeleteExpiredOAuthTokens(ctx, purge.ExpiredBefore, purge.Limit)
+	return err
 }
 
 func tokenTypeOf(kind string) fosite.TokenType {

@@ -36,7 +36,7 @@ const oauthBenchSecret = "bench-secret-bench-secret-bench-secret-0123"
 // oauthBenchServer serves the app on 127.0.0.1 over a store seeded with one confidential
 // client, and returns the server URL and the client id. Its signing keys are of alg ("": the
 // default).
-func oauthBenchServer(b *testing.B, st *store.Store, alg string) (string, string) {
+func oauthBenchServer(b testing.TB, st *store.Store, alg string) (string, string) {
 	b.Helper()
 	ctx := context.Background()
 	cfg := testConfig()
@@ -76,7 +76,7 @@ func oauthBenchRequest(base, path, clientID string, form url.Values) *http.Reque
 }
 
 // oauthBenchToken issues one access token and checks the answer.
-func oauthBenchToken(b *testing.B, base, clientID string) string {
+func oauthBenchToken(b testing.TB, base, clientID string) string {
 	b.Helper()
 	res, err := apptest.LoopbackClient(1).Do(oauthBenchRequest(base, oauth.TokenPath, clientID, url.Values{"grant_type": {"client_credentials"}, "scope": {"roles"}}))
 	if err != nil {

@@ -75,6 +75,8 @@ type Store struct {
 	statements sync.Map
 	// usageQueue groups concurrent single usage events into shared transactions.
 	usageQueue usageQueue
+	// tokenQueue groups concurrent OAuth token rows into shared transactions.
+	tokenQueue tokenQueue
 	// usageRetention and usageReplayWindow are WithUsageRetention and WithUsageReplayWindow;
 	// usageLegacy is whether usage_events_legacy exists (a conversion under way, PostgreSQL:
 	// usage_partitions.go).
@@ -208,6 +210,7 @@ func parseURL(databaseURL string) (Dialect, string, error) {
 // report; the store must not be used afterwards.
 func (s *Store) Close() error {
 	s.closeUsage()
+	s.closeTokens()
 	errs := s.closeReplicas()
 	s.statements.Range(func(query, stmt any) bool {
 		errs = append(errs, stmt.(*sqlx.Stmt).Close())

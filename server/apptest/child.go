@@ -10,8 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -34,6 +36,17 @@ const handshakePrefix = "gatehouse-pinned-child: "
 // dies (a stuck parent): the child's test times out.
 const childLifetime = 30 * time.Minute
 
+// PinnedProfileEnv names a folder in the parent's environment: when set, each pinned child
+// writes a CPU profile of its whole life (seeding, the runs, their warm-ups) to
+// cpu-<benchmark>-<n>.out there. Select one run with -test.bench to profile only it, e.g.
+//
+//	GATEHOUSE_PINNED_PROFILE=/tmp/prof ./oauth.test -test.run '^$' -test.bench 'OAuthPinnedLoad/sqlite/ES256/token$' -test.benchtime 1x
+//	go tool pprof -top -cum ./oauth.test /tmp/prof/cpu-*.out
+const PinnedProfileEnv = "GATEHOUSE_PINNED_PROFILE"
+
+// childProfiles numbers the children's profiles, so that two children never share a file.
+var childProfiles atomic.Int64
+
 // PinnedChild describes the child to start: Test is the name of the test function the child
 // runs, Env the variables (NAME=value) that switch that test into serving, CPU the core it is
 // pinned to.
@@ -53,8 +66,14 @@ func StartPinnedChild(tb testing.TB, c PinnedChild, startTimeout time.Duration, 
 	if _, err := exec.LookPath("taskset"); err != nil {
 		tb.Fatalf("pinned child: taskset (util-linux) is required: %v", err)
 	}
-	cmd := exec.Command("taskset", "-c", strconv.Itoa(c.CPU), os.Args[0],
-		"-test.run=^"+c.Test+"$", "-test.count=1", "-test.timeout="+childLifetime.String())
+	args := []string{"-c", strconv.Itoa(c.CPU), os.Args[0],
+		"-test.run=^" + c.Test + "$", "-test.count=1", "-test.timeout=" + childLifetime.String()}
+	if dir := os.Getenv(PinnedProfileEnv); dir != "" {
+		file := filepath.Join(dir, fmt.Sprintf("cpu-%s-%d.out", strings.ReplaceAll(tb.Name(), "/", "_"), childProfiles.Add(1)))
+		args = append(args, "-test.cpuprofile="+file)
+		tb.Logf("pinned child %s: CPU profile of its whole life in %s", c.Test, file)
+	}
+	cmd := exec.Command("taskset", args...)
 	cmd.Env = append(append(os.Environ(), c.Env...), "GOMAXPROCS=1")
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = childProcAttr()
