@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -110,6 +111,10 @@ func compareRecorded(t *testing.T, got, want *httptest.ResponseRecorder) {
 	}
 	if got.Body.String() != want.Body.String() {
 		t.Errorf("body\n%s\nwant\n%s", got.Body, want.Body)
+	}
+	// Declared, so that a batch's answer is not sent chunked.
+	if cl := got.Header().Get("Content-Length"); cl != strconv.Itoa(got.Body.Len()) {
+		t.Errorf("Content-Length %q, want %d (the body's length)", cl, got.Body.Len())
 	}
 }
 
