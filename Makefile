@@ -139,7 +139,7 @@ bench: assets
 ## pinned) when GATEHOUSE_TEST_POSTGRES_URL is set, then the raw insert limit (tools/pgbench-usage.sh on core 0, skipped
 ## with a note without pgbench); then the token endpoint (client_credentials, RS256 and ES256 keys) and introspection
 ## beside their own echo ceiling. Needs Linux, 2 cores and taskset; prints the figures against the targets of issues
-## 24 and 27. docs/benchmarks.md, "Pinned runs". GATEHOUSE_PINNED_PROFILE=<folder> writes each child's CPU profile.
+## 24 and 27. docs/benchmarks.md, "Pinned runs". GATEHOUSE_BENCH_PROFILE=<folder> writes each child's CPU profile.
 bench-pinned:
 	GATEHOUSE_BENCH_DURATION=$${GATEHOUSE_BENCH_DURATION:-5s} $(GO) test -run '^$$' -bench 'PinnedLoad' -benchtime=1x -timeout 15m ./server/
 	GATEHOUSE_BENCH_DURATION=$${GATEHOUSE_BENCH_DURATION:-5s} $(GO) test -run '^$$' -bench 'OAuthPinnedLoad' -benchtime=1x -timeout 15m ./oauth/

@@ -40,9 +40,9 @@ const childLifetime = 30 * time.Minute
 // writes a CPU profile of its whole life (seeding, the runs, their warm-ups) to
 // cpu-<benchmark>-<n>.out there. Select one run with -test.bench to profile only it, e.g.
 //
-//	GATEHOUSE_PINNED_PROFILE=/tmp/prof ./oauth.test -test.run '^$' -test.bench 'OAuthPinnedLoad/sqlite/ES256/token$' -test.benchtime 1x
+//	GATEHOUSE_BENCH_PROFILE=/tmp/prof ./oauth.test -test.run '^$' -test.bench 'OAuthPinnedLoad/sqlite/ES256/token$' -test.benchtime 1x
 //	go tool pprof -top -cum ./oauth.test /tmp/prof/cpu-*.out
-const PinnedProfileEnv = "GATEHOUSE_PINNED_PROFILE"
+const PinnedProfileEnv = "GATEHOUSE_BENCH_PROFILE"
 
 // childProfiles numbers the children's profiles, so that two children never share a file.
 var childProfiles atomic.Int64
