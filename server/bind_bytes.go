@@ -86,7 +86,7 @@ func bindDecisionBytes(raw []byte, i any) bool {
 func (r *tokenReader) checkMember(name []byte, c *gen.AuthorizeCheck) bool {
 	switch string(name) {
 	case "principalType":
-		c.PrincipalType = gen.PrincipalType(r.principalType())
+		c.PrincipalType = gen.PrincipalType(r.string())
 	case "principalId":
 		c.PrincipalId = r.string()
 	case "permission":
@@ -172,30 +172,6 @@ func (r *tokenReader) string() string {
 	if bytes.IndexByte(raw, '\\') < 0 {
 		end := int(r.dec.InputOffset())
 		return r.text[end-len(raw)+1 : end-1]
-	}
-	s, err := jsontext.AppendUnquote(nil, raw)
-	if err != nil {
-		r.failed = true
-	}
-	return string(s)
-}
-
-// principalType reads a string, without allocating for the two principal types.
-func (r *tokenReader) principalType() string {
-	if r.failed || r.dec.PeekKind() != '"' {
-		r.failed = true
-		return ""
-	}
-	raw, err := r.dec.ReadValue()
-	if err != nil {
-		r.failed = true
-		return ""
-	}
-	switch string(raw) {
-	case `"user"`:
-		return "user"
-	case `"service_account"`:
-		return "service_account"
 	}
 	s, err := jsontext.AppendUnquote(nil, raw)
 	if err != nil {
