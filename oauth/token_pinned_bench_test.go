@@ -1,7 +1,6 @@
 package oauth_test
 
 import (
-	"database/sql"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -17,7 +16,6 @@ import (
 	"github.com/gatehouse-dev/gatehouse/oauth"
 	"github.com/gatehouse-dev/gatehouse/server/apptest"
 	"github.com/gatehouse-dev/gatehouse/store"
-	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
 // Pinned token runs (issue 27): the real server in a process of its own pinned to one core with
@@ -59,16 +57,7 @@ func TestOAuthPinnedServerChild(t *testing.T) {
 		return
 	}
 	backend, alg, _ := strings.Cut(spec, "/")
-	var open func(testing.TB) *store.Store
-	for _, be := range apptest.BenchBackends(t) {
-		if be.Name == backend {
-			open = be.Open
-		}
-	}
-	if open == nil {
-		t.Fatalf("%s=%q: no such backend here (PostgreSQL needs %s)", oauthPinnedChildEnv, spec, storetest.PostgresURLEnv)
-	}
-	base, clientID := oauthBenchServer(t, open(t), alg)
+	base, clientID := oauthBenchServer(t, apptest.OpenBenchBackend(t, oauthPinnedChildEnv, backend), alg)
 	bare := echo.New()
 	bare.POST(oauth.TokenPath, func(c echo.Context) error {
 		return c.JSONBlob(http.StatusOK, oauthPinnedEchoBody)
@@ -98,14 +87,7 @@ func BenchmarkOAuthPinnedLoad(b *testing.B) {
 				var hs oauthPinnedHandshake
 				pid := apptest.StartPinnedChild(b, apptest.PinnedChild{Test: "TestOAuthPinnedServerChild",
 					Env: []string{oauthPinnedChildEnv + "=" + be.Name + "/" + alg}, CPU: oauthPinnedServerCPU}, 5*time.Minute, &hs)
-				serverCPU := func() time.Duration {
-					cpu, err := apptest.ProcCPU(pid)
-					if err != nil {
-						b.Errorf("server child CPU: %v", err)
-					}
-					return cpu
-				}
-				dbCPU := oauthPinnedPostgresCPU(b, be.Name)
+				dbCPU, serverCPU := apptest.PinnedCPU(b, be.Name, pid)
 				if h := oauthJWTHeader(b, oauthBenchToken(b, hs.URL, hs.ClientID)); h["alg"] != alg {
 					b.Fatalf("token header %v, want alg %s", h, alg)
 				}
@@ -144,22 +126,6 @@ func BenchmarkOAuthPinnedLoad(b *testing.B) {
 			})
 		}
 	}
-}
-
-// oauthPinnedPostgresCPU reads the CPU time of the PostgreSQL processes serving the database
-// GATEHOUSE_TEST_POSTGRES_URL names (the child works in a schema of it), or is nil for another
-// backend. PostgreSQL is not pinned.
-func oauthPinnedPostgresCPU(b *testing.B, backend string) func() time.Duration {
-	if backend != string(store.Postgres) {
-		return nil
-	}
-	db, err := sql.Open("postgres", os.Getenv(storetest.PostgresURLEnv))
-	if err != nil {
-		b.Fatal(err)
-	}
-	db.SetMaxOpenConns(1)
-	b.Cleanup(func() { _ = db.Close() })
-	return apptest.PostgresCPU(b, db)
 }
 
 // reportOAuthPinned reports one pinned run: requests/s, p50, p99, the child's CPU per request

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/server/apptest"
 	"github.com/gatehouse-dev/gatehouse/store"
-	"github.com/gatehouse-dev/gatehouse/store/storetest"
 )
 
 // Pinned load runs (issues 24 and 27): the real server in a process of its own pinned to one
@@ -92,16 +90,7 @@ func TestPinnedServerChild(t *testing.T) {
 		// server to be, and nothing here to check.
 		return
 	}
-	var open func(testing.TB) *store.Store
-	for _, be := range apptest.BenchBackends(t) {
-		if be.Name == backend {
-			open = be.Open
-		}
-	}
-	if open == nil {
-		t.Fatalf("%s=%q: no such backend here (PostgreSQL needs %s)", pinnedChildEnv, backend, storetest.PostgresURLEnv)
-	}
-	st := open(t)
+	st := apptest.OpenBenchBackend(t, pinnedChildEnv, backend)
 	ten := seedRBAC(t, st)
 	srv, err := newServer(testConfig(), st, slog.New(slog.NewJSONHandler(io.Discard, nil)), testDeps{})
 	if err != nil {
@@ -158,14 +147,7 @@ func BenchmarkPinnedLoad(b *testing.B) {
 			var hs pinnedHandshake
 			pid := apptest.StartPinnedChild(b, apptest.PinnedChild{Test: "TestPinnedServerChild",
 				Env: []string{pinnedChildEnv + "=" + be.Name}, CPU: pinnedServerCPU}, 5*time.Minute, &hs)
-			serverCPU := func() time.Duration {
-				cpu, err := apptest.ProcCPU(pid)
-				if err != nil {
-					b.Errorf("server child CPU: %v", err)
-				}
-				return cpu
-			}
-			dbCPU := pinnedPostgresCPU(b, be.Name)
+			dbCPU, serverCPU := apptest.PinnedCPU(b, be.Name, pid)
 			checkAuthorize(b, hs.URL, hs.Allow[0].Key, hs.Allow[0].Body, `"allowed":true`)
 			checkAuthorize(b, hs.URL, hs.Deny[0].Key, hs.Deny[0].Body, `"allowed":false`)
 			checkBatch(b, hs.URL, hs.Batches[0].Key, hs.Batches[0].Body, hs.BatchAllowed)
@@ -213,23 +195,6 @@ func BenchmarkPinnedLoad(b *testing.B) {
 			fmt.Println(pinnedMoreSummary(be.Name, results, raw, rawNote))
 		})
 	}
-}
-
-// pinnedPostgresCPU returns a reader of the CPU time of the PostgreSQL processes serving the
-// pinned runs' database (those of the database GATEHOUSE_TEST_POSTGRES_URL names; the child
-// works in a schema of it), or nil for another backend. PostgreSQL is not pinned: it runs on
-// whichever core is free.
-func pinnedPostgresCPU(b *testing.B, backend string) func() time.Duration {
-	if backend != string(store.Postgres) {
-		return nil
-	}
-	db, err := sql.Open("postgres", os.Getenv(storetest.PostgresURLEnv))
-	if err != nil {
-		b.Fatal(err)
-	}
-	db.SetMaxOpenConns(1)
-	b.Cleanup(func() { _ = db.Close() })
-	return apptest.PostgresCPU(b, db)
 }
 
 // reportPinned logs and reports the pinned run named run on backend, whose requests each
