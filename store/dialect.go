@@ -353,6 +353,7 @@ func splitPlainStringArray(raw []byte) (out []string, ok bool) {
 	if bytes.IndexByte(raw, '\\') >= 0 {
 		return nil, false
 	}
+	var text string
 	i := 0
 	space := func() {
 		for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
@@ -388,7 +389,11 @@ func splitPlainStringArray(raw []byte) (out []string, ok bool) {
 		if !utf8.Valid(s) {
 			return nil, false
 		}
-		out = append(out, string(s))
+		if text == "" {
+			// One string for every element: each is a substring of it.
+			text = string(raw)
+		}
+		out = append(out, text[i+1:i+1+end])
 		i += end + 2
 		space()
 		if i == len(raw) {
