@@ -87,25 +87,35 @@ func (tx *Tx) Rollback() error {
 // precision. It returns ErrInvalid for an unknown Kind or an empty Signature, RequestID or
 // ClientID, and ErrConflict when (Kind, Signature) exists.
 func (tx *Tx) CreateOAuthToken(ctx context.Context, t OAuthToken) error {
-	const op = "create oauth token"
+	args, err := oauthTokenInsertArgs(t)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.exec(ctx, oauthTokenInsert, args...); err != nil {
+		return wrapError("create oauth token", err)
+	}
+	return nil
+}
+
+// oauthTokenInsert inserts one OAuthToken row, its arguments from oauthTokenInsertArgs.
+const oauthTokenInsert = `INSERT INTO oauth_tokens (kind, signature, request_id, client_id, subject, active,
+		scopes, granted_scopes, requested_audience, granted_audience, form, session, access_signature,
+		requested_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// oauthTokenInsertArgs checks t (CreateOAuthToken's ErrInvalid) and returns the arguments of
+// oauthTokenInsert for it.
+func oauthTokenInsertArgs(t OAuthToken) ([]any, error) {
 	if !validOAuthKind(t.Kind) || t.Signature == "" || t.RequestID == "" || t.ClientID == "" {
-		return fmt.Errorf("store: %s: %w: kind, signature, request id and client id are required", op, ErrInvalid)
+		return nil, fmt.Errorf("store: create oauth token: %w: kind, signature, request id and client id are required", ErrInvalid)
 	}
 	session := t.Session
 	if session == nil {
 		session = []byte{}
 	}
-	const insert = `INSERT INTO oauth_tokens (kind, signature, request_id, client_id, subject, active,
-		scopes, granted_scopes, requested_audience, granted_audience, form, session, access_signature,
-		requested_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	_, err := tx.exec(ctx, insert, t.Kind, t.Signature, t.RequestID, t.ClientID,
+	return []any{t.Kind, t.Signature, t.RequestID, t.ClientID,
 		t.Subject, t.Active, t.Scopes, t.GrantedScopes, t.RequestedAudience, t.GrantedAudience, t.Form,
 		session, t.AccessSignature, sqlTime(t.RequestedAt.UTC().Truncate(time.Microsecond)),
-		sqlTime(t.ExpiresAt.UTC().Truncate(time.Microsecond)))
-	if err != nil {
-		return wrapError(op, err)
-	}
-	return nil
+		sqlTime(t.ExpiresAt.UTC().Truncate(time.Microsecond))}, nil
 }
 
 const oauthTokenColumns = `kind, signature, request_id, client_id, subject, active, scopes, granted_scopes,

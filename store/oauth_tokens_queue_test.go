@@ -122,6 +122,28 @@ func TestStoreOAuthTokenQueue(t *testing.T) {
 				t.Errorf("concurrent rows stored: %d, want 40", got)
 			}
 
+			// Through StoreOAuthToken alone (on PostgreSQL one autocommit statement): a
+			// conflict and an invalid row are refused with their errors, and nothing is written.
+			if err := s.StoreOAuthToken(ctx, row("many-00", live), TokenPurge{}); !errors.Is(err, ErrConflict) {
+				t.Errorf("a stored signature again: %v, want %v", err, ErrConflict)
+			}
+			bad := row("bad", live)
+			bad.Kind = "nonce"
+			if err := s.StoreOAuthToken(ctx, bad, TokenPurge{}); !errors.Is(err, ErrInvalid) {
+				t.Errorf("an unknown kind: %v, want %v", err, ErrInvalid)
+			}
+			if got := count(`signature IN ('many-00', 'bad')`); got != 1 {
+				t.Errorf("after the refusals: %d rows of many-00 and bad, want 1", got)
+			}
+			// A purge asked alone runs with its row (on PostgreSQL in a transaction).
+			seed(row("old-6", old))
+			if err := s.StoreOAuthToken(ctx, row("f", live), purge(5)); err != nil {
+				t.Fatal(err)
+			}
+			if got := count(`signature LIKE 'old-%'`); got != 0 {
+				t.Errorf("after a purge of 5: %d expired rows left, want 0", got)
+			}
+
 			if dialect == SQLite {
 				// PostgreSQL's rows do not go through the queue.
 				s.closeTokens()
