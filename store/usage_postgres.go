@@ -21,7 +21,8 @@ import (
 // in call order), of one project or several ($1 is each event's project), and maintains the
 // four rollups for the events it inserted, like Tx.ingestUsage per project:
 //
-//   - usable is the events' API keys that may still authenticate at $14 (usableKeyCondition),
+//   - usable is the events' API keys that may still authenticate at $14 (usableKeyCondition,
+//     read from the keys outwards: usableKeyJoinPostgres),
 //     and ok the events that carry no key or a usable one; the others are refused;
 //   - ids inserts the ok events' ids into usage_event_ids in (project, event id) order (the
 //     lock order every call follows) and skips an event id already stored in its project, also
@@ -57,7 +58,7 @@ func postgresIngestSQL(legacy bool) string {
 		$8::timestamptz[], $9::timestamptz[], $10::text[], $11::text[], $13::text[]) WITH ORDINALITY
 		AS t(project_id, event_id, id, environment_id, subject_id, meter, quantity, occurred_at, received_at, properties, day, key_id, n)
 ), usable AS (
-	SELECT k.id FROM `+usableKeyJoin+`
+	SELECT k.id FROM `+usableKeyJoinPostgres+`
 	WHERE k.id = ANY($13::text[]) AND `+strings.Replace(usableKeyCondition, "?", "$14::timestamptz", 1)+`
 ), ok AS (
 	SELECT input.* FROM input WHERE input.key_id IS NULL OR input.key_id IN (SELECT id FROM usable)
