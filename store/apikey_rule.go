@@ -61,8 +61,10 @@ const (
 	// accounts, 40 % of PostgreSQL's CPU per ingested event (docs/benchmarks.md,
 	// TestIngestConfirmsKeysOncePerCall). Its columns are those usableKeyCondition reads.
 	usableKeyJoinPostgres = `api_keys k
-		CROSS JOIN LATERAL (SELECT a.project_id, a.disabled_at FROM service_accounts a WHERE a.id = k.service_account_id OFFSET 0) a
-		CROSS JOIN LATERAL (SELECT p.organization_id, p.archived_at FROM projects p WHERE p.id = a.project_id OFFSET 0) p
+		CROSS JOIN LATERAL (SELECT a.project_id, a.disabled_at FROM service_accounts a
+			WHERE a.id = k.service_account_id OFFSET 0) a
+		CROSS JOIN LATERAL (SELECT p.organization_id, p.archived_at FROM projects p
+			WHERE p.id = a.project_id OFFSET 0) p
 		CROSS JOIN LATERAL (SELECT o.archived_at FROM organizations o WHERE o.id = p.organization_id OFFSET 0) o`
 	usableKeyCondition = `k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > ?)
 		AND a.disabled_at IS NULL AND p.archived_at IS NULL AND o.archived_at IS NULL`

@@ -2,23 +2,22 @@ package store
 
 import (
 	"context"
-	"runtime"
-	"sync"
 	"time"
 )
 
 // Group commit, on SQLite, for OAuth token rows written outside a transaction of their own
 // (an access token of the client_credentials grant, which fosite stores without
-// storage.Transactional). On SQLite a commit writes every page the row touched (the table and its four indexes) to the
-// WAL: in the pinned ES256 token run (oauth.BenchmarkOAuthPinnedLoad) the insert and its commit
-// were a third of a token's CPU, a quarter of it in pwrite. Rows queued while a transaction is
-// running are stored together by the next one, so concurrent requests share those pages and
-// that commit. As with usage events (usage_batch.go), a row is acknowledged only once the
-// transaction that carried it has committed, and a row sent alone is written at once.
+// storage.Transactional). On SQLite a commit writes every page the row touched (the table and
+// its four indexes) to the WAL: in the pinned ES256 token run (oauth.BenchmarkOAuthPinnedLoad)
+// the insert and its commit were a third of a token's CPU, a quarter of it in pwrite. Rows
+// queued while a transaction is running are stored together by the next one, so concurrent
+// requests share those pages and that commit. As with usage events (usage_batch.go), a row is
+// acknowledged only once the transaction that carried it has committed, and a row sent alone
+// is written at once.
 //
-// It is the same small group commit as the usage queue's (a mutex-guarded queue, a wake-up
-// channel, one flusher per Store), kept apart because the usage flusher's grouping by project
-// and its batch slots have no meaning here.
+// It is the same small group commit as the usage queue's (groupQueue, group_commit.go: a
+// mutex-guarded queue, a wake-up channel, one flusher per Store); what a flush takes is its
+// own, because the usage flusher's grouping by project and its batch slots have no meaning here.
 
 // maxTokenFlush bounds the rows of one shared transaction.
 const maxTokenFlush = 64
@@ -28,15 +27,7 @@ const maxTokenFlush = 64
 const tokenFlushTimeout = 15 * time.Second
 
 // tokenQueue holds rows waiting for the token flusher.
-type tokenQueue struct {
-	once sync.Once
-	// wake tells the flusher that rows are queued (buffered, one); stop asks it to store
-	// what is queued and return, which it reports by closing stopped.
-	wake, stop, stopped chan struct{}
-	mu                  sync.Mutex
-	pending             []pendingToken
-	closed              bool
-}
+type tokenQueue = groupQueue[pendingToken]
 
 // pendingToken is one queued row, the purge it asks for, and where its outcome goes
 // (buffered, written once).
@@ -58,23 +49,19 @@ type TokenPurge struct {
 // tokens returns the Store's token queue, starting its flusher on first use.
 func (s *Store) tokens() *tokenQueue {
 	q := &s.tokenQueue
-	q.once.Do(func() {
-		q.wake, q.stop, q.stopped = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
-		go s.tokenFlushLoop(q)
-	})
+	q.start(nil, func() { s.flushTokens(q) })
 	return q
 }
 
 // StoreOAuthToken inserts t, and runs purge, in a transaction of its own and returns once it
 // has committed. On SQLite that transaction is shared with the rows other callers are storing
 // at the same moment (the queue above; ctx is not followed there, the transaction carrying
-// other callers' rows too); on PostgreSQL, whose transactions commit side by side, it is
-// t's alone (paired pinned runs showed no gain from the queue there): one autocommit INSERT,
-// or a transaction when purge asks for one. Its errors are
-// CreateOAuthToken's and DeleteExpiredOAuthTokens's: a row that fails (ErrConflict,
-// ErrInvalid) fails alone, the others are stored.
+// other callers' rows too); on PostgreSQL, whose transactions commit side by side, it is t's
+// alone (paired pinned runs showed no gain from the queue there): one autocommit INSERT, or a
+// transaction when purge asks for one. Its errors are CreateOAuthToken's and
+// DeleteExpiredOAuthTokens's: a row that fails (ErrConflict, ErrInvalid) fails alone, the
+// others are stored.
 func (s *Store) StoreOAuthToken(ctx context.Context, t OAuthToken, purge TokenPurge) error {
-	p := pendingToken{row: t, purge: purge, done: make(chan error, 1)}
 	if s.dialect == Postgres && purge.Limit == 0 {
 		// One autocommit statement, not BEGIN, INSERT and COMMIT: two round trips fewer.
 		args, err := oauthTokenInsertArgs(t)
@@ -91,39 +78,14 @@ func (s *Store) StoreOAuthToken(ctx context.Context, t OAuthToken, purge TokenPu
 		return nil
 	}
 	if s.dialect == Postgres {
-		return s.InTx(ctx, func(tx *Tx) error { return storeTokens(ctx, tx, []pendingToken{p}) })
+		alone := []pendingToken{{row: t, purge: purge}}
+		return s.InTx(ctx, func(tx *Tx) error { return storeTokens(ctx, tx, alone) })
 	}
-	q := s.tokens()
-	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
+	p := pendingToken{row: t, purge: purge, done: make(chan error, 1)}
+	if !s.tokens().add(p) {
 		return errStoreClosed
 	}
-	q.pending = append(q.pending, p)
-	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default: // the flusher is already told
-	}
 	return <-p.done
-}
-
-// tokenFlushLoop is the flusher: it stores queued rows until stop, then what is still queued.
-func (s *Store) tokenFlushLoop(q *tokenQueue) {
-	defer close(q.stopped)
-	for {
-		select {
-		case <-q.wake:
-		case <-q.stop:
-			s.flushTokens(q)
-			return
-		}
-		// Let the requests already running reach the queue first: with one core
-		// (GOMAXPROCS=1) the flusher woken by the first row would otherwise run at once
-		// and commit that row alone.
-		runtime.Gosched()
-		s.flushTokens(q)
-	}
 }
 
 // flushTokens stores queued rows, at most maxTokenFlush a transaction, until the queue is
@@ -175,14 +137,4 @@ func storeTokens(ctx context.Context, tx *Tx, batch []pendingToken) error {
 
 // closeTokens refuses new rows, waits for the flusher to store the queued ones and stops it.
 // It is part of Close, and does nothing the second time.
-func (s *Store) closeTokens() {
-	q := s.tokens()
-	q.mu.Lock()
-	already := q.closed
-	q.closed = true
-	q.mu.Unlock()
-	if !already {
-		close(q.stop)
-	}
-	<-q.stopped
-}
+func (s *Store) closeTokens() { s.tokens().close() }

@@ -3,8 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"runtime"
-	"sync"
 	"time"
 )
 
@@ -46,17 +44,11 @@ const maxUsageFlush = 4 * MaxUsageBatch
 
 // usageQueue holds single events waiting for the flusher.
 type usageQueue struct {
-	once sync.Once
+	groupQueue[*pendingUsage]
 	// batchSlots bounds the batch calls running at once; on SQLite (one writer) the flusher
 	// takes one too (shared).
 	batchSlots chan struct{}
 	shared     bool
-	// wake tells the flusher that events are queued (buffered, one); stop asks it to record
-	// what is queued and return, which it reports by closing stopped.
-	wake, stop, stopped chan struct{}
-	mu                  sync.Mutex
-	pending             []*pendingUsage
-	closed              bool
 }
 
 // pendingUsage is one queued event and where its result goes (buffered, written once).
@@ -76,56 +68,25 @@ var errStoreClosed = errors.New("store is closed")
 // usage returns the Store's queue, starting its flusher on first use.
 func (s *Store) usage() *usageQueue {
 	q := &s.usageQueue
-	q.once.Do(func() {
+	q.start(func() {
 		q.shared = s.dialect != Postgres
 		q.batchSlots = make(chan struct{}, 1)
 		if !q.shared {
 			q.batchSlots = make(chan struct{}, postgresBatchSlots)
 		}
-		q.wake, q.stop, q.stopped = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
-		go s.flushLoop(q)
-	})
+	}, func() { s.flushQueued(q) })
 	return q
 }
 
 // ingestQueued records one prepared event through the queue and returns its result once the
 // transaction that carried it has committed (or failed).
 func (s *Store) ingestQueued(e UsageEvent) (IngestResult, error) {
-	q := s.usage()
 	p := &pendingUsage{event: e, done: make(chan usageOutcome, 1)}
-	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
+	if !s.usage().add(p) {
 		return IngestResult{}, errStoreClosed
-	}
-	q.pending = append(q.pending, p)
-	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default: // the flusher is already told
 	}
 	out := <-p.done
 	return out.result, out.err
-}
-
-// flushLoop is the flusher: it records queued events until stop, then what is still queued.
-func (s *Store) flushLoop(q *usageQueue) {
-	defer close(q.stopped)
-	for {
-		select {
-		case <-q.wake:
-			// Let the requests already running reach the queue first. On one core
-			// (GOMAXPROCS=1) the flusher woken by the first event otherwise ran at once and,
-			// on SQLite (in process: it keeps the core while it writes), recorded that event
-			// nearly alone: pinned single new events went from about 2,000/s to 6,900/s
-			// (docs/benchmarks.md). The token queue does the same (oauth_tokens_queue.go).
-			runtime.Gosched()
-			s.flushQueued(q)
-		case <-q.stop:
-			s.flushQueued(q)
-			return
-		}
-	}
 }
 
 // flushQueued records queued events, one transaction per take, until the queue is empty.
@@ -143,17 +104,7 @@ func (s *Store) flushQueued(q *usageQueue) {
 
 // closeUsage refuses new single events, waits for the flusher to record the queued ones and
 // stops it. It is part of Close, and does nothing the second time.
-func (s *Store) closeUsage() {
-	q := s.usage()
-	q.mu.Lock()
-	already := q.closed
-	q.closed = true
-	q.mu.Unlock()
-	if !already {
-		close(q.stop)
-	}
-	<-q.stopped
-}
+func (s *Store) closeUsage() { s.usage().close() }
 
 // ingestBatch records a batch call's events in a transaction of its own, once a batch slot
 // is free.
