@@ -40,3 +40,33 @@ func TestNumbersBeyondDouble(t *testing.T) {
 			decode(t, http.StatusCreated, &ack)
 	})
 }
+
+// TestMayHoldHugeNumber: the filter before numberRangeErrors holds for every number with an
+// exponent or of more than 308 digits, and not for what only a string holds.
+func TestMayHoldHugeNumber(t *testing.T) {
+	long := strings.Repeat("9", 309)
+	for _, tc := range []struct {
+		body string
+		want bool
+	}{
+		{`{"quantity":1e5}`, true},
+		{`{"quantity":-2.5E-3}`, true},
+		{`{"quantity":1.e5}`, true},
+		{`[1,2,3e400]`, true},
+		{`1e10000000`, true},
+		{`{"quantity":` + long + `}`, true},
+		{`{"quantity":` + long[:308] + `}`, false},
+		{`{"quantity":` + long[:200] + `.` + long[:200] + `}`, true},
+		{`{"quantity":1,"meter":"api_call"}`, false},
+		{`{"projectId":"prj_01m8e9rb73ynzxzcbfvge96c5v"}`, false},
+		{`{"eventId":"1e5"}`, false},
+		{`{"eventId":"` + long + `"}`, false},
+		{`{"eventId":"a\"1e5","n":2}`, false},
+		{`{"eventId":"a\\","n":2e9}`, true},
+		{`{"a\"b":"1e5","n":7}`, false},
+	} {
+		if got := mayHoldHugeNumber([]byte(tc.body)); got != tc.want {
+			t.Errorf("mayHoldHugeNumber(%.60s) = %v, want %v", tc.body, got, tc.want)
+		}
+	}
+}
