@@ -25,6 +25,7 @@ import (
 //	superuser       role_superuser   *, document:delete
 //	auditor         role_auditor     audit:read
 //	billing         role_billing     invoice:read
+//	placeholder     role_placeholder (none)
 //
 //	binding              role        principal               expires
 //	rb_alice_editor      editor      user alice              never
@@ -34,6 +35,7 @@ import (
 //	rb_carol_editor      editor      user carol              never
 //	rb_dave_billing      billing     user dave               2026-11-20T11:59:59Z (a second ago)
 //	rb_robot_auditor     auditor     service_account alice   never
+//	rb_frank_placeholder placeholder user frank              never
 //
 // user erin has no binding. The tenancy's own fixtures add user fixture-user bound to the
 // seeded member role (profile:read).
@@ -69,6 +71,7 @@ func newDecisionApp(t *testing.T, b storetest.Backend) (*testApp, tenancy) {
 		{ID: "role_superuser", Slug: "superuser", Permissions: []string{"*", "document:delete"}},
 		{ID: "role_auditor", Slug: "auditor", Permissions: []string{"audit:read"}},
 		{ID: "role_billing", Slug: "billing", Permissions: []string{"invoice:read"}},
+		{ID: "role_placeholder", Slug: "placeholder", Permissions: []string{}},
 	}
 	bindings := []store.RoleBinding{
 		{ID: "rb_alice_editor", RoleID: "role_editor", PrincipalType: "user", PrincipalID: "alice"},
@@ -78,6 +81,7 @@ func newDecisionApp(t *testing.T, b storetest.Backend) (*testApp, tenancy) {
 		{ID: "rb_carol_editor", RoleID: "role_editor", PrincipalType: "user", PrincipalID: "carol"},
 		{ID: "rb_dave_billing", RoleID: "role_billing", PrincipalType: "user", PrincipalID: "dave", ExpiresAt: at("2026-11-20T11:59:59Z")},
 		{ID: "rb_robot_auditor", RoleID: "role_auditor", PrincipalType: "service_account", PrincipalID: "alice"},
+		{ID: "rb_frank_placeholder", RoleID: "role_placeholder", PrincipalType: "user", PrincipalID: "frank"},
 	}
 	err = st.InTx(ctx, func(tx *store.Tx) error {
 		for _, r := range roles {

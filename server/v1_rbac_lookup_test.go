@@ -44,6 +44,9 @@ func TestPrincipalPermissions(t *testing.T) {
 			{"a service account", "service_account", "alice", `{"principalType":"service_account","principalId":"alice","roles":[
 				{"roleId":"role_auditor","slug":"auditor","bindingId":"rb_robot_auditor","expiresAt":null}],
 				"permissions":["audit:read"],"wildcard":false}`},
+			{"a role with no permissions", "user", "frank", `{"principalType":"user","principalId":"frank","roles":[
+				{"roleId":"role_placeholder","slug":"placeholder","bindingId":"rb_frank_placeholder","expiresAt":null}],
+				"permissions":[],"wildcard":false}`},
 			{"an id that needs escaping", "user", "a/b c", `{"principalType":"user","principalId":"a/b c","roles":[],"permissions":[],"wildcard":false}`},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
