@@ -319,23 +319,16 @@ func (d Dialect) stringList() string {
 	return "(SELECT value FROM json_each(?))"
 }
 
-// stringAgg is an aggregate of the text expression expr over a group's rows as a JSON array of
-// strings (SQLite: "[]" for no rows; PostgreSQL: NULL), read back with decodeStringAgg.
-func (d Dialect) stringAgg(expr string) string {
-	if d == Postgres {
-		return "CAST(json_agg(" + expr + ") AS text)"
-	}
-	return "json_group_array(" + expr + ")"
-}
-
-// decodeStringAgg reads a stringAgg column (nil or empty: no strings). An array without
-// escapes is split where its quotes are; any other is decoded by encoding/json.
+// decodeStringArray reads a column holding a JSON array of strings, such as
+// project_roles.permissions (nil or empty: no strings). An array without escapes is split
+// where its quotes are; any other is decoded by encoding/json.
 //
 // Written by hand because a 100-check batch reads hundreds of these strings per request and
 // encoding/json's reflective decoding of each array showed in the batch's profile; the input
-// is the database's own aggregate of validated permission strings, anything unusual falls back
-// to encoding/json, and TestDecodeStringAgg holds both paths to the same answers.
-func decodeStringAgg(raw []byte) ([]string, error) {
+// is the store's own encoding of validated permission strings (or PostgreSQL's json_agg of
+// them, from the migration that made the column), anything unusual falls back to
+// encoding/json, and TestDecodeStringArray holds both paths to the same answers.
+func decodeStringArray(raw []byte) ([]string, error) {
 	if len(raw) == 0 {
 		return nil, nil
 	}

@@ -114,10 +114,10 @@ func (tx *Tx) CreateProject(ctx context.Context, p *Project) error {
 	}
 
 	const insertRole = `INSERT INTO project_roles (id, project_id, name, slug, description,
-		created_at, updated_at) VALUES (?, ?, ?, ?, '', ?, ?)`
+		permissions, created_at, updated_at) VALUES (?, ?, ?, ?, '', ?, ?, ?)`
 	for _, r := range seededProjectRoles {
 		id := NewID("role")
-		_, err = tx.tx.ExecContext(ctx, tx.tx.Rebind(insertRole), id, p.ID, r.name, r.slug, sqlTime(now), sqlTime(now))
+		_, err = tx.tx.ExecContext(ctx, tx.tx.Rebind(insertRole), id, p.ID, r.name, r.slug, permissionsCopy(r.permissions), sqlTime(now), sqlTime(now))
 		if err == nil {
 			err = tx.insertPermissions(ctx, id, r.permissions)
 		}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -100,9 +101,9 @@ func (tx *Tx) CreateProjectRole(ctx context.Context, r *ProjectRole) error {
 	now := tx.store.Now()
 	r.CreatedAt, r.UpdatedAt = now, now
 	const query = `INSERT INTO project_roles (id, project_id, name, slug, description,
-		created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`
+		permissions, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	_, err := tx.tx.ExecContext(ctx, tx.tx.Rebind(query),
-		r.ID, r.ProjectID, r.Name, r.Slug, r.Description, sqlTime(now), sqlTime(now))
+		r.ID, r.ProjectID, r.Name, r.Slug, r.Description, permissionsCopy(r.Permissions), sqlTime(now), sqlTime(now))
 	if err != nil {
 		return wrapWriteError(op, err)
 	}
@@ -110,6 +111,26 @@ func (tx *Tx) CreateProjectRole(ctx context.Context, r *ProjectRole) error {
 		return wrapError(op, err)
 	}
 	return nil
+}
+
+// A role's permissions are stored twice, written together by the three writers
+// (CreateProject's seeded roles, CreateProjectRole, UpdateProjectRole): as rows
+// of project_role_permissions (insertPermissions), which the lookups by
+// permission read (Decide, PermissionHolders, the role list), and as a JSON
+// array in position order in project_roles.permissions (permissionsCopy), which
+// DecideBatch and EffectivePermissions read as one value with the role's row.
+
+// permissionsCopy is the project_roles.permissions value of a role holding
+// permissions, in their order: a JSON array of strings.
+func permissionsCopy(permissions []string) string {
+	if len(permissions) == 0 {
+		return "[]"
+	}
+	text, err := json.Marshal(permissions)
+	if err != nil {
+		panic(err) // a []string always encodes
+	}
+	return string(text)
 }
 
 // insertPermissions stores permissions as the rows of role roleID, in their
@@ -171,6 +192,7 @@ func (tx *Tx) UpdateProjectRole(ctx context.Context, projectID, roleID string, u
 		if err := checkPermissions(permissions); err != nil {
 			return ProjectRole{}, fmt.Errorf("store: %s: %w", op, err)
 		}
+		sets, args = append(sets, "permissions = ?"), append(args, permissionsCopy(permissions))
 	}
 	sets, args = append(sets, "updated_at = ?"), append(args, sqlTime(tx.store.Now()))
 	query := "UPDATE project_roles SET " + strings.Join(sets, ", ") +

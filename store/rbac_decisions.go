@@ -107,34 +107,18 @@ func (r CheckResult) DenialReason() DenialReason {
 }
 
 // decideBatchQuery reads, in one statement, every binding (expired ones
-// included) in the project of every principal id a batch names (the rows with
-// a principal type: type, id, binding id, role id, expiry), then each role
-// those bindings name, once however many principals it is bound to (the rows
-// without: NULL, slug, its permissions as one Dialect.stringAgg, role id,
-// NULL), so that a role's permissions cost one row, not one each.
-// role_bindings_decision_idx answers both WHERE clauses (two principal types
+// included) in the project of every principal id a batch names: type, id,
+// binding id, role id, expiry, and its role's slug and permissions (the
+// project_roles.permissions copy: one value, however many permissions).
+// role_bindings_decision_idx answers the WHERE clause (two principal types
 // times the listed ids) and covers the bindings' columns but their id, which
-// explain needs (%[2]s: b.id, or NULL without explain, when the index alone
-// answers); each bound role costs a primary-key probe into project_roles and,
-// by %[4]s, either a probe into project_role_permissions per permission asked
-// ("asked": few distinct permissions) or one range scan of the role's
-// permissions ("all": many, whose probes would cost more than reading a
-// role's at most 100 rows; DecideBatch keeps the ones asked). Each %[1]s is
-// Dialect.stringList: the principal ids, the permissions ("asked" only), the
-// principal ids again; %[3]s is the aggregate.
-const decideBatchQuery = `SELECT b.principal_type, b.principal_id, %[2]s, b.role_id, b.expires_at
+// explain needs (%[2]s: b.id, or NULL without explain); each binding costs a
+// primary-key probe into project_roles. %[1]s is Dialect.stringList: the
+// principal ids.
+const decideBatchQuery = `SELECT b.principal_type, b.principal_id, %[2]s, b.role_id, b.expires_at, r.slug, r.permissions
 	FROM role_bindings b
-	WHERE b.project_id = ? AND b.principal_type IN ('user', 'service_account') AND b.principal_id IN %[1]s
-	UNION ALL
-	SELECT NULL, r.slug, (SELECT %[3]s FROM project_role_permissions p WHERE p.role_id = r.id%[4]s), r.id, NULL
-	FROM project_roles r
-	WHERE r.id IN (SELECT b.role_id FROM role_bindings b
-			WHERE b.project_id = ? AND b.principal_type IN ('user', 'service_account') AND b.principal_id IN %[1]s)`
-
-// probeBatchPermissions is the most distinct permissions (with "*") a batch
-// asks for which decideBatchQuery probes each bound role's permission rows
-// (query "asked") rather than reading them all ("all").
-const probeBatchPermissions = 4
+		JOIN project_roles r ON r.id = b.role_id
+	WHERE b.project_id = ? AND b.principal_type IN ('user', 'service_account') AND b.principal_id IN %[1]s`
 
 // DecideBatch answers checks in project projectID at time now, one
 // CheckResult per check, in order, each by Decide's rule. It runs exactly one
@@ -162,31 +146,22 @@ func (s *Store) DecideBatch(ctx context.Context, projectID string, checks []Chec
 	if err != nil {
 		return nil, wrapError(op, err)
 	}
-	queries := rbacQueriesOf[s.dialect]
-	variant, args := queries.decideBatchAll, []any{projectID, idArg, projectID, idArg}
-	if len(permissions) <= probeBatchPermissions {
-		permArg, err := s.dialect.stringListArg(permissions)
-		if err != nil {
-			return nil, wrapError(op, err)
-		}
-		variant, args = queries.decideBatchAsked, []any{projectID, idArg, permArg, projectID, idArg}
-	}
-	query := variant.decide
+	query := rbacQueriesOf[s.dialect].decideBatch.decide
 	if explain {
-		query = variant.explain
+		query = rbacQueriesOf[s.dialect].decideBatch.explain
 	}
 	stmt, err := s.readStatement(ctx, query)
 	if err != nil {
 		return nil, wrapError(op, err)
 	}
-	rows, err := stmt.QueryContext(ctx, args...)
+	rows, err := stmt.QueryContext(ctx, projectID, idArg)
 	if err != nil {
 		return nil, wrapError(op, err)
 	}
 	defer rows.Close()
 
 	// Each principal's bindings, each bound role's slug, and the asked
-	// permissions (or "*") each bound role holds.
+	// permissions (or "*") each bound role holds, decoded once per role.
 	asked := make(map[string]bool, len(permissions))
 	for _, p := range permissions {
 		asked[p] = true
@@ -194,17 +169,17 @@ func (s *Store) DecideBatch(ctx context.Context, projectID string, checks []Chec
 	principals := map[principalKey][]CheckedBinding{}
 	slugs := map[string]string{}
 	held := map[string][]string{}
-	var typ, principal sql.NullString
-	var idOrPermissions []byte
-	var roleID string
+	var typ, principal, roleID, slug string
+	var bindingID sql.NullString
 	var expires *sqlTime
+	var rolePermissions sql.RawBytes // only read before the next row
 	for rows.Next() {
-		if err := rows.Scan(&typ, &principal, &idOrPermissions, &roleID, &expires); err != nil {
+		if err := rows.Scan(&typ, &principal, &bindingID, &roleID, &expires, &slug, &rolePermissions); err != nil {
 			return nil, wrapError(op, err)
 		}
-		if !typ.Valid {
-			slugs[roleID] = principal.String
-			perms, err := decodeStringAgg(idOrPermissions)
+		if _, seen := slugs[roleID]; !seen {
+			slugs[roleID] = slug
+			perms, err := decodeStringArray(rolePermissions)
 			if err != nil {
 				return nil, wrapError(op, err)
 			}
@@ -213,11 +188,10 @@ func (s *Store) DecideBatch(ctx context.Context, projectID string, checks []Chec
 					held[roleID] = append(held[roleID], p)
 				}
 			}
-			continue
 		}
-		b := CheckedBinding{BindingID: string(idOrPermissions), RoleID: roleID, ExpiresAt: timePtr(expires)}
+		b := CheckedBinding{BindingID: bindingID.String, RoleID: roleID, ExpiresAt: timePtr(expires)}
 		b.Expired = b.ExpiresAt != nil && !b.ExpiresAt.After(now)
-		key := principalKey{typ.String, principal.String}
+		key := principalKey{typ, principal}
 		principals[key] = append(principals[key], b)
 	}
 	if err := rows.Err(); err != nil {
@@ -297,15 +271,10 @@ type Permissions struct {
 }
 
 // effectivePermissionsQuery is the principal's unexpired bindings, one row
-// each, with its role's slug and the role's permissions as one
-// Dialect.stringAgg (%s): the decision's index range, then a primary-key
-// probe into project_roles and one range of project_role_permissions per
-// binding. A principal has at most one binding per role (the bindings'
-// unique key), so no role's permissions are read twice; one row per binding
-// rather than one per permission sends a tenth of the rows for roles of ten
-// permissions.
-const effectivePermissionsQuery = `SELECT b.id, b.role_id, r.slug, b.expires_at,
-		(SELECT %s FROM project_role_permissions p WHERE p.role_id = b.role_id)
+// each, with its role's slug and permissions (the project_roles.permissions
+// copy): the decision's index range, then a primary-key probe into
+// project_roles per binding.
+const effectivePermissionsQuery = `SELECT b.id, b.role_id, r.slug, b.expires_at, r.permissions
 	FROM role_bindings b
 		JOIN project_roles r ON r.id = b.role_id
 	WHERE b.project_id = ? AND b.principal_type = ? AND b.principal_id = ?
@@ -318,7 +287,7 @@ const effectivePermissionsQuery = `SELECT b.id, b.role_id, r.slug, b.expires_at,
 // lists, not ErrNotFound.
 func (s *Store) EffectivePermissions(ctx context.Context, projectID, principalType, principalID string, now time.Time) (Permissions, error) {
 	const op = "effective permissions"
-	stmt, err := s.readStatement(ctx, rbacQueriesOf[s.dialect].effectivePermissions)
+	stmt, err := s.readStatement(ctx, effectivePermissionsQuery)
 	if err != nil {
 		return Permissions{}, wrapError(op, err)
 	}
@@ -337,7 +306,7 @@ func (s *Store) EffectivePermissions(ctx context.Context, projectID, principalTy
 		}
 		r.ExpiresAt = timePtr(expires)
 		out.Roles = append(out.Roles, r)
-		held, err := decodeStringAgg(permissions)
+		held, err := decodeStringArray(permissions)
 		if err != nil {
 			return Permissions{}, wrapError(op, err)
 		}
@@ -444,24 +413,18 @@ const holdersSQLite = `WITH RECURSIVE ` + holdersGranting + `,
 
 // rbacQueries are the statements of this file that differ by dialect.
 type rbacQueries struct {
-	// decideBatchAsked probes the permissions asked, decideBatchAll reads every
-	// permission of the bound roles (decideBatchQuery).
-	decideBatchAsked, decideBatchAll           batchQuery
+	decideBatch                                batchQuery
 	permissionHolders, permissionHoldersOfType string
-	// effectivePermissions is effectivePermissionsQuery.
-	effectivePermissions string
 }
 
 // batchQuery is decideBatchQuery with binding ids (explain) and without (decide).
 type batchQuery struct{ explain, decide string }
 
-// newBatchQuery is decideBatchQuery in dialect d with the permission
-// condition perms.
-func newBatchQuery(d Dialect, perms string) batchQuery {
-	agg := d.stringAgg("p.permission")
+// newBatchQuery is decideBatchQuery in dialect d.
+func newBatchQuery(d Dialect) batchQuery {
 	return batchQuery{
-		explain: fmt.Sprintf(decideBatchQuery, d.stringList(), "b.id", agg, perms),
-		decide:  fmt.Sprintf(decideBatchQuery, d.stringList(), "NULL", agg, perms),
+		explain: fmt.Sprintf(decideBatchQuery, d.stringList(), "b.id"),
+		decide:  fmt.Sprintf(decideBatchQuery, d.stringList(), "NULL"),
 	}
 }
 
@@ -470,11 +433,9 @@ var rbacQueriesOf = map[Dialect]rbacQueries{SQLite: newRBACQueries(SQLite), Post
 
 func newRBACQueries(d Dialect) rbacQueries {
 	q := rbacQueries{
-		decideBatchAsked:        newBatchQuery(d, " AND p.permission IN "+d.stringList()),
-		decideBatchAll:          newBatchQuery(d, ""),
+		decideBatch:             newBatchQuery(d),
 		permissionHolders:       fmt.Sprintf(holdersSQLite, ""),
 		permissionHoldersOfType: fmt.Sprintf(holdersSQLite, " AND t.principal_type = ?"),
-		effectivePermissions:    fmt.Sprintf(effectivePermissionsQuery, d.stringAgg("p.permission")),
 	}
 	if d == Postgres {
 		q.permissionHolders = fmt.Sprintf(holdersPostgres, "")

@@ -1,0 +1,1 @@
+ALTER TABLE project_roles DROP COLUMN permissions;
