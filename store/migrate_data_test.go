@@ -22,21 +22,14 @@ func TestPermissionRowsMigration(t *testing.T) {
 		to := func(version uint) { migrateTo(t, s, version) }
 		to(7)
 		now := sqlTime(s.Now())
-		for _, q := range []struct {
-			query string
-			args  []any
-		}{
+		execFixture(t, s, []fixtureStatement{
 			{"INSERT INTO organizations (id, name, slug, created_at, updated_at) VALUES ('org_1', 'O', 'o', ?, ?)", []any{now, now}},
 			{"INSERT INTO projects (id, organization_id, name, slug, created_at, updated_at) VALUES ('prj_1', 'org_1', 'P', 'p', ?, ?)", []any{now, now}},
 			{`INSERT INTO project_roles (id, project_id, name, slug, description, permissions, created_at, updated_at)
 					VALUES ('role_1', 'prj_1', 'R', 'r', '', '["z:write", "*", "a:read"]', ?, ?)`, []any{now, now}},
 			{`INSERT INTO project_roles (id, project_id, name, slug, description, permissions, created_at, updated_at)
 					VALUES ('role_2', 'prj_1', 'E', 'e', '', '[]', ?, ?)`, []any{now, now}},
-		} {
-			if _, err := s.writer.ExecContext(ctx, s.writer.Rebind(q.query), q.args...); err != nil {
-				t.Fatalf("%s: %v", q.query, err)
-			}
-		}
+		})
 		to(8)
 		roles, err := s.ListProjectRoles(ctx, "prj_1")
 		if err != nil {
@@ -60,6 +53,23 @@ func TestPermissionRowsMigration(t *testing.T) {
 			t.Errorf("permissions after down = %q, want %q", back, want)
 		}
 	})
+}
+
+// fixtureStatement is a statement writing a test's rows, with its arguments; its ? placeholders
+// are rebound for the database.
+type fixtureStatement struct {
+	query string
+	args  []any
+}
+
+// execFixture runs statements in order on s's writer, failing t at the first error.
+func execFixture(t *testing.T, s *Store, statements []fixtureStatement) {
+	t.Helper()
+	for _, q := range statements {
+		if _, err := s.writer.ExecContext(t.Context(), s.writer.Rebind(q.query), q.args...); err != nil {
+			t.Fatalf("%s: %v", q.query, err)
+		}
+	}
 }
 
 // forEachDatabase runs test as a subtest named after each dialect, with a store opened (not

@@ -87,16 +87,8 @@ func seedQueryCountProject(t *testing.T, s *Store) string {
 	ctx := t.Context()
 	var projectID string
 	err := s.InTx(ctx, func(tx *Tx) error {
-		u := User{Name: "Owner", Email: "owner@example.com"}
-		if err := tx.CreateUser(ctx, &u, ""); err != nil {
-			return err
-		}
-		o := Organization{Name: "Org", Slug: "org"}
-		if _, err := tx.CreateOrganization(ctx, &o, u.ID); err != nil {
-			return err
-		}
-		p := Project{OrganizationID: o.ID, Name: "P", Slug: "p"}
-		if err := tx.CreateProject(ctx, &p); err != nil {
+		_, p, err := ownedProject(ctx, tx, "owner@example.com", "p")
+		if err != nil {
 			return err
 		}
 		projectID = p.ID

@@ -39,21 +39,14 @@ func TestRolePermissionsCopyMigration(t *testing.T) {
 		ctx := t.Context()
 		migrateTo(t, s, 34)
 		now := sqlTime(s.Now())
-		for _, q := range []struct {
-			query string
-			args  []any
-		}{
+		execFixture(t, s, []fixtureStatement{
 			{"INSERT INTO organizations (id, name, slug, created_at, updated_at) VALUES ('org_1', 'O', 'o', ?, ?)", []any{now, now}},
 			{"INSERT INTO projects (id, organization_id, name, slug, created_at, updated_at) VALUES ('prj_1', 'org_1', 'P', 'p', ?, ?)", []any{now, now}},
 			{`INSERT INTO project_roles (id, project_id, name, slug, description, created_at, updated_at)
 					VALUES ('role_1', 'prj_1', 'R', 'r', '', ?, ?), ('role_2', 'prj_1', 'E', 'e', '', ?, ?)`, []any{now, now, now, now}},
 			{`INSERT INTO project_role_permissions (role_id, permission, position)
 					VALUES ('role_1', 'a:read', 2), ('role_1', 'z:write', 0), ('role_1', '*', 1)`, nil},
-		} {
-			if _, err := s.writer.ExecContext(ctx, s.writer.Rebind(q.query), q.args...); err != nil {
-				t.Fatalf("%s: %v", q.query, err)
-			}
-		}
+		})
 		migrateTo(t, s, 35)
 		if got, want := roleCopies(t, s, "prj_1"), map[string][]string{"r": {"z:write", "*", "a:read"}, "e": {}}; !reflect.DeepEqual(got, want) {
 			t.Errorf("copies after up = %#v, want %#v", got, want)
@@ -80,16 +73,9 @@ func TestRolePermissionsCopy(t *testing.T) {
 		}
 		var prj Project
 		err := s.InTx(ctx, func(tx *Tx) error {
-			u := User{Name: "Owner", Email: "owner@example.com"}
-			if err := tx.CreateUser(ctx, &u, ""); err != nil {
-				return err
-			}
-			o := Organization{Name: "O", Slug: "o"}
-			if _, err := tx.CreateOrganization(ctx, &o, u.ID); err != nil {
-				return err
-			}
-			prj = Project{OrganizationID: o.ID, Name: "P", Slug: "p"}
-			return tx.CreateProject(ctx, &prj)
+			var err error
+			_, prj, err = ownedProject(ctx, tx, "owner@example.com", "p")
+			return err
 		})
 		if err != nil {
 			t.Fatal(err)

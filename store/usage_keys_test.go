@@ -35,12 +35,8 @@ func TestIngestConfirmsKeysOncePerCall(t *testing.T) {
 			return err
 		}
 		for i := range accounts {
-			o := Organization{Name: fmt.Sprintf("Org %d", i), Slug: fmt.Sprintf("org-%d", i)}
-			if _, err := tx.CreateOrganization(ctx, &o, u.ID); err != nil {
-				return err
-			}
-			p := Project{OrganizationID: o.ID, Name: "Metered", Slug: "metered"}
-			if err := tx.CreateProject(ctx, &p); err != nil {
+			p, err := projectOwnedBy(ctx, tx, u.ID, fmt.Sprintf("metered-%d", i))
+			if err != nil {
 				return err
 			}
 			sum := sha256.Sum256([]byte(NewID("secret")))

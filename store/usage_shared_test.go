@@ -27,16 +27,8 @@ func TestUsageSharedFlushProjects(t *testing.T) {
 	past := clock.Now().Add(-time.Minute)
 	live, expired := newKey("l", nil), newKey("e", &past)
 	err := s.InTx(ctx, func(tx *Tx) error {
-		u := User{Name: "Owner", Email: "shared-flush@example.com"}
-		if err := tx.CreateUser(ctx, &u, ""); err != nil {
-			return err
-		}
-		o := Organization{Name: "Shared", Slug: "shared-flush"}
-		if _, err := tx.CreateOrganization(ctx, &o, u.ID); err != nil {
-			return err
-		}
-		p := Project{OrganizationID: o.ID, Name: "Keys", Slug: "keys"}
-		if err := tx.CreateProject(ctx, &p); err != nil {
+		_, p, err := ownedProject(ctx, tx, "shared-flush@example.com", "keys")
+		if err != nil {
 			return err
 		}
 		sa := ServiceAccount{ProjectID: p.ID, Name: "ingest", Scopes: []string{"usage:write"}}
