@@ -172,7 +172,7 @@ func (s *Store) DecideBatch(ctx context.Context, projectID string, checks []Chec
 	var typ, principal, roleID, slug string
 	var bindingID sql.NullString
 	var expires *sqlTime
-	var rolePermissions sql.RawBytes // only read before the next row
+	var rolePermissions sql.RawBytes // only read before the next row (decodeStringArray copies)
 	for rows.Next() {
 		if err := rows.Scan(&typ, &principal, &bindingID, &roleID, &expires, &slug, &rolePermissions); err != nil {
 			return nil, wrapError(op, err)
@@ -299,7 +299,7 @@ func (s *Store) EffectivePermissions(ctx context.Context, projectID, principalTy
 	out := Permissions{Roles: []EffectiveRole{}, Permissions: []string{}}
 	var r EffectiveRole
 	var expires *sqlTime
-	var permissions []byte
+	var permissions sql.RawBytes // only read before the next row (decodeStringArray copies)
 	for rows.Next() {
 		if err := rows.Scan(&r.BindingID, &r.RoleID, &r.Slug, &expires, &permissions); err != nil {
 			return Permissions{}, wrapError(op, err)
