@@ -50,6 +50,10 @@ type ServiceAccountPrincipal struct {
 	// (x-api-key-lookup: with-decision); the handler's decide uses it if it answers the
 	// handler's question.
 	prefetched *prefetchedDecision
+	// decisionEpoch is the store's decision epoch read before the key, when the key was
+	// authenticated as kept at an epoch (decision_cache.go); the handler's decide then answers
+	// from decisions kept at that epoch.
+	decisionEpoch *int64
 }
 
 // ID is the user or service account id.
@@ -147,11 +151,15 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // apiKeyPrincipalFor authenticates key as the operation's x-api-key-lookup allows: read with
-// the operation's decision (when the store combines them and the body asks a question), from
-// the cache of keys read earlier, or read for this request.
+// the operation's decision (when the store combines them and the body asks a question), kept
+// while the decision epoch stands (when the store keeps one, decision_cache.go), from the cache
+// of keys read earlier, or read for this request.
 func (s *Server) apiKeyPrincipalFor(req *http.Request, lookup apiKeyLookup, key string) (*Principal, error) {
 	switch lookup {
 	case apiKeyWithDecision:
+		if s.kept != nil {
+			return s.keptKeyPrincipal(req.Context(), key)
+		}
 		if !s.store.CombinesKeyDecision() {
 			break
 		}

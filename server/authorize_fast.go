@@ -12,19 +12,20 @@ import (
 )
 
 // The hot path of POST /api/v1/authorize called with an API key, on PostgreSQL (see
-// store.CombinesKeyDecision; on SQLite the separate queries are cheaper). Without it a decision
-// costs three queries (the key, the project's scope, the decision); with it, one. The spec
-// allows it per operation (x-api-key-lookup: with-decision): the authentication middleware peeks
-// at the body and reads the key and the decision together (store.APIKeyDecision), and keeps the
-// decision with the principal as data read in this request; the authorization middleware takes a
-// service account's own project's scope from its key's row (read in this request); the handler
-// decides (decide), with the decision read with the key when it answers the handler's
-// question. Nothing is cached across requests: every decision reads the key, its account,
-// project, organization and bindings as they are committed, so a revoked or expired key, a
-// disabled account, an archived project, a deleted or expired binding change the very next
-// request, on every replica. Everything the middleware checks is checked in the same order as
-// on the general path: a body it cannot read as the four strings falls back to the plain key
-// lookup, and the validator still judges the body afterwards.
+// store.CombinesKeyDecision; on SQLite keys and decisions are kept while the decision epoch
+// stands instead, decision_cache.go). Without it a decision costs three queries (the key, the
+// project's scope, the decision); with it, one. The spec allows it per operation
+// (x-api-key-lookup: with-decision): the authentication middleware peeks at the body and reads
+// the key and the decision together (store.APIKeyDecision), and keeps the decision with the
+// principal as data read in this request; the authorization middleware takes a service
+// account's own project's scope from its key's row (read in this request); the handler decides
+// (decide), with the decision read with the key when it answers the handler's question. Nothing
+// is kept across requests on PostgreSQL: every decision reads the key, its account, project,
+// organization and bindings as they are committed, so a revoked or expired key, a disabled
+// account, an archived project, a deleted or expired binding change the very next request, on
+// every replica. Everything the middleware checks is checked in the same order as on the general
+// path: a body it cannot read as the four strings falls back to the plain key lookup, and the
+// validator still judges the body afterwards.
 
 // prefetchedDecision is a decision read together with the request's API key: the answer to
 // question.
@@ -105,12 +106,16 @@ func (s *Server) apiKeyDecisionPrincipal(ctx context.Context, key string, q auth
 }
 
 // decide answers question q, whose project the authorization middleware has resolved: with the
-// decision read with the request's API key when it answers exactly q, otherwise with
+// decision read with the request's API key when it answers exactly q; as kept at the request's
+// decision epoch when its key was authenticated at one (keptDecision, SQLite); otherwise with
 // store.Decide (one query).
 func (s *Server) decide(ctx context.Context, q authorizeQuestion) (store.Decision, error) {
 	if p := PrincipalFrom(ctx); p != nil && p.ServiceAccount != nil {
 		if d := p.ServiceAccount.prefetched; d != nil && d.question == q {
 			return d.Decision, nil
+		}
+		if e := p.ServiceAccount.decisionEpoch; e != nil {
+			return s.keptDecision(ctx, *e, q)
 		}
 	}
 	allowed, roles, err := s.store.Decide(ctx, q.ProjectID, q.PrincipalType, q.PrincipalID, q.Permission, s.store.Now())

@@ -25,6 +25,7 @@ const (
 	metricDecisions      = "gatehouse_authorize_decisions_total"
 	metricAPIKeyAuth     = "gatehouse_api_key_authentications_total"
 	metricThrottled      = "gatehouse_throttle_refusals_total"
+	metricKept           = "gatehouse_authorize_kept_total"
 )
 
 // operationUnmatched labels requests that matched no spec operation: unknown paths, and the
@@ -60,6 +61,7 @@ type Metrics struct {
 	decisions   *prometheus.CounterVec
 	apiKeyAuths *prometheus.CounterVec
 	throttled   *prometheus.CounterVec
+	kept        *prometheus.CounterVec
 	readPools   *prometheus.CounterVec
 	webhooks    webhookMetrics
 }
@@ -91,9 +93,13 @@ func NewMetrics(pools map[string]*sql.DB) *Metrics {
 			Name: metricThrottled,
 			Help: "Requests refused with 429 by a throttle, by throttle: account, ip or sign_up.",
 		}, []string{"throttle"}),
+		kept: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricKept,
+			Help: "SQLite: /authorize API keys and decisions looked up among those kept at the decision epoch, by kind (key, decision) and outcome (hit: served as kept; miss: read again). Always 0 on PostgreSQL.",
+		}, []string{"kind", "outcome"}),
 	}
 	m.readPools = newReadPoolCounter()
-	m.registry.MustRegister(m.requests, m.seconds, m.decisions, m.apiKeyAuths, m.throttled, m.readPools,
+	m.registry.MustRegister(m.requests, m.seconds, m.decisions, m.apiKeyAuths, m.throttled, m.kept, m.readPools,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.webhooks = newWebhookMetrics(m.registry)
@@ -109,6 +115,10 @@ func NewMetrics(pools map[string]*sql.DB) *Metrics {
 	}
 	for _, k := range []string{throttleAccount, throttleIP, throttleSignUp, throttleMail} {
 		m.throttled.WithLabelValues(k)
+	}
+	for _, kind := range []string{"key", "decision"} {
+		m.kept.WithLabelValues(kind, "hit")
+		m.kept.WithLabelValues(kind, "miss")
 	}
 	return m
 }
@@ -142,6 +152,16 @@ func (m *Metrics) decision(allowed bool) {
 
 // apiKeyAuth records one API-key authentication's outcome (one of the apiKey* constants).
 func (m *Metrics) apiKeyAuth(outcome string) { m.apiKeyAuths.WithLabelValues(outcome).Inc() }
+
+// keptLookup records one lookup of a kept key or decision (kind "key" or "decision",
+// decision_cache.go): hit when it was served as kept.
+func (m *Metrics) keptLookup(kind string, hit bool) {
+	outcome := "miss"
+	if hit {
+		outcome = "hit"
+	}
+	m.kept.WithLabelValues(kind, outcome).Inc()
+}
 
 // throttleRefused records a 429 from throttle kind (one of the throttle* constants).
 func (m *Metrics) throttleRefused(kind string) { m.throttled.WithLabelValues(kind).Inc() }

@@ -149,12 +149,19 @@ func TestMetrics(t *testing.T) {
 		}
 
 		mf := scrapeMetrics(t, app.srv)
+		keeps := func(n float64) float64 { // n on a store that keeps a decision epoch, else 0
+			if app.store.KeepsDecisionEpoch() {
+				return n
+			}
+			return 0
+		}
 		for name, want := range map[string][]string{
 			metricRequests:                 {"method", "operation", "status"},
 			metricRequestSeconds:           {"method", "operation", "status"},
 			metricDecisions:                {"decision"},
 			metricAPIKeyAuth:               {"outcome"},
 			metricThrottled:                {"throttle"},
+			metricKept:                     {"kind", "outcome"},
 			"go_sql_open_connections":      {"db_name"},
 			"go_sql_wait_count_total":      {"db_name"},
 			"go_goroutines":                nil,
@@ -200,6 +207,13 @@ func TestMetrics(t *testing.T) {
 			{metricRequests, map[string]string{"operation": "authorize", "method": "POST", "status": "413"}, 1},
 			{metricRequests, map[string]string{"operation": "signInEmail", "method": "POST", "status": "429"}, 1},
 			{metricRequestSeconds, map[string]string{"operation": "authorize", "method": "POST", "status": "200"}, 3},
+			// SQLite keeps keys and decisions at the decision epoch: the key is read for the first
+			// request, the unknown key and after the revocation (which moves the epoch), and kept
+			// for the two denials and the wrong secret; the two questions are decided once each.
+			{metricKept, map[string]string{"kind": "key", "outcome": "miss"}, keeps(3)},
+			{metricKept, map[string]string{"kind": "key", "outcome": "hit"}, keeps(3)},
+			{metricKept, map[string]string{"kind": "decision", "outcome": "miss"}, keeps(2)},
+			{metricKept, map[string]string{"kind": "decision", "outcome": "hit"}, keeps(1)},
 		} {
 			if got, ok := sample(mf[c.metric], c.labels); !ok || got != c.want {
 				t.Errorf("%s%v = %v (present %v), want %v", c.metric, c.labels, got, ok, c.want)

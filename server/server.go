@@ -47,6 +47,9 @@ type Server struct {
 	// apiKeys remembers keys read from the database, by public id, for the routes that
 	// confirm their key when they write (apikey_cache.go).
 	apiKeys *expirable.LRU[string, store.APIKeyAuth]
+	// kept holds keys and /authorize decisions while the store's decision epoch stands
+	// (decision_cache.go); nil on a store that keeps no epoch (PostgreSQL).
+	kept *keptCaches
 	// keyTouches remembers, per API key id, when its use was last recorded (time.Time).
 	keyTouches sync.Map
 	// envProjects caches environment id → project id (environments never move): the usage
@@ -230,6 +233,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Store != nil && len(deps.Store.ReplicaStatuses()) > 0 {
 		// Registered once per Metrics; a second server on the same Metrics shares it.
 		_ = deps.Metrics.registry.Register(newReplicaCollector(deps.Store))
+	}
+	if deps.Store != nil && deps.Store.KeepsDecisionEpoch() {
+		s.kept = newKeptCaches()
 	}
 	s.echo = e
 	return s, nil

@@ -371,7 +371,7 @@ func (tx *Tx) DeleteRoleBinding(ctx context.Context, projectID, id string) (Role
 // project_roles and two into project_role_permissions (role_id, permission).
 // Nothing is aggregated or sorted in SQL: Decide sorts the few slugs itself,
 // bytewise on both dialects, and drops the repeat.
-const decideQuery = `SELECT r.slug, p.permission
+const decideQuery = `SELECT r.slug, p.permission, b.expires_at
 	FROM role_bindings b
 		JOIN project_roles r ON r.id = b.role_id
 		LEFT JOIN project_role_permissions p ON p.role_id = b.role_id AND p.permission IN (?, '*')
@@ -389,31 +389,45 @@ const decideQuery = `SELECT r.slug, p.permission
 // the same: every binding and its role's matching permission rows are read.
 // An unknown project or principal is a deny, not ErrNotFound.
 func (s *Store) Decide(ctx context.Context, projectID, principalType, principalID, permission string, now time.Time) (allowed bool, roles []string, err error) {
+	d, _, err := s.DecideUntil(ctx, projectID, principalType, principalID, permission, now)
+	return d.Allowed, d.Roles, err
+}
+
+// DecideUntil is Decide, with the earliest expiry of the bindings it read (nil
+// when none of them expires): the time from which the same rows may give
+// another answer, because a binding has expired. Until then, the answer
+// changes only when a row it read changes (see DecisionEpoch).
+func (s *Store) DecideUntil(ctx context.Context, projectID, principalType, principalID, permission string, now time.Time) (d Decision, until *time.Time, err error) {
 	const op = "decide"
 	stmt, err := s.readStatement(ctx, decideQuery)
 	if err != nil {
-		return false, nil, wrapError(op, err)
+		return Decision{}, nil, wrapError(op, err)
 	}
 	rows, err := stmt.QueryContext(ctx, permission, projectID, principalType, principalID, sqlTime(now))
 	if err != nil {
-		return false, nil, wrapError(op, err)
+		return Decision{}, nil, wrapError(op, err)
 	}
 	defer rows.Close()
-	roles = []string{}
+	d.Roles = []string{}
 	var slug string
 	var granted sql.RawBytes
+	var expires *sqlTime
 	for rows.Next() {
-		if err := rows.Scan(&slug, &granted); err != nil {
-			return false, nil, wrapError(op, err)
+		if err := rows.Scan(&slug, &granted, &expires); err != nil {
+			return Decision{}, nil, wrapError(op, err)
 		}
-		allowed = allowed || granted != nil
-		roles = append(roles, slug)
+		d.Allowed = d.Allowed || granted != nil
+		d.Roles = append(d.Roles, slug)
+		if e := timePtr(expires); e != nil && (until == nil || e.Before(*until)) {
+			until = e
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return false, nil, wrapError(op, err)
+		return Decision{}, nil, wrapError(op, err)
 	}
-	slices.Sort(roles)
-	return allowed, slices.Compact(roles), nil
+	slices.Sort(d.Roles)
+	d.Roles = slices.Compact(d.Roles)
+	return d, until, nil
 }
 
 // checkPermissions checks a role's permission list: at most

@@ -8585,7 +8585,8 @@ type ClientInterface interface {
 	// give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 	// correlates the decision with the access log. Decisions are not audited. The project is
 	// named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
-	// may be read in one query (`x-api-key-lookup: with-decision`; not for `explain: true`).
+	// may be read in one query, or kept from an earlier request while nothing they read has
+	// changed (`x-api-key-lookup: with-decision`; the decision not for `explain: true`).
 	//
 	// With `explain: true` the answer adds `explanation` (see `DecisionExplanation`): the
 	// bindings that grant the permission, or why none does. Without it the answer is exactly
@@ -8603,7 +8604,8 @@ type ClientInterface interface {
 	// give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 	// correlates the decision with the access log. Decisions are not audited. The project is
 	// named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
-	// may be read in one query (`x-api-key-lookup: with-decision`; not for `explain: true`).
+	// may be read in one query, or kept from an earlier request while nothing they read has
+	// changed (`x-api-key-lookup: with-decision`; the decision not for `explain: true`).
 	//
 	// With `explain: true` the answer adds `explanation` (see `DecisionExplanation`): the
 	// bindings that grant the permission, or why none does. Without it the answer is exactly
@@ -12873,7 +12875,8 @@ func (c *Client) VerifyEmail(ctx context.Context, params *VerifyEmailParams, req
 // give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 // correlates the decision with the access log. Decisions are not audited. The project is
 // named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
-// may be read in one query (`x-api-key-lookup: with-decision`; not for `explain: true`).
+// may be read in one query, or kept from an earlier request while nothing they read has
+// changed (`x-api-key-lookup: with-decision`; the decision not for `explain: true`).
 //
 // With `explain: true` the answer adds `explanation` (see `DecisionExplanation`): the
 // bindings that grant the permission, or why none does. Without it the answer is exactly
@@ -12901,7 +12904,8 @@ func (c *Client) AuthorizeWithBody(ctx context.Context, contentType string, body
 // give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 // correlates the decision with the access log. Decisions are not audited. The project is
 // named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
-// may be read in one query (`x-api-key-lookup: with-decision`; not for `explain: true`).
+// may be read in one query, or kept from an earlier request while nothing they read has
+// changed (`x-api-key-lookup: with-decision`; the decision not for `explain: true`).
 //
 // With `explain: true` the answer adds `explanation` (see `DecisionExplanation`): the
 // bindings that grant the permission, or why none does. Without it the answer is exactly
@@ -24845,7 +24849,8 @@ type ClientWithResponsesInterface interface {
 	// give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 	// correlates the decision with the access log. Decisions are not audited. The project is
 	// named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
-	// may be read in one query (`x-api-key-lookup: with-decision`; not for `explain: true`).
+	// may be read in one query, or kept from an earlier request while nothing they read has
+	// changed (`x-api-key-lookup: with-decision`; the decision not for `explain: true`).
 	//
 	// With `explain: true` the answer adds `explanation` (see `DecisionExplanation`): the
 	// bindings that grant the permission, or why none does. Without it the answer is exactly
@@ -24863,7 +24868,8 @@ type ClientWithResponsesInterface interface {
 	// give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 	// correlates the decision with the access log. Decisions are not audited. The project is
 	// named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
-	// may be read in one query (`x-api-key-lookup: with-decision`; not for `explain: true`).
+	// may be read in one query, or kept from an earlier request while nothing they read has
+	// changed (`x-api-key-lookup: with-decision`; the decision not for `explain: true`).
 	//
 	// With `explain: true` the answer adds `explanation` (see `DecisionExplanation`): the
 	// bindings that grant the permission, or why none does. Without it the answer is exactly
@@ -41310,7 +41316,8 @@ func (c *ClientWithResponses) VerifyEmailWithResponse(ctx context.Context, param
 // give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 // correlates the decision with the access log. Decisions are not audited. The project is
 // named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
-// may be read in one query (`x-api-key-lookup: with-decision`; not for `explain: true`).
+// may be read in one query, or kept from an earlier request while nothing they read has
+// changed (`x-api-key-lookup: with-decision`; the decision not for `explain: true`).
 //
 // With `explain: true` the answer adds `explanation` (see `DecisionExplanation`): the
 // bindings that grant the permission, or why none does. Without it the answer is exactly
@@ -41334,7 +41341,8 @@ func (c *ClientWithResponses) AuthorizeWithBodyWithResponse(ctx context.Context,
 // give the union. `roles` lists the slugs of the unexpired bindings considered. `decisionId`
 // correlates the decision with the access log. Decisions are not audited. The project is
 // named in the body (`x-scope-from-body`). Called with an API key, the key and the decision
-// may be read in one query (`x-api-key-lookup: with-decision`; not for `explain: true`).
+// may be read in one query, or kept from an earlier request while nothing they read has
+// changed (`x-api-key-lookup: with-decision`; the decision not for `explain: true`).
 //
 // With `explain: true` the answer adds `explanation` (see `DecisionExplanation`): the
 // bindings that grant the permission, or why none does. Without it the answer is exactly

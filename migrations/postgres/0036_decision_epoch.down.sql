@@ -1,0 +1,2 @@
+-- Nothing on PostgreSQL (see the up migration).
+SELECT 1;

@@ -1,0 +1,149 @@
+package server
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/gatehouse-dev/gatehouse/store"
+	"github.com/gatehouse-dev/gatehouse/store/storetest"
+)
+
+// TestKeptDecisionsFollowChanges: an /authorize decision made with an API key is answered on the
+// very next request after any change to what it read — through the API, by a statement written
+// outside the store's code, or by the clock passing a binding's or the key's expiry — on both
+// databases; on SQLite, where decisions are kept between requests (decision_cache.go), it also
+// checks that an unchanged decision is served from what was kept, and that a touch of the key's
+// last use does not end it.
+func TestKeptDecisionsFollowChanges(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
+		ctx := context.Background()
+		start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+		clock := storetest.NewClock(start)
+		st, err := store.Open(ctx, b.URL(t), store.WithClock(clock.Now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		if err := st.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		app := newTestApp(t, st, testConfig())
+		ten := app.newTenancy(t)
+		dev := rbacCaller{t, app, ten.members[RoleOwner], ten.project.ID}
+		editor := dev.createRole(`{"name":"Editor","permissions":["document:read"]}`)
+		binding := dev.bind(editor.ID, "user", "alice")
+		// Writes as another program would make them: statements on the store's writer pool that no
+		// store code wraps.
+		raw, bind := rawWriter(t, st)
+		at := func(t time.Time) any {
+			if st.Dialect() == store.SQLite {
+				return t.UTC().Format("2006-01-02T15:04:05.000000Z")
+			}
+			return t
+		}
+		exec := func(query string, args ...any) {
+			t.Helper()
+			if _, err := raw.ExecContext(ctx, sqlx.Rebind(bind, query), args...); err != nil {
+				t.Fatalf("%s: %v", query, err)
+			}
+		}
+		ask := func() string {
+			res := app.do(withKey(ten.readerKey, request{method: http.MethodPost, path: "/api/v1/authorize",
+				body: authorizeBody(ten.project.ID, store.PrincipalUser, "alice", "document:read")}))
+			if res.Code != http.StatusOK {
+				var p struct{ Title string }
+				_ = json.Unmarshal(res.Body.Bytes(), &p)
+				return fmt.Sprintf("%d %s", res.Code, p.Title)
+			}
+			var out envelope[decisionAnswer]
+			res.decode(t, http.StatusOK, &out)
+			return fmt.Sprintf("allowed %v roles %q", out.Data.Allowed, out.Data.Roles)
+		}
+		step := func(name, want string) {
+			t.Helper()
+			if got := ask(); got != want {
+				t.Errorf("%s: got %s, want %s", name, got, want)
+			}
+		}
+		const allowed, denied, unbound, refused = `allowed true roles ["editor"]`, `allowed false roles ["editor"]`,
+			`allowed false roles []`, `401 Authentication required`
+
+		step("bound", allowed)
+		step("asked again", allowed)
+		if app.srv.kept != nil {
+			// A kept answer the store would not give shows that the next request is served it.
+			q := authorizeQuestion{ten.project.ID, store.PrincipalUser, "alice", "document:read"}
+			kept, ok := app.srv.kept.decisions.Get(q)
+			if !ok {
+				t.Fatalf("no decision kept for %+v", q)
+			}
+			kept.decision = store.Decision{Allowed: false, Roles: []string{"kept"}}
+			app.srv.kept.decisions.Add(q, kept)
+			step("kept", `allowed false roles ["kept"]`)
+			if err := st.TouchAPIKey(ctx, ten.keyID, start.Add(time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			step("after the key's use is recorded", `allowed false roles ["kept"]`)
+		}
+
+		exec(`UPDATE project_role_permissions SET permission = 'document:list' WHERE role_id = ?`, editor.ID)
+		step("permission changed outside the store", denied)
+		dev.do(http.MethodPatch, "/roles/"+editor.ID, `{"permissions":["document:read"]}`).decode(t, http.StatusOK, &struct{}{})
+		step("permission restored", allowed)
+
+		dev.do(http.MethodDelete, "/role-bindings/"+binding.ID, "").decode(t, http.StatusOK, &struct{}{})
+		step("binding deleted", unbound)
+		var expiring envelope[bindingJSON]
+		dev.do(http.MethodPost, "/role-bindings", fmt.Sprintf(`{"roleId":%q,"principalType":"user","principalId":"alice","expiresAt":%q}`,
+			editor.ID, start.Add(time.Hour).Format(time.RFC3339))).decode(t, http.StatusCreated, &expiring)
+		step("bound until an hour from now", allowed)
+		step("asked again before the binding expires", allowed)
+		clock.Set(start.Add(time.Hour))
+		step("the binding's expiry passed", unbound)
+		dev.do(http.MethodDelete, "/role-bindings/"+expiring.Data.ID, "").decode(t, http.StatusOK, &struct{}{})
+		dev.bind(editor.ID, "user", "alice")
+		step("bound again", allowed)
+
+		exec(`UPDATE api_keys SET expires_at = ? WHERE id = ?`, at(start.Add(2*time.Hour)), ten.keyID)
+		step("key expiring in an hour", allowed)
+		clock.Set(start.Add(2 * time.Hour))
+		step("the key's expiry passed", refused)
+		exec(`UPDATE api_keys SET expires_at = NULL WHERE id = ?`, ten.keyID)
+		step("key without expiry", allowed)
+
+		exec(`UPDATE service_accounts SET disabled_at = ? WHERE id = ?`, at(start), ten.accountID)
+		step("account disabled outside the store", refused)
+		exec(`UPDATE service_accounts SET disabled_at = NULL WHERE id = ?`, ten.accountID)
+		step("account enabled", allowed)
+		exec(`UPDATE organizations SET archived_at = ? WHERE id = ?`, at(start), ten.org.ID)
+		step("organization archived outside the store", refused)
+		exec(`UPDATE organizations SET archived_at = NULL WHERE id = ?`, ten.org.ID)
+		step("organization restored", allowed)
+
+		app.do(dev.user.as(request{method: http.MethodPost,
+			path: "/api/v1/projects/" + ten.project.ID + "/service-accounts/" + ten.accountID + "/keys/" + ten.keyID + "/revoke"})).
+			decode(t, http.StatusOK, &struct{}{})
+		step("key revoked", refused)
+	})
+}
+
+// rawWriter is st's writer pool and its placeholder style, for statements no store code wraps.
+func rawWriter(t *testing.T, st *store.Store) (*sql.DB, int) {
+	t.Helper()
+	pools := st.Pools()
+	if db := pools["sqlite-writer"]; db != nil {
+		return db, sqlx.QUESTION
+	}
+	if db := pools["postgres"]; db != nil {
+		return db, sqlx.DOLLAR
+	}
+	t.Fatal("no writer pool")
+	return nil, 0
+}
