@@ -17,16 +17,7 @@ const day = 24 * time.Hour
 // through the API at the clock's start; it returns the app and Ada's Cookie header.
 func clockedApp(t *testing.T, b storetest.Backend, clock *storetest.Clock, cfg Config) (*testApp, string) {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, b.URL(t), store.WithClock(clock.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	app := newTestApp(t, st, cfg)
+	app := newTestApp(t, openURL(t, b.URL(t), store.WithClock(clock.Now)), cfg)
 	ada := app.newUser(t, "Ada", "ada@example.com")
 	_, cookie := app.signIn(t, ada.Email, "password-"+ada.Email)
 	return app, cookie

@@ -29,14 +29,7 @@ func newTFApp(t *testing.T, b storetest.Backend) tfApp {
 	t.Helper()
 	clock := storetest.NewClock(time.Now())
 	url := b.URL(t)
-	st, err := store.Open(context.Background(), url, store.WithClock(clock.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	if err := st.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	st := openURL(t, url, store.WithClock(clock.Now))
 	return tfApp{testApp: newTestApp(t, st, testConfig()), clock: clock, url: url}
 }
 

@@ -26,14 +26,7 @@ type mailApp struct {
 func newMailApp(t *testing.T, b storetest.Backend, cfg Config) mailApp {
 	t.Helper()
 	clock := storetest.NewClock(time.Now())
-	st, err := store.Open(context.Background(), b.URL(t), store.WithClock(clock.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	if err := st.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	st := openURL(t, b.URL(t), store.WithClock(clock.Now))
 	smtp := mailtest.Start(t, mailtest.Options{STARTTLS: true, Username: "gatehouse", Password: "mail-pass"})
 	return mailApp{testApp: newTestAppWith(t, st, cfg, testDeps{smtp: smtp}), smtp: smtp, clock: clock}
 }

@@ -26,8 +26,8 @@ import (
 // request, and an expired binding on the first request after its expiry. The presented secret
 // is compared with the kept key's hash (an HMAC, in constant time) and the key judged at the
 // request's time (store.APIKeyUsable) on every request, as when it is read. The key's query and
-// the decision's were two thirds of a SQLite decision's cost (docs/benchmarks.md, "Decisions
-// kept while nothing they read has changed").
+// the decision's were about half of a SQLite decision's cost; the epoch's read is about an
+// eighth (docs/benchmarks.md, "Decisions kept while nothing they read has changed").
 //
 // On PostgreSQL (where the key and the decision are one query, authorize_fast.go, and an epoch
 // would cost the same round trip) and for every other request, nothing is kept.

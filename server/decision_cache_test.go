@@ -2,14 +2,11 @@ package server
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 
 	"github.com/gatehouse-dev/gatehouse/store"
 	"github.com/gatehouse-dev/gatehouse/store/storetest"
@@ -26,22 +23,15 @@ func TestKeptDecisionsFollowChanges(t *testing.T) {
 		ctx := context.Background()
 		start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 		clock := storetest.NewClock(start)
-		st, err := store.Open(ctx, b.URL(t), store.WithClock(clock.Now))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		if err := st.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
+		url := b.URL(t)
+		st := openURL(t, url, store.WithClock(clock.Now))
 		app := newTestApp(t, st, testConfig())
 		ten := app.newTenancy(t)
 		dev := rbacCaller{t, app, ten.members[RoleOwner], ten.project.ID}
 		editor := dev.createRole(`{"name":"Editor","permissions":["document:read"]}`)
 		binding := dev.bind(editor.ID, "user", "alice")
-		// Writes as another program would make them: statements on the store's writer pool that no
-		// store code wraps.
-		raw, bind := rawWriter(t, st)
+		// Writes as another program would make them: statements on a pool of their own.
+		raw := rawDB(t, url)
 		at := func(t time.Time) any {
 			if st.Dialect() == store.SQLite {
 				return t.UTC().Format("2006-01-02T15:04:05.000000Z")
@@ -50,7 +40,7 @@ func TestKeptDecisionsFollowChanges(t *testing.T) {
 		}
 		exec := func(query string, args ...any) {
 			t.Helper()
-			if _, err := raw.ExecContext(ctx, sqlx.Rebind(bind, query), args...); err != nil {
+			if _, err := raw.ExecContext(ctx, raw.Rebind(query), args...); err != nil {
 				t.Fatalf("%s: %v", query, err)
 			}
 		}
@@ -132,18 +122,4 @@ func TestKeptDecisionsFollowChanges(t *testing.T) {
 			decode(t, http.StatusOK, &struct{}{})
 		step("key revoked", refused)
 	})
-}
-
-// rawWriter is st's writer pool and its placeholder style, for statements no store code wraps.
-func rawWriter(t *testing.T, st *store.Store) (*sql.DB, int) {
-	t.Helper()
-	pools := st.Pools()
-	if db := pools["sqlite-writer"]; db != nil {
-		return db, sqlx.QUESTION
-	}
-	if db := pools["postgres"]; db != nil {
-		return db, sqlx.DOLLAR
-	}
-	t.Fatal("no writer pool")
-	return nil, 0
 }

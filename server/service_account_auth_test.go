@@ -126,15 +126,7 @@ func TestAPIKeyAuthentication(t *testing.T) {
 		})
 		t.Run("expired key (injected clock)", func(t *testing.T) {
 			clock := storetest.NewClock(time.Now().UTC())
-			st, err := store.Open(ctx, b.URL(t), store.WithClock(clock.Now))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
-			if err := st.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
-			app := newTestApp(t, st, testConfig())
+			app := newTestApp(t, openURL(t, b.URL(t), store.WithClock(clock.Now)), testConfig())
 			ten := app.newTenancy(t)
 			expires := clock.Now().Add(time.Hour).Format(time.RFC3339Nano)
 			_, _, shortKey := app.createKey(t, ten, `{"name":"short","scopes":["project:read"],"expiresAt":"`+expires+`"}`)

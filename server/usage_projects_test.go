@@ -29,14 +29,7 @@ func TestUsageGroupCommitProjects(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
 		ctx := context.Background()
 		url := b.URL(t)
-		st, err := store.Open(ctx, url, store.WithClock(storetest.NewClock(usageNow).Now))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		if err := st.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
+		st := openURL(t, url, store.WithClock(storetest.NewClock(usageNow).Now))
 		app := newTestApp(t, st, testConfig())
 		ten := app.newTenancy(t)
 		db := rawDB(t, url)

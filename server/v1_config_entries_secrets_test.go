@@ -22,7 +22,9 @@ func rawDB(t *testing.T, url string) *sqlx.DB {
 	t.Helper()
 	driver, dsn := "postgres", url
 	if rest, ok := strings.CutPrefix(url, "sqlite:"); ok {
-		driver, dsn = "sqlite", rest
+		// Waits for the store's own writes (a key's recorded use, say), as any other program
+		// writing the file would.
+		driver, dsn = "sqlite", rest+"?_pragma=busy_timeout(5000)"
 	}
 	db, err := sqlx.Open(driver, dsn)
 	if err != nil {
@@ -32,10 +34,11 @@ func rawDB(t *testing.T, url string) *sqlx.DB {
 	return db
 }
 
-// openURL opens and migrates a store on url.
-func openURL(t *testing.T, url string) *store.Store {
+// openURL opens and migrates a store on url with opts (store.WithClock, say); the store is
+// closed when the test ends.
+func openURL(t *testing.T, url string, opts ...store.Option) *store.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), url)
+	st, err := store.Open(context.Background(), url, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

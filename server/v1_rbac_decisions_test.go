@@ -48,15 +48,7 @@ var decisionNow = time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
 func newDecisionApp(t *testing.T, b storetest.Backend) (*testApp, tenancy) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, b.URL(t), store.WithClock(storetest.NewClock(decisionNow).Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	app := newTestApp(t, st, testConfig())
+	app := newTestApp(t, openURL(t, b.URL(t), store.WithClock(storetest.NewClock(decisionNow).Now)), testConfig())
 	ten := app.newTenancy(t)
 	at := func(s string) *time.Time {
 		v, err := time.Parse(time.RFC3339, s)
@@ -83,7 +75,7 @@ func newDecisionApp(t *testing.T, b storetest.Backend) (*testApp, tenancy) {
 		{ID: "rb_robot_auditor", RoleID: "role_auditor", PrincipalType: "service_account", PrincipalID: "alice"},
 		{ID: "rb_frank_placeholder", RoleID: "role_placeholder", PrincipalType: "user", PrincipalID: "frank"},
 	}
-	err = st.InTx(ctx, func(tx *store.Tx) error {
+	err := app.store.InTx(ctx, func(tx *store.Tx) error {
 		for _, r := range roles {
 			r.ProjectID, r.Name = ten.project.ID, "Role "+r.Slug
 			if err := tx.CreateProjectRole(ctx, &r); err != nil {

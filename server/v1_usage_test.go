@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -20,16 +19,7 @@ var usageNow = time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
 
 func newUsageApp(t *testing.T, b storetest.Backend) (*testApp, tenancy) {
 	t.Helper()
-	ctx := context.Background()
-	clock := storetest.NewClock(usageNow)
-	st, err := store.Open(ctx, b.URL(t), store.WithClock(clock.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := openURL(t, b.URL(t), store.WithClock(storetest.NewClock(usageNow).Now))
 	app := newTestApp(t, st, testConfig())
 	return app, app.newTenancy(t)
 }
