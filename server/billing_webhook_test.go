@@ -50,37 +50,43 @@ func TestProcessorWebhookSignatures(t *testing.T) {
 		good := hex.EncodeToString(webhook.ComputeSignature(now, []byte(payload), testWebhookSecret))
 		bad := hex.EncodeToString(webhook.ComputeSignature(now, []byte(payload), "whsec_wrong"))
 		ts := strconv.FormatInt(now.Unix(), 10)
+		// Cases whose signature time is an offset from the moment of the request (signedIn):
+		// signed once at the start, a timestamp meant just inside or outside the tolerance would
+		// drift across it while the cases before run (a slow machine takes over a second).
 		cases := []struct {
 			name, env, body, header string
+			signedIn                time.Duration
 			status                  int
 			title                   string
 		}{
-			{"missing signature", f.env, payload, "", 400, "Invalid webhook signature"},
-			{"garbage header", f.env, payload, "v1=zz", 400, "Invalid webhook signature"},
-			{"another secret", f.env, payload, sign("whsec_notTheRightOne", payload, now), 400, "Invalid webhook signature"},
-			{"another environment's secret", otherEnv, payload, sign(testWebhookSecret, payload, now), 400, "Invalid webhook signature"},
-			{"stale timestamp", f.env, payload, sign(testWebhookSecret, payload, now.Add(-301*time.Second)), 400, "Invalid webhook signature"},
-			{"tampered body", f.env, strings.Replace(payload, "cus_1", "cus_2", 1), sign(testWebhookSecret, payload, now), 400, "Invalid webhook signature"},
-			{"v0 signature only", f.env, payload, "t=" + ts + ",v0=" + good, 400, "Invalid webhook signature"},
-			{"not JSON", f.env, "not json", sign(testWebhookSecret, "not json", now), 400, "Validation failed"},
-			{"unknown environment", "env_nope", payload, sign(testWebhookSecret, payload, now), 404, "Not found"},
-			{"environment not connected", f.ten.project.Environments[1].ID, payload, sign(testWebhookSecret, payload, now), 404, "Not found"},
-			{"the second of two v1 signatures matches", f.env, payload, "t=" + ts + ",v1=" + bad + ",v1=" + good, 200, ""},
-			{"within the tolerance", f.env, event("evt_sig_2", "customer.created", now.Unix(), `{"id":"cus_1"}`),
-				sign(testWebhookSecret, event("evt_sig_2", "customer.created", now.Unix(), `{"id":"cus_1"}`), now.Add(-290*time.Second)), 200, ""},
+			{"missing signature", f.env, payload, "", 0, 400, "Invalid webhook signature"},
+			{"garbage header", f.env, payload, "v1=zz", 0, 400, "Invalid webhook signature"},
+			{"another secret", f.env, payload, sign("whsec_notTheRightOne", payload, now), 0, 400, "Invalid webhook signature"},
+			{"another environment's secret", otherEnv, payload, sign(testWebhookSecret, payload, now), 0, 400, "Invalid webhook signature"},
+			{"stale timestamp", f.env, payload, sign(testWebhookSecret, payload, now.Add(-301*time.Second)), 0, 400, "Invalid webhook signature"},
+			{"tampered body", f.env, strings.Replace(payload, "cus_1", "cus_2", 1), sign(testWebhookSecret, payload, now), 0, 400, "Invalid webhook signature"},
+			{"v0 signature only", f.env, payload, "t=" + ts + ",v0=" + good, 0, 400, "Invalid webhook signature"},
+			{"not JSON", f.env, "not json", sign(testWebhookSecret, "not json", now), 0, 400, "Validation failed"},
+			{"unknown environment", "env_nope", payload, sign(testWebhookSecret, payload, now), 0, 404, "Not found"},
+			{"environment not connected", f.ten.project.Environments[1].ID, payload, sign(testWebhookSecret, payload, now), 0, 404, "Not found"},
+			{"the second of two v1 signatures matches", f.env, payload, "t=" + ts + ",v1=" + bad + ",v1=" + good, 0, 200, ""},
+			{"within the tolerance", f.env, event("evt_sig_2", "customer.created", now.Unix(), `{"id":"cus_1"}`), "", -290 * time.Second, 200, ""},
 			// The tolerance holds both ways: a timestamp from the future is as suspect as a stale one.
-			{"timestamp 400 s ahead", f.env, payload, sign(testWebhookSecret, payload, now.Add(400*time.Second)), 400, "Invalid webhook signature"},
-			{"timestamp 301 s ahead", f.env, payload, sign(testWebhookSecret, payload, now.Add(301*time.Second)), 400, "Invalid webhook signature"},
-			{"timestamp 200 s ahead", f.env, event("evt_sig_3", "customer.created", now.Unix(), `{"id":"cus_1"}`),
-				sign(testWebhookSecret, event("evt_sig_3", "customer.created", now.Unix(), `{"id":"cus_1"}`), now.Add(200*time.Second)), 200, ""},
+			{"timestamp 400 s ahead", f.env, payload, sign(testWebhookSecret, payload, now.Add(400*time.Second)), 0, 400, "Invalid webhook signature"},
+			{"timestamp 301 s ahead", f.env, payload, "", 301 * time.Second, 400, "Invalid webhook signature"},
+			{"timestamp 200 s ahead", f.env, event("evt_sig_3", "customer.created", now.Unix(), `{"id":"cus_1"}`), "", 200 * time.Second, 200, ""},
 			// The event is Stripe's document, not fields of the caller's: the text rule does not
 			// apply to it (x-arbitrary-text), so a NUL in a string the service never reads is fine.
 			{"a NUL in an event string", f.env, event("evt_sig_4", "customer.created", now.Unix(), `{"id":"cus_1","description":"a\u0000b"}`),
-				sign(testWebhookSecret, event("evt_sig_4", "customer.created", now.Unix(), `{"id":"cus_1","description":"a\u0000b"}`), now), 200, ""},
+				sign(testWebhookSecret, event("evt_sig_4", "customer.created", now.Unix(), `{"id":"cus_1","description":"a\u0000b"}`), now), 0, 200, ""},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
-				res := post(c.env, c.body, c.header)
+				header := c.header
+				if c.signedIn != 0 {
+					header = sign(testWebhookSecret, c.body, time.Now().Add(c.signedIn))
+				}
+				res := post(c.env, c.body, header)
 				switch c.status {
 				case 200:
 					if res.Code != 200 || strings.TrimSpace(res.Body.String()) != `{"received":true,"duplicate":false}` {
