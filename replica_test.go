@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -216,11 +217,12 @@ func TestReplicas(t *testing.T) {
 	}
 
 	// A binding changes the decision on every replica at the next request, and so does its
-	// deletion, and its expiry.
+	// deletion, and its expiry. Each replica is asked twice, so that the second answer is the
+	// one it kept (server/decision_cache.go), and the next step's first answer follows a kept one.
 	decide := func(step string, want bool) {
 		t.Helper()
 		body := fmt.Sprintf(`{"projectId":%q,"principalType":"user","principalId":"alice","permission":"document:write"}`, prj.ID)
-		for range replicas {
+		for range 2 * replicas {
 			r := rr.do(http.MethodPost, "/api/v1/authorize", body, "X-API-Key: "+key).want(t, step, http.StatusOK)
 			var d struct{ Allowed bool }
 			r.data(t, &d)
@@ -321,6 +323,11 @@ func TestReplicas(t *testing.T) {
 		if !strings.Contains(metrics, series) {
 			t.Errorf("replica 0's metrics lack %s", series)
 		}
+	}
+	// Replica 0 served decisions as kept (each step's second ask), so the steps above followed
+	// kept answers.
+	if hits := regexp.MustCompile(`(?m)^gatehouse_authorize_kept_total\{outcome="hit"\} ([0-9]+)$`).FindStringSubmatch(metrics); hits == nil || hits[1] == "0" {
+		t.Errorf("replica 0 served no decision as kept: %v", hits)
 	}
 
 	// Sign out on one replica: the cookie is refused on every replica.

@@ -76,9 +76,8 @@ func TestAPIKeyLookupRefused(t *testing.T) {
 }
 
 // TestAPIKeyWithDecision: for a with-decision operation, authentication reads the decision with
-// the key only where the store combines them (PostgreSQL), and keeps it with the principal as
-// data (where the store keeps a decision epoch, SQLite, the principal carries the epoch
-// instead: TestKeptDecisionsFollowChanges); the handler's decide uses it for exactly the question it answers and asks the store
+// the key (or as kept with it: TestKeptDecisionsFollowChanges) and gives it to the principal as
+// data; the handler's decide uses it for exactly the question it answers and asks the store
 // otherwise. An operation without the policy never gets a decision read with its key.
 func TestAPIKeyWithDecision(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
@@ -102,14 +101,8 @@ func TestAPIKeyWithDecision(t *testing.T) {
 		}
 		p := authenticate(apiKeyWithDecision)
 		pre := p.ServiceAccount.prefetched
-		if combined := app.store.CombinesKeyDecision(); (pre != nil) != combined {
-			t.Fatalf("with-decision: prefetched %+v, want one only when the store combines them (%v)", pre, combined)
-		}
-		if keeps := app.store.KeepsDecisionEpoch(); (p.ServiceAccount.decisionEpoch != nil) != keeps {
-			t.Fatalf("with-decision: decision epoch %v, want one only when the store keeps one (%v)", p.ServiceAccount.decisionEpoch, keeps)
-		}
 		if pre == nil {
-			return
+			t.Fatal("with-decision: no decision read with the key")
 		}
 		if want := (store.Decision{Allowed: true, Roles: []string{"editor"}}); pre.question != q || !reflect.DeepEqual(pre.Decision, want) {
 			t.Errorf("prefetched %+v, want %+v for %+v", *pre, want, q)

@@ -46,14 +46,10 @@ type ServiceAccountPrincipal struct {
 	// (apikey_cache.go) rather than read for this request: its state is confirmed by the
 	// write, or read again by authentication before any other answer (nextWithCachedKey).
 	KeyCached bool
-	// prefetched is the decision read together with the key, when the operation allows it
-	// (x-api-key-lookup: with-decision); the handler's decide uses it if it answers the
-	// handler's question.
+	// prefetched is the decision read together with the key (or kept with it,
+	// decision_cache.go), when the operation allows it (x-api-key-lookup: with-decision); the
+	// handler's decide uses it if it answers the handler's question.
 	prefetched *prefetchedDecision
-	// decisionEpoch is the store's decision epoch read before the key, when the key was
-	// authenticated as kept at an epoch (decision_cache.go); the handler's decide then answers
-	// from decisions kept at that epoch.
-	decisionEpoch *int64
 }
 
 // ID is the user or service account id.
@@ -150,19 +146,12 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// apiKeyPrincipalFor authenticates key as the operation's x-api-key-lookup allows: read with
-// the operation's decision (when the store combines them and the body asks a question), kept
-// while the decision epoch stands (when the store keeps one, decision_cache.go), from the cache
-// of keys read earlier, or read for this request.
+// apiKeyPrincipalFor authenticates key as the operation's x-api-key-lookup allows: with the
+// operation's decision, read with it or kept while the decision epoch stands (when the body asks
+// a question, decision_cache.go), from the cache of keys read earlier, or read for this request.
 func (s *Server) apiKeyPrincipalFor(req *http.Request, lookup apiKeyLookup, key string) (*Principal, error) {
 	switch lookup {
 	case apiKeyWithDecision:
-		if s.kept != nil {
-			return s.keptKeyPrincipal(req.Context(), key)
-		}
-		if !s.store.CombinesKeyDecision() {
-			break
-		}
 		if q, ok := peekAuthorizeBody(req); ok {
 			return s.apiKeyDecisionPrincipal(req.Context(), key, q)
 		}

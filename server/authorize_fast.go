@@ -4,28 +4,22 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 
 	"github.com/gatehouse-dev/gatehouse/store"
 )
 
-// The hot path of POST /api/v1/authorize called with an API key, on PostgreSQL (see
-// store.CombinesKeyDecision; on SQLite keys and decisions are kept while the decision epoch
-// stands instead, decision_cache.go). Without it a decision costs three queries (the key, the
-// project's scope, the decision); with it, one. The spec allows it per operation
+// The hot path of POST /api/v1/authorize called with an API key. Without it a decision costs
+// three queries (the key, the project's scope, the decision); with it, one, or none while the
+// key and the answer are kept (decision_cache.go). The spec allows it per operation
 // (x-api-key-lookup: with-decision): the authentication middleware peeks at the body and reads
-// the key and the decision together (store.APIKeyDecision), and keeps the decision with the
-// principal as data read in this request; the authorization middleware takes a service
-// account's own project's scope from its key's row (read in this request); the handler decides
-// (decide), with the decision read with the key when it answers the handler's question. Nothing
-// is kept across requests on PostgreSQL: every decision reads the key, its account, project,
-// organization and bindings as they are committed, so a revoked or expired key, a disabled
-// account, an archived project, a deleted or expired binding change the very next request, on
-// every replica. Everything the middleware checks is checked in the same order as on the general
-// path: a body it cannot read as the four strings falls back to the plain key lookup, and the
-// validator still judges the body afterwards.
+// the key and the decision together (apiKeyDecisionPrincipal), and gives the decision to the
+// principal; the authorization middleware takes a service account's own project's scope from
+// its key's row; the handler decides (decide), with that decision when it answers the
+// handler's question. Everything the middleware checks is checked in the same order as on the
+// general path: a body it cannot read as the four strings falls back to the plain key lookup,
+// and the validator still judges the body afterwards.
 
 // prefetchedDecision is a decision read together with the request's API key: the answer to
 // question.
@@ -80,42 +74,13 @@ type errReader struct{ err error }
 
 func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
-// apiKeyDecisionPrincipal authenticates key like apiKeyPrincipal and, for an authorize request
-// whose body names the key's own project, keeps the decision read with it as the principal's
-// prefetched answer to question q.
-func (s *Server) apiKeyDecisionPrincipal(ctx context.Context, key string, q authorizeQuestion) (*Principal, error) {
-	publicID, secret, ok := s.parseAPIKey(key)
-	if !ok {
-		return nil, ErrUnauthenticated
-	}
-	now := s.store.Now()
-	k, d, err := s.store.APIKeyDecision(ctx, publicID, q.ProjectID, q.PrincipalType, q.PrincipalID, q.Permission, now)
-	if errors.Is(err, store.ErrNotFound) {
-		s.metrics.apiKeyAuth(apiKeyUnknown)
-		return nil, ErrUnauthenticated
-	}
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.apiKeyAuthenticated(k, secret, now)
-	if err != nil || d == nil {
-		return p, err
-	}
-	p.ServiceAccount.prefetched = &prefetchedDecision{question: q, Decision: *d}
-	return p, nil
-}
-
 // decide answers question q, whose project the authorization middleware has resolved: with the
-// decision read with the request's API key when it answers exactly q; as kept at the request's
-// decision epoch when its key was authenticated at one (keptDecision, SQLite); otherwise with
-// store.Decide (one query).
+// decision read with the request's API key (or kept, decision_cache.go) when it answers exactly
+// q; otherwise with store.Decide (one query).
 func (s *Server) decide(ctx context.Context, q authorizeQuestion) (store.Decision, error) {
 	if p := PrincipalFrom(ctx); p != nil && p.ServiceAccount != nil {
 		if d := p.ServiceAccount.prefetched; d != nil && d.question == q {
 			return d.Decision, nil
-		}
-		if e := p.ServiceAccount.decisionEpoch; e != nil {
-			return s.keptDecision(ctx, *e, q)
 		}
 	}
 	allowed, roles, err := s.store.Decide(ctx, q.ProjectID, q.PrincipalType, q.PrincipalID, q.Permission, s.store.Now())

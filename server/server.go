@@ -48,7 +48,7 @@ type Server struct {
 	// confirm their key when they write (apikey_cache.go).
 	apiKeys *expirable.LRU[string, store.APIKeyAuth]
 	// kept holds keys and /authorize decisions while the store's decision epoch stands
-	// (decision_cache.go); nil on a store that keeps no epoch (PostgreSQL).
+	// (decision_cache.go).
 	kept *keptCaches
 	// keyTouches remembers, per API key id, when its use was last recorded (time.Time).
 	keyTouches sync.Map
@@ -234,9 +234,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		// Registered once per Metrics; a second server on the same Metrics shares it.
 		_ = deps.Metrics.registry.Register(newReplicaCollector(deps.Store))
 	}
-	if deps.Store != nil && deps.Store.KeepsDecisionEpoch() {
-		s.kept = newKeptCaches()
-	}
+	s.kept = newKeptCaches()
 	s.echo = e
 	return s, nil
 }

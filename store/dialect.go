@@ -75,12 +75,6 @@ func sqliteReaderDSN(path string) string {
 	return path + "?" + sqlitePragmas + "&_pragma=query_only(1)"
 }
 
-// CombinesKeyDecision reports whether APIKeyDecision costs less than
-// APIKeyByPublicID followed by Decide on this store: on PostgreSQL it saves two
-// round trips; on SQLite the queries are in-process calls that cost less than
-// scanning the key's columns repeated in every row of the combined query.
-func (s *Store) CombinesKeyDecision() bool { return s.dialect == Postgres }
-
 // configurePool applies the dialect's pool settings to db. On PostgreSQL one
 // pool serves reads and writes; on SQLite the writer pool (writer true) holds
 // a single connection and the reader pool sqliteReaders.

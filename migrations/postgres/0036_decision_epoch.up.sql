@@ -1,5 +1,4 @@
--- Nothing on PostgreSQL: the decision epoch is SQLite's alone (see migrations/sqlite/0036). On
--- PostgreSQL a decision is read with its API key in one query (store.APIKeyDecision); checking
--- an epoch would cost the same round trip, and one row that every RBAC write updates would
--- serialize those writes across replicas.
+-- Nothing on PostgreSQL: SQLite's one epoch for the whole file has no counterpart here. One row
+-- that every RBAC write updates would serialize those writes across replicas; PostgreSQL keeps
+-- one epoch per project and organization instead (migration 37).
 SELECT 1;

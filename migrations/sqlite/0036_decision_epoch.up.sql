@@ -5,10 +5,9 @@
 -- move it, so a write from any connection or process counts, with or without Gatehouse's code.
 -- The server keeps such decisions between requests and serves one again only while the epoch it
 -- read before reading the decision is still the epoch (server/decision_cache.go): the check is
--- one single-row read instead of the key's and the decision's queries. PostgreSQL has no such
--- table (its migration 36 is empty): there the check would cost the same round trip as the
--- combined key-and-decision query it replaces, and one row every RBAC write updates would
--- serialize those writes across replicas.
+-- one single-row read instead of the key's and the decision's queries. PostgreSQL keeps one epoch
+-- per project and organization instead (its migration 37): one row every RBAC write updates
+-- would serialize those writes across replicas.
 CREATE TABLE decision_epoch (
     id    INTEGER NOT NULL PRIMARY KEY CHECK (id = 1),
     epoch INTEGER NOT NULL

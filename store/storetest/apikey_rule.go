@@ -134,7 +134,7 @@ func testAPIKeyRule(t *testing.T, open func(t *testing.T) *store.Store) {
 		// Go: the key as authentication reads it, judged by APIKeyUsable.
 		now := s.Now()
 		read, err := s.APIKeyByPublicID(ctx, keys[i].publicID)
-		combined, _, cerr := s.APIKeyDecision(ctx, keys[i].publicID, keys[i].projectID, store.PrincipalUser, "u", "p:r", now)
+		combinedRead, cerr := s.APIKeyDecision(ctx, keys[i].publicID, keys[i].projectID, store.PrincipalUser, "u", "p:r", now)
 		switch {
 		case c.deleted:
 			if !errors.Is(err, store.ErrNotFound) || !errors.Is(cerr, store.ErrNotFound) {
@@ -143,7 +143,7 @@ func testAPIKeyRule(t *testing.T, open func(t *testing.T) *store.Store) {
 		case err != nil || cerr != nil:
 			t.Fatalf("%s: APIKeyByPublicID, APIKeyDecision = %v, %v", c.name, err, cerr)
 		default:
-			for what, k := range map[string]store.APIKeyAuth{"APIKeyByPublicID": read, "APIKeyDecision": combined} {
+			for what, k := range map[string]store.APIKeyAuth{"APIKeyByPublicID": read, "APIKeyDecision": combinedRead.Key} {
 				if usable, why := store.APIKeyUsable(k, now); usable != c.usable || why != c.why {
 					t.Errorf("%s: APIKeyUsable(%s) = %v %q, want %v %q", c.name, what, usable, why, c.usable, c.why)
 				}

@@ -25,9 +25,9 @@ func testKeyDecision(t *testing.T, open func(t *testing.T) *store.Store) {
 	expired := f.role(t, f.project.ID, "expired", "document:delete")
 	root := f.role(t, f.project.ID, "root", "*")
 	foreign := f.role(t, f.otherProject.ID, "foreign", "*")
-	past := now.Add(-time.Minute)
+	past, soon := now.Add(-time.Minute), now.Add(30*time.Minute).Truncate(time.Second)
 	f.bind(t, editor, store.PrincipalUser, "alice", nil)
-	f.bind(t, billing, store.PrincipalUser, "alice", nil)
+	f.bind(t, billing, store.PrincipalUser, "alice", &soon)
 	f.bind(t, expired, store.PrincipalUser, "alice", &past)
 	f.bind(t, root, store.PrincipalServiceAccount, "alice", nil)
 	f.bind(t, foreign, store.PrincipalUser, "alice", nil)
@@ -47,30 +47,37 @@ func testKeyDecision(t *testing.T, open func(t *testing.T) *store.Store) {
 		project, typ, id string
 		permission       string
 		want             *store.Decision
+		until            *time.Time // the earliest expiry of the bindings read
 	}{
 		{"allowed by one of two roles", f.project.ID, store.PrincipalUser, "alice", "invoice:read",
-			&store.Decision{Allowed: true, Roles: []string{"billing", "editor"}}},
+			&store.Decision{Allowed: true, Roles: []string{"billing", "editor"}}, &soon},
 		{"denied, expired binding ignored", f.project.ID, store.PrincipalUser, "alice", "document:delete",
-			&store.Decision{Allowed: false, Roles: []string{"billing", "editor"}}},
+			&store.Decision{Allowed: false, Roles: []string{"billing", "editor"}}, &soon},
 		{"wildcard role", f.project.ID, store.PrincipalServiceAccount, "alice", "anything:at-all",
-			&store.Decision{Allowed: true, Roles: []string{"root"}}},
+			&store.Decision{Allowed: true, Roles: []string{"root"}}, nil},
 		{"no bindings", f.project.ID, store.PrincipalUser, "bob", "document:read",
-			&store.Decision{Allowed: false, Roles: []string{}}},
-		{"another project: no decision", f.otherProject.ID, store.PrincipalUser, "alice", "document:read", nil},
-		{"unknown project: no decision", "prj_missing", store.PrincipalUser, "alice", "document:read", nil},
+			&store.Decision{Allowed: false, Roles: []string{}}, nil},
+		{"another project: no decision", f.otherProject.ID, store.PrincipalUser, "alice", "document:read", nil, nil},
+		{"unknown project: no decision", "prj_missing", store.PrincipalUser, "alice", "document:read", nil, nil},
 	} {
-		key, d, err := f.s.APIKeyDecision(ctx, k.PublicID, tc.project, tc.typ, tc.id, tc.permission, now)
+		read, err := f.s.APIKeyDecision(ctx, k.PublicID, tc.project, tc.typ, tc.id, tc.permission, now)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if !reflect.DeepEqual(key, wantKey) {
-			t.Errorf("%s: key =\n%+v\nwant\n%+v", tc.name, key, wantKey)
+		if !reflect.DeepEqual(read.Key, wantKey) {
+			t.Errorf("%s: key =\n%+v\nwant\n%+v", tc.name, read.Key, wantKey)
 		}
-		if !reflect.DeepEqual(d, tc.want) {
-			t.Errorf("%s: decision = %+v, want %+v", tc.name, d, tc.want)
+		if !reflect.DeepEqual(read.Decision, tc.want) {
+			t.Errorf("%s: decision = %+v, want %+v", tc.name, read.Decision, tc.want)
+		}
+		if (read.Until == nil) != (tc.until == nil) || read.Until != nil && !read.Until.Equal(*tc.until) {
+			t.Errorf("%s: until = %v, want %v", tc.name, read.Until, tc.until)
+		}
+		if read.Epoch == (store.Epoch{}) {
+			t.Errorf("%s: epoch %+v: none read", tc.name, read.Epoch)
 		}
 	}
-	if _, _, err := f.s.APIKeyDecision(ctx, "AAAAAAAAAAAA", f.project.ID, store.PrincipalUser, "alice", "document:read", now); !errors.Is(err, store.ErrNotFound) {
+	if _, err := f.s.APIKeyDecision(ctx, "AAAAAAAAAAAA", f.project.ID, store.PrincipalUser, "alice", "document:read", now); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown public id: %v, want ErrNotFound", err)
 	}
 }
@@ -87,11 +94,11 @@ func testKeyDecisionFollowsChanges(t *testing.T, open func(t *testing.T) *store.
 	createSA(t, f.s, &sa, k)
 	read := func() (store.APIKeyAuth, *store.Decision) {
 		t.Helper()
-		key, d, err := f.s.APIKeyDecision(ctx, k.PublicID, f.project.ID, store.PrincipalUser, "alice", "document:write", f.s.Now())
+		read, err := f.s.APIKeyDecision(ctx, k.PublicID, f.project.ID, store.PrincipalUser, "alice", "document:write", f.s.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
-		return key, d
+		return read.Key, read.Decision
 	}
 	if _, d := read(); d == nil || !d.Allowed {
 		t.Fatalf("before: decision %+v, want allowed", d)

@@ -1,0 +1,14 @@
+DROP TRIGGER role_bindings_decision_epoch ON role_bindings;
+DROP TRIGGER project_role_permissions_decision_epoch ON project_role_permissions;
+DROP TRIGGER project_roles_decision_epoch ON project_roles;
+DROP TRIGGER api_keys_decision_epoch ON api_keys;
+DROP TRIGGER service_accounts_decision_epoch ON service_accounts;
+DROP TRIGGER projects_decision_epoch ON projects;
+DROP TRIGGER organizations_decision_epoch ON organizations;
+DROP FUNCTION decision_epoch_by_role();
+DROP FUNCTION decision_epoch_by_service_account();
+DROP FUNCTION decision_epoch_by_project();
+DROP FUNCTION decision_epoch_by_id();
+DROP FUNCTION decision_epoch_move(TEXT);
+DROP TABLE decision_epochs;
+DROP SEQUENCE decision_epoch_seq;

@@ -1,0 +1,2 @@
+-- Nothing on SQLite (see the up migration).
+SELECT 1;
