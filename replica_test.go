@@ -326,7 +326,7 @@ func TestReplicas(t *testing.T) {
 	}
 	// Replica 0 served decisions as kept (each step's second ask), so the steps above followed
 	// kept answers.
-	if hits := regexp.MustCompile(`(?m)^gatehouse_authorize_kept_total\{outcome="hit"\} ([0-9]+)$`).FindStringSubmatch(metrics); hits == nil || hits[1] == "0" {
+	if hits := regexp.MustCompile(`(?m)^gatehouse_authorize_kept_total\{kind="decision",outcome="hit"\} ([0-9]+)$`).FindStringSubmatch(metrics); hits == nil || hits[1] == "0" {
 		t.Errorf("replica 0 served no decision as kept: %v", hits)
 	}
 

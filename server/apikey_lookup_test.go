@@ -75,9 +75,9 @@ func TestAPIKeyLookupRefused(t *testing.T) {
 	}
 }
 
-// TestAPIKeyWithDecision: for a with-decision operation, authentication reads the decision with
-// the key (or as kept with it: TestKeptDecisionsFollowChanges) and gives it to the principal as
-// data; the handler's decide uses it for exactly the question it answers and asks the store
+// TestAPIKeyWithDecision: for a with-decision operation, authentication reads the decision and
+// the decision epoch with the key (later requests find them kept: TestKeptDecisionsFollowChanges)
+// and gives them to the principal as data; the handler's decide uses it for exactly the question it answers and asks the store
 // otherwise. An operation without the policy never gets a decision read with its key.
 func TestAPIKeyWithDecision(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
@@ -101,8 +101,8 @@ func TestAPIKeyWithDecision(t *testing.T) {
 		}
 		p := authenticate(apiKeyWithDecision)
 		pre := p.ServiceAccount.prefetched
-		if pre == nil {
-			t.Fatal("with-decision: no decision read with the key")
+		if pre == nil || p.ServiceAccount.decisionEpoch == nil {
+			t.Fatalf("with-decision: decision %+v and epoch %v read with the key, want both", pre, p.ServiceAccount.decisionEpoch)
 		}
 		if want := (store.Decision{Allowed: true, Roles: []string{"editor"}}); pre.question != q || !reflect.DeepEqual(pre.Decision, want) {
 			t.Errorf("prefetched %+v, want %+v for %+v", *pre, want, q)

@@ -46,10 +46,14 @@ type ServiceAccountPrincipal struct {
 	// (apikey_cache.go) rather than read for this request: its state is confirmed by the
 	// write, or read again by authentication before any other answer (nextWithCachedKey).
 	KeyCached bool
-	// prefetched is the decision read together with the key (or kept with it,
-	// decision_cache.go), when the operation allows it (x-api-key-lookup: with-decision); the
-	// handler's decide uses it if it answers the handler's question.
+	// prefetched is the decision read together with the key, when the operation allows it
+	// (x-api-key-lookup: with-decision); the handler's decide uses it if it answers the
+	// handler's question.
 	prefetched *prefetchedDecision
+	// decisionEpoch is the decision epoch of the key's project the key was
+	// kept or read at, for with-decision operations (decision_cache.go); the handler's decide
+	// then answers questions about that project from decisions kept at that epoch.
+	decisionEpoch *store.Epoch
 }
 
 // ID is the user or service account id.
@@ -152,9 +156,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 func (s *Server) apiKeyPrincipalFor(req *http.Request, lookup apiKeyLookup, key string) (*Principal, error) {
 	switch lookup {
 	case apiKeyWithDecision:
-		if q, ok := peekAuthorizeBody(req); ok {
-			return s.apiKeyDecisionPrincipal(req.Context(), key, q)
-		}
+		return s.keptKeyPrincipal(req, key)
 	case apiKeyCached:
 		return s.cachedAPIKeyPrincipal(req.Context(), key)
 	}

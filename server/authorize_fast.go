@@ -11,11 +11,11 @@ import (
 )
 
 // The hot path of POST /api/v1/authorize called with an API key. Without it a decision costs
-// three queries (the key, the project's scope, the decision); with it, one, or none while the
-// key and the answer are kept (decision_cache.go). The spec allows it per operation
-// (x-api-key-lookup: with-decision): the authentication middleware peeks at the body and reads
-// the key and the decision together (apiKeyDecisionPrincipal), and gives the decision to the
-// principal; the authorization middleware takes a service account's own project's scope from
+// three queries (the key, the project's scope, the decision); with it, one, or only the epoch's
+// read while the key and the answer are kept (decision_cache.go). The spec allows it per
+// operation (x-api-key-lookup: with-decision): unless the key is kept, the authentication
+// middleware peeks at the body and reads the key and the decision together
+// (apiKeyDecisionPrincipal), and gives the decision to the principal; the authorization middleware takes a service account's own project's scope from
 // its key's row; the handler decides (decide), with that decision when it answers the
 // handler's question. Everything the middleware checks is checked in the same order as on the
 // general path: a body it cannot read as the four strings falls back to the plain key lookup,
@@ -75,12 +75,16 @@ type errReader struct{ err error }
 func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 // decide answers question q, whose project the authorization middleware has resolved: with the
-// decision read with the request's API key (or kept, decision_cache.go) when it answers exactly
-// q; otherwise with store.Decide (one query).
+// decision read with the request's API key when it answers exactly q; as kept at the epoch its
+// key was authenticated at when q asks about the key's project (keptDecision); otherwise with
+// store.Decide (one query).
 func (s *Server) decide(ctx context.Context, q authorizeQuestion) (store.Decision, error) {
 	if p := PrincipalFrom(ctx); p != nil && p.ServiceAccount != nil {
 		if d := p.ServiceAccount.prefetched; d != nil && d.question == q {
 			return d.Decision, nil
+		}
+		if e := p.ServiceAccount.decisionEpoch; e != nil && q.ProjectID == p.ServiceAccount.ProjectID {
+			return s.keptDecision(ctx, *e, q)
 		}
 	}
 	allowed, roles, err := s.store.Decide(ctx, q.ProjectID, q.PrincipalType, q.PrincipalID, q.Permission, s.store.Now())

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"net/http"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
@@ -11,26 +12,31 @@ import (
 )
 
 // Keys and decisions kept between requests, for the operations marked x-api-key-lookup:
-// with-decision (POST /api/v1/authorize) called with an API key and a body that asks a question
-// (peekAuthorizeBody), on both databases. A request is served as kept when
-//   - the key is kept (by public id), read at epoch e, and belongs to the project asked about;
-//   - the answer to the question is kept (by question, from a request with any key of that
-//     project), read at the same epoch e, and the earliest expiry of the bindings it read is
-//     still ahead;
-//   - and the store's decision epoch of that project and organization, read now
-//     (store.DecisionEpoch: one single-row read), is still e.
+// with-decision (POST /api/v1/authorize) called with an API key, on both databases.
 //
-// Otherwise the key, the decision and the epoch are read together in one statement
-// (store.APIKeyDecision) and kept. Triggers move the epoch in the transaction of any change to
-// what that statement reads — a key revoked, an account disabled, a project or organization
-// archived, a binding, role or role permission created, changed or deleted — by this process or
-// any other writing the same database: on SQLite one number for the file, on PostgreSQL one per
-// project and organization, read from the primary by every replica
-// (migrations/sqlite/0036_decision_epoch.up.sql, migrations/postgres/0037_decision_epochs.up.sql).
-// So every such change counts on the very next request on every replica, and an expired binding
-// on the first request after its expiry. The presented secret is compared with the kept key's
-// hash (an HMAC, in constant time) and the key judged at the request's time
-// (store.APIKeyUsable) on every request, as when it is read.
+//   - Authentication (keptKeyPrincipal): when the key is kept (by public id), it reads the
+//     store's decision epoch of the key's project (store.DecisionEpoch: one
+//     single-row read; on SQLite the file's one epoch). When that is the epoch the key was read
+//     at, the key is judged as kept. Otherwise, when the body asks a question (peekAuthorizeBody),
+//     the key, the answer and the epoch are read in one statement (store.APIKeyDecision) and
+//     both kept; a body that asks none falls back to the plain key lookup, and nothing is kept.
+//     The principal carries the epoch.
+//   - The handler's decision (keptDecision): a question about the key's own project is answered
+//     as kept at that epoch (from a request with any key of the project) while the earliest
+//     expiry of the bindings it read is ahead, or decided now (store.DecideUntil) and kept.
+//
+// Triggers move the epoch in the transaction of any change to what those reads read — a key
+// revoked, an account disabled, a project or organization archived, a binding, role or role
+// permission created, changed or deleted — by this process or any other writing the same
+// database: on SQLite one number for the file, on PostgreSQL one per project (moved by its organization's changes too),
+// read from the primary by every replica (migrations/sqlite/0036_decision_epoch.up.sql,
+// migrations/postgres/0037_decision_epochs.up.sql). The epoch is read before, or in the same
+// statement as, what is kept at it, so a change that commits in between moves it and the next
+// check misses: every such change counts on the very next request on every replica, and an
+// expired binding on the first request after its expiry. The presented secret is compared with
+// the kept key's hash (an HMAC, in constant time) and the key judged at the request's time
+// (store.APIKeyUsable) on every request, as when it is read. The hit path does not read the
+// body: the question is looked up in the handler, from the validated request.
 //
 // The key's query and the decision's were about half of a SQLite decision's cost, and their
 // joins most of PostgreSQL's (docs/benchmarks.md, "Decisions kept while nothing they read has
@@ -72,32 +78,45 @@ func newKeptCaches() *keptCaches {
 	}
 }
 
-// apiKeyDecisionPrincipal authenticates key like apiKeyPrincipal and, when q asks about the
-// key's own project, gives the principal the answer to q as its prefetched decision: as kept,
-// when the key and the answer were kept at the epoch the store still reports, or as read now
-// with the key (store.APIKeyDecision), and then kept.
-func (s *Server) apiKeyDecisionPrincipal(ctx context.Context, key string, q authorizeQuestion) (*Principal, error) {
+// keptKeyPrincipal authenticates key like apiKeyPrincipal for a with-decision operation: as kept,
+// when the store's decision epoch of its project is still the one it was read
+// at; otherwise read with the answer to the body's question (apiKeyDecisionPrincipal), or alone
+// when the body asks none. The principal carries the epoch whenever the key was kept or read with
+// one, for keptDecision.
+func (s *Server) keptKeyPrincipal(req *http.Request, key string) (*Principal, error) {
+	ctx := req.Context()
 	publicID, secret, ok := s.parseAPIKey(key)
 	if !ok {
 		return nil, ErrUnauthenticated
 	}
-	now := s.store.Now()
-	if k, a, ok := s.keptPair(publicID, q, now); ok {
-		epoch, err := s.store.DecisionEpoch(ctx, k.key.ProjectID, k.key.OrganizationID)
+	if k, found := s.kept.keys.Get(publicID); found {
+		epoch, err := s.store.DecisionEpoch(ctx, k.key.ProjectID)
 		if err != nil {
 			return nil, err
 		}
 		if epoch == k.epoch {
-			s.metrics.keptLookup(true)
-			p, err := s.apiKeyAuthenticated(k.key, secret, now)
+			s.metrics.keptLookup("key", true)
+			p, err := s.apiKeyAuthenticated(k.key, secret, s.store.Now())
 			if err != nil {
 				return nil, err
 			}
-			p.ServiceAccount.prefetched = &prefetchedDecision{question: q, Decision: a.decision}
+			p.ServiceAccount.decisionEpoch = &epoch
 			return p, nil
 		}
 	}
-	s.metrics.keptLookup(false)
+	s.metrics.keptLookup("key", false)
+	if q, ok := peekAuthorizeBody(req); ok {
+		return s.apiKeyDecisionPrincipal(ctx, publicID, secret, q)
+	}
+	return s.apiKeyPrincipal(ctx, key)
+}
+
+// apiKeyDecisionPrincipal reads the key of publicID with the answer to q and their epoch
+// (store.APIKeyDecision), authenticates the key with secret, and keeps both. The principal
+// carries the epoch and, when q asks about the key's own project, the answer as its prefetched
+// decision.
+func (s *Server) apiKeyDecisionPrincipal(ctx context.Context, publicID, secret string, q authorizeQuestion) (*Principal, error) {
+	now := s.store.Now()
 	read, err := s.store.APIKeyDecision(ctx, publicID, q.ProjectID, q.PrincipalType, q.PrincipalID, q.Permission, now)
 	if errors.Is(err, store.ErrNotFound) {
 		s.metrics.apiKeyAuth(apiKeyUnknown)
@@ -111,25 +130,31 @@ func (s *Server) apiKeyDecisionPrincipal(ctx context.Context, key string, q auth
 		return nil, err
 	}
 	s.kept.keys.Add(publicID, keptKey{key: read.Key, epoch: read.Epoch})
-	if read.Decision == nil {
-		return p, nil
+	p.ServiceAccount.decisionEpoch = &read.Epoch
+	if read.Decision != nil {
+		s.metrics.keptLookup("decision", false)
+		s.kept.decisions.Add(q, keptAnswer{decision: *read.Decision, epoch: read.Epoch, until: read.Until})
+		p.ServiceAccount.prefetched = &prefetchedDecision{question: q, Decision: *read.Decision}
 	}
-	s.kept.decisions.Add(q, keptAnswer{decision: *read.Decision, epoch: read.Epoch, until: read.Until})
-	p.ServiceAccount.prefetched = &prefetchedDecision{question: q, Decision: *read.Decision}
 	return p, nil
 }
 
-// keptPair returns the kept key of publicID and the kept answer to q when both are kept, at the
-// same epoch, the key belongs to q's project and the answer's bindings have not expired at now:
-// what may be served once the epoch is confirmed.
-func (s *Server) keptPair(publicID string, q authorizeQuestion, now time.Time) (keptKey, keptAnswer, bool) {
-	k, ok := s.kept.keys.Get(publicID)
-	if !ok || k.key.ProjectID != q.ProjectID {
-		return keptKey{}, keptAnswer{}, false
-	}
+// keptDecision answers q, a question about the project of the request's key, as
+// store.DecideUntil would at the request's time, for a request whose key was authenticated at
+// epoch: the answer kept at that epoch while the earliest expiry of its bindings is ahead, or
+// decided now and kept.
+func (s *Server) keptDecision(ctx context.Context, epoch store.Epoch, q authorizeQuestion) (store.Decision, error) {
+	now := s.store.Now()
 	a, ok := s.kept.decisions.Get(q)
-	if !ok || a.epoch != k.epoch || (a.until != nil && !now.Before(*a.until)) {
-		return keptKey{}, keptAnswer{}, false
+	hit := ok && a.epoch == epoch && (a.until == nil || now.Before(*a.until))
+	s.metrics.keptLookup("decision", hit)
+	if hit {
+		return a.decision, nil
 	}
-	return k, a, true
+	d, until, err := s.store.DecideUntil(ctx, q.ProjectID, q.PrincipalType, q.PrincipalID, q.Permission, now)
+	if err != nil {
+		return store.Decision{}, err
+	}
+	s.kept.decisions.Add(q, keptAnswer{decision: d, epoch: epoch, until: until})
+	return d, nil
 }

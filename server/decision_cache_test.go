@@ -44,9 +44,9 @@ func TestKeptDecisionsFollowChanges(t *testing.T) {
 				t.Fatalf("%s: %v", query, err)
 			}
 		}
-		ask := func() string {
+		askAbout := func(permission string) string {
 			res := app.do(withKey(ten.readerKey, request{method: http.MethodPost, path: "/api/v1/authorize",
-				body: authorizeBody(ten.project.ID, store.PrincipalUser, "alice", "document:read")}))
+				body: authorizeBody(ten.project.ID, store.PrincipalUser, "alice", permission)}))
 			if res.Code != http.StatusOK {
 				var p struct{ Title string }
 				_ = json.Unmarshal(res.Body.Bytes(), &p)
@@ -56,6 +56,7 @@ func TestKeptDecisionsFollowChanges(t *testing.T) {
 			res.decode(t, http.StatusOK, &out)
 			return fmt.Sprintf("allowed %v roles %q", out.Data.Allowed, out.Data.Roles)
 		}
+		ask := func() string { return askAbout("document:read") }
 		step := func(name, want string) {
 			t.Helper()
 			if got := ask(); got != want {
@@ -82,6 +83,12 @@ func TestKeptDecisionsFollowChanges(t *testing.T) {
 		step("after the key's use is recorded", `allowed false roles ["kept"]`)
 
 		exec(`UPDATE project_role_permissions SET permission = 'document:list' WHERE role_id = ?`, editor.ID)
+		// Another question first: it reads the key again, at the new epoch, with its own answer;
+		// the next request finds the key kept at that epoch, and the first question's answer
+		// kept at the old one, which it must not serve.
+		if got := askAbout("document:list"); got != allowed {
+			t.Errorf("another question after the change: got %s, want %s", got, allowed)
+		}
 		step("permission changed outside the store", denied)
 		dev.do(http.MethodPatch, "/roles/"+editor.ID, `{"permissions":["document:read"]}`).decode(t, http.StatusOK, &struct{}{})
 		step("permission restored", allowed)

@@ -95,8 +95,8 @@ func NewMetrics(pools map[string]*sql.DB) *Metrics {
 		}, []string{"throttle"}),
 		kept: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricKept,
-			Help: "/authorize requests with an API key and a question, by outcome: hit (the key and the answer served as kept at the decision epoch the store still reports) or miss (both read again, and kept).",
-		}, []string{"outcome"}),
+			Help: "/authorize API keys and decisions looked up among those kept at the decision epoch, by kind (key, decision) and outcome (hit: served as kept; miss: read again).",
+		}, []string{"kind", "outcome"}),
 	}
 	m.readPools = newReadPoolCounter()
 	m.registry.MustRegister(m.requests, m.seconds, m.decisions, m.apiKeyAuths, m.throttled, m.kept, m.readPools,
@@ -116,8 +116,10 @@ func NewMetrics(pools map[string]*sql.DB) *Metrics {
 	for _, k := range []string{throttleAccount, throttleIP, throttleSignUp, throttleMail} {
 		m.throttled.WithLabelValues(k)
 	}
-	m.kept.WithLabelValues("hit")
-	m.kept.WithLabelValues("miss")
+	for _, kind := range []string{"key", "decision"} {
+		m.kept.WithLabelValues(kind, "hit")
+		m.kept.WithLabelValues(kind, "miss")
+	}
 	return m
 }
 
@@ -151,14 +153,14 @@ func (m *Metrics) decision(allowed bool) {
 // apiKeyAuth records one API-key authentication's outcome (one of the apiKey* constants).
 func (m *Metrics) apiKeyAuth(outcome string) { m.apiKeyAuths.WithLabelValues(outcome).Inc() }
 
-// keptLookup records one /authorize request that looked for its key and answer among those kept
-// (decision_cache.go): hit when it was served them.
-func (m *Metrics) keptLookup(hit bool) {
+// keptLookup records one lookup of a kept key or decision (kind "key" or "decision",
+// decision_cache.go): hit when it was served as kept.
+func (m *Metrics) keptLookup(kind string, hit bool) {
 	outcome := "miss"
 	if hit {
 		outcome = "hit"
 	}
-	m.kept.WithLabelValues(outcome).Inc()
+	m.kept.WithLabelValues(kind, outcome).Inc()
 }
 
 // throttleRefused records a 429 from throttle kind (one of the throttle* constants).

@@ -155,7 +155,7 @@ func TestMetrics(t *testing.T) {
 			metricDecisions:                {"decision"},
 			metricAPIKeyAuth:               {"outcome"},
 			metricThrottled:                {"throttle"},
-			metricKept:                     {"outcome"},
+			metricKept:                     {"kind", "outcome"},
 			"go_sql_open_connections":      {"db_name"},
 			"go_sql_wait_count_total":      {"db_name"},
 			"go_goroutines":                nil,
@@ -204,11 +204,14 @@ func TestMetrics(t *testing.T) {
 			// SQLite keeps keys and decisions at the decision epoch: the key is read for the first
 			// request, the unknown key and after the revocation (which moves the epoch), and kept
 			// for the two denials and the wrong secret; the two questions are decided once each.
-			// Misses: the first question, the second, the unknown key, the revoked key (its
-			// revocation moved the epoch). Hits: the second question asked again, and the wrong
-			// secret for the reader key (found kept, then refused).
-			{metricKept, map[string]string{"outcome": "miss"}, 4},
-			{metricKept, map[string]string{"outcome": "hit"}, 2},
+			// Keys: missed by the first request and after the revocation (which moved the epoch),
+			// and for the unknown key; found for the second question, its repeat and the wrong
+			// secret. Decisions: the first read with the key, the second decided in the handler,
+			// its repeat served as kept.
+			{metricKept, map[string]string{"kind": "key", "outcome": "miss"}, 3},
+			{metricKept, map[string]string{"kind": "key", "outcome": "hit"}, 3},
+			{metricKept, map[string]string{"kind": "decision", "outcome": "miss"}, 2},
+			{metricKept, map[string]string{"kind": "decision", "outcome": "hit"}, 1},
 		} {
 			if got, ok := sample(mf[c.metric], c.labels); !ok || got != c.want {
 				t.Errorf("%s%v = %v (present %v), want %v", c.metric, c.labels, got, ok, c.want)

@@ -11,51 +11,46 @@ import (
 //
 //   - On SQLite it is one number for the whole file: Database
 //     (migrations/sqlite/0036_decision_epoch.up.sql).
-//   - On PostgreSQL it is the epochs of one project and its organization: Project and
-//     Organization, each moved by the writes under it, each a fresh value of a sequence, so
-//     that a row never shows a value twice (migrations/postgres/0037_decision_epochs.up.sql).
-//     Writes to other tenants move neither, and RBAC writes of different projects do not wait on
-//     each other.
+//   - On PostgreSQL it is the epoch of one project: Project, moved by the writes under that
+//     project (through a key's account, a permission's role) and by any change to its
+//     organization, each move a fresh value of a sequence, so that a row never shows a value
+//     twice (migrations/postgres/0037_decision_epochs.up.sql). Writes to other projects leave
+//     it, and RBAC writes of different projects do not wait on each other.
 type Epoch struct {
-	Database, Project, Organization int64
+	Database, Project int64
 }
 
-// decisionEpochQuery reads the epoch: on PostgreSQL of a project ($1) and its organization ($2).
-// An id without a row (nothing written under it since migration 37) reads as 0, a value the
-// sequence never gives.
+// decisionEpochQuery reads the epoch: on PostgreSQL of one project ($1). A project without a
+// row reads as 0, a value the sequence never gives.
 var decisionEpochQuery = map[Dialect]string{
-	SQLite: `SELECT epoch AS database_epoch, 0 AS project_epoch, 0 AS organization_epoch FROM decision_epoch WHERE id = 1`,
-	Postgres: `SELECT 0 AS database_epoch,
-		COALESCE((SELECT epoch FROM decision_epochs WHERE scope_id = $1), 0) AS project_epoch,
-		COALESCE((SELECT epoch FROM decision_epochs WHERE scope_id = $2), 0) AS organization_epoch`,
+	SQLite:   `SELECT epoch, 0 FROM decision_epoch WHERE id = 1`,
+	Postgres: `SELECT 0, COALESCE((SELECT epoch FROM decision_epochs WHERE scope_id = $1), 0)`,
 }
 
 // epochColumns are the columns of APIKeyDecision's query that read the epoch of the key's
-// project (a.project_id) and organization (p.organization_id), named as decisionEpochQuery's.
+// project (a.project_id).
 var epochColumns = map[Dialect]string{
-	SQLite: `(SELECT epoch FROM decision_epoch WHERE id = 1) AS database_epoch, 0 AS project_epoch, 0 AS organization_epoch`,
-	Postgres: `0 AS database_epoch,
-		COALESCE((SELECT epoch FROM decision_epochs WHERE scope_id = a.project_id), 0) AS project_epoch,
-		COALESCE((SELECT epoch FROM decision_epochs WHERE scope_id = p.organization_id), 0) AS organization_epoch`,
+	SQLite:   `(SELECT epoch FROM decision_epoch WHERE id = 1) AS database_epoch, 0 AS project_epoch`,
+	Postgres: `0 AS database_epoch, COALESCE((SELECT epoch FROM decision_epochs WHERE scope_id = a.project_id), 0) AS project_epoch`,
 }
 
-// epochRow scans the three epoch columns.
+// epochRow scans epochColumns.
 type epochRow struct {
-	Database     int64 `db:"database_epoch"`
-	Project      int64 `db:"project_epoch"`
-	Organization int64 `db:"organization_epoch"`
+	Database int64 `db:"database_epoch"`
+	Project  int64 `db:"project_epoch"`
 }
 
 func (r epochRow) epoch() Epoch { return Epoch(r) }
 
-// DecisionEpoch returns the decision epoch of project projectID and its organization
-// organizationID (SQLite's reads the file's one number and ignores both): one single-row read.
+// DecisionEpoch returns the decision epoch of project projectID (SQLite's reads the file's one
+// number and ignores it): one single-row read, scanned without reflection (it runs on every
+// kept /authorize request).
 //
-// The contract: a key and a decision that APIKeyDecision read together with epoch e, for a key of
-// that project, are still what it would return for as long as DecisionEpoch returns e, up to the
-// expiries the rows carry (the key's, KeyDecision.Until), which the caller judges against the
-// clock.
-func (s *Store) DecisionEpoch(ctx context.Context, projectID, organizationID string) (Epoch, error) {
+// The contract: a key of that project and a decision about it that APIKeyDecision read together
+// with epoch e (or that were read after DecisionEpoch returned e) are still what it would
+// return for as long as DecisionEpoch returns e, up to the expiries the rows carry (the key's,
+// KeyDecision.Until), which the caller judges against the clock.
+func (s *Store) DecisionEpoch(ctx context.Context, projectID string) (Epoch, error) {
 	const op = "decision epoch"
 	stmt, err := s.readStatement(ctx, decisionEpochQuery[s.dialect])
 	if err != nil {
@@ -63,11 +58,11 @@ func (s *Store) DecisionEpoch(ctx context.Context, projectID, organizationID str
 	}
 	var args []any
 	if s.dialect == Postgres {
-		args = []any{projectID, organizationID}
+		args = []any{projectID}
 	}
-	var r epochRow
-	if err := stmt.GetContext(ctx, &r, args...); err != nil {
+	var e Epoch
+	if err := stmt.QueryRowContext(ctx, args...).Scan(&e.Database, &e.Project); err != nil {
 		return Epoch{}, wrapError(op, err)
 	}
-	return r.epoch(), nil
+	return e, nil
 }

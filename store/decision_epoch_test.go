@@ -12,8 +12,8 @@ import (
 // API-key decision reads — made through the store or by statements no store code wraps — and
 // stands still for writes to anything else, an API key's last use among them; the api_keys
 // trigger names every column but last_used_at. On SQLite it is one number for the file; on
-// PostgreSQL it is per project and organization, and a write under one tenant leaves another's
-// epoch where it was.
+// PostgreSQL it is per project (an organization's change moves each of its projects'), and a
+// write under one tenant leaves another's epoch where it was.
 func TestDecisionEpoch(t *testing.T) {
 	forEachDatabase(t, func(t *testing.T, dialect Dialect, _ string, s *Store) {
 		ctx := t.Context()
@@ -23,46 +23,23 @@ func TestDecisionEpoch(t *testing.T) {
 		var p, other Project
 		epochOf := func(p Project) Epoch {
 			t.Helper()
-			e, err := s.DecisionEpoch(ctx, p.ID, p.OrganizationID)
+			e, err := s.DecisionEpoch(ctx, p.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return e
 		}
-		// scope: the part of the epoch a write must move on PostgreSQL (SQLite's has one part).
-		type scope int
-		const (
-			none scope = iota
-			project
-			organization
-			both
-		)
-		check := func(what string, want scope, write func() error) {
+		check := func(what string, wantMoved bool, write func() error) {
 			t.Helper()
 			before, otherBefore := epochOf(p), epochOf(other)
 			if err := write(); err != nil {
 				t.Fatalf("%s: %v", what, err)
 			}
-			after, otherAfter := epochOf(p), epochOf(other)
-			moved := map[scope]bool{}
-			if dialect == SQLite {
-				if after.Database != before.Database {
-					moved[both] = true
-				}
-			} else {
-				moved[project] = after.Project != before.Project
-				moved[organization] = after.Organization != before.Organization
-				moved[both] = moved[project] && moved[organization]
-			}
-			switch {
-			case dialect == SQLite && moved[both] != (want != none):
-				t.Errorf("%s: epoch moved %v, want %v", what, moved[both], want != none)
-			case dialect == Postgres && (moved[project] != (want == project || want == both) || moved[organization] != (want == organization || want == both)):
-				t.Errorf("%s: project's epoch moved %v, organization's %v; want %s moved", what, moved[project], moved[organization],
-					[]string{"none", "the project's", "the organization's", "both"}[want])
+			if moved := epochOf(p) != before; moved != wantMoved {
+				t.Errorf("%s: epoch moved %v, want %v", what, moved, wantMoved)
 			}
 			// Another tenant's epoch: on SQLite the file's one epoch moves with any of these writes.
-			if otherMoved, wantOther := otherAfter != otherBefore, dialect == SQLite && want != none; otherMoved != wantOther {
+			if otherMoved, wantOther := epochOf(other) != otherBefore, dialect == SQLite && wantMoved; otherMoved != wantOther {
 				t.Errorf("%s: another tenant's epoch moved %v, want %v", what, otherMoved, wantOther)
 			}
 		}
@@ -96,12 +73,12 @@ func TestDecisionEpoch(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		check("a user created", none, inTx(func(tx *Tx) error {
+		check("a user created", false, inTx(func(tx *Tx) error {
 			user = User{Name: "Owner", Email: "epoch@example.com"}
 			return tx.CreateUser(ctx, &user, "")
 		}))
 		// A new organization and project: on SQLite the file's epoch moves; on PostgreSQL the new
-		// ones' epochs are no longer 0 and another tenant's stand still.
+		// project's epoch is no longer 0 and another tenant's stands still.
 		otherBefore := epochOf(other)
 		if err := s.InTx(ctx, func(tx *Tx) (err error) {
 			p, err = projectOwnedBy(ctx, tx, user.ID, "epoch")
@@ -110,47 +87,46 @@ func TestDecisionEpoch(t *testing.T) {
 			t.Fatal(err)
 		}
 		if e, o := epochOf(p), epochOf(other); dialect == SQLite && o == otherBefore ||
-			dialect == Postgres && (e.Project == 0 || e.Organization == 0 || o != otherBefore) {
+			dialect == Postgres && (e.Project == 0 || o != otherBefore) {
 			t.Errorf("an organization and a project created: epoch %+v, another tenant's %+v → %+v", e, otherBefore, o)
 		}
-		check("a service account created with a key", project, inTx(func(tx *Tx) error {
+		check("a service account created with a key", true, inTx(func(tx *Tx) error {
 			sa = ServiceAccount{ProjectID: p.ID, Name: "checker", Scopes: []string{"*"}}
 			return tx.CreateServiceAccount(ctx, &sa, &APIKey{PublicID: "epochkey0001", SecretHash: make([]byte, 32)})
 		}))
-		check("a role created", project, inTx(func(tx *Tx) error {
+		check("a role created", true, inTx(func(tx *Tx) error {
 			role = ProjectRole{ProjectID: p.ID, Name: "Reader", Slug: "reader", Permissions: []string{"doc:read"}}
 			return tx.CreateProjectRole(ctx, &role)
 		}))
 		keyID := sa.Keys[0].ID
 
-		check("the key's use recorded (TouchAPIKey)", none, func() error { return s.TouchAPIKey(ctx, keyID, time.Now()) })
-		check("the key's use recorded outside the store", none, exec(`UPDATE api_keys SET last_used_at = ? WHERE id = ?`, at, keyID))
-		check("a session-free write elsewhere (the user renamed)", none, exec(`UPDATE users SET name = 'Renamed' WHERE id = ?`, user.ID))
+		check("the key's use recorded (TouchAPIKey)", false, func() error { return s.TouchAPIKey(ctx, keyID, time.Now()) })
+		check("the key's use recorded outside the store", false, exec(`UPDATE api_keys SET last_used_at = ? WHERE id = ?`, at, keyID))
+		check("a session-free write elsewhere (the user renamed)", false, exec(`UPDATE users SET name = 'Renamed' WHERE id = ?`, user.ID))
 		for _, w := range []struct {
 			what  string
-			scope scope
 			query string
 			args  []any
 		}{
-			{"the key revoked", project, `UPDATE api_keys SET revoked_at = ? WHERE id = ?`, []any{at, keyID}},
-			{"the key's expiry set", project, `UPDATE api_keys SET expires_at = ? WHERE id = ?`, []any{at, keyID}},
-			{"the account disabled", project, `UPDATE service_accounts SET disabled_at = ? WHERE id = ?`, []any{at, sa.ID}},
-			{"the project archived", project, `UPDATE projects SET archived_at = ? WHERE id = ?`, []any{at, p.ID}},
-			{"the organization archived", organization, `UPDATE organizations SET archived_at = ? WHERE id = ?`, []any{at, p.OrganizationID}},
-			{"the role renamed", project, `UPDATE project_roles SET slug = 'reader-2' WHERE id = ?`, []any{role.ID}},
-			{"a role permission added", project, `INSERT INTO project_role_permissions (role_id, permission, position) VALUES (?, 'doc:x', 9)`, []any{role.ID}},
-			{"a role permission changed", project, `UPDATE project_role_permissions SET permission = 'doc:y' WHERE role_id = ? AND permission = 'doc:x'`, []any{role.ID}},
-			{"a role permission removed", project, `DELETE FROM project_role_permissions WHERE role_id = ? AND permission = 'doc:y'`, []any{role.ID}},
-			{"a binding added", project, `INSERT INTO role_bindings (id, project_id, role_id, principal_type, principal_id, created_at)
+			{"the key revoked", `UPDATE api_keys SET revoked_at = ? WHERE id = ?`, []any{at, keyID}},
+			{"the key's expiry set", `UPDATE api_keys SET expires_at = ? WHERE id = ?`, []any{at, keyID}},
+			{"the account disabled", `UPDATE service_accounts SET disabled_at = ? WHERE id = ?`, []any{at, sa.ID}},
+			{"the project archived", `UPDATE projects SET archived_at = ? WHERE id = ?`, []any{at, p.ID}},
+			{"the organization archived", `UPDATE organizations SET archived_at = ? WHERE id = ?`, []any{at, p.OrganizationID}},
+			{"the role renamed", `UPDATE project_roles SET slug = 'reader-2' WHERE id = ?`, []any{role.ID}},
+			{"a role permission added", `INSERT INTO project_role_permissions (role_id, permission, position) VALUES (?, 'doc:x', 9)`, []any{role.ID}},
+			{"a role permission changed", `UPDATE project_role_permissions SET permission = 'doc:y' WHERE role_id = ? AND permission = 'doc:x'`, []any{role.ID}},
+			{"a role permission removed", `DELETE FROM project_role_permissions WHERE role_id = ? AND permission = 'doc:y'`, []any{role.ID}},
+			{"a binding added", `INSERT INTO role_bindings (id, project_id, role_id, principal_type, principal_id, created_at)
 				VALUES ('rb_epoch', ?, ?, 'user', 'alice', ?)`, []any{p.ID, role.ID, at}},
-			{"a binding's expiry set", project, `UPDATE role_bindings SET expires_at = ? WHERE id = 'rb_epoch'`, []any{at}},
-			{"a binding deleted", project, `DELETE FROM role_bindings WHERE id = 'rb_epoch'`, nil},
-			{"the role deleted", project, `DELETE FROM project_roles WHERE id = ?`, []any{role.ID}},
-			{"the key deleted", project, `DELETE FROM api_keys WHERE id = ?`, []any{keyID}},
-			{"the account deleted", project, `DELETE FROM service_accounts WHERE id = ?`, []any{sa.ID}},
-			{"the project deleted", project, `DELETE FROM projects WHERE id = ?`, []any{p.ID}},
+			{"a binding's expiry set", `UPDATE role_bindings SET expires_at = ? WHERE id = 'rb_epoch'`, []any{at}},
+			{"a binding deleted", `DELETE FROM role_bindings WHERE id = 'rb_epoch'`, nil},
+			{"the role deleted", `DELETE FROM project_roles WHERE id = ?`, []any{role.ID}},
+			{"the key deleted", `DELETE FROM api_keys WHERE id = ?`, []any{keyID}},
+			{"the account deleted", `DELETE FROM service_accounts WHERE id = ?`, []any{sa.ID}},
+			{"the project deleted", `DELETE FROM projects WHERE id = ?`, []any{p.ID}},
 		} {
-			check(w.what+" outside the store", w.scope, exec(w.query, w.args...))
+			check(w.what+" outside the store", true, exec(w.query, w.args...))
 		}
 
 		// The api_keys update trigger names every column of the table but last_used_at.

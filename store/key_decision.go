@@ -60,14 +60,14 @@ type KeyDecision struct {
 	// Until is the earliest expiry of the bindings the decision read (nil when none expires,
 	// or no decision): from then the same rows may give another answer.
 	Until *time.Time
-	// Epoch is the decision epoch of the key's project and organization (DecisionEpoch), read
+	// Epoch is the decision epoch of the key's project (DecisionEpoch), read
 	// with the key and the decision.
 	Epoch Epoch
 }
 
 // APIKeyDecision is APIKeyByPublicID(publicID) and, when the key's project is
 // projectID, DecideUntil(projectID, principalType, principalID, permission, now),
-// with the decision epoch of the key's project and organization, read with one SQL
+// with the decision epoch of the key's project, read with one SQL
 // query (and so in one snapshot). Like APIKeyByPublicID it does not judge the key,
 // and it returns ErrNotFound when no key has that public id; the caller must check
 // the key (its secret, APIKeyUsable, its scopes) before it uses the decision.

@@ -9,6 +9,7 @@ DROP FUNCTION decision_epoch_by_role();
 DROP FUNCTION decision_epoch_by_service_account();
 DROP FUNCTION decision_epoch_by_project();
 DROP FUNCTION decision_epoch_by_id();
+DROP FUNCTION decision_epoch_by_organization();
 DROP FUNCTION decision_epoch_move(TEXT);
 DROP TABLE decision_epochs;
 DROP SEQUENCE decision_epoch_seq;

@@ -1,20 +1,21 @@
--- Decision epochs (PostgreSQL): one number per project and per organization that moves, in the
--- transaction of the change, whenever a row that an API-key decision on POST /api/v1/authorize
+-- Decision epochs (PostgreSQL): one number per project that moves, in the transaction of the
+-- change, whenever a row that an API-key decision on POST /api/v1/authorize about that project
 -- reads is inserted, changed or deleted: the key (api_keys; all but last_used_at, which records
--- use), its service account, project and organization, and the decision's bindings, roles and
--- role permissions. Triggers move them, so a write from any connection, replica or program
--- counts. The server keeps such decisions between requests and serves one again only while the
--- epochs of the key's project and organization, read on every request, are still those read
--- with the decision in one statement (store.APIKeyDecision, server/decision_cache.go): one
--- two-row primary-key read instead of the key's and the decision's joins.
+-- use), its service account, the project and its organization (an organization's change moves
+-- the epoch of each of its projects), and the decision's bindings, roles and role permissions.
+-- Triggers move them, so a write from any connection, replica or program counts. The server
+-- keeps such decisions between requests and serves one again only while the epoch of the key's
+-- project, read on every request, is still the one read with it (store.APIKeyDecision,
+-- server/decision_cache.go): one primary-key probe instead of the key's and the decision's
+-- joins.
 --
--- Per project and organization, not one row: a single row that every RBAC write updates would
--- serialize those writes across all tenants and replicas; here only writes to the same project
--- (or organization) wait on each other. Each move takes a fresh value of decision_epoch_seq,
--- so a row never shows a value twice (even when transactions commit out of the order they
--- drew their values): "same value" means "no change committed since". Rows are never deleted
--- (a deleted project's row stays, so a re-used id could not bring back an old value; ids are
--- random and never re-used anyway). SQLite keeps one epoch for the whole file (migration 36).
+-- Per project, not one row: a single row that every RBAC write updates would serialize those
+-- writes across all tenants and replicas; here only writes to the same project wait on each
+-- other. Each move takes a fresh value of decision_epoch_seq, so a row never shows a value twice
+-- (even when transactions commit out of the order they drew their values): "same value" means
+-- "no change committed since". Rows are never deleted (a deleted project's row stays, so that
+-- an id could never bring back an old value). SQLite keeps one epoch for the whole file
+-- (migration 36).
 CREATE SEQUENCE decision_epoch_seq;
 
 CREATE TABLE decision_epochs (
@@ -22,13 +23,24 @@ CREATE TABLE decision_epochs (
     epoch    BIGINT NOT NULL
 );
 
--- decision_epoch_move moves the epoch of scope (a project's or an organization's id).
+-- decision_epoch_move moves the epoch of project scope.
 CREATE FUNCTION decision_epoch_move(scope TEXT) RETURNS void LANGUAGE sql AS $$
     INSERT INTO decision_epochs (scope_id, epoch) VALUES (scope, nextval('decision_epoch_seq'))
     ON CONFLICT (scope_id) DO UPDATE SET epoch = nextval('decision_epoch_seq')
 $$;
 
--- organizations and projects: the row's own id.
+-- organizations: each of the organization's projects (a new organization has none yet; when one
+-- is deleted its projects go by cascade and move their own).
+CREATE FUNCTION decision_epoch_by_organization() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP <> 'INSERT' THEN
+        PERFORM decision_epoch_move(p.id) FROM projects p WHERE p.organization_id = OLD.id ORDER BY p.id;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- projects: the row's own id.
 CREATE FUNCTION decision_epoch_by_id() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP <> 'INSERT' THEN
@@ -98,8 +110,8 @@ BEGIN
 END
 $$;
 
-CREATE TRIGGER organizations_decision_epoch AFTER INSERT OR UPDATE OR DELETE ON organizations
-    FOR EACH ROW EXECUTE FUNCTION decision_epoch_by_id();
+CREATE TRIGGER organizations_decision_epoch AFTER UPDATE OR DELETE ON organizations
+    FOR EACH ROW EXECUTE FUNCTION decision_epoch_by_organization();
 CREATE TRIGGER projects_decision_epoch AFTER INSERT OR UPDATE OR DELETE ON projects
     FOR EACH ROW EXECUTE FUNCTION decision_epoch_by_id();
 CREATE TRIGGER service_accounts_decision_epoch AFTER INSERT OR UPDATE OR DELETE ON service_accounts

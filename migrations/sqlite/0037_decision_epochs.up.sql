@@ -1,3 +1,3 @@
 -- Nothing on SQLite: one epoch for the whole file (migration 36) already serves it. PostgreSQL
--- keeps one per project and organization (migrations/postgres/0037).
+-- keeps one per project (migrations/postgres/0037).
 SELECT 1;
