@@ -217,17 +217,25 @@ func TestReplicas(t *testing.T) {
 	}
 
 	// A binding changes the decision on every replica at the next request, and so does its
-	// deletion, and its expiry. Each replica is asked twice, so that the second answer is the
-	// one it kept (server/decision_cache.go), and the next step's first answer follows a kept one.
+	// deletion, and its expiry. Each replica is asked twice, alone and in a batch without
+	// explain, so that later answers are the ones it kept (server/decision_cache.go), and the
+	// next step's first answers follow kept ones.
 	decide := func(step string, want bool) {
 		t.Helper()
 		body := fmt.Sprintf(`{"projectId":%q,"principalType":"user","principalId":"alice","permission":"document:write"}`, prj.ID)
+		batch := fmt.Sprintf(`{"projectId":%q,"checks":[{"principalType":"user","principalId":"alice","permission":"document:write"}]}`, prj.ID)
 		for range 2 * replicas {
 			r := rr.do(http.MethodPost, "/api/v1/authorize", body, "X-API-Key: "+key).want(t, step, http.StatusOK)
 			var d struct{ Allowed bool }
 			r.data(t, &d)
 			if d.Allowed != want {
 				t.Fatalf("%s: replica %d decided allowed=%v, want %v", step, r.replica, d.Allowed, want)
+			}
+			r = rr.do(http.MethodPost, "/api/v1/authorize/batch", batch, "X-API-Key: "+key).want(t, step+": batch", http.StatusOK)
+			var b struct{ Results []struct{ Allowed bool } }
+			r.data(t, &b)
+			if len(b.Results) != 1 || b.Results[0].Allowed != want {
+				t.Fatalf("%s: replica %d's batch answered %s, want allowed=%v", step, r.replica, r.body, want)
 			}
 		}
 	}

@@ -24,6 +24,9 @@ import (
 //   - The handler's decision (keptDecision): a question about the key's own project is answered
 //     as kept at that epoch (from a request with any key of the project) while the earliest
 //     expiry of the bindings it read is ahead, or decided now (store.DecideUntil) and kept.
+//   - A batch without explain, however authenticated (keptChecks): the project's epoch is read
+//     first; each check is answered as kept at it, or with the others missed in one
+//     store.DecideBatch, and kept.
 //
 // Triggers move the epoch in the transaction of any change to what those reads read — a key
 // revoked, an account disabled, a project or organization archived, a binding, role or role
@@ -157,4 +160,47 @@ func (s *Server) keptDecision(ctx context.Context, epoch store.Epoch, q authoriz
 	}
 	s.kept.decisions.Add(q, keptAnswer{decision: d, epoch: epoch, until: until})
 	return d, nil
+}
+
+// keptChecks answers checks about project projectID as store.DecideBatch would without explain
+// at the request's time: after reading the project's decision epoch, each check whose answer is
+// kept at that epoch (and before the earliest expiry of its bindings) as kept, the others with
+// one DecideBatch of those alone, whose answers are then kept. With nothing kept it costs the
+// epoch's read more than DecideBatch.
+func (s *Server) keptChecks(ctx context.Context, projectID string, checks []store.Check) ([]store.CheckResult, error) {
+	epoch, err := s.store.DecisionEpoch(ctx, projectID)
+	if err != nil {
+		return nil, err
+	}
+	now := s.store.Now()
+	results := make([]store.CheckResult, len(checks))
+	var missed []int
+	for i, c := range checks {
+		a, ok := s.kept.decisions.Get(authorizeQuestion{projectID, c.PrincipalType, c.PrincipalID, c.Permission})
+		hit := ok && a.epoch == epoch && (a.until == nil || now.Before(*a.until))
+		s.metrics.keptLookup("decision", hit)
+		if hit {
+			results[i] = store.CheckResult{Decision: a.decision}
+			continue
+		}
+		missed = append(missed, i)
+	}
+	if len(missed) == 0 {
+		return results, nil
+	}
+	asked := make([]store.Check, len(missed))
+	for j, i := range missed {
+		asked[j] = checks[i]
+	}
+	read, err := s.store.DecideBatch(ctx, projectID, asked, now, false)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range missed {
+		results[i] = read[j]
+		c := checks[i]
+		s.kept.decisions.Add(authorizeQuestion{projectID, c.PrincipalType, c.PrincipalID, c.Permission},
+			keptAnswer{decision: read[j].Decision, epoch: epoch, until: read[j].Until})
+	}
+	return results, nil
 }

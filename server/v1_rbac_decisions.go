@@ -14,8 +14,9 @@ import (
 // /authorize/batch (up to 100 checks in one query), a principal's effective permissions and who
 // holds a permission. All need project:read in the project (named in the body for the two
 // decisions, x-scope-from-body, else in the path), read with one query after authentication and
-// authorization, write nothing and are never audited. Nothing is cached: every answer reads the
-// bindings as they are committed.
+// authorization, write nothing and are never audited. Decisions without explain may be answered
+// as kept while the decision epoch they were read at stands (decision_cache.go); everything else
+// reads the bindings as they are committed.
 
 // Authorize decides whether a principal holds a permission in the project named by the body.
 // The authorization middleware has resolved that project (x-scope-from-body: unknown, archived
@@ -54,9 +55,11 @@ func (s *Server) Authorize(ctx context.Context, req gen.AuthorizeRequestObject) 
 }
 
 // AuthorizeBatch decides 1 to 100 checks in the project named by the body, by the rule of
-// Authorize, with one read query whatever their number (store.DecideBatch), and answers one
-// result per check, in order, each with its own decision id (and its explanation when the
-// body asks). The validator has refused the whole batch when any check is invalid.
+// Authorize, and answers one result per check, in order, each with its own decision id (and its
+// explanation when the body asks). Without explain, checks whose answers are kept at the
+// project's decision epoch are answered as kept (keptChecks) and the others with one read query
+// (store.DecideBatch), then kept; with explain, every check is read with that one query. The
+// validator has refused the whole batch when any check is invalid.
 func (s *Server) AuthorizeBatch(ctx context.Context, req gen.AuthorizeBatchRequestObject) (gen.AuthorizeBatchResponseObject, error) {
 	body := req.Body
 	projectID, err := decisionProject(ctx, body.ProjectId)
@@ -68,7 +71,12 @@ func (s *Server) AuthorizeBatch(ctx context.Context, req gen.AuthorizeBatchReque
 		checks[i] = store.Check{PrincipalType: string(c.PrincipalType), PrincipalID: c.PrincipalId, Permission: c.Permission}
 	}
 	explain := body.Explain != nil && *body.Explain
-	results, err := s.store.DecideBatch(ctx, projectID, checks, s.store.Now(), explain)
+	var results []store.CheckResult
+	if explain {
+		results, err = s.store.DecideBatch(ctx, projectID, checks, s.store.Now(), true)
+	} else {
+		results, err = s.keptChecks(ctx, projectID, checks)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -60,6 +60,9 @@ type CheckedBinding struct {
 type CheckResult struct {
 	Decision
 	Bindings []CheckedBinding
+	// Until is the earliest expiry of the principal's unexpired bindings (nil when none
+	// expires), as DecideUntil reports it: from then the same rows may give another answer.
+	Until *time.Time
 }
 
 // DenialReason says why a check is denied (see CheckResult.DenialReason).
@@ -226,6 +229,9 @@ func (s *Store) DecideBatch(ctx context.Context, projectID string, checks []Chec
 			res.Bindings = make([]CheckedBinding, len(list))
 		}
 		for j, b := range list {
+			if !b.Expired && b.ExpiresAt != nil && (res.Until == nil || b.ExpiresAt.Before(*res.Until)) {
+				res.Until = b.ExpiresAt
+			}
 			switch perms := held[b.RoleID]; {
 			case slices.Contains(perms, c.Permission):
 				b.Matched = c.Permission

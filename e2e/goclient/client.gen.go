@@ -8626,8 +8626,11 @@ type ClientInterface interface {
 	// `explain: true` every result carries its `explanation`, as on `/authorize`.
 	//
 	// The whole batch is read with the same number of queries whatever its size, in one
-	// snapshot. Decisions are not audited. Called with an API key, the key is read on its own,
-	// then the batch.
+	// snapshot. Without `explain`, a check whose answer is kept from an earlier decision
+	// (single or batched) while nothing it read has changed is answered as kept: the project's
+	// decision epoch is read first, as for `x-api-key-lookup: with-decision`, and only the
+	// other checks are read. Decisions are not audited. Called with an API key, the key is read
+	// on its own, then the batch.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -8644,8 +8647,11 @@ type ClientInterface interface {
 	// `explain: true` every result carries its `explanation`, as on `/authorize`.
 	//
 	// The whole batch is read with the same number of queries whatever its size, in one
-	// snapshot. Decisions are not audited. Called with an API key, the key is read on its own,
-	// then the batch.
+	// snapshot. Without `explain`, a check whose answer is kept from an earlier decision
+	// (single or batched) while nothing it read has changed is answered as kept: the project's
+	// decision epoch is read first, as for `x-api-key-lookup: with-decision`, and only the
+	// other checks are read. Decisions are not audited. Called with an API key, the key is read
+	// on its own, then the batch.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -12936,8 +12942,11 @@ func (c *Client) Authorize(ctx context.Context, body AuthorizeJSONRequestBody, r
 // `explain: true` every result carries its `explanation`, as on `/authorize`.
 //
 // The whole batch is read with the same number of queries whatever its size, in one
-// snapshot. Decisions are not audited. Called with an API key, the key is read on its own,
-// then the batch.
+// snapshot. Without `explain`, a check whose answer is kept from an earlier decision
+// (single or batched) while nothing it read has changed is answered as kept: the project's
+// decision epoch is read first, as for `x-api-key-lookup: with-decision`, and only the
+// other checks are read. Decisions are not audited. Called with an API key, the key is read
+// on its own, then the batch.
 //
 // Takes any type of body and a specified content type.
 //
@@ -12964,8 +12973,11 @@ func (c *Client) AuthorizeBatchWithBody(ctx context.Context, contentType string,
 // `explain: true` every result carries its `explanation`, as on `/authorize`.
 //
 // The whole batch is read with the same number of queries whatever its size, in one
-// snapshot. Decisions are not audited. Called with an API key, the key is read on its own,
-// then the batch.
+// snapshot. Without `explain`, a check whose answer is kept from an earlier decision
+// (single or batched) while nothing it read has changed is answered as kept: the project's
+// decision epoch is read first, as for `x-api-key-lookup: with-decision`, and only the
+// other checks are read. Decisions are not audited. Called with an API key, the key is read
+// on its own, then the batch.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -24890,8 +24902,11 @@ type ClientWithResponsesInterface interface {
 	// `explain: true` every result carries its `explanation`, as on `/authorize`.
 	//
 	// The whole batch is read with the same number of queries whatever its size, in one
-	// snapshot. Decisions are not audited. Called with an API key, the key is read on its own,
-	// then the batch.
+	// snapshot. Without `explain`, a check whose answer is kept from an earlier decision
+	// (single or batched) while nothing it read has changed is answered as kept: the project's
+	// decision epoch is read first, as for `x-api-key-lookup: with-decision`, and only the
+	// other checks are read. Decisions are not audited. Called with an API key, the key is read
+	// on its own, then the batch.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -24908,8 +24923,11 @@ type ClientWithResponsesInterface interface {
 	// `explain: true` every result carries its `explanation`, as on `/authorize`.
 	//
 	// The whole batch is read with the same number of queries whatever its size, in one
-	// snapshot. Decisions are not audited. Called with an API key, the key is read on its own,
-	// then the batch.
+	// snapshot. Without `explain`, a check whose answer is kept from an earlier decision
+	// (single or batched) while nothing it read has changed is answered as kept: the project's
+	// decision epoch is read first, as for `x-api-key-lookup: with-decision`, and only the
+	// other checks are read. Decisions are not audited. Called with an API key, the key is read
+	// on its own, then the batch.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -41369,8 +41387,11 @@ func (c *ClientWithResponses) AuthorizeWithResponse(ctx context.Context, body Au
 // `explain: true` every result carries its `explanation`, as on `/authorize`.
 //
 // The whole batch is read with the same number of queries whatever its size, in one
-// snapshot. Decisions are not audited. Called with an API key, the key is read on its own,
-// then the batch.
+// snapshot. Without `explain`, a check whose answer is kept from an earlier decision
+// (single or batched) while nothing it read has changed is answered as kept: the project's
+// decision epoch is read first, as for `x-api-key-lookup: with-decision`, and only the
+// other checks are read. Decisions are not audited. Called with an API key, the key is read
+// on its own, then the batch.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -41393,8 +41414,11 @@ func (c *ClientWithResponses) AuthorizeBatchWithBodyWithResponse(ctx context.Con
 // `explain: true` every result carries its `explanation`, as on `/authorize`.
 //
 // The whole batch is read with the same number of queries whatever its size, in one
-// snapshot. Decisions are not audited. Called with an API key, the key is read on its own,
-// then the batch.
+// snapshot. Without `explain`, a check whose answer is kept from an earlier decision
+// (single or batched) while nothing it read has changed is answered as kept: the project's
+// decision epoch is read first, as for `x-api-key-lookup: with-decision`, and only the
+// other checks are read. Decisions are not audited. Called with an API key, the key is read
+// on its own, then the batch.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

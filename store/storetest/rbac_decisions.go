@@ -94,13 +94,13 @@ func testDecideBatch(t *testing.T, open func(t *testing.T) *store.Store) {
 				Bindings: []store.CheckedBinding{auditor, editor}}, store.DeniedNotGranted},
 		{"* grants, a microsecond before expiry", store.Check{PrincipalType: "user", PrincipalID: "root", Permission: "anything:else"},
 			store.CheckResult{Decision: store.Decision{Allowed: true, Roles: []string{"super"}},
-				Bindings: []store.CheckedBinding{matched(super, "*")}}, ""},
+				Bindings: []store.CheckedBinding{matched(super, "*")}, Until: &rootExpires}, ""},
 		{"the exact string wins over *", store.Check{PrincipalType: "user", PrincipalID: "root", Permission: "document:delete"},
 			store.CheckResult{Decision: store.Decision{Allowed: true, Roles: []string{"super"}},
-				Bindings: []store.CheckedBinding{matched(super, "document:delete")}}, ""},
+				Bindings: []store.CheckedBinding{matched(super, "document:delete")}, Until: &rootExpires}, ""},
 		{"* asked for literally", store.Check{PrincipalType: "user", PrincipalID: "root", Permission: "*"},
 			store.CheckResult{Decision: store.Decision{Allowed: true, Roles: []string{"super"}},
-				Bindings: []store.CheckedBinding{matched(super, "*")}}, ""},
+				Bindings: []store.CheckedBinding{matched(super, "*")}, Until: &rootExpires}, ""},
 		{"* asked for, not held", store.Check{PrincipalType: "user", PrincipalID: "alice", Permission: "*"},
 			store.CheckResult{Decision: store.Decision{Allowed: false, Roles: []string{"editor"}},
 				Bindings: []store.CheckedBinding{auditor, editor}}, store.DeniedNotGranted},
@@ -116,6 +116,8 @@ func testDecideBatch(t *testing.T, open func(t *testing.T) *store.Store) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, explain := range []bool{true, false} {
+				// Until: the earliest expiry of the principal's unexpired bindings (root's, a
+				// microsecond ahead; alice's expired auditor binding does not count).
 				want := tc.want
 				if !explain {
 					want.Bindings = nil // the decision alone
