@@ -144,7 +144,8 @@ func TestDecisionEpoch(t *testing.T) {
 			}
 		} else {
 			if err := s.writer.SelectContext(ctx, &named, `SELECT event_object_column FROM information_schema.triggered_update_columns
-				WHERE trigger_name = 'api_keys_decision_epoch' AND event_object_table = 'api_keys'`); err != nil {
+				WHERE trigger_schema = current_schema() AND trigger_name = 'api_keys_decision_epoch'
+				AND event_object_schema = current_schema() AND event_object_table = 'api_keys'`); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.writer.SelectContext(ctx, &columns, `SELECT column_name FROM information_schema.columns
