@@ -50,9 +50,9 @@ type ServiceAccountPrincipal struct {
 	// (x-api-key-lookup: with-decision); the handler's decide uses it if it answers the
 	// handler's question.
 	prefetched *prefetchedDecision
-	// decisionEpoch is the decision epoch of the key's project the key was
-	// kept or read at, for with-decision operations (decision_cache.go); the handler's decide
-	// then answers questions about that project from decisions kept at that epoch.
+	// decisionEpoch is the decision epoch of the key's project that the key was kept or read
+	// at, for with-decision operations (decision_cache.go); the handler's decide then answers
+	// questions about that project from decisions kept at that epoch.
 	decisionEpoch *store.Epoch
 }
 

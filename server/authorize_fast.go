@@ -10,16 +10,16 @@ import (
 	"github.com/gatehouse-dev/gatehouse/store"
 )
 
-// The hot path of POST /api/v1/authorize called with an API key. Without it a decision costs
-// three queries (the key, the project's scope, the decision); with it, one, or only the epoch's
-// read while the key and the answer are kept (decision_cache.go). The spec allows it per
-// operation (x-api-key-lookup: with-decision): unless the key is kept, the authentication
-// middleware peeks at the body and reads the key and the decision together
-// (apiKeyDecisionPrincipal), and gives the decision to the principal; the authorization middleware takes a service account's own project's scope from
-// its key's row; the handler decides (decide), with that decision when it answers the
+// The hot path of POST /api/v1/authorize called with an API key. Without it a decision costs three
+// queries (the key, the project's scope, the decision); with it, one, or only the epoch's read
+// while the key and the answer are kept (decision_cache.go). The spec allows it per operation
+// (x-api-key-lookup: with-decision): unless the key is kept, the authentication middleware peeks at
+// the body and reads the key and the decision together (apiKeyDecisionPrincipal), and gives the
+// decision to the principal; the authorization middleware takes a service account's own project's
+// scope from its key's row; the handler decides (decide), with that decision when it answers the
 // handler's question. Everything the middleware checks is checked in the same order as on the
-// general path: a body it cannot read as the four strings falls back to the plain key lookup,
-// and the validator still judges the body afterwards.
+// general path: a body it cannot read as the four strings falls back to the plain key lookup, and
+// the validator still judges the body afterwards.
 
 // prefetchedDecision is a decision read together with the request's API key: the answer to
 // question.

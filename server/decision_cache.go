@@ -15,9 +15,9 @@ import (
 // with-decision (POST /api/v1/authorize) called with an API key, on both databases.
 //
 //   - Authentication (keptKeyPrincipal): when the key is kept (by public id), it reads the
-//     store's decision epoch of the key's project (store.DecisionEpoch: one
-//     single-row read; on SQLite the file's one epoch). When that is the epoch the key was read
-//     at, the key is judged as kept. Otherwise, when the body asks a question (peekAuthorizeBody),
+//     store's decision epoch of the key's project (store.DecisionEpoch: one single-row read; on
+//     SQLite the file's one epoch). When that is the epoch the key was read at, the key is
+//     judged as kept. Otherwise, when the body asks a question (peekAuthorizeBody),
 //     the key, the answer and the epoch are read in one statement (store.APIKeyDecision) and
 //     both kept; a body that asks none falls back to the plain key lookup, and nothing is kept.
 //     The principal carries the epoch.
@@ -30,16 +30,17 @@ import (
 //
 // Triggers move the epoch in the transaction of any change to what those reads read — a key
 // revoked, an account disabled, a project or organization archived, a binding, role or role
-// permission created, changed or deleted — by this process or any other writing the same
-// database: on SQLite one number for the file, on PostgreSQL one per project (moved by its organization's changes too),
-// read from the primary by every replica (migrations/sqlite/0036_decision_epoch.up.sql,
-// migrations/postgres/0037_decision_epochs.up.sql). The epoch is read before, or in the same
-// statement as, what is kept at it, so a change that commits in between moves it and the next
-// check misses: every such change counts on the very next request on every replica, and an
-// expired binding on the first request after its expiry. The presented secret is compared with
-// the kept key's hash (an HMAC, in constant time) and the key judged at the request's time
-// (store.APIKeyUsable) on every request, as when it is read. The hit path does not read the
-// body: the question is looked up in the handler, from the validated request.
+// permission created, changed or deleted — by this process or any other writing the same database:
+// on SQLite one number for the file, on PostgreSQL one per project (moved by its organization's
+// changes too), read from the primary by every replica
+// (migrations/sqlite/0036_decision_epoch.up.sql, migrations/postgres/0037_decision_epochs.up.sql).
+// The epoch is read before, or in the same statement as, what is kept at it, so a change that
+// commits in between moves it and the next check misses: every such change counts on the very next
+// request on every replica, and an expired binding on the first request after its expiry. The
+// presented secret is compared with the kept key's hash (an HMAC, in constant time) and the key
+// judged at the request's time (store.APIKeyUsable) on every request, as when it is read. The hit
+// path does not read the body: the question is looked up in the handler, from the validated
+// request.
 //
 // The key's query and the decision's were about half of a SQLite decision's cost, and their
 // joins most of PostgreSQL's (docs/benchmarks.md, "Decisions kept while nothing they read has
@@ -82,9 +83,9 @@ func newKeptCaches() *keptCaches {
 }
 
 // keptKeyPrincipal authenticates key like apiKeyPrincipal for a with-decision operation: as kept,
-// when the store's decision epoch of its project is still the one it was read
-// at; otherwise read with the answer to the body's question (apiKeyDecisionPrincipal), or alone
-// when the body asks none. The principal carries the epoch whenever the key was kept or read with
+// when the store's decision epoch of its project is still the one it was read at; otherwise
+// read with the answer to the body's question (apiKeyDecisionPrincipal), or alone when the body
+// asks none. The principal carries the epoch whenever the key was kept or read with
 // one, for keptDecision.
 func (s *Server) keptKeyPrincipal(req *http.Request, key string) (*Principal, error) {
 	ctx := req.Context()
@@ -148,11 +149,8 @@ func (s *Server) apiKeyDecisionPrincipal(ctx context.Context, publicID, secret s
 // decided now and kept.
 func (s *Server) keptDecision(ctx context.Context, epoch store.Epoch, q authorizeQuestion) (store.Decision, error) {
 	now := s.store.Now()
-	a, ok := s.kept.decisions.Get(q)
-	hit := ok && a.epoch == epoch && (a.until == nil || now.Before(*a.until))
-	s.metrics.keptLookup("decision", hit)
-	if hit {
-		return a.decision, nil
+	if d, ok := s.keptAnswerFor(q, epoch, now); ok {
+		return d, nil
 	}
 	d, until, err := s.store.DecideUntil(ctx, q.ProjectID, q.PrincipalType, q.PrincipalID, q.Permission, now)
 	if err != nil {
@@ -176,11 +174,8 @@ func (s *Server) keptChecks(ctx context.Context, projectID string, checks []stor
 	results := make([]store.CheckResult, len(checks))
 	var missed []int
 	for i, c := range checks {
-		a, ok := s.kept.decisions.Get(authorizeQuestion{projectID, c.PrincipalType, c.PrincipalID, c.Permission})
-		hit := ok && a.epoch == epoch && (a.until == nil || now.Before(*a.until))
-		s.metrics.keptLookup("decision", hit)
-		if hit {
-			results[i] = store.CheckResult{Decision: a.decision}
+		if d, ok := s.keptAnswerFor(authorizeQuestion{projectID, c.PrincipalType, c.PrincipalID, c.Permission}, epoch, now); ok {
+			results[i] = store.CheckResult{Decision: d}
 			continue
 		}
 		missed = append(missed, i)
@@ -203,4 +198,13 @@ func (s *Server) keptChecks(ctx context.Context, projectID string, checks []stor
 			keptAnswer{decision: read[j].Decision, epoch: epoch, until: read[j].Until})
 	}
 	return results, nil
+}
+
+// keptAnswerFor returns the answer to q kept at epoch, when there is one and the earliest expiry
+// of the bindings it read is after now, and counts the lookup.
+func (s *Server) keptAnswerFor(q authorizeQuestion, epoch store.Epoch, now time.Time) (store.Decision, bool) {
+	a, ok := s.kept.decisions.Get(q)
+	hit := ok && a.epoch == epoch && (a.until == nil || now.Before(*a.until))
+	s.metrics.keptLookup("decision", hit)
+	return a.decision, hit
 }
