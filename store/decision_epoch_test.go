@@ -87,8 +87,8 @@ func TestDecisionEpoch(t *testing.T) {
 			t.Fatal(err)
 		}
 		if e, o := epochOf(p), epochOf(other); dialect == SQLite && o == otherBefore ||
-			dialect == Postgres && (e.Project == 0 || o != otherBefore) {
-			t.Errorf("an organization and a project created: epoch %+v, another tenant's %+v → %+v", e, otherBefore, o)
+			dialect == Postgres && (e == 0 || o != otherBefore) {
+			t.Errorf("an organization and a project created: epoch %d, another tenant's %d → %d", e, otherBefore, o)
 		}
 		check("a service account created with a key", true, inTx(func(tx *Tx) error {
 			sa = ServiceAccount{ProjectID: p.ID, Name: "checker", Scopes: []string{"*"}}

@@ -17,7 +17,7 @@ import (
 // through the join, so that PostgreSQL's generic plan for the prepared statement answers it from
 // role_bindings_decision_idx alone, as decideQuery does (joined on a.project_id it chose an
 // index on project_id and filtered the project's other bindings). It reads the decision epoch
-// in the same statement (epochColumns), and so in the same snapshot as the key and the decision.
+// in the same statement (epochColumn), and so in the same snapshot as the key and the decision.
 func apiKeyDecisionQuery(d Dialect) string {
 	return `SELECT k.id AS key_id, k.public_id, k.secret_hash,
 		k.expires_at, k.revoked_at, k.last_used_at,
@@ -26,7 +26,7 @@ func apiKeyDecisionQuery(d Dialect) string {
 		p.archived_at IS NOT NULL AS project_archived,
 		o.archived_at IS NOT NULL AS organization_archived,
 		d.slug AS role_slug, d.permission AS granted, d.expires_at AS binding_expires_at,
-		` + epochColumns[d] + `
+		` + epochColumn[d] + `
 	FROM api_keys k
 	JOIN service_accounts a ON a.id = k.service_account_id
 	JOIN projects p ON p.id = a.project_id
@@ -84,7 +84,7 @@ func (s *Store) APIKeyDecision(ctx context.Context, publicID, projectID, princip
 	defer rows.Close()
 	var r struct {
 		apiKeyAuthRow
-		epochRow
+		Epoch            Epoch          `db:"decision_epoch"`
 		RoleSlug         sql.NullString `db:"role_slug"`
 		Granted          sql.NullString `db:"granted"`
 		BindingExpiresAt *sqlTime       `db:"binding_expires_at"`
@@ -115,7 +115,7 @@ func (s *Store) APIKeyDecision(ctx context.Context, publicID, projectID, princip
 	if out.Key, err = r.auth(op); err != nil {
 		return KeyDecision{}, err
 	}
-	out.Epoch = r.epoch()
+	out.Epoch = r.Epoch
 	if out.Key.ProjectID != projectID {
 		out.Until = nil
 		return out, nil

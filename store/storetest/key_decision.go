@@ -73,8 +73,8 @@ func testKeyDecision(t *testing.T, open func(t *testing.T) *store.Store) {
 		if (read.Until == nil) != (tc.until == nil) || read.Until != nil && !read.Until.Equal(*tc.until) {
 			t.Errorf("%s: until = %v, want %v", tc.name, read.Until, tc.until)
 		}
-		if read.Epoch == (store.Epoch{}) {
-			t.Errorf("%s: epoch %+v: none read", tc.name, read.Epoch)
+		if read.Epoch == 0 {
+			t.Errorf("%s: epoch %d: none read", tc.name, read.Epoch)
 		}
 	}
 	if _, err := f.s.APIKeyDecision(ctx, "AAAAAAAAAAAA", f.project.ID, store.PrincipalUser, "alice", "document:read", now); !errors.Is(err, store.ErrNotFound) {
