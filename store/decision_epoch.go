@@ -2,6 +2,9 @@ package store
 
 import (
 	"context"
+	"time"
+
+	"github.com/lib/pq"
 )
 
 // Epoch is a decision epoch as read: a number that triggers move, in the transaction of the
@@ -18,12 +21,8 @@ import (
 //     RBAC writes of different projects do not wait on each other.
 type Epoch int64
 
-// decisionEpochQuery reads the epoch: on PostgreSQL of one project ($1). A project without a
-// row reads as 0, a value the sequence never gives.
-var decisionEpochQuery = map[Dialect]string{
-	SQLite:   `SELECT epoch FROM decision_epoch WHERE id = 1`,
-	Postgres: `SELECT COALESCE((SELECT epoch FROM decision_epochs WHERE scope_id = $1), 0)`,
-}
+// decisionEpochQuery reads SQLite's epoch, the file's one number.
+const decisionEpochQuery = `SELECT epoch FROM decision_epoch WHERE id = 1`
 
 // epochColumn is the column of APIKeyDecision's query that reads the epoch of the key's project
 // (a.project_id).
@@ -33,26 +32,168 @@ var epochColumn = map[Dialect]string{
 }
 
 // DecisionEpoch returns the decision epoch of project projectID (SQLite's reads the file's one
-// number and ignores it): one single-row read, scanned without reflection (it runs on every
-// kept /authorize request).
+// number and ignores it). On SQLite it is one single-row read, scanned without reflection (it
+// runs on every kept /authorize request). On PostgreSQL the reads of concurrent callers share
+// one statement (epochReads, below).
 //
 // The contract: a key of that project and a decision about it that APIKeyDecision read together
 // with epoch e (or that were read after DecisionEpoch returned e) are still what it would
 // return for as long as DecisionEpoch returns e, up to the expiries the rows carry (the key's,
-// KeyDecision.Until), which the caller judges against the clock.
+// KeyDecision.Until), which the caller judges against the clock. The epoch returned was read
+// after the call began: a change committed before it is always seen.
 func (s *Store) DecisionEpoch(ctx context.Context, projectID string) (Epoch, error) {
 	const op = "decision epoch"
-	stmt, err := s.readStatement(ctx, decisionEpochQuery[s.dialect])
+	if s.dialect == Postgres {
+		e, err := s.sharedEpochRead(ctx, projectID)
+		if err != nil {
+			return 0, wrapError(op, err)
+		}
+		return e, nil
+	}
+	stmt, err := s.readStatement(ctx, decisionEpochQuery)
 	if err != nil {
 		return 0, wrapError(op, err)
 	}
-	var args []any
-	if s.dialect == Postgres {
-		args = []any{projectID}
-	}
 	var e Epoch
-	if err := stmt.QueryRowContext(ctx, args...).Scan(&e); err != nil {
+	if err := stmt.QueryRowContext(ctx).Scan(&e); err != nil {
 		return 0, wrapError(op, err)
 	}
 	return e, nil
+}
+
+// Shared epoch reads, PostgreSQL. Every kept /authorize request reads its project's epoch before
+// anything else, and on PostgreSQL that read was a round trip of its own: in the pinned PostgreSQL
+// run it was a quarter of a decision's server CPU, most of it lib/pq's socket write and read
+// (docs/benchmarks.md, "Epoch reads shared"). Callers queue their project here and one reader
+// goroutine per Store takes every queued read, reads all their projects' epochs in one
+// statement (epochsQuery) and answers each, then takes what queued meanwhile: the usual group
+// commit (groupQueue, group_commit.go), for reads. Freshness is the same as a read of one's own:
+// a read is taken from the queue, and its statement sent, only after the caller queued it, so the
+// statement's snapshot is later than the call's start and shows every change committed before
+// it. A read queued alone is sent at once.
+
+// epochsQuery reads the epochs of the projects $1; a project without a row has none in the
+// answer and reads as 0, a value the sequence never gives (as in epochColumn).
+const epochsQuery = `SELECT scope_id, epoch FROM decision_epochs WHERE scope_id = ANY($1::text[])`
+
+// epochReadTimeout bounds one shared read; it follows no caller's context, since it answers
+// other callers too.
+const epochReadTimeout = 5 * time.Second
+
+// maxEpochRead bounds the distinct projects of one shared read.
+const maxEpochRead = 256
+
+// epochReads holds the reads waiting for the reader.
+type epochReads = groupQueue[pendingEpoch]
+
+// pendingEpoch is one queued read and where its outcome goes (buffered, written once).
+type pendingEpoch struct {
+	projectID string
+	done      chan epochOutcome
+}
+
+type epochOutcome struct {
+	epoch Epoch
+	err   error
+}
+
+// epochs returns the Store's queue of epoch reads, starting its reader on first use.
+func (s *Store) epochs() *epochReads {
+	q := &s.epochReads
+	q.start(nil, func() { s.readQueuedEpochs(q) })
+	return q
+}
+
+// sharedEpochRead queues a read of projectID's epoch and waits for its answer, or for ctx.
+func (s *Store) sharedEpochRead(ctx context.Context, projectID string) (Epoch, error) {
+	p := pendingEpoch{projectID: projectID, done: make(chan epochOutcome, 1)}
+	if !s.epochs().add(p) {
+		return 0, errStoreClosed
+	}
+	select {
+	case out := <-p.done:
+		return out.epoch, out.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// readQueuedEpochs answers queued reads, one statement per take, until the queue is empty.
+func (s *Store) readQueuedEpochs(q *epochReads) {
+	for batch := takeEpochReads(q); len(batch) > 0; batch = takeEpochReads(q) {
+		s.readEpochs(batch)
+	}
+}
+
+// takeEpochReads removes and returns queued reads, in queue order, of at most maxEpochRead
+// distinct projects; the rest stay queued for the next take.
+func takeEpochReads(q *epochReads) []pendingEpoch {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	projects := map[string]struct{}{}
+	n := 0
+	for ; n < len(q.pending); n++ {
+		id := q.pending[n].projectID
+		if _, ok := projects[id]; !ok {
+			if len(projects) == maxEpochRead {
+				break
+			}
+			projects[id] = struct{}{}
+		}
+	}
+	batch := q.pending[:n:n]
+	q.pending = append([]pendingEpoch(nil), q.pending[n:]...)
+	return batch
+}
+
+// readEpochs reads the epochs of batch's projects in one statement and answers every read.
+func (s *Store) readEpochs(batch []pendingEpoch) {
+	ctx, cancel := context.WithTimeout(context.Background(), epochReadTimeout)
+	defer cancel()
+	epochs, err := s.queryEpochs(ctx, batch)
+	if s.epochsRead != nil {
+		s.epochsRead()
+	}
+	for _, p := range batch {
+		p.done <- epochOutcome{epoch: epochs[p.projectID], err: err}
+	}
+}
+
+// queryEpochs runs epochsQuery for batch's projects; a project without a row is absent (0).
+func (s *Store) queryEpochs(ctx context.Context, batch []pendingEpoch) (map[string]Epoch, error) {
+	ids := make([]string, 0, len(batch))
+	seen := make(map[string]struct{}, len(batch))
+	for _, p := range batch {
+		if _, ok := seen[p.projectID]; !ok {
+			seen[p.projectID] = struct{}{}
+			ids = append(ids, p.projectID)
+		}
+	}
+	stmt, err := s.readStatement(ctx, epochsQuery)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := stmt.QueryContext(ctx, pq.Array(ids))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	epochs := make(map[string]Epoch, len(ids))
+	for rows.Next() {
+		var id string
+		var e Epoch
+		if err := rows.Scan(&id, &e); err != nil {
+			return nil, err
+		}
+		epochs[id] = e
+	}
+	return epochs, rows.Err()
+}
+
+// closeEpochs refuses new shared reads, answers the queued ones and stops the reader. It is part
+// of Close, and does nothing the second time.
+func (s *Store) closeEpochs() {
+	if s.dialect == Postgres {
+		s.epochs().close()
+	}
 }

@@ -77,6 +77,11 @@ type Store struct {
 	usageQueue usageQueue
 	// tokenQueue groups concurrent OAuth token rows into shared transactions.
 	tokenQueue tokenQueue
+	// epochReads groups concurrent decision-epoch reads into shared statements (PostgreSQL).
+	epochReads epochReads
+	// epochsRead, when set (by tests), is called after each shared epoch read's statement
+	// returned and before its callers are answered.
+	epochsRead func()
 	// usageRetention and usageReplayWindow are WithUsageRetention and WithUsageReplayWindow;
 	// usageLegacy is whether usage_events_legacy exists (a conversion under way, PostgreSQL:
 	// usage_partitions.go).
@@ -211,6 +216,7 @@ func parseURL(databaseURL string) (Dialect, string, error) {
 func (s *Store) Close() error {
 	s.closeUsage()
 	s.closeTokens()
+	s.closeEpochs()
 	errs := s.closeReplicas()
 	s.statements.Range(func(query, stmt any) bool {
 		errs = append(errs, stmt.(*sqlx.Stmt).Close())
