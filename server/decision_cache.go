@@ -15,8 +15,8 @@ import (
 // with-decision (POST /api/v1/authorize) called with an API key, on both databases.
 //
 //   - Authentication (keptKeyPrincipal): when the key is kept (by public id), it reads the
-//     store's decision epoch of the key's project (store.DecisionEpoch: one single-row read; on
-//     SQLite the file's one epoch). When that is the epoch the key was read at, the key is
+//     store's decision epoch of the key's project (store.DecisionEpoch: one single-row read,
+//     shared with the requests that queue for it meanwhile; on SQLite the file's one epoch). When that is the epoch the key was read at, the key is
 //     judged as kept. Otherwise, when the body asks a question (peekAuthorizeBody),
 //     the key, the answer and the epoch are read in one statement (store.APIKeyDecision) and
 //     both kept; a body that asks none falls back to the plain key lookup, and nothing is kept.

@@ -31,10 +31,9 @@ var epochColumn = map[Dialect]string{
 	Postgres: `COALESCE((SELECT epoch FROM decision_epochs WHERE scope_id = a.project_id), 0) AS decision_epoch`,
 }
 
-// DecisionEpoch returns the decision epoch of project projectID (SQLite's reads the file's one
-// number and ignores it). On SQLite it is one single-row read, scanned without reflection (it
-// runs on every kept /authorize request). On PostgreSQL the reads of concurrent callers share
-// one statement (epochReads, below).
+// DecisionEpoch returns the decision epoch of project projectID (SQLite's is the file's one
+// number, whatever the project). The reads of concurrent callers share one statement
+// (epochReads, below): it runs on every kept /authorize request.
 //
 // The contract: a key of that project and a decision about it that APIKeyDecision read together
 // with epoch e (or that were read after DecisionEpoch returned e) are still what it would
@@ -42,35 +41,25 @@ var epochColumn = map[Dialect]string{
 // KeyDecision.Until), which the caller judges against the clock. The epoch returned was read
 // after the call began: a change committed before it is always seen.
 func (s *Store) DecisionEpoch(ctx context.Context, projectID string) (Epoch, error) {
-	const op = "decision epoch"
-	if s.dialect == Postgres {
-		e, err := s.sharedEpochRead(ctx, projectID)
-		if err != nil {
-			return 0, wrapError(op, err)
-		}
-		return e, nil
-	}
-	stmt, err := s.readStatement(ctx, decisionEpochQuery)
+	e, err := s.sharedEpochRead(ctx, projectID)
 	if err != nil {
-		return 0, wrapError(op, err)
-	}
-	var e Epoch
-	if err := stmt.QueryRowContext(ctx).Scan(&e); err != nil {
-		return 0, wrapError(op, err)
+		return 0, wrapError("decision epoch", err)
 	}
 	return e, nil
 }
 
-// Shared epoch reads, PostgreSQL. Every kept /authorize request reads its project's epoch before
-// anything else, and on PostgreSQL that read was a round trip of its own: in the pinned PostgreSQL
-// run it was a quarter of a decision's server CPU, most of it lib/pq's socket write and read
-// (docs/benchmarks.md, "Epoch reads shared"). Callers queue their project here and one reader
-// goroutine per Store takes every queued read, reads all their projects' epochs in one
-// statement (epochsQuery) and answers each, then takes what queued meanwhile: the usual group
-// commit (groupQueue, group_commit.go), for reads. Freshness is the same as a read of one's own:
-// a read is taken from the queue, and its statement sent, only after the caller queued it, so the
-// statement's snapshot is later than the call's start and shows every change committed before
-// it. A read queued alone is sent at once.
+// Shared epoch reads. Every kept /authorize request reads its project's epoch before anything
+// else, and that read was a statement of its own: in the pinned runs about a quarter of a
+// decision's server CPU on both databases, on PostgreSQL mostly lib/pq's socket write and read,
+// on SQLite the read transaction's locks on the WAL index (docs/benchmarks.md, "Epoch reads
+// shared"). Callers queue their project here and one reader goroutine per Store takes every
+// queued read, reads all their projects' epochs in one statement (epochsQuery; on SQLite the
+// one row, decisionEpochQuery) and answers each, then takes what queued meanwhile: the usual
+// group commit (groupQueue, group_commit.go), for reads. Freshness is the same as a read of
+// one's own: a read is taken from the queue, and its statement begun, only after the caller
+// queued it, so the statement sees every change committed before the call began. A read that
+// queues while a statement is out waits for the next statement rather than sharing one that may
+// have begun before it. A read queued alone is sent at once.
 
 // epochsQuery reads the epochs of the projects $1; a project without a row has none in the
 // answer and reads as 0, a value the sequence never gives (as in epochColumn).
@@ -159,7 +148,8 @@ func (s *Store) readEpochs(batch []pendingEpoch) {
 	}
 }
 
-// queryEpochs runs epochsQuery for batch's projects; a project without a row is absent (0).
+// queryEpochs reads the epochs of batch's projects, on PostgreSQL with epochsQuery (a project
+// without a row is absent: 0), on SQLite the file's one epoch for each.
 func (s *Store) queryEpochs(ctx context.Context, batch []pendingEpoch) (map[string]Epoch, error) {
 	ids := make([]string, 0, len(batch))
 	seen := make(map[string]struct{}, len(batch))
@@ -168,6 +158,21 @@ func (s *Store) queryEpochs(ctx context.Context, batch []pendingEpoch) (map[stri
 			seen[p.projectID] = struct{}{}
 			ids = append(ids, p.projectID)
 		}
+	}
+	if s.dialect == SQLite {
+		stmt, err := s.readStatement(ctx, decisionEpochQuery)
+		if err != nil {
+			return nil, err
+		}
+		var e Epoch
+		if err := stmt.QueryRowContext(ctx).Scan(&e); err != nil {
+			return nil, err
+		}
+		epochs := make(map[string]Epoch, len(ids))
+		for _, id := range ids {
+			epochs[id] = e
+		}
+		return epochs, nil
 	}
 	stmt, err := s.readStatement(ctx, epochsQuery)
 	if err != nil {
@@ -190,10 +195,8 @@ func (s *Store) queryEpochs(ctx context.Context, batch []pendingEpoch) (map[stri
 	return epochs, rows.Err()
 }
 
-// closeEpochs refuses new shared reads, answers the queued ones and stops the reader. It is part
+// closeEpochs refuses new epoch reads, answers the queued ones and stops the reader. It is part
 // of Close, and does nothing the second time.
 func (s *Store) closeEpochs() {
-	if s.dialect == Postgres {
-		s.epochs().close()
-	}
+	s.epochs().close()
 }

@@ -77,7 +77,7 @@ type Store struct {
 	usageQueue usageQueue
 	// tokenQueue groups concurrent OAuth token rows into shared transactions.
 	tokenQueue tokenQueue
-	// epochReads groups concurrent decision-epoch reads into shared statements (PostgreSQL).
+	// epochReads groups concurrent decision-epoch reads into shared statements.
 	epochReads epochReads
 	// epochsRead, when set (by tests), is called after each shared epoch read's statement
 	// returned and before its callers are answered.
