@@ -16,10 +16,11 @@ import (
 //
 //   - Authentication (keptKeyPrincipal): when the key is kept (by public id), it reads the
 //     store's decision epoch of the key's project (store.DecisionEpoch: one single-row read,
-//     shared with the requests that queue for it meanwhile; on SQLite the file's one epoch). When that is the epoch the key was read at, the key is
-//     judged as kept. Otherwise, when the body asks a question (peekAuthorizeBody),
-//     the key, the answer and the epoch are read in one statement (store.APIKeyDecision) and
-//     both kept; a body that asks none falls back to the plain key lookup, and nothing is kept.
+//     shared with the requests that queue for it meanwhile; on SQLite the file's one epoch).
+//     When that is the epoch the key was read at, the key is judged as kept. Otherwise, when
+//     the body asks a question (peekAuthorizeBody), the key, the answer and the epoch are read
+//     in one statement (store.APIKeyDecision) and both kept; a body that asks none falls back
+//     to the plain key lookup, and nothing is kept.
 //     The principal carries the epoch.
 //   - The handler's decision (keptDecision): a question about the key's own project is answered
 //     as kept at that epoch (from a request with any key of the project) while the earliest
