@@ -109,14 +109,14 @@ func (s *Store) sharedEpochRead(ctx context.Context, projectID string) (Epoch, e
 
 // readQueuedEpochs answers queued reads, one statement per take, until the queue is empty.
 func (s *Store) readQueuedEpochs(q *epochReads) {
-	for batch := takeEpochReads(q); len(batch) > 0; batch = takeEpochReads(q) {
-		s.readEpochs(batch)
+	for batch, ids := takeEpochReads(q); len(batch) > 0; batch, ids = takeEpochReads(q) {
+		s.readEpochs(batch, ids)
 	}
 }
 
 // takeEpochReads removes and returns queued reads, in queue order, of at most maxEpochRead
-// distinct projects; the rest stay queued for the next take.
-func takeEpochReads(q *epochReads) []pendingEpoch {
+// distinct projects, and those projects' ids; the rest stay queued for the next take.
+func takeEpochReads(q *epochReads) (batch []pendingEpoch, ids []string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	projects := map[string]struct{}{}
@@ -124,41 +124,40 @@ func takeEpochReads(q *epochReads) []pendingEpoch {
 	for ; n < len(q.pending); n++ {
 		id := q.pending[n].projectID
 		if _, ok := projects[id]; !ok {
-			if len(projects) == maxEpochRead {
+			if len(ids) == maxEpochRead {
 				break
 			}
 			projects[id] = struct{}{}
+			ids = append(ids, id)
 		}
 	}
-	batch := q.pending[:n:n]
+	batch = q.pending[:n:n]
 	q.pending = append([]pendingEpoch(nil), q.pending[n:]...)
-	return batch
+	return batch, ids
 }
 
-// readEpochs reads the epochs of batch's projects in one statement and answers every read.
-func (s *Store) readEpochs(batch []pendingEpoch) {
+// readEpochs reads the epochs of projects ids (batch's, each once) in one statement and
+// answers every read of batch.
+func (s *Store) readEpochs(batch []pendingEpoch, ids []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), epochReadTimeout)
 	defer cancel()
-	epochs, err := s.queryEpochs(ctx, batch)
+	epochOf, err := s.queryEpochs(ctx, ids)
 	if s.epochsRead != nil {
 		s.epochsRead()
 	}
 	for _, p := range batch {
-		p.done <- epochOutcome{epoch: epochs[p.projectID], err: err}
+		out := epochOutcome{err: err}
+		if err == nil {
+			out.epoch = epochOf(p.projectID)
+		}
+		p.done <- out
 	}
 }
 
-// queryEpochs reads the epochs of batch's projects, on PostgreSQL with epochsQuery (a project
-// without a row is absent: 0), on SQLite the file's one epoch for each.
-func (s *Store) queryEpochs(ctx context.Context, batch []pendingEpoch) (map[string]Epoch, error) {
-	ids := make([]string, 0, len(batch))
-	seen := make(map[string]struct{}, len(batch))
-	for _, p := range batch {
-		if _, ok := seen[p.projectID]; !ok {
-			seen[p.projectID] = struct{}{}
-			ids = append(ids, p.projectID)
-		}
-	}
+// queryEpochs reads the epochs of projects ids and returns the epoch of each: on PostgreSQL
+// with epochsQuery (a project without a row is absent: 0), on SQLite the file's one epoch,
+// whatever the project.
+func (s *Store) queryEpochs(ctx context.Context, ids []string) (func(projectID string) Epoch, error) {
 	if s.dialect == SQLite {
 		stmt, err := s.readStatement(ctx, decisionEpochQuery)
 		if err != nil {
@@ -168,11 +167,7 @@ func (s *Store) queryEpochs(ctx context.Context, batch []pendingEpoch) (map[stri
 		if err := stmt.QueryRowContext(ctx).Scan(&e); err != nil {
 			return nil, err
 		}
-		epochs := make(map[string]Epoch, len(ids))
-		for _, id := range ids {
-			epochs[id] = e
-		}
-		return epochs, nil
+		return func(string) Epoch { return e }, nil
 	}
 	stmt, err := s.readStatement(ctx, epochsQuery)
 	if err != nil {
@@ -192,7 +187,10 @@ func (s *Store) queryEpochs(ctx context.Context, batch []pendingEpoch) (map[stri
 		}
 		epochs[id] = e
 	}
-	return epochs, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return func(projectID string) Epoch { return epochs[projectID] }, nil
 }
 
 // closeEpochs refuses new epoch reads, answers the queued ones and stops the reader. It is part
