@@ -26,8 +26,8 @@ import (
 //     as kept at that epoch (from a request with any key of the project) while the earliest
 //     expiry of the bindings it read is ahead, or decided now (store.DecideUntil) and kept.
 //   - A batch without explain, however authenticated (keptChecks): the project's epoch is read
-//     first; each check is answered as kept at it, or with the others missed in one
-//     store.DecideBatch, and kept.
+//     first (store.BatchDecisionEpoch); each check is answered as kept at it, or with the
+//     others missed in one store.DecideBatch, and kept.
 //
 // Triggers move the epoch in the transaction of any change to what those reads read — a key
 // revoked, an account disabled, a project or organization archived, a binding, role or role
@@ -167,7 +167,7 @@ func (s *Server) keptDecision(ctx context.Context, epoch store.Epoch, q authoriz
 // one DecideBatch of those alone, whose answers are then kept. With nothing kept it costs the
 // epoch's read more than DecideBatch.
 func (s *Server) keptChecks(ctx context.Context, projectID string, checks []store.Check) ([]store.CheckResult, error) {
-	epoch, err := s.store.DecisionEpoch(ctx, projectID)
+	epoch, err := s.store.BatchDecisionEpoch(ctx, projectID)
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,10 @@ func TestDecisionEpoch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// A batch's read (its own statement on SQLite) reads the same epoch.
+			if b, err := s.BatchDecisionEpoch(ctx, p.ID); err != nil || b != e {
+				t.Fatalf("batch's epoch %d (%v), want %d", b, err, e)
+			}
 			return e
 		}
 		check := func(what string, wantMoved bool, write func() error) {
