@@ -298,6 +298,8 @@ func TestReplicas(t *testing.T) {
 	rr.eachReplica(t, "a revoked key", http.StatusUnauthorized, http.MethodGet, prjPath, "", "X-API-Key: "+key)
 	rr.eachReplica(t, "a revoked key deciding", http.StatusUnauthorized, http.MethodPost, "/api/v1/authorize",
 		fmt.Sprintf(`{"projectId":%q,"principalType":"user","principalId":"alice","permission":"document:write"}`, prj.ID), "X-API-Key: "+key)
+	rr.eachReplica(t, "a revoked key deciding a batch", http.StatusUnauthorized, http.MethodPost, "/api/v1/authorize/batch",
+		fmt.Sprintf(`{"projectId":%q,"checks":[{"principalType":"user","principalId":"alice","permission":"document:write"}]}`, prj.ID), "X-API-Key: "+key)
 	// The meter key, remembered by every replica, is refused by each at its next event, and
 	// before judging the event: a bad one is 401 too, not 400.
 	rr.do(http.MethodPost, prjPath+"/service-accounts/"+meterAccountID+"/keys/"+meterKeyID+"/revoke", "", cookie, origin).
