@@ -53,8 +53,8 @@ func (s *Store) DecisionEpoch(ctx context.Context, projectID string) (Epoch, err
 // whose shared statement saves the batch a round trip. On SQLite the read is a statement of the
 // caller's own: there the epoch is a local read, and sharing it released the waiting batches
 // together, each then holding the one scheduler thread for a batch's worth of work, so the
-// last of them waited behind the others (paired, pinned: p99 10.4–12.1 ms alone against
-// 12.9–14.5 shared; docs/benchmarks.md, "Epoch reads shared").
+// last of them waited behind the others (paired, pinned, nine rounds: median p99 12.9 ms alone
+// against 14.5 shared; docs/benchmarks.md, "A batch's epoch read on SQLite: its own").
 func (s *Store) BatchDecisionEpoch(ctx context.Context, projectID string) (Epoch, error) {
 	if s.dialect != SQLite {
 		return s.DecisionEpoch(ctx, projectID)
