@@ -33,8 +33,8 @@ func TestWebhookBurstWithReceiverDown(t *testing.T) {
 			// The backends' outages overlap: 2 minutes of waiting, not 4.
 			t.Parallel()
 			dbURL := b.URL(t)
-			rport := freePort(t)
-			f := seedWebhookFixture(t, dbURL, master, "http://127.0.0.1:"+rport+"/hook")
+			rport := reserveReceiverPort(t)
+			f := seedWebhookFixture(t, dbURL, master, rport.url())
 			port := freePort(t)
 			base := "http://127.0.0.1:" + port
 			cmd := startBinary(t, bin, binaryEnv(t, port, dbURL, master, burstSchedule), base)
@@ -71,8 +71,8 @@ func TestWebhookDeliverySurvivesSIGKILL(t *testing.T) {
 	for _, b := range storetest.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			dbURL := b.URL(t)
-			rport := freePort(t)
-			f := seedWebhookFixture(t, dbURL, master, "http://127.0.0.1:"+rport+"/hook")
+			rport := reserveReceiverPort(t)
+			f := seedWebhookFixture(t, dbURL, master, rport.url())
 			r := startSlowReceiver(t, node, rport, 100*time.Millisecond, f.secret)
 			port := freePort(t)
 			base := "http://127.0.0.1:" + port
@@ -148,8 +148,8 @@ func TestWebhookReplicas(t *testing.T) {
 	bin := buildGatehouse(t)
 	master := testMaster()
 	dbURL := backends[1].URL(t)
-	rport := freePort(t)
-	f := seedWebhookFixture(t, dbURL, master, "http://127.0.0.1:"+rport+"/hook")
+	rport := reserveReceiverPort(t)
+	f := seedWebhookFixture(t, dbURL, master, rport.url())
 	r := startReceiver(t, node, rport, f.secret)
 	var bases []string
 	for range 3 {

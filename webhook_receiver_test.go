@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -60,22 +61,95 @@ type receivedEvent struct {
 // receiver is a running webhook-receiver.mjs.
 type receiver struct {
 	cmd  *exec.Cmd
+	port *receiverPort
+	t    *testing.T
 	mu   sync.Mutex
 	got  []receivedEvent
 	done chan struct{}
 }
 
-// startReceiver starts the receiver on 127.0.0.1:port with secrets and waits until it listens.
-func startReceiver(t *testing.T, node, port string, secrets ...string) *receiver {
+// receiverPort is a port on 127.0.0.1 held for webhook receivers for the whole test. Between
+// receivers nothing else can take it (another test's listener, or an outgoing connection's
+// ephemeral port: a port that freePort gave back once did, during a 2-minute outage), and a
+// connection to it is accepted and reset, so a delivery fails as it does against a receiver
+// that is down. A receiver started on it listens on the held socket itself (node's fd 3).
+type receiverPort struct {
+	port string
+	file *os.File // the listening socket, open from reservation to the test's end
+
+	down     net.Listener // the resetting accept loop; nil while a receiver runs
+	downDone chan struct{}
+}
+
+// reserveReceiverPort binds a port for receivers; no receiver runs on it yet.
+func reserveReceiverPort(t *testing.T) *receiverPort {
 	t.Helper()
-	return startSlowReceiver(t, node, port, 0, secrets...)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	p := &receiverPort{port: port, file: f}
+	// The socket stays bound through p.file; ln was only the way to make it.
+	_ = ln.Close()
+	p.refuse(t)
+	t.Cleanup(func() {
+		p.serve()
+		_ = p.file.Close()
+	})
+	return p
+}
+
+// url is the receiver's delivery URL.
+func (p *receiverPort) url() string { return "http://127.0.0.1:" + p.port + "/hook" }
+
+// refuse starts accepting on the held socket and resetting every connection.
+func (p *receiverPort) refuse(t *testing.T) {
+	ln, err := net.FileListener(p.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.down, p.downDone = ln, make(chan struct{})
+	go func() {
+		defer close(p.downDone)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.(*net.TCPConn).SetLinger(0) // close with RST, as a port nobody serves
+			_ = c.Close()
+		}
+	}()
+}
+
+// serve stops the resetting loop, so a receiver can accept on the socket. Connections that
+// arrive in between wait in the socket's backlog.
+func (p *receiverPort) serve() {
+	if p.down != nil {
+		_ = p.down.Close()
+		<-p.downDone
+		p.down = nil
+	}
+}
+
+// startReceiver starts the receiver on p with secrets and waits until it listens.
+func startReceiver(t *testing.T, node string, p *receiverPort, secrets ...string) *receiver {
+	t.Helper()
+	return startSlowReceiver(t, node, p, 0, secrets...)
 }
 
 // startSlowReceiver is startReceiver with each answer delayed by delay.
-func startSlowReceiver(t *testing.T, node, port string, delay time.Duration, secrets ...string) *receiver {
+func startSlowReceiver(t *testing.T, node string, p *receiverPort, delay time.Duration, secrets ...string) *receiver {
 	t.Helper()
-	cmd := exec.Command(node, append([]string{filepath.Join("e2e", "js", "webhook-receiver.mjs"), port}, secrets...)...)
+	p.serve()
+	cmd := exec.Command(node, append([]string{filepath.Join("e2e", "js", "webhook-receiver.mjs"), "fd:3"}, secrets...)...)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("RECEIVER_DELAY_MS=%d", delay.Milliseconds()))
+	cmd.ExtraFiles = []*os.File{p.file}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +159,7 @@ func startSlowReceiver(t *testing.T, node, port string, delay time.Duration, sec
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	r := &receiver{cmd: cmd, done: make(chan struct{})}
+	r := &receiver{cmd: cmd, port: p, t: t, done: make(chan struct{})}
 	listening := make(chan struct{})
 	go func() {
 		defer close(r.done)
@@ -117,12 +191,14 @@ func startSlowReceiver(t *testing.T, node, port string, delay time.Duration, sec
 	return r
 }
 
-// stop kills the receiver (its port refuses connections afterwards) and waits for its output.
+// stop kills the receiver and waits for its output; its port goes back to resetting
+// connections.
 func (r *receiver) stop() {
 	if r.cmd.ProcessState == nil {
 		_ = r.cmd.Process.Kill()
 		_ = r.cmd.Wait()
 		<-r.done
+		r.port.refuse(r.t)
 	}
 }
 

@@ -37,13 +37,13 @@ func TestWebhookRotationWithReferenceLibrary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rport := freePort(t)
+	rport := reserveReceiverPort(t)
 	serveWith(t, env, func(base string) {
 		var ep struct {
 			Data struct{ ID, Secret string }
 		}
 		code, body := f.call(t, base, key, http.MethodPost, "/api/v1/projects/"+projectID+"/webhook-endpoints",
-			`{"url":"http://127.0.0.1:`+rport+`/hook","eventTypes":["config.update"]}`)
+			`{"url":"`+rport.url()+`","eventTypes":["config.update"]}`)
 		if code != http.StatusCreated || json.Unmarshal(body, &ep) != nil {
 			t.Fatalf("create endpoint: %d %s", code, body)
 		}

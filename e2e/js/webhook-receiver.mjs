@@ -3,7 +3,9 @@
 // request to stdout: {"id", "type", "verified": [indexes of the secrets that verify it]}.
 // It answers 204 when a secret verifies the delivery, 400 otherwise.
 //
-// Usage: node webhook-receiver.mjs <port> <whsec_…> [<whsec_…> …]
+// Usage: node webhook-receiver.mjs <port | fd:N> <whsec_…> [<whsec_…> …]
+// With fd:N it serves the listening socket it inherited as file descriptor N (the tests hold
+// the port between receivers).
 // RECEIVER_DELAY_MS delays each answer (a slow receiver).
 // The first line it prints is {"listening": <port>}.
 import http from "node:http";
@@ -38,6 +40,9 @@ const server = http.createServer((req, res) => {
     }, delay);
   });
 });
-server.listen(Number(port), "127.0.0.1", () => {
-  process.stdout.write(JSON.stringify({ listening: server.address().port }) + "\n");
-});
+const ready = () => process.stdout.write(JSON.stringify({ listening: server.address().port }) + "\n");
+if (port.startsWith("fd:")) {
+  server.listen({ fd: Number(port.slice(3)) }, ready);
+} else {
+  server.listen(Number(port), "127.0.0.1", ready);
+}
