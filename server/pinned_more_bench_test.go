@@ -277,7 +277,7 @@ func serverCPUPerEvent(res loadResult, events int) time.Duration {
 type pgbenchRaw map[string]float64
 
 // pgbenchRawRuns are the runs of tools/pgbench-usage.sh.
-var pgbenchRawRuns = []string{"single-new", "single-duplicate", "batch100-new"}
+var pgbenchRawRuns = []string{"single-new", "single-duplicate", "batch100-new", "durable-single-new", "durable-batch100-new"}
 
 // pinnedPgbench runs tools/pgbench-usage.sh pinned to the load core (taskset) for duration in
 // whole seconds (at least 1) a run, against GATEHOUSE_TEST_POSTGRES_URL's database, and returns
@@ -336,7 +336,8 @@ func parsePgbenchRaw(out string) (pgbenchRaw, error) {
 // pinnedMoreSummary states one backend's lookup and ingest figures against the targets:
 // effective permissions p99 ≤ 10 ms, who-holds first page p99 ≤ 20 ms; single new events at
 // least 50% of pgbench single-new (about 7,000/s), duplicates at least as fast as new events,
-// batches at least 40% of pgbench batch100-new. raw is nil when there is no raw limit (note says
+// batches at least 40% of pgbench batch100-new; and beside each, the share of the durable
+// shape's limit (durable-single-new, durable-batch100-new), which has no target. raw is nil when there is no raw limit (note says
 // why); otherwise note says how it ran.
 func pinnedMoreSummary(backend string, r map[string]loadResult, raw pgbenchRaw, note string) string {
 	var s strings.Builder
@@ -357,8 +358,9 @@ func pinnedMoreSummary(backend string, r map[string]loadResult, raw pgbenchRaw, 
 	if raw == nil {
 		fmt.Fprintf(&s, "  pgbench raw limit: none (%s)\n", note)
 	} else {
-		fmt.Fprintf(&s, "  pgbench raw limit: single-new %.0f/s, single-duplicate %.0f/s, batch100-new %.0f events/s (%s)\n",
-			raw["single-new"], raw["single-duplicate"], raw["batch100-new"], note)
+		fmt.Fprintf(&s, "  pgbench raw limit: single-new %.0f/s, single-duplicate %.0f/s, batch100-new %.0f events/s; "+
+			"of the durable shape (ids and partitioned events): durable-single-new %.0f/s, durable-batch100-new %.0f events/s (%s)\n",
+			raw["single-new"], raw["single-duplicate"], raw["batch100-new"], raw["durable-single-new"], raw["durable-batch100-new"], note)
 	}
 	// share states events/s against the target, percent of pgbench's run (about: its usual rate).
 	share := func(events float64, run string, percent int, about string) string {
@@ -366,6 +368,14 @@ func pinnedMoreSummary(backend string, r map[string]loadResult, raw pgbenchRaw, 
 			return fmt.Sprintf("(target ≥ %d%% of pgbench %s%s)", percent, run, about)
 		}
 		return fmt.Sprintf("= %.1f%% of pgbench %s %.0f/s (target ≥ %d%%%s)", 100*events/raw[run], run, raw[run], percent, about)
+	}
+	// durable states events/s as a share of the limit of the durable shape (no target: it
+	// tells how much of the gap is the shape and how much the request path and the rollups).
+	durable := func(events float64, run string) string {
+		if raw[run] <= 0 {
+			return ""
+		}
+		return fmt.Sprintf(", %.1f%% of %s %.0f/s", 100*events/raw[run], run, raw[run])
 	}
 	eventsPer := map[string]int{"single": 1, "batch": usageBatchSize}
 	for _, tag := range []string{"", "/projects=" + strconv.Itoa(usageProjects)} {
@@ -378,9 +388,9 @@ func pinnedMoreSummary(backend string, r map[string]loadResult, raw pgbenchRaw, 
 				case age == "duplicate":
 					target = fmt.Sprintf("= %.2f× new (target ≥ 1×)", ratioOrZero(rate(kind, age), rate(kind, "new")))
 				case kind == "single":
-					target = share(rate(kind, age), "single-new", 50, ", ~7,000/s")
+					target = share(rate(kind, age), "single-new", 50, ", ~7,000/s") + durable(rate(kind, age), "durable-single-new")
 				default:
-					target = share(rate(kind, age), "batch100-new", 40, "")
+					target = share(rate(kind, age), "batch100-new", 40, "") + durable(rate(kind, age), "durable-batch100-new")
 				}
 				res, events := r[name], eventsPer[kind]
 				fmt.Fprintf(&s, "  %s: %.0f events/s %s; p50 %v, p99 %v; server CPU %v", name, rate(kind, age), target,

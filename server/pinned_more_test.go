@@ -10,26 +10,30 @@ import (
 
 // The helpers of the pinned lookup and ingest runs (pinned_more_bench_test.go).
 
-// TestPinnedPgbenchParse: parsePgbenchRaw reads the three rates tools/pgbench-usage.sh prints
+// TestPinnedPgbenchParse: parsePgbenchRaw reads the five rates tools/pgbench-usage.sh prints
 // among pgbench's other lines, and refuses output missing one, or with a failed run's 0.
 func TestPinnedPgbenchParse(t *testing.T) {
 	out := `NOTICE:  something psql said
 pgbench raw limit single-new             14236 events/s  (14236 tps x 1 rows, -M prepared -c16, 5s)
 pgbench raw limit single-duplicate       21877 events/s  (21877 tps x 1 rows, -M prepared -c16, 5s)
 pgbench raw limit batch100-new          128412 events/s  (1284 tps x 100 rows, -M prepared -c16, 5s)
+pgbench raw limit durable-single-new      9120 events/s  (9120 tps x 1 rows, -M prepared -c16, 5s)
+pgbench raw limit durable-batch100-new   61300 events/s  (613 tps x 100 rows, -M prepared -c16, 5s)
 `
 	raw, err := parsePgbenchRaw(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := pgbenchRaw{"single-new": 14236, "single-duplicate": 21877, "batch100-new": 128412}
+	want := pgbenchRaw{"single-new": 14236, "single-duplicate": 21877, "batch100-new": 128412,
+		"durable-single-new": 9120, "durable-batch100-new": 61300}
 	if !reflect.DeepEqual(raw, want) {
 		t.Fatalf("parsePgbenchRaw = %v, want %v", raw, want)
 	}
 	for name, bad := range map[string]string{
-		"a run missing": strings.Join(strings.Split(out, "\n")[:3], "\n"),
-		"a failed run":  strings.Replace(out, "128412 events/s", "0 events/s", 1),
-		"no rate":       strings.Replace(out, "128412 events/s", "events/s", 1),
+		"a run missing":         strings.Join(strings.Split(out, "\n")[:3], "\n"),
+		"a durable run missing": strings.Join(strings.Split(out, "\n")[:5], "\n"),
+		"a failed run":          strings.Replace(out, "128412 events/s", "0 events/s", 1),
+		"no rate":               strings.Replace(out, "128412 events/s", "events/s", 1),
 	} {
 		if raw, err := parsePgbenchRaw(bad); err == nil {
 			t.Errorf("%s: parsePgbenchRaw = %v, want an error", name, raw)
@@ -92,8 +96,9 @@ func TestPinnedIngestRequests(t *testing.T) {
 	}
 }
 
-// TestPinnedMoreSummary: the ingest lines state events/s as a share of pgbench's raw limit, and
-// duplicates against new events; without pgbench, the target and the reason.
+// TestPinnedMoreSummary: the ingest lines state new events/s as a share of pgbench's raw limit
+// and of the durable shape's, and duplicates against new events; without pgbench, the target
+// and the reason.
 func TestPinnedMoreSummary(t *testing.T) {
 	r := map[string]loadResult{
 		"permissions":                        {RPS: 5000, P50: 2 * time.Millisecond, P95: 4*time.Millisecond + 400, P99: 6 * time.Millisecond},
@@ -103,14 +108,16 @@ func TestPinnedMoreSummary(t *testing.T) {
 		"ingest/batch/duplicate/projects=10": {RPS: 300},
 		"ingest/batch/new/projects=10":       {RPS: 400},
 	}
-	raw := pgbenchRaw{"single-new": 14000, "single-duplicate": 20000, "batch100-new": 100000}
+	raw := pgbenchRaw{"single-new": 14000, "single-duplicate": 20000, "batch100-new": 100000,
+		"durable-single-new": 8750, "durable-batch100-new": 75000}
 	got := pinnedMoreSummary("postgres", r, raw, "taskset -c 0, 1 s a run")
 	for _, want := range []string{
 		"  effective permissions: p50 2ms, p95 4ms, p99 6ms (target ≤ 10ms), 5000/s, server CPU 0s per request\n",
-		"  pgbench raw limit: single-new 14000/s, single-duplicate 20000/s, batch100-new 100000 events/s (taskset -c 0, 1 s a run)\n",
-		"  ingest/single/new: 7000 events/s = 50.0% of pgbench single-new 14000/s (target ≥ 50%, ~7,000/s); p50 0s, p99 0s; server CPU 50µs, PostgreSQL CPU 100µs per event\n",
+		"  pgbench raw limit: single-new 14000/s, single-duplicate 20000/s, batch100-new 100000 events/s; " +
+			"of the durable shape (ids and partitioned events): durable-single-new 8750/s, durable-batch100-new 75000 events/s (taskset -c 0, 1 s a run)\n",
+		"  ingest/single/new: 7000 events/s = 50.0% of pgbench single-new 14000/s (target ≥ 50%, ~7,000/s), 80.0% of durable-single-new 8750/s; p50 0s, p99 0s; server CPU 50µs, PostgreSQL CPU 100µs per event\n",
 		"  ingest/single/duplicate: 10500 events/s = 1.50× new (target ≥ 1×);",
-		"  ingest/batch/new: 60000 events/s = 60.0% of pgbench batch100-new 100000/s (target ≥ 40%);",
+		"  ingest/batch/new: 60000 events/s = 60.0% of pgbench batch100-new 100000/s (target ≥ 40%), 80.0% of durable-batch100-new 75000/s;",
 		"  ingest/batch/duplicate/projects=10: 30000 events/s = 0.75× new (target ≥ 1×);",
 	} {
 		if !strings.Contains(got, want) {
