@@ -336,9 +336,9 @@ func parsePgbenchRaw(out string) (pgbenchRaw, error) {
 // pinnedMoreSummary states one backend's lookup and ingest figures against the targets:
 // effective permissions p99 ≤ 10 ms, who-holds first page p99 ≤ 20 ms; single new events at
 // least 50% of pgbench single-new (about 7,000/s), duplicates at least as fast as new events,
-// batches at least 40% of pgbench batch100-new; and beside each, the share of the durable
-// shape's limit (durable-single-new, durable-batch100-new), which has no target. raw is nil when there is no raw limit (note says
-// why); otherwise note says how it ran.
+// batches at least 40% of pgbench batch100-new; beside each new-event rate, its share of the
+// durable shape's limit (durable-single-new, durable-batch100-new), which has no target. raw is
+// nil when there is no raw limit (note says why); otherwise note says how it ran.
 func pinnedMoreSummary(backend string, r map[string]loadResult, raw pgbenchRaw, note string) string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "%s pinned lookups and usage ingest (16 connections):\n", backend)
