@@ -15,6 +15,9 @@
 # Each run lasts GATEHOUSE_BENCH_DURATION seconds (a bare number; default 5). It works in a
 # scratch schema of the database of GATEHOUSE_TEST_POSTGRES_URL (or $1), dropped at the end.
 # Pin it like the server for comparable figures, e.g. `taskset -c 0 tools/pgbench-usage.sh`.
+# With PGBENCH_USAGE_SETUP_ONLY=1 it creates the scratch tables, prints the schema's name and
+# exits without running pgbench or dropping the schema: store.TestPgbenchScratchTables compares
+# its tables with the migrated ones, since the DDL below is a copy kept in step by hand.
 set -eu
 url=${1:-${GATEHOUSE_TEST_POSTGRES_URL:-}}
 if [ -z "$url" ]; then
@@ -25,8 +28,12 @@ secs=${GATEHOUSE_BENCH_DURATION:-5}
 clients=16
 schema=gh_pgbench_$$
 dir=$(mktemp -d)
+setup_only=${PGBENCH_USAGE_SETUP_ONLY:-}
+keep= # set once the setup-only schema is complete: it is then the caller's to drop
 cleanup() {
-	psql -q "$url" -c "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1 || true
+	if [ -z "$keep" ]; then
+		psql -q "$url" -c "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1 || true
+	fi
 	rm -rf "$dir"
 }
 trap cleanup EXIT INT TERM
@@ -36,14 +43,14 @@ CREATE SCHEMA $schema;
 CREATE TABLE $schema.usage_events_raw (
     project_id     TEXT COLLATE "C" NOT NULL,
     event_id       TEXT COLLATE "C" NOT NULL,
-    id             TEXT NOT NULL,
-    environment_id TEXT NOT NULL,
-    subject_id     TEXT NOT NULL,
-    meter          TEXT NOT NULL,
+    id             TEXT COLLATE "C" NOT NULL,
+    environment_id TEXT COLLATE "C" NOT NULL,
+    subject_id     TEXT COLLATE "C" NOT NULL,
+    meter          TEXT COLLATE "C" NOT NULL,
     quantity       DOUBLE PRECISION NOT NULL CHECK (quantity >= 0),
     occurred_at    TIMESTAMPTZ NOT NULL,
     received_at    TIMESTAMPTZ NOT NULL,
-    properties     JSONB,
+    properties     TEXT,
     PRIMARY KEY (project_id, event_id)
 );
 INSERT INTO $schema.usage_events_raw
@@ -80,6 +87,11 @@ psql -q -v ON_ERROR_STOP=1 "$url" >/dev/null <<SQL
 CREATE TABLE $schema.usage_events_$1 PARTITION OF $schema.usage_events
     FOR VALUES FROM ('$2 00:00:00+00') TO ('$3 00:00:00+00');
 SQL
+if [ -n "$setup_only" ]; then
+	keep=1
+	echo "$schema"
+	exit 0
+fi
 
 cat >"$dir/single-new.sql" <<'SQL'
 \set e random(1, 9000000000000000000)
