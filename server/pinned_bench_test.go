@@ -192,7 +192,7 @@ func BenchmarkPinnedLoad(b *testing.B) {
 			raw, rawNote := pinnedMoreRuns(b, be.Name, hs, duration, dbCPU, serverCPU, results)
 			// Printed, not logged: go test drops the log of a benchmark that has sub-benchmarks.
 			fmt.Println(pinnedSummary(be.Name, results))
-			fmt.Println(pinnedMoreSummary(be.Name, results, raw, rawNote))
+			fmt.Println(pinnedMoreSummary(be.Name, results, raw, rawNote, runtime.NumCPU()))
 		})
 	}
 }

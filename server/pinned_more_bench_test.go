@@ -337,9 +337,12 @@ func parsePgbenchRaw(out string) (pgbenchRaw, error) {
 // effective permissions p99 ≤ 10 ms, who-holds first page p99 ≤ 20 ms; single new events at
 // least 50% of pgbench single-new (about 7,000/s), duplicates at least as fast as new events,
 // batches at least 40% of pgbench batch100-new; beside each new-event rate, its share of the
-// durable shape's limit (durable-single-new, durable-batch100-new), which has no target. raw is
-// nil when there is no raw limit (note says why); otherwise note says how it ran.
-func pinnedMoreSummary(backend string, r map[string]loadResult, raw pgbenchRaw, note string) string {
+// durable shape's limit (durable-single-new, durable-batch100-new), which has no target, and
+// the CPU the event cost in all (load generator, server and PostgreSQL) against the budget its
+// target leaves on the machine's cores: cores / (target share × pgbench's rate). A path that
+// spends more than that cannot meet its target even with every core busy. raw is nil when
+// there is no raw limit (note says why); otherwise note says how it ran.
+func pinnedMoreSummary(backend string, r map[string]loadResult, raw pgbenchRaw, note string, cores int) string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "%s pinned lookups and usage ingest (16 connections):\n", backend)
 	for _, l := range []struct{ name, what, target string }{
@@ -377,6 +380,15 @@ func pinnedMoreSummary(backend string, r map[string]loadResult, raw pgbenchRaw, 
 		}
 		return fmt.Sprintf(", %.1f%% of %s %.0f/s", 100*events/raw[run], run, raw[run])
 	}
+	// budget states res's CPU per event in all against what percent of pgbench's run allows.
+	budget := func(res loadResult, events int, run string, percent int) string {
+		if raw[run] <= 0 || res.Requests == 0 || len(res.ReaderCPU) < 2 {
+			return ""
+		}
+		all := (res.CPU + res.ReaderCPU[1] + res.DBCPU) / time.Duration(res.Requests*events)
+		allowed := time.Duration(float64(cores) * float64(time.Second) / (float64(percent) / 100 * raw[run]))
+		return fmt.Sprintf("; CPU in all %v per event, the target's budget on %d cores %v", us(all), cores, us(allowed))
+	}
 	eventsPer := map[string]int{"single": 1, "batch": usageBatchSize}
 	for _, tag := range []string{"", "/projects=" + strconv.Itoa(usageProjects)} {
 		rate := func(kind, age string) float64 { return r["ingest/"+kind+"/"+age+tag].RPS * float64(eventsPer[kind]) }
@@ -388,9 +400,11 @@ func pinnedMoreSummary(backend string, r map[string]loadResult, raw pgbenchRaw, 
 				case age == "duplicate":
 					target = fmt.Sprintf("= %.2f× new (target ≥ 1×)", ratioOrZero(rate(kind, age), rate(kind, "new")))
 				case kind == "single":
-					target = share(rate(kind, age), "single-new", 50, ", ~7,000/s") + durable(rate(kind, age), "durable-single-new")
+					target = share(rate(kind, age), "single-new", 50, ", ~7,000/s") + durable(rate(kind, age), "durable-single-new") +
+						budget(r[name], eventsPer[kind], "single-new", 50)
 				default:
-					target = share(rate(kind, age), "batch100-new", 40, "") + durable(rate(kind, age), "durable-batch100-new")
+					target = share(rate(kind, age), "batch100-new", 40, "") + durable(rate(kind, age), "durable-batch100-new") +
+						budget(r[name], eventsPer[kind], "batch100-new", 40)
 				}
 				res, events := r[name], eventsPer[kind]
 				fmt.Fprintf(&s, "  %s: %.0f events/s %s; p50 %v, p99 %v; server CPU %v", name, rate(kind, age), target,

@@ -97,38 +97,44 @@ func TestPinnedIngestRequests(t *testing.T) {
 }
 
 // TestPinnedMoreSummary: the ingest lines state new events/s as a share of pgbench's raw limit
-// and of the durable shape's, and duplicates against new events; without pgbench, the target
-// and the reason.
+// and of the durable shape's, with the CPU a new event cost in all against its target's budget
+// on 2 cores, and duplicates against new events; without pgbench, the target and the reason.
 func TestPinnedMoreSummary(t *testing.T) {
 	r := map[string]loadResult{
-		"permissions":                        {RPS: 5000, P50: 2 * time.Millisecond, P95: 4*time.Millisecond + 400, P99: 6 * time.Millisecond},
-		"ingest/single/new":                  {RPS: 7000, Requests: 700, DBCPU: 70 * time.Millisecond, ReaderCPU: []time.Duration{0, 35 * time.Millisecond}},
-		"ingest/single/duplicate":            {RPS: 10500},
-		"ingest/batch/new":                   {RPS: 600},
+		"permissions": {RPS: 5000, P50: 2 * time.Millisecond, P95: 4*time.Millisecond + 400, P99: 6 * time.Millisecond},
+		"ingest/single/new": {RPS: 7000, Requests: 700, CPU: 14 * time.Millisecond, DBCPU: 70 * time.Millisecond,
+			ReaderCPU: []time.Duration{0, 35 * time.Millisecond}},
+		"ingest/single/duplicate": {RPS: 10500},
+		"ingest/batch/new": {RPS: 600, Requests: 60, CPU: 6 * time.Millisecond, DBCPU: 180 * time.Millisecond,
+			ReaderCPU: []time.Duration{0, 60 * time.Millisecond}},
 		"ingest/batch/duplicate/projects=10": {RPS: 300},
 		"ingest/batch/new/projects=10":       {RPS: 400},
 	}
 	raw := pgbenchRaw{"single-new": 14000, "single-duplicate": 20000, "batch100-new": 100000,
 		"durable-single-new": 8750, "durable-batch100-new": 75000}
-	got := pinnedMoreSummary("postgres", r, raw, "taskset -c 0, 1 s a run")
+	got := pinnedMoreSummary("postgres", r, raw, "taskset -c 0, 1 s a run", 2)
 	for _, want := range []string{
 		"  effective permissions: p50 2ms, p95 4ms, p99 6ms (target ≤ 10ms), 5000/s, server CPU 0s per request\n",
 		"  pgbench raw limit: single-new 14000/s, single-duplicate 20000/s, batch100-new 100000 events/s; " +
 			"of the durable shape (ids and partitioned events): durable-single-new 8750/s, durable-batch100-new 75000 events/s (taskset -c 0, 1 s a run)\n",
-		"  ingest/single/new: 7000 events/s = 50.0% of pgbench single-new 14000/s (target ≥ 50%, ~7,000/s), 80.0% of durable-single-new 8750/s; p50 0s, p99 0s; server CPU 50µs, PostgreSQL CPU 100µs per event\n",
+		// (14 + 35 + 70) ms / 700 events = 170µs; 2 cores / (50% × 14,000/s) = 285.7µs.
+		"  ingest/single/new: 7000 events/s = 50.0% of pgbench single-new 14000/s (target ≥ 50%, ~7,000/s), 80.0% of durable-single-new 8750/s; " +
+			"CPU in all 170µs per event, the target's budget on 2 cores 286µs; p50 0s, p99 0s; server CPU 50µs, PostgreSQL CPU 100µs per event\n",
 		"  ingest/single/duplicate: 10500 events/s = 1.50× new (target ≥ 1×);",
-		"  ingest/batch/new: 60000 events/s = 60.0% of pgbench batch100-new 100000/s (target ≥ 40%), 80.0% of durable-batch100-new 75000/s;",
+		// (6 + 60 + 180) ms / 6,000 events = 41µs; 2 cores / (40% × 100,000/s) = 50µs.
+		"  ingest/batch/new: 60000 events/s = 60.0% of pgbench batch100-new 100000/s (target ≥ 40%), 80.0% of durable-batch100-new 75000/s; " +
+			"CPU in all 41µs per event, the target's budget on 2 cores 50µs; p50 0s,",
 		"  ingest/batch/duplicate/projects=10: 30000 events/s = 0.75× new (target ≥ 1×);",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary lacks %q:\n%s", want, got)
 		}
 	}
-	got = pinnedMoreSummary("sqlite", r, nil, "the raw limit is PostgreSQL's (pgbench)")
+	got = pinnedMoreSummary("sqlite", r, nil, "the raw limit is PostgreSQL's (pgbench)", 2)
 	for _, want := range []string{
 		"  pgbench raw limit: none (the raw limit is PostgreSQL's (pgbench))\n",
 		"  ingest/single/new: 7000 events/s (target ≥ 50% of pgbench single-new, ~7,000/s); p50 0s, p99 0s; server CPU 50µs",
-		"  ingest/batch/new: 60000 events/s (target ≥ 40% of pgbench batch100-new);",
+		"  ingest/batch/new: 60000 events/s (target ≥ 40% of pgbench batch100-new); p50 0s,",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary lacks %q:\n%s", want, got)
