@@ -390,23 +390,28 @@ func pinnedMoreSummary(backend string, r map[string]loadResult, raw pgbenchRaw, 
 		return fmt.Sprintf("; CPU in all %v per event, the target's budget on %d cores %v", us(all), cores, us(allowed))
 	}
 	eventsPer := map[string]int{"single": 1, "batch": usageBatchSize}
+	// targets names, per kind of call, the pgbench run its new events are held against, the
+	// durable shape's run, the target's share and pgbench's usual rate (about).
+	targets := map[string]struct {
+		run, durable string
+		percent      int
+		about        string
+	}{
+		"single": {"single-new", "durable-single-new", 50, ", ~7,000/s"},
+		"batch":  {"batch100-new", "durable-batch100-new", 40, ""},
+	}
 	for _, tag := range []string{"", "/projects=" + strconv.Itoa(usageProjects)} {
 		rate := func(kind, age string) float64 { return r["ingest/"+kind+"/"+age+tag].RPS * float64(eventsPer[kind]) }
 		for _, kind := range []string{"single", "batch"} {
 			for _, age := range []string{"new", "duplicate"} {
 				name := "ingest/" + kind + "/" + age + tag
-				var target string
-				switch {
-				case age == "duplicate":
-					target = fmt.Sprintf("= %.2f× new (target ≥ 1×)", ratioOrZero(rate(kind, age), rate(kind, "new")))
-				case kind == "single":
-					target = share(rate(kind, age), "single-new", 50, ", ~7,000/s") + durable(rate(kind, age), "durable-single-new") +
-						budget(r[name], eventsPer[kind], "single-new", 50)
-				default:
-					target = share(rate(kind, age), "batch100-new", 40, "") + durable(rate(kind, age), "durable-batch100-new") +
-						budget(r[name], eventsPer[kind], "batch100-new", 40)
-				}
 				res, events := r[name], eventsPer[kind]
+				target := fmt.Sprintf("= %.2f× new (target ≥ 1×)", ratioOrZero(rate(kind, age), rate(kind, "new")))
+				if age == "new" {
+					t := targets[kind]
+					target = share(rate(kind, age), t.run, t.percent, t.about) + durable(rate(kind, age), t.durable) +
+						budget(res, events, t.run, t.percent)
+				}
 				fmt.Fprintf(&s, "  %s: %.0f events/s %s; p50 %v, p99 %v; server CPU %v", name, rate(kind, age), target,
 					us(res.P50), us(res.P99), serverCPUPerEvent(res, events))
 				if res.DBCPU > 0 {
