@@ -149,12 +149,12 @@ func (s *Store) prepareUsage(events []UsageEvent) error {
 
 // usageKey names one rollup row of a call (fields unused by a table stay empty).
 type usageKey struct {
-	env, subject, day, meter string
-	shard                    int
+	project, env, subject, day, meter string
+	shard                             int
 }
 
 func compareUsageKeys(a, b usageKey) int {
-	return cmp.Or(strings.Compare(a.subject, b.subject), strings.Compare(a.day, b.day),
+	return cmp.Or(strings.Compare(a.project, b.project), strings.Compare(a.subject, b.subject), strings.Compare(a.day, b.day),
 		strings.Compare(a.meter, b.meter), strings.Compare(a.env, b.env), cmp.Compare(a.shard, b.shard))
 }
 
@@ -168,8 +168,9 @@ type usageDelta struct {
 	firstMeter string
 }
 
-// ingestUsage is IngestUsage inside a transaction (SQLite): the events whose API key can no
-// longer authenticate at now are refused, the others recorded by recordUsage.
+// ingestUsage is IngestUsage inside a transaction (SQLite), for events of one project or of
+// several (a group commit's, usage_batch.go): the events whose API key can no longer
+// authenticate at now are refused, the others recorded by recordUsage.
 func (tx *Tx) ingestUsage(ctx context.Context, events []UsageEvent, now time.Time) ([]IngestResult, error) {
 	usable, err := tx.usableKeys(ctx, events, now)
 	if err != nil {
@@ -223,17 +224,20 @@ func (tx *Tx) usableKeys(ctx context.Context, events []UsageEvent, now time.Time
 	return usable, nil
 }
 
-// recordUsage records events in the open transaction, in a fixed number of statements
-// whatever the call's size: the events insert, a read of the duplicates' original ids, then one
-// upsert per rollup table with the call's deltas. Rows are written in key order (events by
-// event id, rollups by key) so that concurrent calls lock them in the same order.
+// recordUsage records events, of one project or several, in the open transaction, in a fixed
+// number of statements whatever the call's size and projects: the events insert, a read of the
+// duplicates' original ids, then one upsert per rollup table with the call's deltas. Rows are
+// written in key order, project first (events by project and event id, rollups by key), so
+// that concurrent calls lock them in the same order. A call's events number at most
+// MaxUsageBatch, which keeps every statement under SQLite's 32,766 parameters.
 func (tx *Tx) recordUsage(ctx context.Context, events []UsageEvent) ([]IngestResult, error) {
-	project := events[0].ProjectID
 	order := make([]int, len(events))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(events[a].EventID, events[b].EventID) })
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmp.Or(strings.Compare(events[a].ProjectID, events[b].ProjectID), strings.Compare(events[a].EventID, events[b].EventID))
+	})
 
 	var q strings.Builder
 	q.WriteString(`INSERT INTO usage_events (project_id, event_id, id, environment_id, subject_id, meter, quantity, occurred_at, received_at, properties) VALUES `)
@@ -244,17 +248,17 @@ func (tx *Tx) recordUsage(ctx context.Context, events []UsageEvent) ([]IngestRes
 		}
 		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 		e := events[i]
-		args = append(args, project, e.EventID, e.ID, e.EnvironmentID, e.SubjectID, e.Meter, e.Quantity,
+		args = append(args, e.ProjectID, e.EventID, e.ID, e.EnvironmentID, e.SubjectID, e.Meter, e.Quantity,
 			sqlTime(e.Timestamp), sqlTime(e.ReceivedAt), nullString(e.Properties))
 	}
-	q.WriteString(` ON CONFLICT (project_id, event_id) DO NOTHING RETURNING event_id`)
-	var insertedIDs []string
-	if err := tx.tx.SelectContext(ctx, &insertedIDs, tx.tx.Rebind(q.String()), args...); err != nil {
+	q.WriteString(` ON CONFLICT (project_id, event_id) DO NOTHING RETURNING project_id, event_id`)
+	var insertedRows []usageEventKey
+	if err := tx.tx.SelectContext(ctx, &insertedRows, tx.tx.Rebind(q.String()), args...); err != nil {
 		return nil, err
 	}
-	inserted := make(map[string]bool, len(insertedIDs))
-	for _, id := range insertedIDs {
-		inserted[id] = true
+	inserted := make(map[usageEventKey]bool, len(insertedRows))
+	for _, r := range insertedRows {
+		inserted[r] = true
 	}
 
 	// The first occurrence of an inserted event id is new; every other event is a duplicate
@@ -263,32 +267,32 @@ func (tx *Tx) recordUsage(ctx context.Context, events []UsageEvent) ([]IngestRes
 	var fresh []UsageEvent
 	var lookup []any
 	for i, e := range events {
-		if inserted[e.EventID] {
-			delete(inserted, e.EventID)
+		if k := (usageEventKey{e.ProjectID, e.EventID}); inserted[k] {
+			delete(inserted, k)
 			results[i] = IngestResult{ID: e.ID}
 			fresh = append(fresh, e)
 			continue
 		}
 		results[i].Duplicate = true
-		lookup = append(lookup, e.EventID)
+		lookup = append(lookup, e.ProjectID, e.EventID)
 	}
 	if len(lookup) > 0 {
 		var rows []struct {
-			EventID string `db:"event_id"`
-			ID      string `db:"id"`
+			usageEventKey
+			ID string `db:"id"`
 		}
-		query := `SELECT event_id, id FROM usage_events WHERE project_id = ? AND event_id IN (?` +
-			strings.Repeat(", ?", len(lookup)-1) + `)`
-		if err := tx.tx.SelectContext(ctx, &rows, tx.tx.Rebind(query), append([]any{project}, lookup...)...); err != nil {
+		query := `SELECT project_id, event_id, id FROM usage_events WHERE (project_id, event_id) IN (VALUES ` +
+			valuesList(len(lookup)/2, 2) + `)`
+		if err := tx.tx.SelectContext(ctx, &rows, tx.tx.Rebind(query), lookup...); err != nil {
 			return nil, err
 		}
-		ids := make(map[string]string, len(rows))
+		ids := make(map[usageEventKey]string, len(rows))
 		for _, r := range rows {
-			ids[r.EventID] = r.ID
+			ids[r.usageEventKey] = r.ID
 		}
 		for i, e := range events {
 			if results[i].Duplicate {
-				if results[i].ID = ids[e.EventID]; results[i].ID == "" {
+				if results[i].ID = ids[usageEventKey{e.ProjectID, e.EventID}]; results[i].ID == "" {
 					return nil, fmt.Errorf("duplicate event %q has no stored row", e.EventID)
 				}
 			}
@@ -297,11 +301,18 @@ func (tx *Tx) recordUsage(ctx context.Context, events []UsageEvent) ([]IngestRes
 	if len(fresh) == 0 {
 		return results, nil
 	}
-	return results, tx.addUsageRollups(ctx, project, fresh)
+	return results, tx.addUsageRollups(ctx, fresh)
 }
 
-// addUsageRollups adds new events to the five rollup tables, one upsert statement each.
-func (tx *Tx) addUsageRollups(ctx context.Context, project string, fresh []UsageEvent) error {
+// usageEventKey names a stored event: its project and event id.
+type usageEventKey struct {
+	ProjectID string `db:"project_id"`
+	EventID   string `db:"event_id"`
+}
+
+// addUsageRollups adds new events, of one project or several, to the five rollup tables, one
+// upsert statement each.
+func (tx *Tx) addUsageRollups(ctx context.Context, fresh []UsageEvent) error {
 	daily := map[usageKey]*usageDelta{}
 	subjectDays := map[usageKey]*usageDelta{}
 	subjects := map[usageKey]*usageDelta{}
@@ -326,11 +337,12 @@ func (tx *Tx) addUsageRollups(ctx context.Context, project string, fresh []Usage
 	shard := callShard()
 	for _, e := range fresh {
 		day := UsageDay(e.Timestamp)
-		add(daily, usageKey{env: e.EnvironmentID, subject: e.SubjectID, day: day, meter: e.Meter}, e)
-		add(subjectDays, usageKey{env: e.EnvironmentID, subject: e.SubjectID, day: day}, e)
-		add(subjects, usageKey{env: e.EnvironmentID, subject: e.SubjectID}, e)
-		add(subjectTotals, usageKey{subject: e.SubjectID}, e)
-		add(totals, usageKey{env: e.EnvironmentID, day: day, meter: e.Meter, shard: shard}, e)
+		p := e.ProjectID
+		add(daily, usageKey{project: p, env: e.EnvironmentID, subject: e.SubjectID, day: day, meter: e.Meter}, e)
+		add(subjectDays, usageKey{project: p, env: e.EnvironmentID, subject: e.SubjectID, day: day}, e)
+		add(subjects, usageKey{project: p, env: e.EnvironmentID, subject: e.SubjectID}, e)
+		add(subjectTotals, usageKey{project: p, subject: e.SubjectID}, e)
+		add(totals, usageKey{project: p, env: e.EnvironmentID, day: day, meter: e.Meter, shard: shard}, e)
 	}
 
 	// Subject-days first: a row whose count after the upsert equals what this call added is
@@ -338,9 +350,10 @@ func (tx *Tx) addUsageRollups(ctx context.Context, project string, fresh []Usage
 	keys := sortedKeys(subjectDays)
 	args := make([]any, 0, len(keys)*5)
 	for _, k := range keys {
-		args = append(args, project, k.subject, k.day, k.env, subjectDays[k].events)
+		args = append(args, k.project, k.subject, k.day, k.env, subjectDays[k].events)
 	}
 	var after []struct {
+		ProjectID     string `db:"project_id"`
 		SubjectID     string `db:"subject_id"`
 		Day           string `db:"day"`
 		EnvironmentID string `db:"environment_id"`
@@ -348,14 +361,14 @@ func (tx *Tx) addUsageRollups(ctx context.Context, project string, fresh []Usage
 	}
 	err := tx.tx.SelectContext(ctx, &after, tx.tx.Rebind(`INSERT INTO usage_subject_days (project_id, subject_id, day, environment_id, events) VALUES `+
 		valuesList(len(keys), 5)+` ON CONFLICT (project_id, subject_id, day, environment_id) DO UPDATE SET events = usage_subject_days.events + excluded.events
-		RETURNING subject_id, day, environment_id, events`), args...)
+		RETURNING project_id, subject_id, day, environment_id, events`), args...)
 	if err != nil {
 		return err
 	}
 	for _, r := range after {
-		k := usageKey{env: r.EnvironmentID, subject: r.SubjectID, day: r.Day}
+		k := usageKey{project: r.ProjectID, env: r.EnvironmentID, subject: r.SubjectID, day: r.Day}
 		if d := subjectDays[k]; d != nil && r.Events == d.events {
-			totals[usageKey{env: k.env, day: k.day, meter: d.firstMeter, shard: shard}].newSubjects++
+			totals[usageKey{project: k.project, env: k.env, day: k.day, meter: d.firstMeter, shard: shard}].newSubjects++
 		}
 	}
 
@@ -363,7 +376,7 @@ func (tx *Tx) addUsageRollups(ctx context.Context, project string, fresh []Usage
 	args = args[:0]
 	for _, k := range keys {
 		d := daily[k]
-		args = append(args, project, k.subject, k.day, k.meter, k.env, d.events, d.quantity)
+		args = append(args, k.project, k.subject, k.day, k.meter, k.env, d.events, d.quantity)
 	}
 	_, err = tx.tx.ExecContext(ctx, tx.tx.Rebind(`INSERT INTO usage_daily (project_id, subject_id, day, meter, environment_id, events, quantity) VALUES `+
 		valuesList(len(keys), 7)+` ON CONFLICT (project_id, subject_id, day, meter, environment_id) DO UPDATE SET
@@ -376,7 +389,7 @@ func (tx *Tx) addUsageRollups(ctx context.Context, project string, fresh []Usage
 	args = args[:0]
 	for _, k := range keys {
 		d := subjects[k]
-		args = append(args, project, k.subject, k.env, sqlTime(d.first), sqlTime(d.last), d.events, d.quantity)
+		args = append(args, k.project, k.subject, k.env, sqlTime(d.first), sqlTime(d.last), d.events, d.quantity)
 	}
 	_, err = tx.tx.ExecContext(ctx, tx.tx.Rebind(`INSERT INTO usage_subjects (project_id, subject_id, environment_id, first_seen, last_seen, events, quantity) VALUES `+
 		valuesList(len(keys), 7)+` ON CONFLICT (project_id, subject_id, environment_id) DO UPDATE SET
@@ -391,7 +404,7 @@ func (tx *Tx) addUsageRollups(ctx context.Context, project string, fresh []Usage
 	args = args[:0]
 	for _, k := range keys {
 		d := subjectTotals[k]
-		args = append(args, project, k.subject, sqlTime(d.first), sqlTime(d.last), d.events, d.quantity, 0)
+		args = append(args, k.project, k.subject, sqlTime(d.first), sqlTime(d.last), d.events, d.quantity, 0)
 	}
 	_, err = tx.tx.ExecContext(ctx, tx.tx.Rebind(`INSERT INTO usage_subject_totals (project_id, subject_id, first_seen, last_seen, events, quantity, revenue) VALUES `+
 		valuesList(len(keys), 7)+` ON CONFLICT (project_id, subject_id) DO UPDATE SET
@@ -406,7 +419,7 @@ func (tx *Tx) addUsageRollups(ctx context.Context, project string, fresh []Usage
 	args = args[:0]
 	for _, k := range keys {
 		d := totals[k]
-		args = append(args, project, k.day, k.env, k.meter, k.shard, d.events, d.quantity, d.newSubjects)
+		args = append(args, k.project, k.day, k.env, k.meter, k.shard, d.events, d.quantity, d.newSubjects)
 	}
 	_, err = tx.tx.ExecContext(ctx, tx.tx.Rebind(`INSERT INTO usage_totals (project_id, day, environment_id, meter, shard, events, quantity, new_subjects) VALUES `+
 		valuesList(len(keys), 8)+` ON CONFLICT (project_id, day, environment_id, meter, shard) DO UPDATE SET

@@ -12,7 +12,7 @@ import (
 // event per commit. Instead, single events are queued here and one goroutine per Store, the
 // flusher, records them together: it takes the queued events of every project (up to
 // MaxUsageBatch per project), records them in one transaction (on PostgreSQL one statement
-// for all their projects, usage_postgres.go; on SQLite the batch path once per project),
+// for all their projects, usage_postgres.go; on SQLite the batch path once for them all),
 // hands each waiter its own result and goes on at once with what queued meanwhile. Taking
 // one project per flush instead halved ingest when the load came from 10 projects: each
 // commit then carried a tenth of the queue. Nothing is acknowledged before its transaction
@@ -191,11 +191,33 @@ func (s *Store) flushUsage(batch []*pendingUsage) {
 	}
 }
 
+// ingestGroups records the groups' events (SQLite) with as few tx.ingestUsage calls as
+// MaxUsageBatch allows, consecutive groups together, and puts each group's results in all.
+// One call per group instead cost a flush of single events from 10 projects about eight times
+// the statements of a flush from one (docs/benchmarks.md, "Ingest: profile and changes").
+func (tx *Tx) ingestGroups(ctx context.Context, groups [][]UsageEvent, all [][]IngestResult, now time.Time) error {
+	for from := 0; from < len(groups); {
+		to, events := from, []UsageEvent(nil)
+		for ; to < len(groups) && (to == from || len(events)+len(groups[to]) <= MaxUsageBatch); to++ {
+			events = append(events, groups[to]...)
+		}
+		results, err := tx.ingestUsage(ctx, events, now)
+		if err != nil {
+			return err
+		}
+		for g := from; g < to; g++ {
+			all[g], results = results[:len(groups[g]):len(groups[g])], results[len(groups[g]):]
+		}
+		from = to
+	}
+	return nil
+}
+
 // ingestShared records prepared events of several projects (one group each) together and
 // returns one result slice per group, in group order, or an error with nothing recorded. On
 // PostgreSQL that is one postgresIngest statement for all the groups' events, committed on its
 // own (usage_postgres.go: every rollup is keyed, locked and joined by project); on SQLite one
-// transaction running tx.ingestUsage per project. A deadlock or a legacy table dropped
+// transaction running the batch path's statements once for all the groups (ingestGroups). A deadlock or a legacy table dropped
 // meanwhile runs it again.
 func (s *Store) ingestShared(ctx context.Context, groups [][]UsageEvent) ([][]IngestResult, error) {
 	var all [][]IngestResult
@@ -214,15 +236,7 @@ func (s *Store) ingestShared(ctx context.Context, groups [][]UsageEvent) ([][]In
 				}
 			}
 		} else {
-			err = s.InTx(ctx, func(tx *Tx) error {
-				for g, events := range groups {
-					var err error
-					if all[g], err = tx.ingestUsage(ctx, events, s.Now()); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
+			err = s.InTx(ctx, func(tx *Tx) error { return tx.ingestGroups(ctx, groups, all, s.Now()) })
 		}
 		if isUndefinedTable(err) {
 			// Another replica finished the conversion and dropped usage_events_legacy.

@@ -2,21 +2,42 @@ package store
 
 import (
 	"crypto/sha256"
+	"fmt"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
 // TestUsageSharedFlushProjects: a flush of single events of three projects, queued interleaved,
-// is recorded by one statement (ingestShared, PostgreSQL) and every waiter gets its own result:
-// the same event id is new in each project, a replay of a stored event and one earlier in the
-// flush report the stored id, an event with an expired key is refused; then ingestPostgres
-// takes interleaved events of the three projects in one call. Every rollup row is written out
-// by hand.
+// is recorded together (ingestShared: one statement on PostgreSQL, one call of the batch path
+// in one transaction on SQLite) and every waiter gets its own result: the same event id is new
+// in each project, a replay of a stored event and one earlier in the flush report the stored
+// id, an event with an expired key is refused; then one call (ingestPostgres, or tx.ingestUsage
+// on SQLite) takes interleaved events of the three projects. Every rollup row is written out by
+// hand. On both databases.
 func TestUsageSharedFlushProjects(t *testing.T) {
-	clock := &testClock{now: time.Date(2026, 4, 2, 8, 0, 0, 0, time.UTC)}
-	s := openUsagePostgres(t, clock)
+	t.Run("sqlite", func(t *testing.T) {
+		clock := &testClock{now: time.Date(2026, 4, 2, 8, 0, 0, 0, time.UTC)}
+		s, err := Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "gatehouse.db"), WithClock(clock.Now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		if err := s.Migrate(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		testUsageSharedFlushProjects(t, s, clock)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		clock := &testClock{now: time.Date(2026, 4, 2, 8, 0, 0, 0, time.UTC)}
+		testUsageSharedFlushProjects(t, openUsagePostgres(t, clock), clock)
+	})
+}
+
+func testUsageSharedFlushProjects(t *testing.T, s *Store, clock *testClock) {
 	ctx := t.Context()
 
 	// Keys of a project of their own: the statement confirms a key's state, not its project.
@@ -95,54 +116,119 @@ func TestUsageSharedFlushProjects(t *testing.T) {
 		replay("uev_pre"), stored("uev_c2"), replay("uev_a1"), stored("uev_b3")})
 
 	// One call of interleaved projects: the refused event is new now, a replay, a new subject.
-	again, err := s.ingestPostgres(ctx, []UsageEvent{
+	interleaved := []UsageEvent{
 		ev("prj_c", "e1", "uev_c1b", "env_1", "s2", "m2", 3, d2.Add(1*time.Hour), ""),
 		ev("prj_a", "e1", "uev_a1c", "env_1", "s1", "m1", 9, d1.Add(16*time.Hour), ""),
 		ev("prj_b", "e2", "uev_b2", "env_1", "s3", "m1", 1, d1.Add(13*time.Hour), live.ID),
-	})
+	}
+	var again []IngestResult
+	if s.dialect == Postgres {
+		again, err = s.ingestPostgres(ctx, interleaved)
+	} else {
+		err = s.InTx(ctx, func(tx *Tx) error {
+			var err error
+			again, err = tx.ingestUsage(ctx, interleaved, clock.Now())
+			return err
+		})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	check("interleaved call", again, []IngestResult{stored("uev_c1b"), replay("uev_a1"), stored("uev_b2")})
 
-	const at = `to_char(%s AT TIME ZONE 'UTC', 'MM-DD HH24:MI')`
+	// The stored rows, each as one text: a time as MM-DD HH:MI in UTC, a number as an integer.
+	at, ids := `to_char(%s AT TIME ZONE 'UTC', 'MM-DD HH24:MI')`, "usage_event_ids"
+	if s.dialect == SQLite {
+		at, ids = `replace(substr(%s, 6, 11), 'T', ' ')`, "usage_events" // its primary key detects replays
+	}
 	for _, c := range []struct {
 		table, query string
 		want         []string
 	}{
-		{"usage_event_ids", `SELECT concat_ws(' ', project_id, event_id, id) FROM usage_event_ids`, []string{
+		{ids, `SELECT concat_ws(' ', project_id, event_id, id) FROM ` + ids, []string{
 			"prj_a e1 uev_a1", "prj_a e2 uev_a2", "prj_b e1 uev_b1", "prj_b e2 uev_b2", "prj_b e3 uev_b3",
 			"prj_b x uev_pre", "prj_c e1 uev_c1b", "prj_c e2 uev_c2"}},
-		{"usage_events", `SELECT concat_ws(' ', project_id, event_id, id, subject_id, meter, quantity) FROM usage_events`, []string{
+		{"usage_events", `SELECT concat_ws(' ', project_id, event_id, id, subject_id, meter, CAST(quantity AS INTEGER)) FROM usage_events`, []string{
 			"prj_a e1 uev_a1 s1 m1 1", "prj_a e2 uev_a2 s1 m2 4", "prj_b e1 uev_b1 s1 m1 2", "prj_b e2 uev_b2 s3 m1 1",
 			"prj_b e3 uev_b3 s1 m1 7", "prj_b x uev_pre s1 m1 5", "prj_c e1 uev_c1b s2 m2 3", "prj_c e2 uev_c2 s2 m2 6"}},
-		{"usage_daily", `SELECT concat_ws(' ', project_id, subject_id, day, meter, environment_id, events, quantity) FROM usage_daily`, []string{
+		{"usage_daily", `SELECT concat_ws(' ', project_id, subject_id, day, meter, environment_id, events, CAST(quantity AS INTEGER)) FROM usage_daily`, []string{
 			"prj_a s1 2026-04-01 m1 env_1 1 1", "prj_a s1 2026-04-01 m2 env_1 1 4", "prj_b s1 2026-04-01 m1 env_1 2 7",
 			"prj_b s1 2026-04-02 m1 env_2 1 7", "prj_b s3 2026-04-01 m1 env_1 1 1", "prj_c s2 2026-04-02 m2 env_1 2 9"}},
 		{"usage_subject_days", `SELECT concat_ws(' ', project_id, subject_id, day, environment_id, events) FROM usage_subject_days`, []string{
 			"prj_a s1 2026-04-01 env_1 2", "prj_b s1 2026-04-01 env_1 2", "prj_b s1 2026-04-02 env_2 1",
 			"prj_b s3 2026-04-01 env_1 1", "prj_c s2 2026-04-02 env_1 2"}},
 		{"usage_subjects", `SELECT concat_ws(' ', project_id, subject_id, environment_id, ` + strings.ReplaceAll(at, "%s", "first_seen") + `,
-			` + strings.ReplaceAll(at, "%s", "last_seen") + `, events, quantity) FROM usage_subjects`, []string{
+			` + strings.ReplaceAll(at, "%s", "last_seen") + `, events, CAST(quantity AS INTEGER)) FROM usage_subjects`, []string{
 			"prj_a s1 env_1 04-01 10:00 04-01 12:00 2 5", "prj_b s1 env_1 04-01 09:00 04-01 11:00 2 7",
 			"prj_b s1 env_2 04-02 03:00 04-02 03:00 1 7", "prj_b s3 env_1 04-01 13:00 04-01 13:00 1 1",
 			"prj_c s2 env_1 04-02 01:00 04-02 02:00 2 9"}},
 		{"usage_subject_totals", `SELECT concat_ws(' ', project_id, subject_id, ` + strings.ReplaceAll(at, "%s", "first_seen") + `,
-			` + strings.ReplaceAll(at, "%s", "last_seen") + `, events, quantity, revenue) FROM usage_subject_totals`, []string{
+			` + strings.ReplaceAll(at, "%s", "last_seen") + `, events, CAST(quantity AS INTEGER), CAST(revenue AS INTEGER)) FROM usage_subject_totals`, []string{
 			"prj_a s1 04-01 10:00 04-01 12:00 2 5 0", "prj_b s1 04-01 09:00 04-02 03:00 3 14 0",
 			"prj_b s3 04-01 13:00 04-01 13:00 1 1 0", "prj_c s2 04-02 01:00 04-02 02:00 2 9 0"}},
 		// Shards are drawn per call: their sums.
-		{"usage_totals", `SELECT concat_ws(' ', project_id, day, environment_id, meter, sum(events), sum(quantity), sum(new_subjects))
+		{"usage_totals", `SELECT concat_ws(' ', project_id, day, environment_id, meter, sum(events), CAST(sum(quantity) AS INTEGER), sum(new_subjects))
 			FROM usage_totals GROUP BY project_id, day, environment_id, meter`, []string{
 			"prj_a 2026-04-01 env_1 m1 1 1 1", "prj_a 2026-04-01 env_1 m2 1 4 0", "prj_b 2026-04-01 env_1 m1 3 8 2",
 			"prj_b 2026-04-02 env_2 m1 1 7 1", "prj_c 2026-04-02 env_1 m2 2 9 1"}},
 	} {
 		var got []string
-		if err := s.writer.SelectContext(ctx, &got, `SELECT r FROM (`+c.query+`) q(r) ORDER BY r COLLATE "C"`); err != nil {
+		if err := s.writer.SelectContext(ctx, &got, c.query); err != nil {
 			t.Fatalf("%s: %v", c.table, err)
 		}
+		slices.Sort(got) // byte order, as PostgreSQL's "C" collation
 		if !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s:\n got %q\nwant %q", c.table, got, c.want)
 		}
+	}
+}
+
+// TestUsageSharedFlushLarge: a flush as large as maxUsageFlush, MaxUsageBatch events from each
+// of four projects, is recorded on SQLite in calls small enough for its parameter limit, and
+// each group gets its own results, in order.
+func TestUsageSharedFlushLarge(t *testing.T) {
+	clock := &testClock{now: time.Date(2026, 4, 2, 8, 0, 0, 0, time.UTC)}
+	s, err := Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "gatehouse.db"), WithClock(clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	groups := make([][]UsageEvent, maxUsageFlush/MaxUsageBatch)
+	for g := range groups {
+		for i := range MaxUsageBatch {
+			e := UsageEvent{ProjectID: fmt.Sprintf("prj_%d", g), EventID: fmt.Sprintf("e%d", i), ID: fmt.Sprintf("uev_%d_%d", g, i),
+				EnvironmentID: "env_1", SubjectID: fmt.Sprintf("s%d", i%7), Meter: "m1", Quantity: 1, Timestamp: clock.Now().Add(-time.Hour)}
+			if err := prepareUsageEvent(&e, clock.Now()); err != nil {
+				t.Fatal(err)
+			}
+			groups[g] = append(groups[g], e)
+		}
+	}
+	all, err := s.ingestShared(t.Context(), groups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for g := range groups {
+		if len(all[g]) != MaxUsageBatch {
+			t.Fatalf("group %d: %d results, want %d", g, len(all[g]), MaxUsageBatch)
+		}
+		for i, r := range all[g] {
+			if want := (IngestResult{ID: fmt.Sprintf("uev_%d_%d", g, i)}); r != want {
+				t.Fatalf("group %d event %d: %+v, want %+v", g, i, r, want)
+			}
+		}
+	}
+	var stored, events int
+	if err := s.writer.GetContext(t.Context(), &stored, `SELECT count(*) FROM usage_events`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.writer.GetContext(t.Context(), &events, `SELECT sum(events) FROM usage_totals`); err != nil {
+		t.Fatal(err)
+	}
+	if stored != 4000 || events != 4000 {
+		t.Errorf("stored %d events, totals count %d; want 4000 and 4000", stored, events)
 	}
 }
