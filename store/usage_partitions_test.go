@@ -30,6 +30,12 @@ func openUsagePostgres(t *testing.T, clock *testClock, opts ...Option) *Store {
 	if dbURL == "" {
 		t.Skip("GATEHOUSE_TEST_POSTGRES_URL is unset: usage partitions are PostgreSQL's")
 	}
+	return openMigrated(t, dbURL, clock, opts...)
+}
+
+// openMigrated opens dbURL on clock, migrated, and closes it when the test ends.
+func openMigrated(t *testing.T, dbURL string, clock *testClock, opts ...Option) *Store {
+	t.Helper()
 	s, err := Open(t.Context(), dbURL, append([]Option{WithClock(clock.Now)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)

@@ -21,20 +21,18 @@ import (
 func TestUsageSharedFlushProjects(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
 		clock := &testClock{now: time.Date(2026, 4, 2, 8, 0, 0, 0, time.UTC)}
-		s, err := Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "gatehouse.db"), WithClock(clock.Now))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		if err := s.Migrate(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		testUsageSharedFlushProjects(t, s, clock)
+		testUsageSharedFlushProjects(t, openUsageSQLite(t, clock), clock)
 	})
 	t.Run("postgres", func(t *testing.T) {
 		clock := &testClock{now: time.Date(2026, 4, 2, 8, 0, 0, 0, time.UTC)}
 		testUsageSharedFlushProjects(t, openUsagePostgres(t, clock), clock)
 	})
+}
+
+// openUsageSQLite opens a new migrated SQLite file on clock.
+func openUsageSQLite(t *testing.T, clock *testClock) *Store {
+	t.Helper()
+	return openMigrated(t, "sqlite:"+filepath.Join(t.TempDir(), "gatehouse.db"), clock)
 }
 
 func testUsageSharedFlushProjects(t *testing.T, s *Store, clock *testClock) {
@@ -188,14 +186,7 @@ func testUsageSharedFlushProjects(t *testing.T, s *Store, clock *testClock) {
 // each group gets its own results, in order.
 func TestUsageSharedFlushLarge(t *testing.T) {
 	clock := &testClock{now: time.Date(2026, 4, 2, 8, 0, 0, 0, time.UTC)}
-	s, err := Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "gatehouse.db"), WithClock(clock.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	s := openUsageSQLite(t, clock)
 	groups := make([][]UsageEvent, maxUsageFlush/MaxUsageBatch)
 	for g := range groups {
 		for i := range MaxUsageBatch {
