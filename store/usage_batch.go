@@ -205,20 +205,26 @@ func (tx *Tx) ingestGroups(ctx context.Context, groups [][]UsageEvent, all [][]I
 		if err != nil {
 			return err
 		}
-		for g := from; g < to; g++ {
-			all[g], results = results[:len(groups[g]):len(groups[g])], results[len(groups[g]):]
-		}
+		splitResults(all[from:to], groups[from:to], results)
 		from = to
 	}
 	return nil
+}
+
+// splitResults puts the results of the groups' events, recorded in group order, into all: one
+// slice per group, each capped so that appending to one cannot overwrite the next.
+func splitResults(all [][]IngestResult, groups [][]UsageEvent, results []IngestResult) {
+	for g := range groups {
+		all[g], results = results[:len(groups[g]):len(groups[g])], results[len(groups[g]):]
+	}
 }
 
 // ingestShared records prepared events of several projects (one group each) together and
 // returns one result slice per group, in group order, or an error with nothing recorded. On
 // PostgreSQL that is one postgresIngest statement for all the groups' events, committed on its
 // own (usage_postgres.go: every rollup is keyed, locked and joined by project); on SQLite one
-// transaction running the batch path's statements once for all the groups (ingestGroups). A deadlock or a legacy table dropped
-// meanwhile runs it again.
+// transaction running the batch path's statements once for all the groups (ingestGroups). A
+// deadlock or a legacy table dropped meanwhile runs it again.
 func (s *Store) ingestShared(ctx context.Context, groups [][]UsageEvent) ([][]IngestResult, error) {
 	var all [][]IngestResult
 	var err error
@@ -231,9 +237,7 @@ func (s *Store) ingestShared(ctx context.Context, groups [][]UsageEvent) ([][]In
 			}
 			var results []IngestResult
 			if results, err = s.ingestPostgres(ctx, events); err == nil {
-				for g := range groups {
-					all[g], results = results[:len(groups[g]):len(groups[g])], results[len(groups[g]):]
-				}
+				splitResults(all, groups, results)
 			}
 		} else {
 			err = s.InTx(ctx, func(tx *Tx) error { return tx.ingestGroups(ctx, groups, all, s.Now()) })
