@@ -161,7 +161,7 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 		OpenIDConnectTokenStrategy: idTokenStrategy{compose.NewOpenIDConnectStrategy(keyGetter, conf)},
 		Signer:                     &jwt.DefaultSigner{GetPrivateKey: keyGetter},
 	}
-	provider := compose.Compose(conf, fs, strategy, handlerFactories...)
+	provider := composeProvider(conf, fs, strategy)
 	// Client assertions (private_key_jwt) may name as aud the token endpoint, the issuer or
 	// the PAR endpoint (RFC 7523 section 3, RFC 9126 section 2): fosite reads the accepted
 	// audiences from its configuration's GetTokenURLs, which is only TokenURL.
