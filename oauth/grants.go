@@ -63,11 +63,12 @@ func composeProvider(conf *fosite.Config, storage, strategy interface{}) fosite.
 // fosite v0.49.0 asks every token endpoint handler to populate every token response
 // (Fosite.NewAccessResponse), and each handler of another grant answers
 // errorsx.WithStack(fosite.ErrUnknownRequest), which fosite then ignores, as it ignores nil:
-// a stack trace captured (runtime.Callers) per handler per token, five for a
+// a stack trace captured (runtime.Callers) per handler per token, four for a
 // client_credentials token, about 20 µs of its ~300 µs of CPU in a pinned profile
-// (docs/benchmarks.md, "Where a token's CPU goes"). Each of those handlers begins its
-// PopulateTokenEndpointResponse with the same CanHandleTokenEndpointRequest check (PKCE's does
-// nothing at all), so a request a handler can handle reaches it unchanged.
+// (docs/benchmarks.md, "Token handlers of other grants, declined without a stack trace").
+// Each of those handlers begins its PopulateTokenEndpointResponse with the same
+// CanHandleTokenEndpointRequest check (PKCE's does nothing at all and answers nil), so a
+// request a handler can handle reaches it unchanged.
 type quietTokenHandler struct {
 	fosite.TokenEndpointHandler
 }
