@@ -46,7 +46,7 @@ func peekAuthorizeBody(req *http.Request) (authorizeQuestion, bool) {
 	if req.Body == nil || req.Body == http.NoBody {
 		return authorizeQuestion{}, false
 	}
-	raw, err := io.ReadAll(req.Body)
+	raw, err := readBody(req)
 	if err != nil {
 		req.Body = io.NopCloser(io.MultiReader(bytes.NewReader(raw), errReader{err}))
 		return authorizeQuestion{}, false

@@ -29,7 +29,10 @@ func bindDecisionBytes(raw []byte, i any) bool {
 		dec.Reset(noInput)
 		streamDecoders.Put(dec)
 	}()
-	dec.Reset(bytes.NewBuffer(raw))
+	// The streamed check refused any repeated member name before this runs, so the decoder
+	// need not track the names again (a set per object: a fifth of the bind's time in an
+	// in-process profile of a batch of 100).
+	dec.Reset(bytes.NewBuffer(raw), namesChecked)
 	r := tokenReader{dec: dec, text: string(raw)}
 	switch dst := i.(type) {
 	case *gen.AuthorizeBatchRequest:
@@ -80,6 +83,10 @@ func bindDecisionBytes(raw []byte, i any) bool {
 	}
 	return false
 }
+
+// namesChecked configures bindDecisionBytes' decoder for a document whose member names have been
+// checked for repeats already.
+var namesChecked = jsontext.AllowDuplicateNames(true)
 
 // checkMember reads the member name of a check (the principal and the permission, members of
 // both decision bodies) into c; false for another name.

@@ -100,7 +100,7 @@ func (s *Server) keptKeyPrincipal(req *http.Request, key string) (*Principal, er
 			return nil, err
 		}
 		if epoch == k.epoch {
-			s.metrics.keptLookup("key", true)
+			s.metrics.keptLookups(keptAKey, 1, 0)
 			p, err := s.apiKeyAuthenticated(k.key, secret, s.store.Now())
 			if err != nil {
 				return nil, err
@@ -109,7 +109,7 @@ func (s *Server) keptKeyPrincipal(req *http.Request, key string) (*Principal, er
 			return p, nil
 		}
 	}
-	s.metrics.keptLookup("key", false)
+	s.metrics.keptLookups(keptAKey, 0, 1)
 	if q, ok := peekAuthorizeBody(req); ok {
 		return s.apiKeyDecisionPrincipal(ctx, publicID, secret, q)
 	}
@@ -137,7 +137,7 @@ func (s *Server) apiKeyDecisionPrincipal(ctx context.Context, publicID, secret s
 	s.kept.keys.Add(publicID, keptKey{key: read.Key, epoch: read.Epoch})
 	p.ServiceAccount.decisionEpoch = &read.Epoch
 	if read.Decision != nil {
-		s.metrics.keptLookup("decision", false)
+		s.metrics.keptLookups(keptADecision, 0, 1)
 		s.kept.decisions.Add(q, keptAnswer{decision: *read.Decision, epoch: read.Epoch, until: read.Until})
 		p.ServiceAccount.prefetched = &prefetchedDecision{question: q, Decision: *read.Decision}
 	}
@@ -151,8 +151,10 @@ func (s *Server) apiKeyDecisionPrincipal(ctx context.Context, publicID, secret s
 func (s *Server) keptDecision(ctx context.Context, epoch store.Epoch, q authorizeQuestion) (store.Decision, error) {
 	now := s.store.Now()
 	if d, ok := s.keptAnswerFor(q, epoch, now); ok {
+		s.metrics.keptLookups(keptADecision, 1, 0)
 		return d, nil
 	}
+	s.metrics.keptLookups(keptADecision, 0, 1)
 	d, until, err := s.store.DecideUntil(ctx, q.ProjectID, q.PrincipalType, q.PrincipalID, q.Permission, now)
 	if err != nil {
 		return store.Decision{}, err
@@ -181,6 +183,7 @@ func (s *Server) keptChecks(ctx context.Context, projectID string, checks []stor
 		}
 		missed = append(missed, i)
 	}
+	s.metrics.keptLookups(keptADecision, len(checks)-len(missed), len(missed))
 	if len(missed) == 0 {
 		return results, nil
 	}
@@ -202,10 +205,8 @@ func (s *Server) keptChecks(ctx context.Context, projectID string, checks []stor
 }
 
 // keptAnswerFor returns the answer to q kept at epoch, when there is one and the earliest expiry
-// of the bindings it read is after now, and counts the lookup.
+// of the bindings it read is after now. The caller counts the lookup.
 func (s *Server) keptAnswerFor(q authorizeQuestion, epoch store.Epoch, now time.Time) (store.Decision, bool) {
 	a, ok := s.kept.decisions.Get(q)
-	hit := ok && a.epoch == epoch && (a.until == nil || now.Before(*a.until))
-	s.metrics.keptLookup("decision", hit)
-	return a.decision, hit
+	return a.decision, ok && a.epoch == epoch && (a.until == nil || now.Before(*a.until))
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -289,4 +290,59 @@ func TestGrafanaDashboard(t *testing.T) {
 	if seen == 0 {
 		t.Error("the dashboard queries no Gatehouse metric")
 	}
+}
+
+// TestBatchDecisionsCounted: a batch counts each of its checks once in the decisions series, by
+// outcome, and each check's lookup among the kept decisions. The batch is the eleven questions
+// of decisionCases, five allowed and six denied, sent three times with the reader's key: read
+// the first time (eleven misses), kept the second (eleven hits), and the third time explained,
+// which is never answered as kept (no lookup).
+func TestBatchDecisionsCounted(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
+		app, ten := newDecisionApp(t, b)
+		var checks []string
+		for _, c := range decisionCases {
+			checks = append(checks, c.checkJSON())
+		}
+		series := []map[string]string{
+			{"decision": "allowed"}, {"decision": "denied"},
+			{"kind": "decision", "outcome": "miss"}, {"kind": "decision", "outcome": "hit"},
+		}
+		counts := func() []float64 {
+			mf := scrapeMetrics(t, app.srv)
+			var out []float64
+			for i, labels := range series {
+				metric := metricDecisions
+				if i >= 2 {
+					metric = metricKept
+				}
+				v, ok := sample(mf[metric], labels)
+				if !ok {
+					t.Fatalf("%s%v: no series", metric, labels)
+				}
+				out = append(out, v)
+			}
+			return out
+		}
+		for _, step := range []struct {
+			name    string
+			explain string
+			want    []float64 // allowed, denied, kept misses, kept hits: added by the batch
+		}{
+			{"first", "", []float64{5, 6, 11, 0}},
+			{"again, kept", "", []float64{5, 6, 0, 11}},
+			{"explained", `,"explain":true`, []float64{5, 6, 0, 0}},
+		} {
+			before := counts()
+			app.do(withKey(ten.readerKey, request{method: http.MethodPost, path: "/api/v1/authorize/batch",
+				body: fmt.Sprintf(`{"projectId":%q,"checks":[%s]%s}`, ten.project.ID, strings.Join(checks, ","), step.explain)})).
+				decode(t, http.StatusOK, &struct{}{})
+			after := counts()
+			for i := range series {
+				if got := after[i] - before[i]; got != step.want[i] {
+					t.Errorf("%s batch: %v grew by %v, want %v", step.name, series[i], got, step.want[i])
+				}
+			}
+		}
+	})
 }

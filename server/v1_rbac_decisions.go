@@ -49,7 +49,11 @@ func (s *Server) Authorize(ctx context.Context, req gen.AuthorizeRequestObject) 
 		result.Decision = d
 	}
 	id := store.NewID("dec")
-	s.metrics.decision(result.Allowed)
+	allowed := 0
+	if result.Allowed {
+		allowed = 1
+	}
+	s.metrics.decided(allowed, 1-allowed)
 	requestMetaFrom(ctx).DecisionID = id
 	return decisionsAnswer{single: true, explain: explain, results: []store.CheckResult{result}, ids: []string{id}}, nil
 }
@@ -80,9 +84,13 @@ func (s *Server) AuthorizeBatch(ctx context.Context, req gen.AuthorizeBatchReque
 	if err != nil {
 		return nil, err
 	}
+	allowed := 0
 	for _, r := range results {
-		s.metrics.decision(r.Allowed)
+		if r.Allowed {
+			allowed++
+		}
 	}
+	s.metrics.decided(allowed, len(results)-allowed)
 	return decisionsAnswer{explain: explain, results: results, ids: store.NewIDs("dec", len(results))}, nil
 }
 

@@ -172,6 +172,19 @@ func pointerToken(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
+// presizeLimit bounds the buffer readBody sizes from a declared Content-Length before reading:
+// a batch of 100 decision checks is about 10 kB; a larger body grows its buffer as it is read.
+const presizeLimit = 64 << 10
+
+// readBody reads req's body whole, as io.ReadAll does (what was read, and the error that ended
+// the read), into a buffer sized from its Content-Length (up to presizeLimit): io.ReadAll
+// starts at 512 bytes and grows by copying, five allocations and copies for a 10 kB batch.
+func readBody(req *http.Request) ([]byte, error) {
+	buf := bytes.NewBuffer(make([]byte, 0, min(max(req.ContentLength, 0), presizeLimit)+bytes.MinRead))
+	_, err := buf.ReadFrom(req.Body)
+	return buf.Bytes(), err
+}
+
 // validateBody checks a JSON request body against its compiled schema and returns it decoded
 // (numbers as json.Number), so later stages need not decode it again, or as streamedBody when
 // its streamed check accepted it undecoded. The body stays readable
@@ -180,7 +193,7 @@ func validateBody(req *http.Request, b *jsonBody) (any, []FieldError, error) {
 	var raw []byte
 	if req.Body != nil && req.Body != http.NoBody {
 		var err error
-		if raw, err = io.ReadAll(req.Body); err != nil {
+		if raw, err = readBody(req); err != nil {
 			return nil, nil, err
 		}
 		req.Body = io.NopCloser(bytes.NewReader(raw))

@@ -1,6 +1,9 @@
 package server
 
 import (
+	"errors"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strings"
@@ -139,4 +142,40 @@ func sameErrors(got, want []FieldError) bool {
 		}
 	}
 	return true
+}
+
+// TestReadBody: readBody reads a body whole whatever its declared length says of it: declared
+// and under the presized buffer, declared and over it, not declared (chunked), empty; and
+// what the body's reader answered before failing, with its error.
+func TestReadBody(t *testing.T) {
+	small := strings.Repeat("a", 300)
+	large := strings.Repeat("b", presizeLimit*2+7)
+	for _, tc := range []struct {
+		name     string
+		body     string
+		declared int64
+	}{
+		{"declared, small", small, int64(len(small))},
+		{"declared, over the presized buffer", large, int64(len(large))},
+		{"not declared", large, -1},
+		{"empty", "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(tc.body))
+			req.ContentLength = tc.declared
+			got, err := readBody(req)
+			if err != nil || string(got) != tc.body {
+				t.Errorf("read %d bytes (%v), want the %d of the body", len(got), err, len(tc.body))
+			}
+		})
+	}
+	t.Run("a failing reader", func(t *testing.T) {
+		cut := errors.New("connection reset")
+		req := httptest.NewRequest(http.MethodPost, "/", io.MultiReader(strings.NewReader(small), errReader{cut}))
+		req.ContentLength = int64(len(small)) + 100
+		got, err := readBody(req)
+		if !errors.Is(err, cut) || string(got) != small {
+			t.Errorf("read %d bytes (%v), want the %d read and %v", len(got), err, len(small), cut)
+		}
+	})
 }

@@ -71,7 +71,7 @@ func formTextErrors(req *http.Request) ([]FieldError, error) {
 	if mt != "application/x-www-form-urlencoded" || req.Body == nil || req.Body == http.NoBody {
 		return nil, nil
 	}
-	raw, err := io.ReadAll(req.Body)
+	raw, err := readBody(req)
 	if err != nil {
 		return nil, err
 	}

@@ -33,17 +33,20 @@ func NewID(prefix string) string {
 
 // NewIDs returns n IDs made as NewID(prefix) makes them, strictly increasing
 // and after every ID made before, for a batch that needs one each: one lock,
-// one clock reading and one allocation for the text of all of them. (It reads the monotonic
-// entropy itself: ulid.New hands each ULID's random part to an io.Reader, which moved every
-// ULID to the heap, an allocation per ID.)
+// one clock reading and one allocation for the text of all of them, lowered as it is written
+// (strings.ToLower of the whole text was a second copy, about a third of the call's time in a
+// pinned batch of 100). (It reads the monotonic entropy itself: ulid.New hands each ULID's
+// random part to an io.Reader, which moved every ULID to the heap, an allocation per ID.)
 func NewIDs(prefix string, n int) []string {
 	size := len(prefix) + 1 + ulid.EncodedSize
-	buf := make([]byte, n*size)
-	random := make([]byte, 10)
+	var text strings.Builder
+	text.Grow(n * size)
+	var random [10]byte
+	var encoded [ulid.EncodedSize]byte
 	idEntropy.Lock()
 	ms := ulid.Timestamp(time.Now())
-	for i := range n {
-		if err := idEntropy.MonotonicRead(ms, random); err != nil {
+	for range n {
+		if err := idEntropy.MonotonicRead(ms, random[:]); err != nil {
 			idEntropy.Unlock()
 			panic(err)
 		}
@@ -52,17 +55,22 @@ func NewIDs(prefix string, n int) []string {
 			idEntropy.Unlock()
 			panic(err)
 		}
-		copy(id[6:], random)
-		b := buf[i*size : (i+1)*size]
-		copy(b, prefix)
-		b[len(prefix)] = '_'
-		_ = id.MarshalTextTo(b[len(prefix)+1:])
+		copy(id[6:], random[:])
+		_ = id.MarshalTextTo(encoded[:])
+		for i, c := range encoded {
+			if 'A' <= c && c <= 'Z' {
+				encoded[i] = c + ('a' - 'A')
+			}
+		}
+		text.WriteString(prefix)
+		text.WriteByte('_')
+		text.Write(encoded[:])
 	}
 	idEntropy.Unlock()
-	text := strings.ToLower(string(buf))
+	all := text.String()
 	out := make([]string, n)
 	for i := range out {
-		out[i] = text[i*size : (i+1)*size]
+		out[i] = all[i*size : (i+1)*size]
 	}
 	return out
 }

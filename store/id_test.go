@@ -29,3 +29,11 @@ func TestNewIDs(t *testing.T) {
 		t.Errorf("NewIDs(0) = %v", got)
 	}
 }
+
+// BenchmarkNewIDs: the decision ids of a batch of 100 (server.AuthorizeBatch).
+func BenchmarkNewIDs(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		NewIDs("dec", 100)
+	}
+}
