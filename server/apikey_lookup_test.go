@@ -20,6 +20,7 @@ func TestAPIKeyLookupPolicy(t *testing.T) {
 	app := newTestApp(t, storetest.Backends(t)[0].Open(t), testConfig())
 	want := map[string]apiKeyLookup{
 		"authorize":             "with-decision",
+		"authorizeBatch":        "with-epoch",
 		"ingestUsageEvent":      "cached",
 		"ingestUsageEventBatch": "cached",
 	}

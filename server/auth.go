@@ -155,8 +155,8 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 // a question, decision_cache.go), from the cache of keys read earlier, or read for this request.
 func (s *Server) apiKeyPrincipalFor(req *http.Request, lookup apiKeyLookup, key string) (*Principal, error) {
 	switch lookup {
-	case apiKeyWithDecision:
-		return s.keptKeyPrincipal(req, key)
+	case apiKeyWithDecision, apiKeyWithEpoch:
+		return s.keptKeyPrincipal(req, lookup, key)
 	case apiKeyCached:
 		return s.cachedAPIKeyPrincipal(req.Context(), key)
 	}

@@ -12,22 +12,26 @@ import (
 )
 
 // Keys and decisions kept between requests, for the operations marked x-api-key-lookup:
-// with-decision (POST /api/v1/authorize) called with an API key, on both databases.
+// with-decision (POST /api/v1/authorize) and with-epoch (POST /api/v1/authorize/batch) called
+// with an API key, on both databases.
 //
 //   - Authentication (keptKeyPrincipal): when the key is kept (by public id), it reads the
 //     store's decision epoch of the key's project (store.DecisionEpoch: one single-row read,
 //     shared with the requests that queue for it meanwhile; on SQLite the file's one epoch).
 //     When that is the epoch the key was read at, the key is judged as kept. Otherwise, when
-//     the body asks a question (peekAuthorizeBody), the key, the answer and the epoch are read
-//     in one statement (store.APIKeyDecision) and both kept; a body that asks none falls back
-//     to the plain key lookup, and nothing is kept.
+//     an /authorize body asks a question (peekAuthorizeBody), the key, the answer and the
+//     epoch are read in one statement (store.APIKeyDecision) and both kept; a batch's key is
+//     read with its epoch alone the same way, and kept. An /authorize body that asks none, and
+//     a batch where the store does not keep a batch's keys (store.KeepsBatchKeys: on SQLite),
+//     fall back to the plain key lookup, and nothing is kept.
 //     The principal carries the epoch.
 //   - The handler's decision (keptDecision): a question about the key's own project is answered
 //     as kept at that epoch (from a request with any key of the project) while the earliest
 //     expiry of the bindings it read is ahead, or decided now (store.DecideUntil) and kept.
-//   - A batch without explain, however authenticated (keptChecks): the project's epoch is read
-//     first (store.BatchDecisionEpoch); each check is answered as kept at it, or with the
-//     others missed in one store.DecideBatch, and kept.
+//   - A batch without explain, however authenticated (keptChecks): at the epoch its key carries
+//     when the key is of the batch's project, or else at the epoch read first
+//     (store.BatchDecisionEpoch), each check is answered as kept, or with the others missed in
+//     one store.DecideBatch, and kept.
 //
 // Triggers move the epoch in the transaction of any change to what those reads read — a key
 // revoked, an account disabled, a project or organization archived, a binding, role or role
@@ -83,13 +87,19 @@ func newKeptCaches() *keptCaches {
 	}
 }
 
-// keptKeyPrincipal authenticates key like apiKeyPrincipal for a with-decision operation: as kept,
-// when the store's decision epoch of its project is still the one it was read at; otherwise
-// read with the answer to the body's question (apiKeyDecisionPrincipal), or alone when the body
-// asks none. The principal carries the epoch whenever the key was kept or read with
-// one, for keptDecision.
-func (s *Server) keptKeyPrincipal(req *http.Request, key string) (*Principal, error) {
+// keptKeyPrincipal authenticates key like apiKeyPrincipal for an operation whose lookup is
+// with-decision or with-epoch: as kept, when the store's decision epoch of its project is still
+// the one it was read at; otherwise read with its epoch. With-decision (/authorize) reads a key
+// it does not keep with the answer to the body's question (apiKeyDecisionPrincipal), or alone
+// when the body asks none. With-epoch (the batch) reads it with its epoch alone
+// (apiKeyDecisionPrincipal asking nothing), where the store keeps a batch's keys
+// (store.KeepsBatchKeys); otherwise as apiKeyPrincipal reads it. The principal carries the
+// epoch whenever the key was kept or read with one, for keptDecision and keptChecks.
+func (s *Server) keptKeyPrincipal(req *http.Request, lookup apiKeyLookup, key string) (*Principal, error) {
 	ctx := req.Context()
+	if lookup == apiKeyWithEpoch && !s.store.KeepsBatchKeys() {
+		return s.apiKeyPrincipal(ctx, key)
+	}
 	publicID, secret, ok := s.parseAPIKey(key)
 	if !ok {
 		return nil, ErrUnauthenticated
@@ -110,6 +120,9 @@ func (s *Server) keptKeyPrincipal(req *http.Request, key string) (*Principal, er
 		}
 	}
 	s.metrics.keptLookups(keptAKey, 0, 1)
+	if lookup == apiKeyWithEpoch {
+		return s.apiKeyDecisionPrincipal(ctx, publicID, secret, authorizeQuestion{})
+	}
 	if q, ok := peekAuthorizeBody(req); ok {
 		return s.apiKeyDecisionPrincipal(ctx, publicID, secret, q)
 	}
@@ -119,7 +132,7 @@ func (s *Server) keptKeyPrincipal(req *http.Request, key string) (*Principal, er
 // apiKeyDecisionPrincipal reads the key of publicID with the answer to q and their epoch
 // (store.APIKeyDecision), authenticates the key with secret, and keeps both. The principal
 // carries the epoch and, when q asks about the key's own project, the answer as its prefetched
-// decision.
+// decision. The zero q asks nothing: the key is read with its epoch alone.
 func (s *Server) apiKeyDecisionPrincipal(ctx context.Context, publicID, secret string, q authorizeQuestion) (*Principal, error) {
 	now := s.store.Now()
 	read, err := s.store.APIKeyDecision(ctx, publicID, q.ProjectID, q.PrincipalType, q.PrincipalID, q.Permission, now)
@@ -164,12 +177,12 @@ func (s *Server) keptDecision(ctx context.Context, epoch store.Epoch, q authoriz
 }
 
 // keptChecks answers checks about project projectID as store.DecideBatch would without explain
-// at the request's time: after reading the project's decision epoch, each check whose answer is
-// kept at that epoch (and before the earliest expiry of its bindings) as kept, the others with
-// one DecideBatch of those alone, whose answers are then kept. With nothing kept it costs the
-// epoch's read more than DecideBatch.
+// at the request's time: at the project's decision epoch (checksEpoch), each check whose answer
+// is kept at that epoch (and before the earliest expiry of its bindings) as kept, the others
+// with one DecideBatch of those alone, whose answers are then kept. With nothing kept it costs
+// the epoch's read more than DecideBatch, unless the request's key brought the epoch.
 func (s *Server) keptChecks(ctx context.Context, projectID string, checks []store.Check) ([]store.CheckResult, error) {
-	epoch, err := s.store.BatchDecisionEpoch(ctx, projectID)
+	epoch, err := s.checksEpoch(ctx, projectID)
 	if err != nil {
 		return nil, err
 	}
@@ -202,6 +215,18 @@ func (s *Server) keptChecks(ctx context.Context, projectID string, checks []stor
 			keptAnswer{decision: read[j].Decision, epoch: epoch, until: read[j].Until})
 	}
 	return results, nil
+}
+
+// checksEpoch is the decision epoch of projectID for a batch's checks: the one the request's key
+// was authenticated at (keptKeyPrincipal, read during this request) when the key is of that
+// project, else read now (store.BatchDecisionEpoch).
+func (s *Server) checksEpoch(ctx context.Context, projectID string) (store.Epoch, error) {
+	if p := PrincipalFrom(ctx); p != nil && p.ServiceAccount != nil && p.ServiceAccount.ProjectID == projectID {
+		if e := p.ServiceAccount.decisionEpoch; e != nil {
+			return *e, nil
+		}
+	}
+	return s.store.BatchDecisionEpoch(ctx, projectID)
 }
 
 // keptAnswerFor returns the answer to q kept at epoch, when there is one and the earliest expiry

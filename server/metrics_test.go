@@ -296,7 +296,9 @@ func TestGrafanaDashboard(t *testing.T) {
 // outcome, and each check's lookup among the kept decisions. The batch is the eleven questions
 // of decisionCases, five allowed and six denied, sent three times with the reader's key: read
 // the first time (eleven misses), kept the second (eleven hits), and the third time explained,
-// which is never answered as kept (no lookup).
+// which is never answered as kept (no lookup). On PostgreSQL the batch's key is kept too
+// (store.KeepsBatchKeys): read by the first batch, kept for the other two; on SQLite it is read
+// on its own every time, and never looked up among the kept.
 func TestBatchDecisionsCounted(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
 		app, ten := newDecisionApp(t, b)
@@ -307,7 +309,12 @@ func TestBatchDecisionsCounted(t *testing.T) {
 		series := []map[string]string{
 			{"decision": "allowed"}, {"decision": "denied"},
 			{"kind": "decision", "outcome": "miss"}, {"kind": "decision", "outcome": "hit"},
+			{"kind": "key", "outcome": "miss"}, {"kind": "key", "outcome": "hit"},
 		}
+		keys := map[store.Dialect][3][2]float64{ // each step's key misses and hits
+			store.Postgres: {{1, 0}, {0, 1}, {0, 1}},
+			store.SQLite:   {{0, 0}, {0, 0}, {0, 0}},
+		}[app.store.Dialect()]
 		counts := func() []float64 {
 			mf := scrapeMetrics(t, app.srv)
 			var out []float64
@@ -324,15 +331,16 @@ func TestBatchDecisionsCounted(t *testing.T) {
 			}
 			return out
 		}
-		for _, step := range []struct {
+		for i, step := range []struct {
 			name    string
 			explain string
-			want    []float64 // allowed, denied, kept misses, kept hits: added by the batch
+			want    []float64 // allowed, denied, kept decision misses and hits: added by the batch
 		}{
 			{"first", "", []float64{5, 6, 11, 0}},
 			{"again, kept", "", []float64{5, 6, 0, 11}},
 			{"explained", `,"explain":true`, []float64{5, 6, 0, 0}},
 		} {
+			step.want = append(step.want, keys[i][:]...)
 			before := counts()
 			app.do(withKey(ten.readerKey, request{method: http.MethodPost, path: "/api/v1/authorize/batch",
 				body: fmt.Sprintf(`{"projectId":%q,"checks":[%s]%s}`, ten.project.ID, strings.Join(checks, ","), step.explain)})).

@@ -62,6 +62,10 @@ const (
 	// apiKeyWithDecision: the key may be read together with the operation's decision, in one
 	// query, where the store says that is cheaper (authorize_fast.go).
 	apiKeyWithDecision apiKeyLookup = "with-decision"
+	// apiKeyWithEpoch: the key may be kept while its project's decision epoch stands, read
+	// with that epoch otherwise, for an operation that answers its own questions at the epoch
+	// (the batch: decision_cache.go).
+	apiKeyWithEpoch apiKeyLookup = "with-epoch"
 )
 
 // operationAPIKeyLookup is an operation's x-api-key-lookup; an unknown value is an error.
@@ -71,7 +75,7 @@ func operationAPIKeyLookup(op *openapi3.Operation) (apiKeyLookup, error) {
 		return apiKeyRead, nil
 	}
 	switch l, _ := v.(string); apiKeyLookup(l) {
-	case apiKeyCached, apiKeyWithDecision:
+	case apiKeyCached, apiKeyWithDecision, apiKeyWithEpoch:
 		return apiKeyLookup(l), nil
 	}
 	return "", fmt.Errorf("server: %s: unknown x-api-key-lookup %v", op.OperationID, v)

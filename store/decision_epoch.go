@@ -66,6 +66,15 @@ func (s *Store) BatchDecisionEpoch(ctx context.Context, projectID string) (Epoch
 	return epochOf(projectID), nil
 }
 
+// KeepsBatchKeys reports whether a batch of checks called with an API key should keep the key
+// at its project's decision epoch, and read it with that epoch when it is not kept
+// (server.keptKeyPrincipal), rather than read it on its own for every batch. On PostgreSQL it
+// does: the key's query was most of a batch's database CPU (pinned, alternately: 84–91 µs of
+// PostgreSQL CPU a batch against 14–16 kept). On SQLite, where both reads are local, keeping it
+// served 8–15 % more batches on a saturated core, but their p99 grew by half (8.1–8.5 ms against
+// 12.8–13.2), so the key is read (docs/benchmarks.md, "A batch's key kept at its epoch").
+func (s *Store) KeepsBatchKeys() bool { return s.dialect != SQLite }
+
 // Shared epoch reads. Every kept /authorize request reads its project's epoch before anything
 // else, and that read was a statement of its own: in the pinned runs about a quarter of a
 // decision's server CPU on both databases, on PostgreSQL mostly lib/pq's socket write and read,

@@ -8629,8 +8629,9 @@ type ClientInterface interface {
 	// snapshot. Without `explain`, a check whose answer is kept from an earlier decision
 	// (single or batched) while nothing it read has changed is answered as kept: the project's
 	// decision epoch is read first, as for `x-api-key-lookup: with-decision`, and only the
-	// other checks are read. Decisions are not audited. Called with an API key, the key is read
-	// on its own, then the batch.
+	// other checks are read. Decisions are not audited. Called with an API key of the
+	// project, the key may be kept, or read with that epoch (`x-api-key-lookup: with-epoch`),
+	// and the checks are answered at it.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -8650,8 +8651,9 @@ type ClientInterface interface {
 	// snapshot. Without `explain`, a check whose answer is kept from an earlier decision
 	// (single or batched) while nothing it read has changed is answered as kept: the project's
 	// decision epoch is read first, as for `x-api-key-lookup: with-decision`, and only the
-	// other checks are read. Decisions are not audited. Called with an API key, the key is read
-	// on its own, then the batch.
+	// other checks are read. Decisions are not audited. Called with an API key of the
+	// project, the key may be kept, or read with that epoch (`x-api-key-lookup: with-epoch`),
+	// and the checks are answered at it.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -12945,8 +12947,9 @@ func (c *Client) Authorize(ctx context.Context, body AuthorizeJSONRequestBody, r
 // snapshot. Without `explain`, a check whose answer is kept from an earlier decision
 // (single or batched) while nothing it read has changed is answered as kept: the project's
 // decision epoch is read first, as for `x-api-key-lookup: with-decision`, and only the
-// other checks are read. Decisions are not audited. Called with an API key, the key is read
-// on its own, then the batch.
+// other checks are read. Decisions are not audited. Called with an API key of the
+// project, the key may be kept, or read with that epoch (`x-api-key-lookup: with-epoch`),
+// and the checks are answered at it.
 //
 // Takes any type of body and a specified content type.
 //
@@ -12976,8 +12979,9 @@ func (c *Client) AuthorizeBatchWithBody(ctx context.Context, contentType string,
 // snapshot. Without `explain`, a check whose answer is kept from an earlier decision
 // (single or batched) while nothing it read has changed is answered as kept: the project's
 // decision epoch is read first, as for `x-api-key-lookup: with-decision`, and only the
-// other checks are read. Decisions are not audited. Called with an API key, the key is read
-// on its own, then the batch.
+// other checks are read. Decisions are not audited. Called with an API key of the
+// project, the key may be kept, or read with that epoch (`x-api-key-lookup: with-epoch`),
+// and the checks are answered at it.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -24905,8 +24909,9 @@ type ClientWithResponsesInterface interface {
 	// snapshot. Without `explain`, a check whose answer is kept from an earlier decision
 	// (single or batched) while nothing it read has changed is answered as kept: the project's
 	// decision epoch is read first, as for `x-api-key-lookup: with-decision`, and only the
-	// other checks are read. Decisions are not audited. Called with an API key, the key is read
-	// on its own, then the batch.
+	// other checks are read. Decisions are not audited. Called with an API key of the
+	// project, the key may be kept, or read with that epoch (`x-api-key-lookup: with-epoch`),
+	// and the checks are answered at it.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -24926,8 +24931,9 @@ type ClientWithResponsesInterface interface {
 	// snapshot. Without `explain`, a check whose answer is kept from an earlier decision
 	// (single or batched) while nothing it read has changed is answered as kept: the project's
 	// decision epoch is read first, as for `x-api-key-lookup: with-decision`, and only the
-	// other checks are read. Decisions are not audited. Called with an API key, the key is read
-	// on its own, then the batch.
+	// other checks are read. Decisions are not audited. Called with an API key of the
+	// project, the key may be kept, or read with that epoch (`x-api-key-lookup: with-epoch`),
+	// and the checks are answered at it.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -41390,8 +41396,9 @@ func (c *ClientWithResponses) AuthorizeWithResponse(ctx context.Context, body Au
 // snapshot. Without `explain`, a check whose answer is kept from an earlier decision
 // (single or batched) while nothing it read has changed is answered as kept: the project's
 // decision epoch is read first, as for `x-api-key-lookup: with-decision`, and only the
-// other checks are read. Decisions are not audited. Called with an API key, the key is read
-// on its own, then the batch.
+// other checks are read. Decisions are not audited. Called with an API key of the
+// project, the key may be kept, or read with that epoch (`x-api-key-lookup: with-epoch`),
+// and the checks are answered at it.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -41417,8 +41424,9 @@ func (c *ClientWithResponses) AuthorizeBatchWithBodyWithResponse(ctx context.Con
 // snapshot. Without `explain`, a check whose answer is kept from an earlier decision
 // (single or batched) while nothing it read has changed is answered as kept: the project's
 // decision epoch is read first, as for `x-api-key-lookup: with-decision`, and only the
-// other checks are read. Decisions are not audited. Called with an API key, the key is read
-// on its own, then the batch.
+// other checks are read. Decisions are not audited. Called with an API key of the
+// project, the key may be kept, or read with that epoch (`x-api-key-lookup: with-epoch`),
+// and the checks are answered at it.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
