@@ -69,7 +69,7 @@ type Metrics struct {
 	// counted per check (client_golang's documentation recommends keeping the child when one is
 	// used often).
 	allowed, denied prometheus.Counter
-	keptSeries      [2][2]prometheus.Counter // by keptKind, then hit (1) or miss (0)
+	keptSeries      [len(keptKindLabels)][2]prometheus.Counter // by keptKind, then hit (1) or miss (0)
 }
 
 // keptKind is what was looked up among the kept (decision_cache.go): an API key or a decision,
