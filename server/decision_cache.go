@@ -51,9 +51,10 @@ import (
 // joins most of PostgreSQL's (docs/benchmarks.md, "Decisions kept while nothing they read has
 // changed").
 
-// keptSize and keptTTL bound each of the two caches: at most that many keys or questions, each
-// forgotten that long after it was read. The TTL bounds the memory held for keys and questions
-// no longer presented, not freshness, which the epoch decides.
+// keptSize and keptTTL bound each of the two caches: at most that many keys, each forgotten that
+// long after it was read, and at most twice that many answers (two generations of keptSize), each
+// forgotten at most that long after it was last asked (keptAnswers). The TTL bounds the memory
+// held for keys and questions no longer presented, not freshness, which the epoch decides.
 const (
 	keptSize = 20_000
 	keptTTL  = 5 * time.Minute
@@ -76,14 +77,15 @@ type keptAnswer struct {
 // keptCaches are the keys by public id and the decisions by question (Server.kept).
 type keptCaches struct {
 	keys      *expirable.LRU[string, keptKey]
-	decisions *expirable.LRU[authorizeQuestion, keptAnswer]
+	decisions *keptAnswers
 }
 
-// newKeptCaches makes both caches: golang-lru's thread-safe expirable LRUs.
+// newKeptCaches makes both caches: the keys in golang-lru's thread-safe expirable LRU (one
+// lookup a request), the answers in keptAnswers (up to 100 a request).
 func newKeptCaches() *keptCaches {
 	return &keptCaches{
 		keys:      expirable.NewLRU[string, keptKey](keptSize, nil, keptTTL),
-		decisions: expirable.NewLRU[authorizeQuestion, keptAnswer](keptSize, nil, keptTTL),
+		decisions: newKeptAnswers(keptSize, keptTTL),
 	}
 }
 
@@ -151,7 +153,7 @@ func (s *Server) apiKeyDecisionPrincipal(ctx context.Context, publicID, secret s
 	p.ServiceAccount.decisionEpoch = &read.Epoch
 	if read.Decision != nil {
 		s.metrics.keptLookups(keptADecision, 0, 1)
-		s.kept.decisions.Add(q, keptAnswer{decision: *read.Decision, epoch: read.Epoch, until: read.Until})
+		s.kept.decisions.put(q, keptAnswer{decision: *read.Decision, epoch: read.Epoch, until: read.Until})
 		p.ServiceAccount.prefetched = &prefetchedDecision{question: q, Decision: *read.Decision}
 	}
 	return p, nil
@@ -172,37 +174,47 @@ func (s *Server) keptDecision(ctx context.Context, epoch store.Epoch, q authoriz
 	if err != nil {
 		return store.Decision{}, err
 	}
-	s.kept.decisions.Add(q, keptAnswer{decision: d, epoch: epoch, until: until})
+	s.kept.decisions.put(q, keptAnswer{decision: d, epoch: epoch, until: until})
 	return d, nil
 }
 
 // keptChecks answers checks about project projectID as store.DecideBatch would without explain
 // at the request's time: at the project's decision epoch (checksEpoch), each check whose answer
 // is kept at that epoch (and before the earliest expiry of its bindings) as kept, the others
-// with one DecideBatch of those alone, whose answers are then kept. With nothing kept it costs
-// the epoch's read more than DecideBatch, unless the request's key brought the epoch.
+// with one DecideBatch of those alone, whose answers are then kept. The kept answers are looked
+// up together, and the new ones kept together (keptAnswers.getAll, putAll). With nothing kept it
+// costs the epoch's read more than DecideBatch, unless the request's key brought the epoch.
 func (s *Server) keptChecks(ctx context.Context, projectID string, checks []store.Check) ([]store.CheckResult, error) {
 	epoch, err := s.checksEpoch(ctx, projectID)
 	if err != nil {
 		return nil, err
 	}
 	now := s.store.Now()
-	results := make([]store.CheckResult, len(checks))
-	var missed []int
-	for i, c := range checks {
-		if d, ok := s.keptAnswerFor(authorizeQuestion{projectID, c.PrincipalType, c.PrincipalID, c.Permission}, epoch, now); ok {
-			results[i] = store.CheckResult{Decision: d}
-			continue
-		}
-		missed = append(missed, i)
+	question := func(i int) authorizeQuestion {
+		c := &checks[i]
+		return authorizeQuestion{projectID, c.PrincipalType, c.PrincipalID, c.Permission}
 	}
-	s.metrics.keptLookups(keptADecision, len(checks)-len(missed), len(missed))
-	if len(missed) == 0 {
+	results := make([]store.CheckResult, len(checks))
+	answered := make([]bool, len(checks))
+	hits := 0
+	s.kept.decisions.getAll(len(checks), question, func(i int, a keptAnswer) {
+		if a.usable(epoch, now) {
+			results[i] = store.CheckResult{Decision: a.decision}
+			answered[i] = true
+			hits++
+		}
+	})
+	s.metrics.keptLookups(keptADecision, hits, len(checks)-hits)
+	if hits == len(checks) {
 		return results, nil
 	}
-	asked := make([]store.Check, len(missed))
-	for j, i := range missed {
-		asked[j] = checks[i]
+	missed := make([]int, 0, len(checks)-hits)
+	asked := make([]store.Check, 0, len(checks)-hits)
+	for i, ok := range answered {
+		if !ok {
+			missed = append(missed, i)
+			asked = append(asked, checks[i])
+		}
 	}
 	read, err := s.store.DecideBatch(ctx, projectID, asked, now, false)
 	if err != nil {
@@ -210,10 +222,11 @@ func (s *Server) keptChecks(ctx context.Context, projectID string, checks []stor
 	}
 	for j, i := range missed {
 		results[i] = read[j]
-		c := checks[i]
-		s.kept.decisions.Add(authorizeQuestion{projectID, c.PrincipalType, c.PrincipalID, c.Permission},
-			keptAnswer{decision: read[j].Decision, epoch: epoch, until: read[j].Until})
 	}
+	s.kept.decisions.putAll(len(missed), func(j int) authorizeQuestion { return question(missed[j]) },
+		func(j int) keptAnswer {
+			return keptAnswer{decision: read[j].Decision, epoch: epoch, until: read[j].Until}
+		})
 	return results, nil
 }
 
@@ -232,6 +245,12 @@ func (s *Server) checksEpoch(ctx context.Context, projectID string) (store.Epoch
 // keptAnswerFor returns the answer to q kept at epoch, when there is one and the earliest expiry
 // of the bindings it read is after now. The caller counts the lookup.
 func (s *Server) keptAnswerFor(q authorizeQuestion, epoch store.Epoch, now time.Time) (store.Decision, bool) {
-	a, ok := s.kept.decisions.Get(q)
-	return a.decision, ok && a.epoch == epoch && (a.until == nil || now.Before(*a.until))
+	a, ok := s.kept.decisions.get(q)
+	return a.decision, ok && a.usable(epoch, now)
+}
+
+// usable reports whether a answers a question asked at epoch at time now: it was read at that
+// epoch, and now is before the earliest expiry of the bindings it read.
+func (a keptAnswer) usable(epoch store.Epoch, now time.Time) bool {
+	return a.epoch == epoch && (a.until == nil || now.Before(*a.until))
 }

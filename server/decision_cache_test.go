@@ -102,12 +102,12 @@ func TestKeptDecisionsFollowChanges(t *testing.T) {
 				step("asked again", allowed)
 				// A kept answer the store would not give shows that the next request is served it.
 				q := authorizeQuestion{ten.project.ID, store.PrincipalUser, "alice", "document:read"}
-				kept, ok := app.srv.kept.decisions.Get(q)
+				kept, ok := app.srv.kept.decisions.get(q)
 				if !ok {
 					t.Fatalf("no decision kept for %+v", q)
 				}
 				kept.decision = store.Decision{Allowed: false, Roles: []string{"kept"}}
-				app.srv.kept.decisions.Add(q, kept)
+				app.srv.kept.decisions.put(q, kept)
 				step("kept", `allowed false roles ["kept"]`)
 				if err := st.TouchAPIKey(ctx, ten.keyID, start.Add(time.Hour)); err != nil {
 					t.Fatal(err)
