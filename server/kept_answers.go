@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/binary"
 	"sync"
 	"time"
 )
@@ -20,6 +21,11 @@ import (
 // question in a pinned profile of a SQLite batch (a sixth of the batch's CPU), where getAll
 // takes the lock and reads the clock once for all of them (docs/benchmarks.md, "Kept answers
 // looked up together").
+//
+// An answer is kept under its question's key (appendQuestionKey), a string of its own: the
+// question's strings are substrings of the request body that asked it, and keeping them would
+// keep that whole body (about 10 kB for a batch of 100) for as long as any of its answers is
+// kept.
 type keptAnswers struct {
 	size int
 	ttl  time.Duration
@@ -27,14 +33,14 @@ type keptAnswers struct {
 	clock func() time.Time
 
 	mu        sync.RWMutex
-	cur, prev map[authorizeQuestion]keptAnswer
-	started   time.Time // when cur became the current generation
+	cur, prev map[string]keptAnswer // by appendQuestionKey
+	started   time.Time             // when cur became the current generation
 }
 
 // newKeptAnswers makes an empty keptAnswers of generations of size answers, each current at most
 // ttl/2.
 func newKeptAnswers(size int, ttl time.Duration) *keptAnswers {
-	return &keptAnswers{size: size, ttl: ttl, clock: time.Now, cur: map[authorizeQuestion]keptAnswer{}, started: time.Now()}
+	return &keptAnswers{size: size, ttl: ttl, clock: time.Now, cur: map[string]keptAnswer{}, started: time.Now()}
 }
 
 // get returns the answer kept for q, if any, whatever its epoch.
@@ -50,7 +56,8 @@ func (k *keptAnswers) get(q authorizeQuestion) (keptAnswer, bool) {
 // previous generation are then moved into the current one, under one write lock.
 func (k *keptAnswers) getAll(n int, question func(int) authorizeQuestion, found func(int, keptAnswer)) {
 	now := k.clock()
-	var older []authorizeQuestion
+	var key [256]byte // most questions' keys fit: then looking them up allocates nothing
+	var older []string
 	var olderAnswers []keptAnswer
 	k.mu.RLock()
 	if now.Sub(k.started) >= k.ttl/2 {
@@ -61,14 +68,14 @@ func (k *keptAnswers) getAll(n int, question func(int) authorizeQuestion, found 
 		k.mu.RLock()
 	}
 	for i := range n {
-		q := question(i)
-		if a, ok := k.cur[q]; ok {
+		b := appendQuestionKey(key[:0], question(i))
+		if a, ok := k.cur[string(b)]; ok {
 			found(i, a)
 			continue
 		}
-		if a, ok := k.prev[q]; ok {
+		if a, ok := k.prev[string(b)]; ok {
 			found(i, a)
-			older = append(older, q)
+			older = append(older, string(b))
 			olderAnswers = append(olderAnswers, a)
 		}
 	}
@@ -92,7 +99,7 @@ func (k *keptAnswers) putAll(n int, question func(int) authorizeQuestion, answer
 	defer k.mu.Unlock()
 	k.rotateIfDue(now)
 	for i := range n {
-		k.putLocked(question(i), answer(i), now)
+		k.putLocked(string(appendQuestionKey(nil, question(i))), answer(i), now)
 	}
 }
 
@@ -101,13 +108,13 @@ func (k *keptAnswers) put(q authorizeQuestion, a keptAnswer) {
 	k.putAll(1, func(int) authorizeQuestion { return q }, func(int) keptAnswer { return a })
 }
 
-// putLocked keeps a for q in the current generation, first making it the previous one when it
-// is full. k.mu is held for writing.
-func (k *keptAnswers) putLocked(q authorizeQuestion, a keptAnswer, now time.Time) {
-	if _, ok := k.cur[q]; !ok && len(k.cur) >= k.size {
+// putLocked keeps a under key in the current generation, first making it the previous one when
+// it is full. k.mu is held for writing.
+func (k *keptAnswers) putLocked(key string, a keptAnswer, now time.Time) {
+	if _, ok := k.cur[key]; !ok && len(k.cur) >= k.size {
 		k.rotate(now)
 	}
-	k.cur[q] = a
+	k.cur[key] = a
 }
 
 // rotateIfDue rotates the generations when the current one has been current for half of ttl,
@@ -115,7 +122,7 @@ func (k *keptAnswers) putLocked(q authorizeQuestion, a keptAnswer, now time.Time
 func (k *keptAnswers) rotateIfDue(now time.Time) {
 	switch age := now.Sub(k.started); {
 	case age >= k.ttl:
-		k.prev, k.cur, k.started = nil, map[authorizeQuestion]keptAnswer{}, now
+		k.prev, k.cur, k.started = nil, map[string]keptAnswer{}, now
 	case age >= k.ttl/2:
 		k.rotate(now)
 	}
@@ -124,5 +131,15 @@ func (k *keptAnswers) rotateIfDue(now time.Time) {
 // rotate makes the current generation the previous one, dropping the previous one, and starts
 // an empty current one at now. k.mu is held for writing.
 func (k *keptAnswers) rotate(now time.Time) {
-	k.prev, k.cur, k.started = k.cur, make(map[authorizeQuestion]keptAnswer, len(k.cur)), now
+	k.prev, k.cur, k.started = k.cur, make(map[string]keptAnswer, len(k.cur)), now
+}
+
+// appendQuestionKey appends q's key: each of its four strings after its length (a uvarint), so
+// that no two questions share a key.
+func appendQuestionKey(b []byte, q authorizeQuestion) []byte {
+	for _, s := range [...]string{q.ProjectID, q.PrincipalType, q.PrincipalID, q.Permission} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return b
 }

@@ -2,9 +2,12 @@ package server
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/gatehouse-dev/gatehouse/store"
 )
@@ -116,4 +119,51 @@ func TestKeptAnswersBound(t *testing.T) {
 	if _, ok := k.get(authorizeQuestion{"prj_1", store.PrincipalUser, "799", "doc:read"}); ok {
 		t.Error("answer 799 is still held; only the last 200 should be")
 	}
+}
+
+// TestKeptAnswersKeys requires questions whose strings join to the same text to be told apart.
+func TestKeptAnswersKeys(t *testing.T) {
+	k := newKeptAnswers(100, time.Hour)
+	k.put(authorizeQuestion{"prj_1", "user", "ab", "c:read"}, keptAnswer{epoch: 1})
+	for _, q := range []authorizeQuestion{
+		{"prj_1", "user", "a", "bc:read"},
+		{"prj_1", "usera", "b", "c:read"},
+		{"prj_1user", "", "ab", "c:read"},
+	} {
+		if a, ok := k.get(q); ok {
+			t.Errorf("%+v: found the answer kept for another question (epoch %d)", q, a.epoch)
+		}
+	}
+	if _, ok := k.get(authorizeQuestion{"prj_1", "user", "ab", "c:read"}); !ok {
+		t.Error("the answer kept is not found")
+	}
+}
+
+// TestKeptAnswersHoldNoRequestText keeps an answer to a question whose strings are parts of a
+// large text, as a request body's are, and requires the text to be collected afterwards: a kept
+// answer must not hold the body that asked it.
+func TestKeptAnswersHoldNoRequestText(t *testing.T) {
+	k := newKeptAnswers(100, time.Hour)
+	collected := make(chan struct{})
+	func() {
+		body := strings.Repeat(`{"principalType":"user","principalId":"alice","permission":"doc:read"}`, 1000)
+		runtime.AddCleanup(unsafe.StringData(body), func(chan struct{}) { close(collected) }, collected)
+		q := authorizeQuestion{"prj_1", body[18:22], body[39:44], body[60:68]}
+		if q.PrincipalType != "user" || q.PrincipalID != "alice" || q.Permission != "doc:read" {
+			t.Fatalf("the fixture's slices are wrong: %+v", q)
+		}
+		k.put(q, keptAnswer{epoch: 1})
+	}()
+	for range 10 {
+		runtime.GC()
+		select {
+		case <-collected:
+			if _, ok := k.get(authorizeQuestion{"prj_1", "user", "alice", "doc:read"}); !ok {
+				t.Error("the answer kept is not found")
+			}
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Error("the request text is still held after the answer was kept")
 }
