@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -166,4 +167,35 @@ func TestKeptAnswersHoldNoRequestText(t *testing.T) {
 		}
 	}
 	t.Error("the request text is still held after the answer was kept")
+}
+
+// TestKeptAnswersConcurrent looks up and keeps answers from several goroutines at once, in
+// generations small enough to rotate all the time, and requires every answer found to be the one
+// kept for its question (run it with -race too).
+func TestKeptAnswersConcurrent(t *testing.T) {
+	k := newKeptAnswers(50, time.Hour)
+	q := func(n int) authorizeQuestion {
+		return authorizeQuestion{"prj_1", store.PrincipalUser, fmt.Sprint(n), "doc:read"}
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 500 {
+				base := (g*31 + i*7) % 200
+				k.putAll(5, func(j int) authorizeQuestion { return q(base + j) },
+					func(j int) keptAnswer { return keptAnswer{epoch: store.Epoch(base + j)} })
+				k.getAll(20, func(j int) authorizeQuestion { return q((base + j*3) % 200) }, func(j int, a keptAnswer) {
+					if want := store.Epoch((base + j*3) % 200); a.epoch != want {
+						t.Errorf("question %d: found the answer kept for %d", want, a.epoch)
+					}
+				})
+			}
+		}()
+	}
+	wg.Wait()
+	if held := len(k.cur) + len(k.prev); held > 100 {
+		t.Errorf("%d answers held, want at most 100", held)
+	}
 }
