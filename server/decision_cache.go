@@ -53,8 +53,9 @@ import (
 
 // keptSize and keptTTL bound each of the two caches: at most that many keys, each forgotten that
 // long after it was read, and at most twice that many answers (two generations of keptSize), each
-// forgotten at most that long after it was last asked (keptAnswers). The TTL bounds the memory
-// held for keys and questions no longer presented, not freshness, which the epoch decides.
+// forgotten at most one and a half times that long after it was last asked (keptAnswers). The TTL
+// bounds the memory held for keys and questions no longer presented, not freshness, which the
+// epoch decides.
 const (
 	keptSize = 20_000
 	keptTTL  = 5 * time.Minute
