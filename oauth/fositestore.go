@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/ory/fosite"
 	"github.com/ory/fosite/handler/oauth2"
 	"github.com/ory/fosite/handler/openid"
@@ -58,11 +59,13 @@ type FositeStore struct {
 	clock func() time.Time
 	// writes counts stored rows; the purge runs when it is a multiple of purgeEvery.
 	writes atomic.Uint64
+	// kept are the clients kept between client_credentials requests (kept_clients.go).
+	kept *expirable.LRU[string, keptClient]
 }
 
 // NewFositeStore returns the storage over st.
 func NewFositeStore(st *store.Store) *FositeStore {
-	return &FositeStore{st: st, clock: time.Now}
+	return &FositeStore{st: st, clock: time.Now, kept: newKeptClients()}
 }
 
 var (
@@ -159,6 +162,9 @@ func (c *Client) GetResponseModes() []fosite.ResponseModeType {
 type clientMemo struct {
 	mu      sync.Mutex
 	clients map[string]fosite.Client
+	// keep is set for a request that may use the clients kept between requests
+	// (withKeptClients, kept_clients.go).
+	keep *clientKeeping
 }
 
 type clientMemoKey struct{}
@@ -184,41 +190,52 @@ func (f *FositeStore) GetClient(ctx context.Context, id string) (fosite.Client, 
 			return c, nil
 		}
 	}
-	c, err := f.lookupClient(ctx, id)
-	if err == nil && memo != nil {
-		memo.mu.Lock()
-		memo.clients[id] = c
-		memo.mu.Unlock()
+	if c, ok := f.takeKeptClient(memo, id); ok {
+		memo.remember(id, c)
+		return c, nil
 	}
+	c, version, err := f.lookupClient(ctx, id)
 	if err != nil {
 		return nil, err
+	}
+	if memo != nil {
+		memo.remember(id, c)
+		f.keepClient(memo, id, c, version)
 	}
 	return c, nil
 }
 
-func (f *FositeStore) lookupClient(ctx context.Context, id string) (fosite.Client, error) {
+// remember memoises client id for the rest of the request.
+func (m *clientMemo) remember(id string, c fosite.Client) {
+	m.mu.Lock()
+	m.clients[id] = c
+	m.mu.Unlock()
+}
+
+// lookupClient reads client id, returning it with the version of its row.
+func (f *FositeStore) lookupClient(ctx context.Context, id string) (fosite.Client, int64, error) {
 	c, err := f.st.OIDCClientByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, fosite.ErrNotFound.WithDebug("unknown client")
+		return nil, 0, fosite.ErrNotFound.WithDebug("unknown client")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("oauth: get client: %w", err)
+		return nil, 0, fmt.Errorf("oauth: get client: %w", err)
 	}
 	if !c.Usable() {
-		return nil, fosite.ErrNotFound.WithDebug("the client is disabled")
+		return nil, 0, fosite.ErrNotFound.WithDebug("the client is disabled")
 	}
 	client := &Client{ProjectID: c.ProjectID, IDTokenAlg: c.IDTokenAlg, DefaultClient: fosite.DefaultClient{
 		ID: c.ID, Secret: c.SecretHash, RedirectURIs: c.RedirectURIs, GrantTypes: c.GrantTypes,
 		ResponseTypes: []string{"code"}, Scopes: c.Scopes, Audience: []string{c.ID}, Public: c.Public(),
 	}}
 	if c.TokenEndpointAuthMethod != store.OIDCAuthPrivateKeyJWT {
-		return client, nil
+		return client, c.Version, nil
 	}
 	keys, alg, err := ParseClientJWKS([]byte(c.JWKS))
 	if err != nil {
-		return nil, fmt.Errorf("oauth: get client %s: %w", c.ID, err)
+		return nil, 0, fmt.Errorf("oauth: get client %s: %w", c.ID, err)
 	}
-	return &KeyClient{Client: client, Keys: keys, Alg: alg}, nil
+	return &KeyClient{Client: client, Keys: keys, Alg: alg}, c.Version, nil
 }
 
 // ---- Rows ----
@@ -272,6 +289,7 @@ func (f *FositeStore) create(ctx context.Context, kind, signature, accessSignatu
 		Subject: r.GetSession().GetSubject(), Active: true, Scopes: lists[0], GrantedScopes: lists[1],
 		RequestedAudience: lists[2], GrantedAudience: lists[3], Form: form.Encode(), Session: session,
 		AccessSignature: accessSignature, RequestedAt: r.GetRequestedAt(), ExpiresAt: expires,
+		ClientVersion: keptClientVersion(ctx, r.GetClient().GetID()),
 	}
 	// Amortised purge: every purgeEvery-th stored row (the first included) removes up to
 	// purgeEvery × purgePerWrite rows that expired more than PurgeGrace ago, so the table

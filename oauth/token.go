@@ -90,6 +90,27 @@ func (p *Provider) Token(w http.ResponseWriter, r *http.Request) {
 			"Supported grant types: authorization_code, refresh_token and client_credentials."))
 		return
 	}
+	// A client_credentials request may be served from a client kept from an earlier request
+	// (kept_clients.go); when that fails, it is answered from a fresh read of the client.
+	attempt := ctx
+	if r.PostForm.Get("grant_type") == GrantClientCredentials {
+		attempt = withKeptClients(ctx)
+	}
+	ar, resp, err := p.accessResponse(attempt, w, r)
+	if err != nil && p.store.answerAgain(attempt, err) {
+		w.Header().Del("WWW-Authenticate") // set by clientAuthError for the first answer
+		ar, resp, err = p.accessResponse(withClientMemo(ctx), w, r)
+	}
+	if err != nil {
+		p.WriteAccessError(ctx, w, ar, err)
+		return
+	}
+	p.WriteAccessResponse(ctx, w, ar, resp)
+}
+
+// accessResponse checks the token request r and issues its response, with ctx (carrying the
+// request's client memo); an error is what the token endpoint answers, in RFC 6749 terms.
+func (p *Provider) accessResponse(ctx context.Context, w http.ResponseWriter, r *http.Request) (fosite.AccessRequester, fosite.AccessResponder, error) {
 	session := NewSession("")
 	ar, err := p.NewAccessRequest(ctx, r, session)
 	if err != nil {
@@ -97,8 +118,7 @@ func (p *Provider) Token(w http.ResponseWriter, r *http.Request) {
 			// fosite says invalid_grant; RFC 6749 section 5.2 calls this unauthorized_client.
 			err = fosite.ErrUnauthorizedClient.WithHint("Public clients may not use the client_credentials grant.").WithWrap(err)
 		}
-		p.WriteAccessError(ctx, w, ar, clientAuthError(w, r, err))
-		return
+		return ar, nil, clientAuthError(w, r, err)
 	}
 	if ar.GetGrantTypes().ExactOne(GrantClientCredentials) {
 		client := ar.GetClient()
@@ -133,10 +153,9 @@ func (p *Provider) Token(w http.ResponseWriter, r *http.Request) {
 			}
 			err = fosite.ErrInvalidGrant.WithHint("The refresh token has already been used.").WithWrap(err)
 		}
-		p.WriteAccessError(ctx, w, ar, err)
-		return
+		return ar, nil, err
 	}
-	p.WriteAccessResponse(ctx, w, ar, resp)
+	return ar, resp, nil
 }
 
 // revokeFamily revokes every refresh and access token of grant requestID, in one transaction.

@@ -25,6 +25,12 @@ const (
 // GrantedAudience (JSON arrays), Form (url-encoded) or Session (JSON): package oauth encodes
 // them. Active is false for a used code and a rotated or revoked refresh token.
 // AccessSignature is the access token issued with a refresh token ("" otherwise).
+//
+// ClientVersion, when not 0, makes the write conditional: the row is written only if client
+// ClientID is still at that version (OIDCClientAuth.Version: any change to the client's row
+// moves it) and usable (not disabled, its project and organization not archived), and
+// ErrClientChanged is returned otherwise, in the same statement. It lets a client read on an earlier request authenticate
+// this one (oauth/kept_clients.go).
 type OAuthToken struct {
 	Kind              string
 	Signature         string
@@ -41,6 +47,7 @@ type OAuthToken struct {
 	AccessSignature   string
 	RequestedAt       time.Time
 	ExpiresAt         time.Time
+	ClientVersion     int64
 }
 
 func validOAuthKind(kind string) bool {
@@ -85,14 +92,30 @@ func (tx *Tx) Rollback() error {
 
 // CreateOAuthToken inserts t. RequestedAt and ExpiresAt are stored in UTC at microsecond
 // precision. It returns ErrInvalid for an unknown Kind or an empty Signature, RequestID or
-// ClientID, and ErrConflict when (Kind, Signature) exists.
+// ClientID, ErrConflict when (Kind, Signature) exists, and ErrClientChanged when t.ClientVersion
+// is set and the client is no longer at it.
 func (tx *Tx) CreateOAuthToken(ctx context.Context, t OAuthToken) error {
-	args, err := oauthTokenInsertArgs(t)
+	query, args, err := oauthTokenInsertArgs(t)
 	if err != nil {
 		return err
 	}
-	if _, err := tx.exec(ctx, oauthTokenInsert, args...); err != nil {
+	res, err := tx.exec(ctx, query, args...)
+	return oauthTokenInserted(t, res, err)
+}
+
+// oauthTokenInserted is the outcome of an insert of t: the statement's error wrapped, or
+// ErrClientChanged for a conditional insert (ClientVersion) that wrote nothing.
+func oauthTokenInserted(t OAuthToken, res sql.Result, err error) error {
+	if err != nil {
 		return wrapError("create oauth token", err)
+	}
+	if t.ClientVersion == 0 {
+		return nil
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return wrapError("create oauth token", err)
+	} else if n == 0 {
+		return fmt.Errorf("store: create oauth token: %w", ErrClientChanged)
 	}
 	return nil
 }
@@ -102,20 +125,37 @@ const oauthTokenInsert = `INSERT INTO oauth_tokens (kind, signature, request_id,
 		scopes, granted_scopes, requested_audience, granted_audience, form, session, access_signature,
 		requested_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-// oauthTokenInsertArgs checks t (CreateOAuthToken's ErrInvalid) and returns the arguments of
-// oauthTokenInsert for it.
-func oauthTokenInsertArgs(t OAuthToken) ([]any, error) {
+// oauthTokenInsertConfirmed inserts one OAuthToken row if its client (the 16th argument) is
+// still at version (the 17th) and usable (not disabled, its project and organization not
+// archived): the client's row and the tenancy above it are read through primary keys, as
+// OIDCClientByID reads them.
+const oauthTokenInsertConfirmed = `INSERT INTO oauth_tokens (kind, signature, request_id, client_id, subject, active,
+		scopes, granted_scopes, requested_audience, granted_audience, form, session, access_signature,
+		requested_at, expires_at) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+	WHERE EXISTS (SELECT 1 FROM oidc_clients c
+		JOIN projects p ON p.id = c.project_id
+		JOIN organizations o ON o.id = p.organization_id
+		WHERE c.id = ? AND c.version = ? AND c.disabled_at IS NULL
+			AND p.archived_at IS NULL AND o.archived_at IS NULL)`
+
+// oauthTokenInsertArgs checks t (CreateOAuthToken's ErrInvalid) and returns the statement that
+// inserts it (conditional when t.ClientVersion is set) with its arguments.
+func oauthTokenInsertArgs(t OAuthToken) (string, []any, error) {
 	if !validOAuthKind(t.Kind) || t.Signature == "" || t.RequestID == "" || t.ClientID == "" {
-		return nil, fmt.Errorf("store: create oauth token: %w: kind, signature, request id and client id are required", ErrInvalid)
+		return "", nil, fmt.Errorf("store: create oauth token: %w: kind, signature, request id and client id are required", ErrInvalid)
 	}
 	session := t.Session
 	if session == nil {
 		session = []byte{}
 	}
-	return []any{t.Kind, t.Signature, t.RequestID, t.ClientID,
+	args := []any{t.Kind, t.Signature, t.RequestID, t.ClientID,
 		t.Subject, t.Active, t.Scopes, t.GrantedScopes, t.RequestedAudience, t.GrantedAudience, t.Form,
 		session, t.AccessSignature, sqlTime(t.RequestedAt.UTC().Truncate(time.Microsecond)),
-		sqlTime(t.ExpiresAt.UTC().Truncate(time.Microsecond))}, nil
+		sqlTime(t.ExpiresAt.UTC().Truncate(time.Microsecond))}
+	if t.ClientVersion == 0 {
+		return oauthTokenInsert, args, nil
+	}
+	return oauthTokenInsertConfirmed, append(args, t.ClientID, t.ClientVersion), nil
 }
 
 const oauthTokenColumns = `kind, signature, request_id, client_id, subject, active, scopes, granted_scopes,

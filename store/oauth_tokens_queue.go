@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -35,6 +36,9 @@ type pendingToken struct {
 	row   OAuthToken
 	purge TokenPurge
 	done  chan error
+	// refused is set by storeTokens for a conditional row its client no longer allows
+	// (ErrClientChanged): the row fails alone, and the transaction goes on with the others.
+	refused error
 }
 
 // TokenPurge asks StoreOAuthToken to delete, in the transaction that stores the row, up to
@@ -59,27 +63,28 @@ func (s *Store) tokens() *tokenQueue {
 // other callers' rows too); on PostgreSQL, whose transactions commit side by side, it is t's
 // alone (paired pinned runs showed no gain from the queue there): one autocommit INSERT, or a
 // transaction when purge asks for one. Its errors are CreateOAuthToken's and
-// DeleteExpiredOAuthTokens's: a row that fails (ErrConflict, ErrInvalid) fails alone, the
-// others are stored.
+// DeleteExpiredOAuthTokens's: a row that fails (ErrConflict, ErrInvalid, ErrClientChanged)
+// fails alone, the others are stored.
 func (s *Store) StoreOAuthToken(ctx context.Context, t OAuthToken, purge TokenPurge) error {
 	if s.dialect == Postgres && purge.Limit == 0 {
 		// One autocommit statement, not BEGIN, INSERT and COMMIT: two round trips fewer.
-		args, err := oauthTokenInsertArgs(t)
+		query, args, err := oauthTokenInsertArgs(t)
 		if err != nil {
 			return err
 		}
-		stmt, err := s.writeStatement(ctx, oauthTokenInsert)
-		if err == nil {
-			_, err = stmt.ExecContext(ctx, args...)
-		}
+		stmt, err := s.writeStatement(ctx, query)
 		if err != nil {
 			return wrapError("create oauth token", err)
 		}
-		return nil
+		res, err := stmt.ExecContext(ctx, args...)
+		return oauthTokenInserted(t, res, err)
 	}
 	if s.dialect == Postgres {
 		alone := []pendingToken{{row: t, purge: purge}}
-		return s.InTx(ctx, func(tx *Tx) error { return storeTokens(ctx, tx, alone) })
+		if err := s.InTx(ctx, func(tx *Tx) error { return storeTokens(ctx, tx, alone) }); err != nil {
+			return err
+		}
+		return alone[0].refused
 	}
 	p := pendingToken{row: t, purge: purge, done: make(chan error, 1)}
 	if !s.tokens().add(p) {
@@ -104,21 +109,29 @@ func (s *Store) flushTokens(q *tokenQueue) {
 		ctx, cancel := context.WithTimeout(context.Background(), tokenFlushTimeout)
 		err := s.InTx(ctx, func(tx *Tx) error { return storeTokens(ctx, tx, batch) })
 		for i := range batch {
+			rowErr := err
 			if err != nil && len(batch) > 1 {
-				batch[i].done <- s.InTx(ctx, func(tx *Tx) error { return storeTokens(ctx, tx, batch[i:i+1]) })
-				continue
+				rowErr = s.InTx(ctx, func(tx *Tx) error { return storeTokens(ctx, tx, batch[i:i+1]) })
 			}
-			batch[i].done <- err
+			if rowErr == nil {
+				rowErr = batch[i].refused
+			}
+			batch[i].done <- rowErr
 		}
 		cancel()
 	}
 }
 
-// storeTokens inserts the rows of batch in tx, then runs their purges as one statement.
+// storeTokens inserts the rows of batch in tx, then runs their purges as one statement. A
+// conditional row that its client no longer allows is marked refused, and the others go on.
 func storeTokens(ctx context.Context, tx *Tx, batch []pendingToken) error {
 	var purge TokenPurge
-	for _, p := range batch {
-		if err := tx.CreateOAuthToken(ctx, p.row); err != nil {
+	for i, p := range batch {
+		batch[i].refused = nil // InTx may run this again
+		if err := tx.CreateOAuthToken(ctx, p.row); errors.Is(err, ErrClientChanged) {
+			batch[i].refused = err
+			continue
+		} else if err != nil {
 			return err
 		}
 		if p.purge.Limit > 0 {

@@ -106,6 +106,20 @@ func TestStoreOAuthTokenQueue(t *testing.T) {
 				t.Errorf("after the conflict: %d expired rows left, want 1 (d's purge of 2 only)", got)
 			}
 
+			// A row conditioned on a client that is not as read (here: no such client) is refused
+			// alone, in the shared transaction; the others are stored.
+			stale := row("g", live)
+			stale.ClientVersion = 1
+			errs = flush(pendingToken{row: row("h", live)}, pendingToken{row: stale}, pendingToken{row: row("i", live)})
+			for i, want := range []error{nil, ErrClientChanged, nil} {
+				if (want == nil) != (errs[i] == nil) || (want != nil && !errors.Is(errs[i], want)) {
+					t.Errorf("row %d of the take with a refused row: %v, want %v", i, errs[i], want)
+				}
+			}
+			if got := count(`signature IN ('g', 'h', 'i')`); got != 2 {
+				t.Errorf("after the refused row: %d of g, h, i stored, want 2 (h and i)", got)
+			}
+
 			// Concurrent callers through the queue.
 			var wg sync.WaitGroup
 			concurrent := make([]error, 40)

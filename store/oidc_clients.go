@@ -80,6 +80,10 @@ type OIDCClientAuth struct {
 	OrganizationID       string
 	ProjectArchived      bool
 	OrganizationArchived bool
+	// Version is the client row's version, which any change to the row moves (a trigger,
+	// migration 38): a token row written with it (OAuthToken.ClientVersion) is written only
+	// while the client is as read here.
+	Version int64
 }
 
 // Usable reports whether the client may take part in a protocol exchange: not
@@ -240,7 +244,7 @@ func (tx *Tx) SetOIDCClientSecretHash(ctx context.Context, projectID, id string,
 
 // oidcClientByIDQuery is the protocol routes' client lookup: a point query on
 // the primary key, joined up through primary keys.
-const oidcClientByIDQuery = "SELECT " + oidcClientColumns + `, c.secret_hash, p.organization_id,
+const oidcClientByIDQuery = "SELECT " + oidcClientColumns + `, c.secret_hash, c.version, p.organization_id,
 		p.archived_at IS NOT NULL AS project_archived,
 		o.archived_at IS NOT NULL AS organization_archived
 	FROM oidc_clients c
@@ -263,6 +267,7 @@ func (s *Store) OIDCClientByID(ctx context.Context, clientID string) (OIDCClient
 	var r struct {
 		oidcClientRow
 		SecretHash           []byte `db:"secret_hash"`
+		Version              int64  `db:"version"`
 		OrganizationID       string `db:"organization_id"`
 		ProjectArchived      bool   `db:"project_archived"`
 		OrganizationArchived bool   `db:"organization_archived"`
@@ -282,7 +287,7 @@ func (s *Store) OIDCClientByID(ctx context.Context, clientID string) (OIDCClient
 		c.SecretHash = r.SecretHash
 	}
 	return OIDCClientAuth{OIDCClient: c, OrganizationID: r.OrganizationID,
-		ProjectArchived: r.ProjectArchived, OrganizationArchived: r.OrganizationArchived}, nil
+		ProjectArchived: r.ProjectArchived, OrganizationArchived: r.OrganizationArchived, Version: r.Version}, nil
 }
 
 // oidcClientColumns are the columns oidcClientRow scans, qualified with the

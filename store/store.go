@@ -57,6 +57,10 @@ var (
 	// (connection refused or lost, a connect or wait timeout, the server
 	// shutting down). Retry later; whether a write in flight committed is unknown.
 	ErrUnavailable = errors.New("database unavailable")
+	// ErrClientChanged: a token row written on condition that its client is still as it was
+	// read (OAuthToken.ClientVersion) was not written, because the client has changed, been
+	// deleted or disabled, or its project or organization archived since. Read the client again.
+	ErrClientChanged = errors.New("oidc client changed")
 )
 
 // Store is a handle on the database. It is safe for concurrent use.

@@ -19,6 +19,7 @@ func runOAuthTokens(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("ConcurrentDeactivate", func(t *testing.T) { testOAuthTokenConcurrentDeactivate(t, open) })
 	t.Run("DeleteExpired", func(t *testing.T) { testOAuthTokenDeleteExpired(t, open) })
 	t.Run("RevokeUserGrants", func(t *testing.T) { testOAuthRevokeUserGrants(t, open) })
+	t.Run("ClientVersion", func(t *testing.T) { testOAuthTokenClientVersion(t, open) })
 }
 
 func oauthToken(kind, sig, requestID string) store.OAuthToken {
