@@ -26,11 +26,11 @@ const (
 // them. Active is false for a used code and a rotated or revoked refresh token.
 // AccessSignature is the access token issued with a refresh token ("" otherwise).
 //
-// ClientVersion, when not 0, makes the write conditional: the row is written only if client
-// ClientID is still at that version (OIDCClientAuth.Version: any change to the client's row
-// moves it) and usable (not disabled, its project and organization not archived), and
-// ErrClientChanged is returned otherwise, in the same statement. It lets a client read on an earlier request authenticate
-// this one (oauth/kept_clients.go).
+// ClientVersion, when not 0, makes the write conditional, in the same statement: the row is
+// written only if client ClientID is still at that version (OIDCClientAuth.Version: any change
+// to the client's row moves it) and usable (not disabled, its project and organization not
+// archived); otherwise nothing is written and ErrClientChanged is returned. It lets a client
+// read on an earlier request authenticate this one (oauth/kept_clients.go).
 type OAuthToken struct {
 	Kind              string
 	Signature         string
