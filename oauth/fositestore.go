@@ -301,9 +301,9 @@ func (f *FositeStore) create(ctx context.Context, kind, signature, accessSignatu
 	}
 	tx := txFrom(ctx)
 	if tx == nil {
-		// A row of its own (a client_credentials access token): on SQLite stored with the
-		// rows of concurrent requests in one transaction (store.StoreOAuthToken, group
-		// commit), acknowledged once it has committed.
+		// A row of its own (a client_credentials access token): stored with the rows of
+		// concurrent requests (store.StoreOAuthToken, group commit: one transaction on SQLite,
+		// one statement on PostgreSQL), acknowledged once it has committed.
 		return f.st.StoreOAuthToken(ctx, row, purge)
 	}
 	if err := tx.CreateOAuthToken(ctx, row); err != nil || purge.Limit == 0 {

@@ -6,24 +6,32 @@ import (
 	"time"
 )
 
-// Group commit, on SQLite, for OAuth token rows written outside a transaction of their own
-// (an access token of the client_credentials grant, which fosite stores without
-// storage.Transactional). On SQLite a commit writes every page the row touched (the table and
-// its four indexes) to the WAL: in the pinned ES256 token run (oauth.BenchmarkOAuthPinnedLoad)
-// the insert and its commit were a third of a token's CPU, a quarter of it in pwrite. Rows
-// queued while a transaction is running are stored together by the next one, so concurrent
-// requests share those pages and that commit. As with usage events (usage_batch.go), a row is
-// acknowledged only once the transaction that carried it has committed, and a row sent alone
-// is written at once.
+// Group commit for OAuth token rows written outside a transaction of their own (an access token
+// of the client_credentials grant, which fosite stores without storage.Transactional). Rows
+// queued while a take is being stored are stored together by the next one, and a row is
+// acknowledged only once the take that carried it has committed, as with usage events
+// (usage_batch.go); a row sent alone is written at once.
+//
+//   - On SQLite a take is one transaction. A commit writes every page the row touched (the table
+//     and its four indexes) to the WAL: in the pinned ES256 token run
+//     (oauth.BenchmarkOAuthPinnedLoad) the insert and its commit were a third of a token's CPU, a
+//     quarter of it in pwrite; concurrent requests now share those pages and that commit.
+//   - On PostgreSQL a take is one autocommit statement (storeTokensPostgres): one round trip,
+//     one commit and one WAL flush for every row queued together. A row written by a statement
+//     of its own cost PostgreSQL 440–600 µs of CPU on a slow machine, mostly in the kernel
+//     (waking the backend, the socket, fdatasync), and PostgreSQL's core was the limit of the
+//     pinned ES256 run. (A shared transaction of one INSERT per row, a round trip each, had
+//     gained nothing on a fast machine.) See docs/benchmarks.md, "Token rows stored together on
+//     PostgreSQL".
 //
 // It is the same small group commit as the usage queue's (groupQueue, group_commit.go: a
 // mutex-guarded queue, a wake-up channel, one flusher per Store); what a flush takes is its
 // own, because the usage flusher's grouping by project and its batch slots have no meaning here.
 
-// maxTokenFlush bounds the rows of one shared transaction.
+// maxTokenFlush bounds the rows of one take.
 const maxTokenFlush = 64
 
-// tokenFlushTimeout bounds one shared transaction; it follows no caller's context, since it
+// tokenFlushTimeout bounds one take; it follows no caller's context, since it
 // carries other callers' rows too.
 const tokenFlushTimeout = 15 * time.Second
 
@@ -37,17 +45,31 @@ type pendingToken struct {
 	purge TokenPurge
 	done  chan error
 	// refused is set by storeTokens for a conditional row its client no longer allows
-	// (ErrClientChanged): the row fails alone, and the transaction goes on with the others.
+	// (ErrClientChanged): the row fails alone, and the take goes on with the others.
 	refused error
 }
 
 // TokenPurge asks StoreOAuthToken to delete, in the transaction that stores the row, up to
 // Limit rows that expired before ExpiredBefore (DeleteExpiredOAuthTokens); a zero Limit asks
-// for nothing. The purges of the rows a transaction carries run as one statement, their
-// limits added up and the earliest ExpiredBefore kept.
+// for nothing. The purges of the rows a take carries run as one statement, their limits added
+// up and the earliest ExpiredBefore kept (plus), those of its refused rows too: a purge is
+// housekeeping, not part of its row.
 type TokenPurge struct {
 	ExpiredBefore time.Time
 	Limit         int
+}
+
+// plus returns p and q as one purge: their limits added up, the earlier ExpiredBefore of those
+// that ask for something.
+func (p TokenPurge) plus(q TokenPurge) TokenPurge {
+	if q.Limit <= 0 {
+		return p
+	}
+	if p.Limit == 0 || q.ExpiredBefore.Before(p.ExpiredBefore) {
+		p.ExpiredBefore = q.ExpiredBefore
+	}
+	p.Limit += q.Limit
+	return p
 }
 
 // tokens returns the Store's token queue, starting its flusher on first use.
@@ -57,35 +79,12 @@ func (s *Store) tokens() *tokenQueue {
 	return q
 }
 
-// StoreOAuthToken inserts t, and runs purge, in a transaction of its own and returns once it
-// has committed. On SQLite that transaction is shared with the rows other callers are storing
-// at the same moment (the queue above; ctx is not followed there, the transaction carrying
-// other callers' rows too); on PostgreSQL, whose transactions commit side by side, it is t's
-// alone (paired pinned runs showed no gain from the queue there): one autocommit INSERT, or a
-// transaction when purge asks for one. Its errors are CreateOAuthToken's and
-// DeleteExpiredOAuthTokens's: a row that fails (ErrConflict, ErrInvalid, ErrClientChanged)
-// fails alone, the others are stored.
+// StoreOAuthToken inserts t, and runs purge, and returns once they have committed. The take that
+// stores them (a transaction on SQLite, a statement on PostgreSQL) is shared with the rows other
+// callers are storing at the same moment (the queue above; ctx is not followed there, the take
+// carrying other callers' rows too). Its errors are CreateOAuthToken's and DeleteExpiredOAuthTokens's: a row that fails
+// (ErrConflict, ErrInvalid, ErrClientChanged) fails alone, the others are stored.
 func (s *Store) StoreOAuthToken(ctx context.Context, t OAuthToken, purge TokenPurge) error {
-	if s.dialect == Postgres && purge.Limit == 0 {
-		// One autocommit statement, not BEGIN, INSERT and COMMIT: two round trips fewer.
-		query, args, err := oauthTokenInsertArgs(t)
-		if err != nil {
-			return err
-		}
-		stmt, err := s.writeStatement(ctx, query)
-		if err != nil {
-			return wrapError("create oauth token", err)
-		}
-		res, err := stmt.ExecContext(ctx, args...)
-		return oauthTokenInserted(t, res, err)
-	}
-	if s.dialect == Postgres {
-		alone := []pendingToken{{row: t, purge: purge}}
-		if err := s.InTx(ctx, func(tx *Tx) error { return storeTokens(ctx, tx, alone) }); err != nil {
-			return err
-		}
-		return alone[0].refused
-	}
 	p := pendingToken{row: t, purge: purge, done: make(chan error, 1)}
 	if !s.tokens().add(p) {
 		return errStoreClosed
@@ -93,9 +92,9 @@ func (s *Store) StoreOAuthToken(ctx context.Context, t OAuthToken, purge TokenPu
 	return <-p.done
 }
 
-// flushTokens stores queued rows, at most maxTokenFlush a transaction, until the queue is
-// empty. When a shared transaction fails, each of its rows is stored again in a transaction
-// of its own, so that one bad row fails only its own caller.
+// flushTokens stores queued rows, at most maxTokenFlush a take, until the queue is empty. When
+// a shared take fails, each of its rows is stored again in a take of its own, so that one bad
+// row fails only its own caller.
 func (s *Store) flushTokens(q *tokenQueue) {
 	for {
 		q.mu.Lock()
@@ -107,11 +106,11 @@ func (s *Store) flushTokens(q *tokenQueue) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), tokenFlushTimeout)
-		err := s.InTx(ctx, func(tx *Tx) error { return storeTokens(ctx, tx, batch) })
+		err := s.storeTokenTake(ctx, batch)
 		for i := range batch {
 			rowErr := err
 			if err != nil && len(batch) > 1 {
-				rowErr = s.InTx(ctx, func(tx *Tx) error { return storeTokens(ctx, tx, batch[i:i+1]) })
+				rowErr = s.storeTokenTake(ctx, batch[i:i+1])
 			}
 			if rowErr == nil {
 				rowErr = batch[i].refused
@@ -122,23 +121,26 @@ func (s *Store) flushTokens(q *tokenQueue) {
 	}
 }
 
+// storeTokenTake stores the rows of take together: on PostgreSQL in one statement
+// (storeTokensPostgres), on SQLite in one transaction (storeTokens).
+func (s *Store) storeTokenTake(ctx context.Context, take []pendingToken) error {
+	if s.dialect == Postgres {
+		return s.storeTokensPostgres(ctx, take)
+	}
+	return s.InTx(ctx, func(tx *Tx) error { return storeTokens(ctx, tx, take) })
+}
+
 // storeTokens inserts the rows of batch in tx, then runs their purges as one statement. A
 // conditional row that its client no longer allows is marked refused, and the others go on.
 func storeTokens(ctx context.Context, tx *Tx, batch []pendingToken) error {
 	var purge TokenPurge
 	for i, p := range batch {
 		batch[i].refused = nil // InTx may run this again
+		purge = purge.plus(p.purge)
 		if err := tx.CreateOAuthToken(ctx, p.row); errors.Is(err, ErrClientChanged) {
 			batch[i].refused = err
-			continue
 		} else if err != nil {
 			return err
-		}
-		if p.purge.Limit > 0 {
-			if purge.Limit == 0 || p.purge.ExpiredBefore.Before(purge.ExpiredBefore) {
-				purge.ExpiredBefore = p.purge.ExpiredBefore
-			}
-			purge.Limit += p.purge.Limit
 		}
 	}
 	if purge.Limit == 0 {

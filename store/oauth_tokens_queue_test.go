@@ -10,10 +10,11 @@ import (
 )
 
 // TestStoreOAuthTokenQueue, on SQLite and (with GATEHOUSE_TEST_POSTGRES_URL) PostgreSQL: rows
-// queued together are stored by one transaction with their purges added up; when a row of a
-// shared transaction fails, it alone fails (ErrConflict) and the others are stored, each with
-// its own purge; 40 concurrent callers are all stored (on PostgreSQL each in a transaction of
-// its own); on SQLite, after Close a row is refused.
+// queued together are stored by one take (a transaction on SQLite, a statement on PostgreSQL)
+// with their purges added up; when a row of a shared take fails, it alone fails (ErrConflict)
+// and the others are stored, each with its own purge; a row its client no longer allows is
+// refused alone, its purge run with the others'; 40 concurrent callers are all stored; after
+// Close a row is refused.
 func TestStoreOAuthTokenQueue(t *testing.T) {
 	urls := map[Dialect]string{SQLite: "sqlite:" + filepath.Join(t.TempDir(), "gatehouse.db")}
 	if u := postgresTestURL(t); u != "" {
@@ -89,6 +90,17 @@ func TestStoreOAuthTokenQueue(t *testing.T) {
 			if got := count(`signature LIKE 'old-%'`); got != 1 {
 				t.Errorf("after purges of 1 + 1: %d expired rows left, want 1", got)
 			}
+			if dialect == Postgres {
+				// One commit for the take: both rows carry the inserting transaction's id.
+				var xids int
+				if err := s.writer.GetContext(ctx, &xids, `SELECT count(DISTINCT xmin::text) FROM oauth_tokens
+					WHERE signature IN ('a', 'b')`); err != nil {
+					t.Fatal(err)
+				}
+				if xids != 1 {
+					t.Errorf("the shared take's rows were written by %d transactions, want 1", xids)
+				}
+			}
 
 			// A conflict in a shared take fails alone; the others are stored with their purges.
 			seed(row("dup", live), row("old-4", old), row("old-5", old))
@@ -107,10 +119,13 @@ func TestStoreOAuthTokenQueue(t *testing.T) {
 			}
 
 			// A row conditioned on a client that is not as read (here: no such client) is refused
-			// alone, in the shared transaction; the others are stored.
+			// alone, in the shared take; the others are stored; the purges of all three run
+			// (1 + 2 + 1 = 4, of 5 expired rows).
+			seed(row("old-7", old), row("old-8", old), row("old-9", old), row("old-10", old))
 			stale := row("g", live)
 			stale.ClientVersion = 1
-			errs = flush(pendingToken{row: row("h", live)}, pendingToken{row: stale}, pendingToken{row: row("i", live)})
+			errs = flush(pendingToken{row: row("h", live), purge: purge(1)}, pendingToken{row: stale, purge: purge(2)},
+				pendingToken{row: row("i", live), purge: purge(1)})
 			for i, want := range []error{nil, ErrClientChanged, nil} {
 				if (want == nil) != (errs[i] == nil) || (want != nil && !errors.Is(errs[i], want)) {
 					t.Errorf("row %d of the take with a refused row: %v, want %v", i, errs[i], want)
@@ -118,6 +133,9 @@ func TestStoreOAuthTokenQueue(t *testing.T) {
 			}
 			if got := count(`signature IN ('g', 'h', 'i')`); got != 2 {
 				t.Errorf("after the refused row: %d of g, h, i stored, want 2 (h and i)", got)
+			}
+			if got := count(`signature LIKE 'old-%'`); got != 1 {
+				t.Errorf("after the refused row: %d expired rows left, want 1 (purges of 1 + 2 + 1)", got)
 			}
 
 			// Concurrent callers through the queue.
@@ -136,8 +154,8 @@ func TestStoreOAuthTokenQueue(t *testing.T) {
 				t.Errorf("concurrent rows stored: %d, want 40", got)
 			}
 
-			// Through StoreOAuthToken alone (on PostgreSQL one autocommit statement): a
-			// conflict and an invalid row are refused with their errors, and nothing is written.
+			// Through StoreOAuthToken alone: a conflict and an invalid row are refused with their
+			// errors, and nothing is written.
 			if err := s.StoreOAuthToken(ctx, row("many-00", live), TokenPurge{}); !errors.Is(err, ErrConflict) {
 				t.Errorf("a stored signature again: %v, want %v", err, ErrConflict)
 			}
@@ -149,7 +167,7 @@ func TestStoreOAuthTokenQueue(t *testing.T) {
 			if got := count(`signature IN ('many-00', 'bad')`); got != 1 {
 				t.Errorf("after the refusals: %d rows of many-00 and bad, want 1", got)
 			}
-			// A purge asked alone runs with its row (on PostgreSQL in a transaction).
+			// A purge asked alone runs with its row.
 			seed(row("old-6", old))
 			if err := s.StoreOAuthToken(ctx, row("f", live), purge(5)); err != nil {
 				t.Fatal(err)
@@ -158,12 +176,9 @@ func TestStoreOAuthTokenQueue(t *testing.T) {
 				t.Errorf("after a purge of 5: %d expired rows left, want 0", got)
 			}
 
-			if dialect == SQLite {
-				// PostgreSQL's rows do not go through the queue.
-				s.closeTokens()
-				if err := s.StoreOAuthToken(ctx, row("late", live), TokenPurge{}); !errors.Is(err, errStoreClosed) {
-					t.Errorf("after close: %v, want %v", err, errStoreClosed)
-				}
+			s.closeTokens()
+			if err := s.StoreOAuthToken(ctx, row("late", live), TokenPurge{}); !errors.Is(err, errStoreClosed) {
+				t.Errorf("after close: %v, want %v", err, errStoreClosed)
 			}
 		})
 	}
