@@ -97,6 +97,9 @@ func TestOAuthKeptClients(t *testing.T) {
 		token(second, "").wantOAuthError(t, "the grant taken away", http.StatusBadRequest, "unauthorized_client")
 		change("PATCH", "", `{"grantTypes":["authorization_code","refresh_token","client_credentials"]}`)
 		wantToken("the grant given back", token(second, ""))
+		// That request was answered again from a fresh read, which keeps nothing; this one keeps
+		// the client, so that the archive below is met by a kept copy at the current version.
+		wantToken("the grant given back, kept", token(second, ""))
 
 		if err := env.app.Store.InTx(ctx, func(tx *store.Tx) error {
 			_, err := tx.SetProjectArchived(ctx, env.project.ID, true)

@@ -125,33 +125,51 @@ const oauthTokenInsert = `INSERT INTO oauth_tokens (kind, signature, request_id,
 		scopes, granted_scopes, requested_audience, granted_audience, form, session, access_signature,
 		requested_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
+// oauthClientUsable is the condition a conditional token row is written under, completed by the
+// client's id and version: its client is at the version read and usable (not disabled, its
+// project and organization not archived), read through primary keys as OIDCClientByID reads
+// them. oauthTokenInsertConfirmed and postgresTokenTake both use it.
+const oauthClientUsable = `SELECT 1 FROM oidc_clients c
+		JOIN projects p ON p.id = c.project_id
+		JOIN organizations o ON o.id = p.organization_id
+		WHERE c.disabled_at IS NULL AND p.archived_at IS NULL AND o.archived_at IS NULL`
+
 // oauthTokenInsertConfirmed inserts one OAuthToken row if its client (the 16th argument) is
-// still at version (the 17th) and usable (not disabled, its project and organization not
-// archived): the client's row and the tenancy above it are read through primary keys, as
-// OIDCClientByID reads them.
+// still at version (the 17th) and usable (oauthClientUsable).
 const oauthTokenInsertConfirmed = `INSERT INTO oauth_tokens (kind, signature, request_id, client_id, subject, active,
 		scopes, granted_scopes, requested_audience, granted_audience, form, session, access_signature,
 		requested_at, expires_at) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
-	WHERE EXISTS (SELECT 1 FROM oidc_clients c
-		JOIN projects p ON p.id = c.project_id
-		JOIN organizations o ON o.id = p.organization_id
-		WHERE c.id = ? AND c.version = ? AND c.disabled_at IS NULL
-			AND p.archived_at IS NULL AND o.archived_at IS NULL)`
+	WHERE EXISTS (` + oauthClientUsable + ` AND c.id = ? AND c.version = ?)`
 
-// oauthTokenInsertArgs checks t (CreateOAuthToken's ErrInvalid) and returns the statement that
-// inserts it (conditional when t.ClientVersion is set) with its arguments.
-func oauthTokenInsertArgs(t OAuthToken) (string, []any, error) {
+// validOAuthToken is CreateOAuthToken's check of t: ErrInvalid without a known kind, a
+// signature, a request id and a client id.
+func validOAuthToken(t OAuthToken) error {
 	if !validOAuthKind(t.Kind) || t.Signature == "" || t.RequestID == "" || t.ClientID == "" {
-		return "", nil, fmt.Errorf("store: create oauth token: %w: kind, signature, request id and client id are required", ErrInvalid)
+		return fmt.Errorf("store: create oauth token: %w: kind, signature, request id and client id are required", ErrInvalid)
 	}
-	session := t.Session
-	if session == nil {
+	return nil
+}
+
+// storedValues returns what is stored of t's session and times: an empty session for none, the
+// times in UTC to the microsecond (the resolution both databases keep).
+func (t OAuthToken) storedValues() (session []byte, requestedAt, expiresAt sqlTime) {
+	if session = t.Session; session == nil {
 		session = []byte{}
 	}
+	return session, sqlTime(t.RequestedAt.UTC().Truncate(time.Microsecond)),
+		sqlTime(t.ExpiresAt.UTC().Truncate(time.Microsecond))
+}
+
+// oauthTokenInsertArgs checks t (validOAuthToken) and returns the statement that inserts it
+// (conditional when t.ClientVersion is set) with its arguments.
+func oauthTokenInsertArgs(t OAuthToken) (string, []any, error) {
+	if err := validOAuthToken(t); err != nil {
+		return "", nil, err
+	}
+	session, requestedAt, expiresAt := t.storedValues()
 	args := []any{t.Kind, t.Signature, t.RequestID, t.ClientID,
 		t.Subject, t.Active, t.Scopes, t.GrantedScopes, t.RequestedAudience, t.GrantedAudience, t.Form,
-		session, t.AccessSignature, sqlTime(t.RequestedAt.UTC().Truncate(time.Microsecond)),
-		sqlTime(t.ExpiresAt.UTC().Truncate(time.Microsecond))}
+		session, t.AccessSignature, requestedAt, expiresAt}
 	if t.ClientVersion == 0 {
 		return oauthTokenInsert, args, nil
 	}

@@ -11,11 +11,11 @@ import (
 // postgresTokenTake inserts the rows of one take of the token queue and runs their purges, in
 // one autocommit statement: one round trip and one commit for every row queued together. The
 // rows come as arrays ($1–$16; $16 is each row's ClientVersion, 0 for an unconditional row); a
-// conditional row is inserted only while its client is at that version and usable, as
-// oauthTokenInsertConfirmed inserts it. The purges, added up ($17 the earliest ExpiredBefore,
-// $18 the summed Limit, 0 for none), run in the same statement; its DELETE sees the table as it
-// was before the statement, so it never removes a row the statement inserts. RETURNING names
-// the rows inserted: a conditional row it does not name was refused.
+// conditional row is inserted only while its client is at that version and usable
+// (oauthClientUsable), as oauthTokenInsertConfirmed inserts it. The purges, added up ($17 the
+// earliest ExpiredBefore, $18 the summed Limit, 0 for none), run in the same statement; its
+// DELETE sees the table as it was before the statement, so it never removes a row the statement
+// inserts. RETURNING names the rows inserted: a conditional row it does not name was refused.
 const postgresTokenTake = `WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bool[],
 		$7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::bytea[], $13::text[],
@@ -33,11 +33,8 @@ INSERT INTO oauth_tokens (kind, signature, request_id, client_id, subject, activ
 SELECT kind, signature, request_id, client_id, subject, active, scopes, granted_scopes,
 	requested_audience, granted_audience, form, session, access_signature, requested_at, expires_at
 FROM input r
-WHERE r.client_version = 0 OR EXISTS (SELECT 1 FROM oidc_clients c
-	JOIN projects p ON p.id = c.project_id
-	JOIN organizations o ON o.id = p.organization_id
-	WHERE c.id = r.client_id AND c.version = r.client_version AND c.disabled_at IS NULL
-		AND p.archived_at IS NULL AND o.archived_at IS NULL)
+WHERE r.client_version = 0 OR EXISTS (` + oauthClientUsable + `
+	AND c.id = r.client_id AND c.version = r.client_version)
 RETURNING kind, signature`
 
 // storeTokensPostgres stores take with postgresTokenTake and marks each conditional row its
@@ -54,17 +51,14 @@ func (s *Store) storeTokensPostgres(ctx context.Context, take []pendingToken) er
 	for i := range take {
 		take[i].refused = nil
 		t := take[i].row
-		if _, _, err := oauthTokenInsertArgs(t); err != nil {
+		if err := validOAuthToken(t); err != nil {
 			return err
 		}
 		kinds[i], signatures[i], requests[i], clients[i], subjects[i] = t.Kind, t.Signature, t.RequestID, t.ClientID, t.Subject
 		scopes[i], granted[i], requestedAud[i], grantedAud[i], forms[i] = t.Scopes, t.GrantedScopes, t.RequestedAudience, t.GrantedAudience, t.Form
 		accessSignatures[i], active[i], versions[i] = t.AccessSignature, t.Active, t.ClientVersion
-		requestedAt[i] = sqlTime(t.RequestedAt.UTC().Truncate(time.Microsecond)).text()
-		expiresAt[i] = sqlTime(t.ExpiresAt.UTC().Truncate(time.Microsecond)).text()
-		if sessions[i] = t.Session; sessions[i] == nil {
-			sessions[i] = []byte{}
-		}
+		session, requested, expires := t.storedValues()
+		sessions[i], requestedAt[i], expiresAt[i] = session, requested.text(), expires.text()
 		purge = purge.plus(take[i].purge)
 	}
 	stmt, err := s.writeStatement(ctx, postgresTokenTake)

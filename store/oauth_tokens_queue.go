@@ -44,16 +44,16 @@ type pendingToken struct {
 	row   OAuthToken
 	purge TokenPurge
 	done  chan error
-	// refused is set by storeTokens for a conditional row its client no longer allows
-	// (ErrClientChanged): the row fails alone, and the take goes on with the others.
+	// refused is set by the take (storeTokens, storeTokensPostgres) for a conditional row its
+	// client no longer allows (ErrClientChanged): the row fails alone, the others are stored.
 	refused error
 }
 
-// TokenPurge asks StoreOAuthToken to delete, in the transaction that stores the row, up to
-// Limit rows that expired before ExpiredBefore (DeleteExpiredOAuthTokens); a zero Limit asks
-// for nothing. The purges of the rows a take carries run as one statement, their limits added
-// up and the earliest ExpiredBefore kept (plus), those of its refused rows too: a purge is
-// housekeeping, not part of its row.
+// TokenPurge asks StoreOAuthToken to delete, in the take that stores the row, up to Limit rows
+// that expired before ExpiredBefore (DeleteExpiredOAuthTokens); a zero Limit asks for nothing.
+// The purges of the rows a take carries run as one statement, their limits added up and the
+// earliest ExpiredBefore kept (plus), those of its refused rows too: a purge is housekeeping,
+// not part of its row.
 type TokenPurge struct {
 	ExpiredBefore time.Time
 	Limit         int
@@ -82,8 +82,9 @@ func (s *Store) tokens() *tokenQueue {
 // StoreOAuthToken inserts t, and runs purge, and returns once they have committed. The take that
 // stores them (a transaction on SQLite, a statement on PostgreSQL) is shared with the rows other
 // callers are storing at the same moment (the queue above; ctx is not followed there, the take
-// carrying other callers' rows too). Its errors are CreateOAuthToken's and DeleteExpiredOAuthTokens's: a row that fails
-// (ErrConflict, ErrInvalid, ErrClientChanged) fails alone, the others are stored.
+// carrying other callers' rows too). Its errors are CreateOAuthToken's and
+// DeleteExpiredOAuthTokens's: a row that fails (ErrConflict, ErrInvalid, ErrClientChanged) fails
+// alone, the others are stored.
 func (s *Store) StoreOAuthToken(ctx context.Context, t OAuthToken, purge TokenPurge) error {
 	p := pendingToken{row: t, purge: purge, done: make(chan error, 1)}
 	if !s.tokens().add(p) {
