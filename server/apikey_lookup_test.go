@@ -19,10 +19,12 @@ import (
 func TestAPIKeyLookupPolicy(t *testing.T) {
 	app := newTestApp(t, storetest.Backends(t)[0].Open(t), testConfig())
 	want := map[string]apiKeyLookup{
-		"authorize":             "with-decision",
-		"authorizeBatch":        "with-epoch",
-		"ingestUsageEvent":      "cached",
-		"ingestUsageEventBatch": "cached",
+		"authorize":               "with-decision",
+		"authorizeBatch":          "with-epoch",
+		"getPrincipalPermissions": "with-epoch",
+		"listPermissionHolders":   "with-epoch",
+		"ingestUsageEvent":        "cached",
+		"ingestUsageEventBatch":   "cached",
 	}
 	got := map[string]apiKeyLookup{}
 	for id, p := range app.srv.policies {

@@ -64,7 +64,7 @@ const (
 	apiKeyWithDecision apiKeyLookup = "with-decision"
 	// apiKeyWithEpoch: the key may be kept while its project's decision epoch stands, read
 	// with that epoch otherwise, for an operation that answers its own questions at the epoch
-	// (the batch: decision_cache.go).
+	// (the batch: decision_cache.go) or reads them afresh after it (the RBAC lookups).
 	apiKeyWithEpoch apiKeyLookup = "with-epoch"
 )
 

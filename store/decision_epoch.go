@@ -66,11 +66,12 @@ func (s *Store) BatchDecisionEpoch(ctx context.Context, projectID string) (Epoch
 	return epochOf(projectID), nil
 }
 
-// KeepsBatchKeys reports whether a batch of checks called with an API key should keep the key
-// at its project's decision epoch, and read it with that epoch when it is not kept
-// (server.keptKeyPrincipal), rather than read it on its own for every batch. On PostgreSQL it
-// does: the key's query was most of a batch's database CPU (pinned, alternately: 84–91 µs of
-// PostgreSQL CPU a batch against 14–16 kept). On SQLite, where both reads are local, keeping it
+// KeepsBatchKeys reports whether a batch of checks or an RBAC lookup (x-api-key-lookup:
+// with-epoch) called with an API key should keep the key at its project's decision epoch, and
+// read it with that epoch when it is not kept (server.keptKeyPrincipal), rather than read it on
+// its own for every request. On PostgreSQL it does: the key's query was most of a batch's
+// database CPU (pinned, alternately: 84–91 µs of PostgreSQL CPU a batch against 14–16 kept),
+// and a third or more of a lookup's. On SQLite, where both reads are local, keeping it
 // served 8–15 % more batches on a saturated core, but their p99 grew by half (8.1–8.5 ms against
 // 12.8–13.2), so the key is read (docs/benchmarks.md, "A batch's key kept at its epoch").
 func (s *Store) KeepsBatchKeys() bool { return s.dialect != SQLite }
