@@ -24,30 +24,10 @@ func TestKeptDecisionsFollowChanges(t *testing.T) {
 		// the single request kept, in the other the single request finds the batch's.
 		for _, batchFirst := range []bool{false, true} {
 			t.Run(map[bool]string{false: "single first", true: "batch first"}[batchFirst], func(t *testing.T) {
-				ctx := context.Background()
-				start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-				clock := storetest.NewClock(start)
-				url := b.URL(t)
-				st := openURL(t, url, store.WithClock(clock.Now))
-				app := newTestApp(t, st, testConfig())
-				ten := app.newTenancy(t)
-				dev := rbacCaller{t, app, ten.members[RoleOwner], ten.project.ID}
+				f := newKeptFixture(t, b)
+				ctx, start, clock, st, app, ten, dev, at, exec := f.ctx, f.start, f.clock, f.st, f.app, f.ten, f.dev, f.at, f.exec
 				editor := dev.createRole(`{"name":"Editor","permissions":["document:read"]}`)
 				binding := dev.bind(editor.ID, "user", "alice")
-				// Writes as another program would make them: statements on a pool of their own.
-				raw := rawDB(t, url)
-				at := func(t time.Time) any {
-					if st.Dialect() == store.SQLite {
-						return t.UTC().Format("2006-01-02T15:04:05.000000Z")
-					}
-					return t
-				}
-				exec := func(query string, args ...any) {
-					t.Helper()
-					if _, err := raw.ExecContext(ctx, raw.Rebind(query), args...); err != nil {
-						t.Fatalf("%s: %v", query, err)
-					}
-				}
 				askAbout := func(permission string) string {
 					res := app.do(withKey(ten.readerKey, request{method: http.MethodPost, path: "/api/v1/authorize",
 						body: authorizeBody(ten.project.ID, store.PrincipalUser, "alice", permission)}))
@@ -164,4 +144,45 @@ func TestKeptDecisionsFollowChanges(t *testing.T) {
 			})
 		}
 	})
+}
+
+// keptFixture is what the tests of kept keys and answers start from: a store on a clock the
+// test moves (from start), an app and a tenancy over it, its owner as an RBAC caller, and exec,
+// which writes as another program would, by statements on a pool of its own, with at to give a
+// time as the store's dialect keeps it.
+type keptFixture struct {
+	ctx   context.Context
+	start time.Time
+	clock *storetest.Clock
+	st    *store.Store
+	app   *testApp
+	ten   tenancy
+	dev   rbacCaller
+	at    func(time.Time) any
+	exec  func(query string, args ...any)
+}
+
+func newKeptFixture(t *testing.T, b storetest.Backend) keptFixture {
+	t.Helper()
+	f := keptFixture{ctx: context.Background(), start: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	f.clock = storetest.NewClock(f.start)
+	url := b.URL(t)
+	f.st = openURL(t, url, store.WithClock(f.clock.Now))
+	f.app = newTestApp(t, f.st, testConfig())
+	f.ten = f.app.newTenancy(t)
+	f.dev = rbacCaller{t, f.app, f.ten.members[RoleOwner], f.ten.project.ID}
+	raw := rawDB(t, url)
+	f.at = func(at time.Time) any {
+		if f.st.Dialect() == store.SQLite {
+			return at.UTC().Format("2006-01-02T15:04:05.000000Z")
+		}
+		return at
+	}
+	f.exec = func(query string, args ...any) {
+		t.Helper()
+		if _, err := raw.ExecContext(f.ctx, raw.Rebind(query), args...); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+	}
+	return f
 }

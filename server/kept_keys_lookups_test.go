@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -20,29 +19,10 @@ import (
 // so), so every refusal is met by a kept key.
 func TestKeptKeysForLookups(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
-		ctx := context.Background()
-		start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-		clock := storetest.NewClock(start)
-		dbURL := b.URL(t)
-		st := openURL(t, dbURL, store.WithClock(clock.Now))
-		app := newTestApp(t, st, testConfig())
-		ten := app.newTenancy(t)
-		dev := rbacCaller{t, app, ten.members[RoleOwner], ten.project.ID}
+		f := newKeptFixture(t, b)
+		start, clock, st, app, ten, dev, at, exec := f.start, f.clock, f.st, f.app, f.ten, f.dev, f.at, f.exec
 		editor := dev.createRole(`{"name":"Editor","permissions":["document:read"]}`)
 		binding := dev.bind(editor.ID, "user", "alice")
-		raw := rawDB(t, dbURL)
-		at := func(t time.Time) any {
-			if st.Dialect() == store.SQLite {
-				return t.UTC().Format("2006-01-02T15:04:05.000000Z")
-			}
-			return t
-		}
-		exec := func(query string, args ...any) {
-			t.Helper()
-			if _, err := raw.ExecContext(ctx, raw.Rebind(query), args...); err != nil {
-				t.Fatalf("%s: %v", query, err)
-			}
-		}
 		paths := map[string]string{
 			"effective permissions": "/api/v1/projects/" + ten.project.ID + "/principals/user/alice/permissions",
 			"who holds":             "/api/v1/projects/" + ten.project.ID + "/permission-holders?permission=" + url.QueryEscape("document:read"),
