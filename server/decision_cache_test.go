@@ -164,7 +164,7 @@ type keptFixture struct {
 
 func newKeptFixture(t *testing.T, b storetest.Backend) keptFixture {
 	t.Helper()
-	f := keptFixture{ctx: context.Background(), start: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	f := keptFixture{ctx: t.Context(), start: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	f.clock = storetest.NewClock(f.start)
 	url := b.URL(t)
 	f.st = openURL(t, url, store.WithClock(f.clock.Now))

@@ -16,7 +16,9 @@ import (
 // its service account is disabled, its organization archived or it is revoked, each made by
 // statements from outside the store or through the API, and answer afresh after a binding
 // changes. On PostgreSQL the key is kept after the first request (the kept-key counter says
-// so), so every refusal is met by a kept key.
+// so), so every refusal meets a kept key: the expiry passes with no write, at the epoch the key
+// was kept at, so the kept key's expiry must be judged again; the other changes are writes that
+// move the project's decision epoch, so the key kept at the earlier epoch must not be served.
 func TestKeptKeysForLookups(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
 		f := newKeptFixture(t, b)
