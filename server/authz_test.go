@@ -362,8 +362,10 @@ func TestContractGrantsAreComplete(t *testing.T) {
 // TestRoleOperationMatrix runs every /api/v1 operation for each fixed role, a non-member and two
 // service accounts (scopes `*` and `project:read`) and asserts the exact status and title that
 // the operation's x-permission, x-service-account-permission and x-user-only imply under the
-// contract's literal role table (contractGrants), never under the server's own table. Each
-// call gets a fresh organization, so that mutations do not disturb the next case.
+// contract's literal role table (contractGrants), never under the server's own table. A caller
+// the contract lets through gets a fresh organization, so that its mutation does not disturb the
+// next case; the callers it refuses share one organization per operation, since a refusal writes
+// nothing (if one were let through, its own case fails).
 func TestRoleOperationMatrix(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
 		cfg := testConfig()
@@ -375,52 +377,80 @@ func TestRoleOperationMatrix(t *testing.T) {
 			if auth.public {
 				continue
 			}
+			var refusedTenancy *tenancy // made on the operation's first refusal
 			callers := append(append([]string{}, fixedRoles...), "non-member", "key:*", "key:project:read")
 			for _, who := range callers {
+				want := matrixWant(t, so.op, auth, who)
+				ten := func(t *testing.T) tenancy { return app.newTenancy(t) }
+				if want.title != "" {
+					if refusedTenancy == nil {
+						shared := app.newTenancy(t)
+						refusedTenancy = &shared
+					}
+					ten = func(*testing.T) tenancy { return *refusedTenancy }
+				}
 				t.Run(so.op.OperationID+"/"+who, func(t *testing.T) {
-					ten := app.newTenancy(t)
+					ten := ten(t)
 					salt++
 					r := ten.exampleRequest(t, so, salt)
 					var res response
 					switch who {
 					case "non-member":
 						res = app.do(ten.stranger.as(r))
-					case "key:*", "key:project:read":
-						key, scopes := ten.starKey, []string{"*"}
-						if who == "key:project:read" {
-							key, scopes = ten.readerKey, []string{"project:read"}
-						}
-						res = app.do(withKey(key, r))
-						switch {
-						case auth.userOnly || auth.session:
-							res.wantProblem(t, http.StatusForbidden, "http-403", "A user session is required")
-						case !contractScopesHold(scopes, auth.saPerms):
-							res.wantProblem(t, http.StatusForbidden, "http-403", "Permission denied")
-						case res.Code != successStatus(so.op):
-							t.Fatalf("status %d, want %d: %s", res.Code, successStatus(so.op), res.Body)
-						}
-						return
+					case "key:*":
+						res = app.do(withKey(ten.starKey, r))
+					case "key:project:read":
+						res = app.do(withKey(ten.readerKey, r))
 					default:
 						res = app.do(ten.members[who].as(r))
 					}
-					switch {
-					case auth.session:
-						if res.Code != successStatus(so.op) {
-							t.Fatalf("status %d, want %d: %s", res.Code, successStatus(so.op), res.Body)
-						}
-					case who == "non-member":
-						res.wantProblem(t, http.StatusNotFound, "http-404", "Not found")
-					case !contractRoleHolds(t, who, auth.perms):
-						res.wantProblem(t, http.StatusForbidden, "http-403", "Permission denied")
-					default:
-						if res.Code != successStatus(so.op) {
-							t.Fatalf("status %d, want %d: %s", res.Code, successStatus(so.op), res.Body)
-						}
+					if want.title != "" {
+						res.wantProblem(t, want.status, "http-"+strconv.Itoa(want.status), want.title)
+					} else if res.Code != want.status {
+						t.Fatalf("status %d, want %d: %s", res.Code, want.status, res.Body)
 					}
 				})
 			}
 		}
 	})
+}
+
+// matrixOutcome is what one caller of TestRoleOperationMatrix must get: the operation's success
+// status (title empty), or a refusal's status and title.
+type matrixOutcome struct {
+	status int
+	title  string
+}
+
+// matrixWant reads who's outcome off the contract: a key is refused a user-only or session
+// operation and any permission outside its scopes; a session operation lets every user through;
+// a non-member of the organization is told it is not found; a role is refused what
+// contractGrants does not give it.
+func matrixWant(t *testing.T, op *openapi3.Operation, auth specAuth, who string) matrixOutcome {
+	t.Helper()
+	forbidden := matrixOutcome{http.StatusForbidden, "Permission denied"}
+	switch who {
+	case "key:*", "key:project:read":
+		scopes := []string{"*"}
+		if who == "key:project:read" {
+			scopes = []string{"project:read"}
+		}
+		switch {
+		case auth.userOnly || auth.session:
+			return matrixOutcome{http.StatusForbidden, "A user session is required"}
+		case !contractScopesHold(scopes, auth.saPerms):
+			return forbidden
+		}
+	case "non-member":
+		if !auth.session {
+			return matrixOutcome{http.StatusNotFound, "Not found"}
+		}
+	default:
+		if !auth.session && !contractRoleHolds(t, who, auth.perms) {
+			return forbidden
+		}
+	}
+	return matrixOutcome{status: successStatus(op)}
 }
 
 // loadTestSpec loads the hand-written OpenAPI document afresh, independently of the server.
