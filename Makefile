@@ -45,7 +45,7 @@ release: $(BUILD_ASSETS)
 ## openapi-fetch client type-checked with tsc --strict, and oapi-codegen's Go client, the last
 ## two generated from the committed openapi/openapi.json (node and npm ci are required)
 # go test starts the packages' test binaries in the order they are named, -p (the cores) at a
-# time, so the longest come first: ./server/ alone takes as long as the rest together, and named
+# time, so the longest come first: ./server/ alone takes about as long as the rest together, and named
 # by ./... alone it started about nine minutes in, when the alphabetical order reached it.
 # ./... then adds every other package once.
 TEST_PACKAGES = ./server/ . ./e2e/ ./store/ ./oauth/ ./...

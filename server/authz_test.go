@@ -381,16 +381,16 @@ func TestRoleOperationMatrix(t *testing.T) {
 			callers := append(append([]string{}, fixedRoles...), "non-member", "key:*", "key:project:read")
 			for _, who := range callers {
 				want := matrixWant(t, so.op, auth, who)
-				ten := func(t *testing.T) tenancy { return app.newTenancy(t) }
-				if want.title != "" {
+				tenancyFor := func(t *testing.T) tenancy { return app.newTenancy(t) }
+				if want.refused() {
 					if refusedTenancy == nil {
 						shared := app.newTenancy(t)
 						refusedTenancy = &shared
 					}
-					ten = func(*testing.T) tenancy { return *refusedTenancy }
+					tenancyFor = func(*testing.T) tenancy { return *refusedTenancy }
 				}
 				t.Run(so.op.OperationID+"/"+who, func(t *testing.T) {
-					ten := ten(t)
+					ten := tenancyFor(t)
 					salt++
 					r := ten.exampleRequest(t, so, salt)
 					var res response
@@ -404,7 +404,7 @@ func TestRoleOperationMatrix(t *testing.T) {
 					default:
 						res = app.do(ten.members[who].as(r))
 					}
-					if want.title != "" {
+					if want.refused() {
 						res.wantProblem(t, want.status, "http-"+strconv.Itoa(want.status), want.title)
 					} else if res.Code != want.status {
 						t.Fatalf("status %d, want %d: %s", res.Code, want.status, res.Body)
@@ -421,6 +421,8 @@ type matrixOutcome struct {
 	status int
 	title  string
 }
+
+func (o matrixOutcome) refused() bool { return o.title != "" }
 
 // matrixWant reads who's outcome off the contract: a key is refused a user-only or session
 // operation and any permission outside its scopes; a session operation lets every user through;
