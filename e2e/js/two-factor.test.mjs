@@ -1,82 +1,21 @@
 // End-to-end test of Gatehouse's TOTP second factor with the real better-auth browser client and
 // its twoFactorClient plugin. Codes are computed here from the otpauth URI's secret with the npm
-// library otpauth, not with Gatehouse code. Run by e2e/auth_client_test.go with auth.test.mjs,
-// or by hand:
+// library otpauth, not with Gatehouse code. Run by e2e/auth_client_test.go with the other
+// e2e/js/*.test.mjs, or by hand:
 //
 //   GATEHOUSE_BASE_URL=http://localhost:8080 node --test --test-reporter=spec e2e/js/
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { createAuthClient } from "better-auth/client";
 import { twoFactorClient } from "better-auth/client/plugins";
 import * as OTPAuth from "otpauth";
 
-const base = (process.env.GATEHOUSE_BASE_URL || "").replace(/\/+$/, "");
-if (!base) {
-  throw new Error("GATEHOUSE_BASE_URL is not set (for example http://127.0.0.1:8080)");
-}
-const baseOrigin = new URL(base).origin;
-const secure = baseOrigin.startsWith("https:");
-const sessionCookie = secure ? "__Host-gatehouse.session_token" : "gatehouse.session_token";
-const twoFactorCookie = secure ? "__Host-gatehouse.two_factor" : "gatehouse.two_factor";
+import { Browser, fails, ok, password, run, sessionCookie, twoFactorCookie } from "./browser.mjs";
 
-const run = `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
-const password = "correct-horse-battery";
-
-/**
- * A simulated browser: a cookie jar and a same-origin Origin header on unsafe requests (Node's
- * fetch keeps no cookies), a twoFactorClient that records its redirect callback, and a
- * transcript for failure messages.
- */
-class Browser {
-  constructor(name) {
-    this.name = name;
-    this.cookies = new Map();
-    this.transcript = [];
-    this.redirects = [];
-    this.client = createAuthClient({
-      baseURL: base,
-      plugins: [twoFactorClient({ onTwoFactorRedirect: (ctx) => this.redirects.push(ctx) })],
-      fetchOptions: { customFetchImpl: (input, init) => this.fetch(input, init) },
-    });
-  }
-
-  async fetch(input, init = {}) {
-    const url = new URL(input instanceof Request ? input.url : String(input));
-    const method = (init.method || "GET").toUpperCase();
-    const headers = new Headers(init.headers);
-    if (this.cookies.size > 0) {
-      headers.set("cookie", [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; "));
-    }
-    if (!["GET", "HEAD"].includes(method)) headers.set("origin", baseOrigin);
-    const res = await fetch(input, { ...init, method, headers });
-    for (const raw of res.headers.getSetCookie()) {
-      const [pair, ...attrs] = raw.split(";");
-      const eq = pair.indexOf("=");
-      const name = pair.slice(0, eq).trim();
-      const gone = attrs.some((a) => /^\s*max-age=(0|-\d+)\s*$/i.test(a));
-      if (gone) this.cookies.delete(name);
-      else this.cookies.set(name, pair.slice(eq + 1).trim());
-    }
-    this.transcript.push(`${method} ${url.pathname} ${typeof init.body === "string" ? init.body : ""}\n    -> ${res.status} ${await res.clone().text()}`);
-    return res;
-  }
-
-  recent(n = 3) {
-    return `${this.name}'s last requests:\n  ${this.transcript.slice(-n).join("\n  ")}`;
-  }
-}
-
-function ok(b, result, what) {
-  assert.equal(result.error, null, `${what} failed: ${JSON.stringify(result.error)}\n${b.recent()}`);
-  return result.data;
-}
-
-function fails(b, result, what, status, code) {
-  assert.equal(result.data, null, `${what} should fail\n${b.recent()}`);
-  assert.equal(result.error?.status, status, `${what}: status\n${b.recent()}`);
-  assert.equal(result.error?.code, code, `${what}: code\n${b.recent()}`);
+/** A browser whose client has twoFactorClient, its redirect callback recorded in redirects. */
+function twoFactorBrowser(name) {
+  return new Browser(name, { plugins: (b) => [twoFactorClient({ onTwoFactorRedirect: (ctx) => b.redirects.push(ctx) })] });
 }
 
 /** Signs in with the password and asserts that the second factor is due. */
@@ -103,7 +42,7 @@ async function signedInAs(b, userId, twoFactorEnabled) {
 }
 
 test("TOTP with backup codes through twoFactorClient", async (t) => {
-  const ada = new Browser("Ada");
+  const ada = twoFactorBrowser("Ada");
   const email = `ada-2fa+${run}@example.com`;
   let userId, totp, backupCodes, enrolCode;
 
