@@ -73,7 +73,10 @@ func (s *Store) BatchDecisionEpoch(ctx context.Context, projectID string) (Epoch
 // database CPU (pinned, alternately: 84–91 µs of PostgreSQL CPU a batch against 14–16 kept),
 // and a third or more of a lookup's. On SQLite, where both reads are local, keeping it
 // served 8–15 % more batches on a saturated core, but their p99 grew by half (8.1–8.5 ms against
-// 12.8–13.2), so the key is read (docs/benchmarks.md, "A batch's key kept at its epoch").
+// 12.8–13.2), so the key is read (docs/benchmarks.md, "A batch's key kept at its epoch"). The
+// tail comes from the scheduler, not the work: a saturated core serves its connections in turn
+// only while a statement runs after the body was read (docs/benchmarks.md, "Why a SQLite
+// batch's tail follows its statements").
 func (s *Store) KeepsBatchKeys() bool { return s.dialect != SQLite }
 
 // Shared epoch reads. Every kept /authorize request reads its project's epoch before anything
