@@ -123,10 +123,15 @@ func (f *FositeStore) write(ctx context.Context, fn func(tx *store.Tx) error) er
 	return f.st.InTx(ctx, fn)
 }
 
-// read returns one row, inside the context's transaction when there is one.
+// read returns one row, inside the context's transaction when there is one. For a request that
+// authenticated its client from the kept ones, or read and kept it (keptCaller: introspection),
+// the same statement confirms that client at its version, and the row's own client usable.
 func (f *FositeStore) read(ctx context.Context, kind, signature string) (store.OAuthToken, error) {
 	if tx := txFrom(ctx); tx != nil {
 		return tx.OAuthToken(ctx, kind, signature)
+	}
+	if id, version, ok := keptCaller(ctx); ok {
+		return f.st.OAuthTokenConfirmed(ctx, kind, signature, id, version)
 	}
 	return f.st.OAuthToken(ctx, kind, signature)
 }

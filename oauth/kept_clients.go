@@ -28,13 +28,21 @@ import (
 // request served from a kept client is answered again from a fresh read as well, so that a client
 // presenting its new secret, or a scope added a moment ago, is never refused on an old copy.
 //
-// Only the client_credentials grant, whose one write is the token row, keeps clients, and only
-// clients that authenticate with a secret: a private_key_jwt client's assertion is recorded (its
-// jti) before the token is written, so a second attempt would find it used. Introspection,
-// revocation and the other grants read their client on every request.
+// Introspection by a caller that authenticates with HTTP Basic keeps clients too. Its one
+// read is the token row, and that statement confirms the caller at the kept version, and the
+// token's own client usable (store.OAuthTokenConfirmed, through keptCaller); a row not
+// confirmed is not found, and the request is answered again from a fresh read, so a caller
+// disabled or its secret rotated a moment ago gets 401 invalid_client on the very next request,
+// and a token whose client was disabled is inactive.
+//
+// Only those two keep clients, and only clients that authenticate with a secret: a
+// private_key_jwt client's assertion is recorded (its jti) before the token is written, so a
+// second attempt would find it used. Revocation and the other grants read their client on
+// every request.
 //
 // The client's read was a fifth of a PostgreSQL ES256 token's server CPU and one of its two
-// round trips (docs/benchmarks.md, "Clients kept between token requests").
+// round trips (docs/benchmarks.md, "Clients kept between token requests"), and one of an
+// introspection's two statements.
 
 // keptClientsSize and keptClientsTTL bound the kept clients: at most that many, each forgotten
 // that long after it was read. Freshness does not rest on them: every token written from a kept
@@ -97,6 +105,24 @@ func (f *FositeStore) keepClient(memo *clientMemo, id string, c fosite.Client, v
 	memo.mu.Lock()
 	memo.keep.versions[id] = version
 	memo.mu.Unlock()
+}
+
+// keptCaller returns the client a request that may use kept clients has taken from them or read
+// and kept, with its version, when there is exactly one: an introspection's caller before its
+// token is read.
+func keptCaller(ctx context.Context) (id string, version int64, ok bool) {
+	memo, _ := ctx.Value(clientMemoKey{}).(*clientMemo)
+	if memo == nil || memo.keep == nil {
+		return "", 0, false
+	}
+	memo.mu.Lock()
+	defer memo.mu.Unlock()
+	if len(memo.keep.versions) != 1 {
+		return "", 0, false
+	}
+	for id, version = range memo.keep.versions {
+	}
+	return id, version, true
 }
 
 // keptClientVersion is the version a token row of client id written for ctx's request is

@@ -180,13 +180,22 @@ func (p *Provider) revokeFamily(ctx context.Context, requestID string) error {
 // revoked or malformed token, one whose client is disabled, or one issued to a client of
 // another project answers exactly {"active":false}.
 func (p *Provider) Introspect(w http.ResponseWriter, r *http.Request) {
-	ctx := withClientMemo(r.Context())
-	r = r.WithContext(ctx)
 	if err := parseForm(w, r); err != nil {
-		p.WriteIntrospectionError(ctx, w, err)
+		p.WriteIntrospectionError(r.Context(), w, err)
 		return
 	}
-	resp, err := p.NewIntrospectionRequest(ctx, r, NewSession(""))
+	// A caller authenticating with HTTP Basic may be served from a client kept from an earlier
+	// request (kept_clients.go): the token is then read on condition that the caller is still at
+	// the kept version; when that fails, the request is answered from a fresh read.
+	ctx := withClientMemo(r.Context())
+	if _, _, basic := r.BasicAuth(); basic {
+		ctx = withKeptClients(r.Context())
+	}
+	resp, err := p.NewIntrospectionRequest(ctx, r.WithContext(ctx), NewSession(""))
+	if err != nil && p.store.answerAgain(ctx, err) {
+		ctx = withClientMemo(r.Context())
+		resp, err = p.NewIntrospectionRequest(ctx, r.WithContext(ctx), NewSession(""))
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, fosite.ErrInactiveToken):

@@ -217,13 +217,43 @@ func (r reads) OAuthToken(ctx context.Context, kind, signature string) (OAuthTok
 	if err != nil {
 		return OAuthToken{}, wrapError(op, err)
 	}
+	return row.token(), nil
+}
+
+// oauthTokenConfirmedQuery reads a row (kind, signature) only while the client of the request
+// (its id and version) and the row's own client are usable (oauthClientUsable).
+const oauthTokenConfirmedQuery = "SELECT " + oauthTokenColumns + ` FROM oauth_tokens t
+	WHERE t.kind = ? AND t.signature = ?
+	AND EXISTS (` + oauthClientUsable + ` AND c.id = ? AND c.version = ?)
+	AND EXISTS (` + oauthClientUsable + ` AND c.id = t.client_id)`
+
+// OAuthTokenConfirmed returns the row (kind, signature), active or not, like OAuthToken, in the
+// same statement confirming that client clientID is still at version and usable (not disabled,
+// its project and organization not archived) and that the row's own client is usable. It
+// returns ErrNotFound when there is no such row or either confirmation fails: a request served
+// from a kept copy of clientID (oauth's kept clients) then answers again from a fresh read.
+func (s *Store) OAuthTokenConfirmed(ctx context.Context, kind, signature, clientID string, version int64) (OAuthToken, error) {
+	const op = "oauth token"
+	stmt, err := s.readStatement(ctx, oauthTokenConfirmedQuery)
+	if err != nil {
+		return OAuthToken{}, wrapError(op, err)
+	}
+	var row oauthTokenRow
+	if err := stmt.GetContext(ctx, &row, kind, signature, clientID, version); err != nil {
+		return OAuthToken{}, wrapError(op, err)
+	}
+	return row.token(), nil
+}
+
+// token is the OAuthToken of a row.
+func (row oauthTokenRow) token() OAuthToken {
 	return OAuthToken{
 		Kind: row.Kind, Signature: row.Signature, RequestID: row.RequestID, ClientID: row.ClientID,
 		Subject: row.Subject, Active: row.Active, Scopes: row.Scopes, GrantedScopes: row.GrantedScopes,
 		RequestedAudience: row.RequestedAudience, GrantedAudience: row.GrantedAudience, Form: row.Form,
 		Session: row.Session, AccessSignature: row.AccessSignature,
 		RequestedAt: time.Time(row.RequestedAt), ExpiresAt: time.Time(row.ExpiresAt),
-	}, nil
+	}
 }
 
 // DeleteOAuthToken deletes the row (kind, signature). It returns ErrNotFound when there is no
