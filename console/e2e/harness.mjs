@@ -16,6 +16,23 @@ export const widths = [1280, 390];
 const axeSource = readFileSync(new URL('../../node_modules/axe-core/axe.min.js', import.meta.url), 'utf8');
 const shots = process.env.GATEHOUSE_E2E_SHOTS;
 
+/** The reason every gated control gives while the member's permissions load (api/permissions.ts). */
+const checkingPermissions = 'Checking your permissions…';
+
+/**
+ * deniedReason returns the reason a disabled control gives (its aria-description) once the
+ * member's permissions have loaded (within 10 s); until then it reads "Checking your
+ * permissions…", and a test that read it at once would race the permissions query.
+ */
+export async function deniedReason(control) {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const reason = (await control.getAttribute('aria-description')) ?? '';
+    if (reason !== checkingPermissions || Date.now() > deadline) return reason;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 /** The users and ids the Go test seeded. */
 export function fixtures() {
   return JSON.parse(process.env.GATEHOUSE_E2E_FIXTURES ?? '{}');

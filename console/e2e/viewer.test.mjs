@@ -2,7 +2,7 @@
 // write sent from the console's own session is refused with 403, at 1280 and 390 px.
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { Page, launch, fixtures, widths } from './harness.mjs';
+import { Page, deniedReason, launch, fixtures, widths } from './harness.mjs';
 
 const fx = fixtures();
 let browser;
@@ -37,7 +37,7 @@ for (const width of widths) {
       await noWriteControls(page, 'projects');
       // A disabled control says why.
       const archive = p.getByRole('button', { name: 'Archive' }).first();
-      assert.match((await archive.getAttribute('aria-description')) ?? '', /viewer.*project:delete/);
+      assert.match(await deniedReason(archive), /viewer.*project:delete/);
       await page.check('viewer projects');
 
       await page.visit(`/orgs/${fx.orgId}/projects/${fx.projectId}/overview`, 'Storefront');
