@@ -422,6 +422,7 @@ type matrixOutcome struct {
 	title  string
 }
 
+// refused reports whether the contract refuses the caller: a problem with this title is due.
 func (o matrixOutcome) refused() bool { return o.title != "" }
 
 // matrixWant reads who's outcome off the contract: a key is refused a user-only or session
